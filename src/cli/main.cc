@@ -1,0 +1,44 @@
+// sanctum: one binary, many subcommands (src/cli/<name>.cc each registers one).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "base/error.h"
+#include "cli/command.h"
+
+namespace sanctum::cli {
+std::vector<Subcommand>& subcommands() {
+  static std::vector<Subcommand> registry;
+  return registry;
+}
+}  // namespace sanctum::cli
+
+namespace {
+void print_usage() {
+  std::fprintf(stderr, "usage: sanctum <command> [flags]\n\ncommands:\n");
+  for (const auto& c : sanctum::cli::subcommands()) std::fprintf(stderr, "  %-12s %s\n", c.name.c_str(), c.summary.c_str());
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string name = argv[1];
+  for (const auto& c : sanctum::cli::subcommands()) {
+    if (c.name != name) continue;
+    try {
+      return c.run(argc - 1, argv + 1);
+    } catch (const sanctum::Error& e) {
+      std::fprintf(stderr, "sanctum %s: error: %s\n", name.c_str(), e.what());
+      return e.kind() == sanctum::ErrorKind::invalid_argument ? 2 : 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sanctum %s: internal error: %s\n", name.c_str(), e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "sanctum: unknown command '%s'\n", name.c_str());
+  print_usage();
+  return 2;
+}

@@ -1,0 +1,16 @@
+#pragma once
+#include "tensor/tensor.h"
+#include "tensor/weight.h"
+
+namespace sanctum::ops {
+
+// y = x · wᵀ.  x: (n, k) f32, rows may be strided; w: logical (m, k), dense or MLX-quantized;
+// y: (n, m) f32, preallocated, rows may be strided. n == 1 takes the mat-vec path.
+// Accumulates in f32; the reduction order over k is fixed, so a row's result does not depend on n.
+void matmul(const Tensor& x, const Weight& w, Tensor& y);
+
+// Optional one-time repack of w into a kernel-friendly layout (stored in w.packed). Must not change
+// the numbers; a no-op where the backend reads the checkpoint layout directly.
+void prepare_weight(Weight& w);
+
+}  // namespace sanctum::ops

@@ -1,0 +1,11 @@
+#pragma once
+// The op set model code calls. Each op checks its arguments and dispatches on the device of its
+// tensors; backends live in cpu/ (Highway) and ref/ (scalar truth for tests).
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/matmul.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
+#include "ops/softmax.h"

@@ -1,0 +1,44 @@
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace sanctum::ops {
+
+// Rotary position embedding settings as a model config declares them.
+struct RopeConfig {
+  enum class Type { standard, yarn, linear, llama3 };
+  Type type = Type::standard;
+  int head_dim = 0;
+  int rotary_dim = 0;      // first rotary_dim dims of each head rotate (partial rotary); 0 → head_dim
+  double theta = 10000.0;
+  double factor = 1.0;     // yarn / linear / llama3 scaling factor
+  int original_max_position = 0;  // yarn, llama3
+  double beta_fast = 32.0, beta_slow = 1.0;  // yarn
+  double mscale = 1.0, mscale_all_dim = 0.0; // yarn (DeepSeek-style attention factor knobs)
+  double attention_factor = 0.0;             // yarn: explicit override; 0 → derived
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+};
+
+// Precomputed inverse frequencies and the cos/sin magnitude (YaRN's attention factor).
+class RopeTable {
+ public:
+  RopeTable() = default;
+  explicit RopeTable(const RopeConfig& config);
+  int rotary_dim() const { return rotary_dim_; }
+  const std::vector<float>& inv_freq() const { return inv_freq_; }  // rotary_dim / 2 entries
+  float magnitude() const { return magnitude_; }
+
+ private:
+  int rotary_dim_ = 0;
+  std::vector<float> inv_freq_;
+  float magnitude_ = 1.0f;
+};
+
+// In place on x: (n, heads, head_dim) f32. Token i is at position positions[i]. Non-interleaved
+// ("rotate half") layout over the first rotary_dim dims: pairs (j, j + rotary_dim/2).
+void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table);
+
+}  // namespace sanctum::ops

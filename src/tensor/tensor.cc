@@ -1,0 +1,173 @@
+#include "tensor/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace sanctum {
+
+std::shared_ptr<void> allocate_host(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) fail(ErrorKind::io, "out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, rounded);
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+namespace {
+void check_shape(const int64_t* shape, int ndim) {
+  check(ndim >= 0 && ndim <= kMaxDims, ErrorKind::invalid_argument, "tensor rank must be 0.." + std::to_string(kMaxDims));
+  for (int i = 0; i < ndim; ++i) check(shape[i] >= 0, ErrorKind::invalid_argument, "negative tensor dimension");
+}
+}  // namespace
+
+Tensor Tensor::zeros_like_shape(const int64_t* shape, int ndim, DType dtype, Device device) {
+  check_shape(shape, ndim);
+  check(device == Device::cpu, ErrorKind::unsupported, "Tensor::zeros: device allocation goes through the backend allocator");
+  Tensor t;
+  t.ndim_ = ndim;
+  for (int i = 0; i < ndim; ++i) t.shape_[static_cast<size_t>(i)] = shape[i];
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.set_contiguous_strides();
+  auto mem = allocate_host(t.nbytes());
+  t.data_ = mem.get();
+  t.storage_ = std::move(mem);
+  return t;
+}
+
+Tensor Tensor::zeros(std::initializer_list<int64_t> shape, DType dtype, Device device) {
+  return zeros_like_shape(shape.begin(), static_cast<int>(shape.size()), dtype, device);
+}
+
+Tensor Tensor::view_of(const void* data, const int64_t* shape, int ndim, DType dtype, std::shared_ptr<const void> keepalive,
+                       Device device) {
+  check_shape(shape, ndim);
+  Tensor t;
+  t.ndim_ = ndim;
+  for (int i = 0; i < ndim; ++i) t.shape_[static_cast<size_t>(i)] = shape[i];
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.set_contiguous_strides();
+  t.data_ = const_cast<void*>(data);
+  t.storage_ = std::move(keepalive);
+  return t;
+}
+
+Tensor Tensor::view_of(const void* data, std::initializer_list<int64_t> shape, DType dtype, std::shared_ptr<const void> keepalive,
+                       Device device) {
+  return view_of(data, shape.begin(), static_cast<int>(shape.size()), dtype, std::move(keepalive), device);
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < ndim_; ++i) n *= shape_[static_cast<size_t>(i)];
+  return n;
+}
+
+void Tensor::set_contiguous_strides() {
+  int64_t s = 1;
+  for (int i = ndim_ - 1; i >= 0; --i) {
+    strides_[static_cast<size_t>(i)] = s;
+    s *= shape_[static_cast<size_t>(i)];
+  }
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t s = 1;
+  for (int i = ndim_ - 1; i >= 0; --i) {
+    if (shape_[static_cast<size_t>(i)] != 1 && strides_[static_cast<size_t>(i)] != s) return false;
+    s *= shape_[static_cast<size_t>(i)];
+  }
+  return true;
+}
+
+std::string Tensor::shape_string() const {
+  std::string s = "(";
+  for (int i = 0; i < ndim_; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape_[static_cast<size_t>(i)]);
+  }
+  if (ndim_ == 1) s += ",";
+  s += ") ";
+  s += dtype_name(dtype_);
+  return s;
+}
+
+Tensor Tensor::slice(int dim, int64_t begin, int64_t end) const {
+  if (dim < 0) dim += ndim_;
+  check(dim >= 0 && dim < ndim_, ErrorKind::invalid_argument, "slice: dim out of range for " + shape_string());
+  auto d = static_cast<size_t>(dim);
+  check(0 <= begin && begin <= end && end <= shape_[d], ErrorKind::invalid_argument,
+        "slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") out of range for " + shape_string());
+  Tensor t = *this;
+  t.shape_[d] = end - begin;
+  t.data_ = static_cast<char*>(data_) + begin * strides_[d] * static_cast<int64_t>(dtype_size(dtype_));
+  return t;
+}
+
+Tensor Tensor::squeeze0() const {
+  check(ndim_ >= 1 && shape_[0] == 1, ErrorKind::invalid_argument, "squeeze0 needs a leading dim of 1, got " + shape_string());
+  Tensor t = *this;
+  for (int i = 0; i + 1 < ndim_; ++i) {
+    t.shape_[static_cast<size_t>(i)] = shape_[static_cast<size_t>(i + 1)];
+    t.strides_[static_cast<size_t>(i)] = strides_[static_cast<size_t>(i + 1)];
+  }
+  t.ndim_ = ndim_ - 1;
+  return t;
+}
+
+Tensor Tensor::reshape(std::initializer_list<int64_t> shape) const {
+  check(is_contiguous(), ErrorKind::invalid_argument, "reshape needs a contiguous tensor, got " + shape_string());
+  check(static_cast<int>(shape.size()) <= kMaxDims, ErrorKind::invalid_argument, "reshape: too many dims");
+  Tensor t = *this;
+  t.ndim_ = static_cast<int>(shape.size());
+  int64_t known = 1;
+  int infer = -1;
+  int i = 0;
+  for (int64_t s : shape) {
+    if (s == -1) {
+      check(infer < 0, ErrorKind::invalid_argument, "reshape: more than one -1");
+      infer = i;
+    } else {
+      known *= s;
+    }
+    t.shape_[static_cast<size_t>(i++)] = s;
+  }
+  if (infer >= 0) {
+    check(known > 0 && numel() % known == 0, ErrorKind::invalid_argument, "reshape: cannot infer dim for " + shape_string());
+    t.shape_[static_cast<size_t>(infer)] = numel() / known;
+  }
+  check(t.numel() == numel(), ErrorKind::invalid_argument, "reshape: element count differs from " + shape_string());
+  t.set_contiguous_strides();
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  check(device_ == Device::cpu, ErrorKind::unsupported, "clone: cpu tensors only");
+  Tensor t = zeros_like_shape(shape_.data(), ndim_, dtype_, device_);
+  size_t es = dtype_size(dtype_);
+  if (is_contiguous()) {
+    std::memcpy(t.data_, data_, nbytes());
+    return t;
+  }
+  // Generic strided copy, innermost dim at a time.
+  int64_t inner = ndim_ > 0 ? shape_[static_cast<size_t>(ndim_ - 1)] : 1;
+  int64_t outer = inner > 0 ? numel() / inner : 0;
+  auto* dst = static_cast<char*>(t.data_);
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rem = o, offset = 0;
+    for (int i = ndim_ - 2; i >= 0; --i) {
+      offset += (rem % shape_[static_cast<size_t>(i)]) * strides_[static_cast<size_t>(i)];
+      rem /= shape_[static_cast<size_t>(i)];
+    }
+    const char* src = static_cast<const char*>(data_) + offset * static_cast<int64_t>(es);
+    int64_t inner_stride = ndim_ > 0 ? strides_[static_cast<size_t>(ndim_ - 1)] : 1;
+    for (int64_t j = 0; j < inner; ++j) std::memcpy(dst + (o * inner + j) * static_cast<int64_t>(es), src + j * inner_stride * static_cast<int64_t>(es), es);
+  }
+  return t;
+}
+
+}  // namespace sanctum
