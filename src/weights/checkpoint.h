@@ -1,0 +1,56 @@
+#pragma once
+// A checkpoint directory: config.json plus safetensors (one file, or shards listed by
+// model.safetensors.index.json). Tensors are views into the memory-mapped files (no copies).
+// Every accessor validates what it returns and throws sanctum::Error with a one-line message that
+// names the file and the tensor.
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+#include "tensor/weight.h"
+#include "weights/quant_config.h"
+#include "weights/safetensors.h"
+
+namespace sanctum {
+
+class Checkpoint {
+ public:
+  // Opens every safetensors file of dir (index.json if present, else model.safetensors, else all
+  // *.safetensors sorted by name). Throws not_found if there is none.
+  explicit Checkpoint(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  std::vector<std::string> names() const;  // all tensor names, sorted
+  bool has(const std::string& name) const;
+
+  // The tensor `name`; marks it used. Throws not_found naming it (and the directory) if absent.
+  Tensor tensor(const std::string& name);
+  // Same, and checks the shape; throws invalid_input "tensor X: expected (a, b), got (c, d) bf16".
+  Tensor tensor(const std::string& name, std::initializer_list<int64_t> expected_shape);
+
+  // A linear weight of logical shape (rows, cols) at `prefix` (".weight", and for quantized layers
+  // ".scales" / ".biases"). Quantized if `prefix.scales` exists; bits/group size come from `quant`
+  // (per-layer overrides honoured) and are cross-checked against the packed shape.
+  Weight linear(const std::string& prefix, int64_t rows, int64_t cols, const QuantConfig& quant);
+
+  // Names present in the files but never requested, minus those under ignored prefixes.
+  std::vector<std::string> unused() const;
+  void ignore_prefix(const std::string& prefix) { ignored_prefixes_.push_back(prefix); }
+  // Throws invalid_input listing (up to 5) unexpected tensors if unused() is not empty.
+  void check_all_used() const;
+
+  // Total bytes of all mapped files.
+  size_t file_bytes() const;
+
+ private:
+  std::string dir_;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::map<std::string, std::pair<size_t, size_t>> index_;  // name -> (file index, entry index)
+  std::set<std::string> used_;
+  std::vector<std::string> ignored_prefixes_;
+};
+
+}  // namespace sanctum
