@@ -62,6 +62,7 @@ Tensor Tensor::view_of(const void* data, std::initializer_list<int64_t> shape, D
 }
 
 int64_t Tensor::numel() const {
+  if (ndim_ == 0 && data_ == nullptr) return 0;  // an undefined tensor holds nothing
   int64_t n = 1;
   for (int i = 0; i < ndim_; ++i) n *= shape_[static_cast<size_t>(i)];
   return n;

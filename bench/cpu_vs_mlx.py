@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""sanctum vs mlx-lm on this CPU, side by side in one run, on the same checkpoint.
+
+Builds (once, cached under bench/out/) a random-weight Qwen2.5-0.5B-shaped qwen2 saved by mlx-lm as
+an MLX 4-bit g64 checkpoint, then measures on the same machine:
+  prefill tok/s (--prompt tokens), decode tok/s (--gen tokens after the prompt), peak RSS;
+and prints sanctum/mlx-lm ratios, plus sanctum's decode as a fraction of the memory-bandwidth floor
+(weight bytes per token / measured streaming read bandwidth).
+
+Usage: .venv/bin/python bench/cpu_vs_mlx.py [--threads 2] [--prompt 512] [--gen 128] [--shape qwen2-0.5b]
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+SHAPES = {
+    "qwen2-0.5b": {
+        "model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+        "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936, "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 32768, "rope_theta": 1000000.0, "tie_word_embeddings": True,
+    },
+}
+
+
+def build_checkpoint(shape: str, out: Path) -> Path:
+    if (out / "config.json").exists():
+        return out
+    import tiny_models
+    model = tiny_models.make_model(SHAPES[shape], seed=0)
+    tiny_models.save_checkpoint(model, SHAPES[shape], out, bits=4, group_size=64)
+    return out
+
+
+def mlx_child(model_dir: str, prompt_len: int, gen: int, reps: int) -> dict:
+    """Runs in a fresh process so its peak RSS is its own."""
+    import mlx.core as mx
+    import numpy as np
+    from mlx_lm.generate import generate_step
+    from mlx_lm.models.cache import make_prompt_cache
+    from mlx_lm.utils import load_model
+
+    model, _ = load_model(Path(model_dir))
+    vocab = SHAPES_FROM_DIR(model_dir)["vocab_size"]
+    prompt = mx.array(np.random.default_rng(0).integers(0, vocab, size=prompt_len).tolist())
+    pp, tg = [], []
+    for rep in range(reps + 1):
+        cache = make_prompt_cache(model)
+        t0 = time.perf_counter()
+        logits = model(prompt[None], cache=cache)
+        mx.eval(logits)
+        t_pp = time.perf_counter() - t0
+        # mlx-lm's own decode loop (asynchronous evaluation), after a fresh prefill of the same prompt.
+        steps = 0
+        t0 = None
+        for _token, _ in generate_step(prompt, model, max_tokens=gen + 1):
+            if t0 is None:
+                t0 = time.perf_counter()  # first token = prefill; time the remaining `gen`
+            else:
+                steps += 1
+        t_tg = time.perf_counter() - t0
+        if rep:
+            pp.append(prompt_len / t_pp)
+            tg.append(steps / t_tg)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"pp": sum(pp) / len(pp), "tg": sum(tg) / len(tg), "peak_rss": rss}
+
+
+def SHAPES_FROM_DIR(model_dir):
+    return json.loads((Path(model_dir) / "config.json").read_text())
+
+
+def run_sanctum(bin_path: str, model_dir: Path, prompt_len: int, gen: int, threads: int, reps: int) -> dict:
+    cmd = ["/usr/bin/time", "-f", "%M", bin_path, "bench", "--model", str(model_dir), "--pp", str(prompt_len),
+           "--tg", str(gen), "--decode-context", str(prompt_len), "--repetitions", str(reps), "--threads", str(threads),
+           "--memory-bandwidth", "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    data = json.loads(r.stdout)
+    peak_kb = int(r.stderr.strip().splitlines()[-1])
+    res = {x["test"].split("@")[0][:2]: x for x in data["results"]}
+    return {"pp": res["pp"]["tokens_per_second"], "tg": res["tg"]["tokens_per_second"],
+            "floor_fraction": res["tg"].get("fraction_of_bandwidth_floor"), "bandwidth": data.get("memory_read_gb_per_second"),
+            "weight_bytes": data["weight_bytes_per_token"], "peak_rss": peak_kb * 1024}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="qwen2-0.5b", choices=sorted(SHAPES))
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--sanctum", default=str(ROOT / "build" / "sanctum"))
+    ap.add_argument("--mlx-child", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.mlx_child:
+        print(json.dumps(mlx_child(a.mlx_child, a.prompt, a.gen, a.reps)))
+        return 0
+
+    model_dir = build_checkpoint(a.shape, ROOT / "bench" / "out" / f"{a.shape}-q4g64")
+    files = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
+    ours = run_sanctum(a.sanctum, model_dir, a.prompt, a.gen, a.threads, a.reps)
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, __file__, "--mlx-child", str(model_dir), "--prompt", str(a.prompt), "--gen", str(a.gen),
+                        "--reps", str(a.reps)], capture_output=True, text=True, check=True, env=env)
+    mlx = json.loads(r.stdout.strip().splitlines()[-1])
+
+    print(f"shape {a.shape} MLX 4-bit g64, weights {files / 1e6:.0f} MB, {a.threads} threads, "
+          f"prompt {a.prompt}, decode {a.gen} after the prompt")
+    print(f"{'':14}{'sanctum':>12}{'mlx-lm':>12}{'ratio':>8}")
+    print(f"{'prefill tok/s':14}{ours['pp']:12.1f}{mlx['pp']:12.1f}{ours['pp'] / mlx['pp']:8.2f}")
+    print(f"{'decode tok/s':14}{ours['tg']:12.1f}{mlx['tg']:12.1f}{ours['tg'] / mlx['tg']:8.2f}")
+    print(f"{'peak RSS MB':14}{ours['peak_rss'] / 1e6:12.0f}{mlx['peak_rss'] / 1e6:12.0f}")
+    if ours["floor_fraction"]:
+        floor = ours["bandwidth"] * 1e9 / ours["weight_bytes"]
+        print(f"memory read bandwidth {ours['bandwidth']:.1f} GB/s; weights read per token {ours['weight_bytes'] / 1e6:.0f} MB; "
+              f"bandwidth floor {floor:.1f} tok/s; sanctum decode = {ours['floor_fraction'] * 100:.0f}% of the floor")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

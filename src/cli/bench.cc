@@ -1,0 +1,163 @@
+// sanctum bench: prompt-processing and generation throughput, llama-bench style.
+// --pp N: prefill N tokens into an empty state (repeatable). --tg N: decode N tokens one by one after a prompt of
+// --decode-context tokens. Each test runs --repetitions times after one warm-up; mean and stddev.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "model/model.h"
+
+namespace sanctum::cli {
+namespace {
+
+const char* kUsage =
+    "usage: sanctum bench --model DIR [--pp N ...] [--tg N] [--decode-context N] [--repetitions R] [--threads N]\n"
+    "                     [--memory-bandwidth] [--json]\n"
+    "--memory-bandwidth also measures streaming read GB/s and reports decode as a fraction of that floor.\n";
+
+struct Stat {
+  double mean = 0, stddev = 0;
+};
+
+Stat stats(const std::vector<double>& v) {
+  Stat s;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
+  s.stddev = v.size() > 1 ? std::sqrt(s.stddev / static_cast<double>(v.size() - 1)) : 0.0;
+  return s;
+}
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(std::min<int64_t>(vocab, 1 << 30) - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = dist(rng);
+  return t;
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Streaming read bandwidth of this machine with the compute pool (GB/s): sums a buffer much larger
+// than the caches, best of several passes.
+double measure_read_bandwidth() {
+  const size_t n = size_t{1} << 28;  // 1 GiB of floats
+  std::vector<float> buf(n, 1.0f);
+  ThreadPool& pool = compute_pool();
+  std::vector<double> partial(static_cast<size_t>(pool.size()));
+  double best = 0.0;
+  for (int pass = 0; pass < 5; ++pass) {
+    double t0 = now();
+    pool.run_on_all([&](int t) {
+      size_t b = n * static_cast<size_t>(t) / static_cast<size_t>(pool.size());
+      size_t e = n * static_cast<size_t>(t + 1) / static_cast<size_t>(pool.size());
+      float acc[16] = {};
+      for (size_t i = b; i + 16 <= e; i += 16)
+        for (int j = 0; j < 16; ++j) acc[j] += buf[i + static_cast<size_t>(j)];
+      double sum = 0;
+      for (float a : acc) sum += a;
+      partial[static_cast<size_t>(t)] = sum;
+    });
+    double s = now() - t0;
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / s / 1e9);
+  }
+  return best;
+}
+
+double time_prefill(Model& model, const std::vector<int32_t>& tokens) {
+  SequenceState state = model.new_state();
+  double t0 = now();
+  model.forward(tokens, state, LogitsFor::last);
+  return now() - t0;
+}
+
+// Decodes n tokens one forward at a time (the sampler is not timed: tokens come from a fixed list).
+double time_decode(Model& model, const std::vector<int32_t>& context, const std::vector<int32_t>& tokens) {
+  SequenceState state = model.new_state();
+  if (!context.empty()) model.forward(context, state, LogitsFor::last);
+  double t0 = now();
+  for (int32_t token : tokens) {
+    const int32_t one[1] = {token};
+    model.forward(one, state, LogitsFor::last);
+  }
+  return now() - t0;
+}
+
+int run_bench(int argc, char** argv) {
+  Args args(argc, argv, {"model", "pp", "tg", "decode-context", "repetitions", "threads"}, {"json", "help", "memory-bandwidth"});
+  if (args.has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  check(args.has("model"), ErrorKind::invalid_argument, std::string("--model DIR is required\n") + kUsage);
+  if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
+  const int reps = static_cast<int>(args.get_int("repetitions", 3));
+  check(reps >= 1, ErrorKind::invalid_argument, "--repetitions must be >= 1");
+  const double bandwidth = args.has("memory-bandwidth") ? measure_read_bandwidth() : 0.0;
+  std::vector<int64_t> pp;
+  for (const auto& v : args.get_all("pp")) pp.push_back(std::stoll(v));
+  if (pp.empty()) pp.push_back(512);
+  const int64_t n_gen = args.get_int("tg", 128);
+  const int64_t decode_context = args.get_int("decode-context", 0);
+
+  double t_load = now();
+  auto model = load_model(*args.get("model"));
+  t_load = now() - t_load;
+  const int64_t vocab = model->vocab_size();
+  const double weight_gb = static_cast<double>(model->weight_bytes_per_token()) / 1e9;
+
+  nlohmann::json results = nlohmann::json::array();
+  auto report = [&](const std::string& test, int64_t tokens, const std::vector<double>& seconds) {
+    std::vector<double> tps;
+    for (double s : seconds) tps.push_back(static_cast<double>(tokens) / s);
+    Stat st = stats(tps);
+    nlohmann::json r = {{"test", test}, {"tokens", tokens}, {"tokens_per_second", st.mean}, {"stddev", st.stddev},
+                        {"repetitions", reps}, {"threads", compute_pool().size()}};
+    if (test.rfind("tg", 0) == 0) {
+      r["weight_gb_per_second"] = st.mean * weight_gb;
+      if (bandwidth > 0) r["fraction_of_bandwidth_floor"] = st.mean * weight_gb / bandwidth;
+    }
+    results.push_back(r);
+    if (!args.has("json"))
+      std::printf("%-10s %8.2f ± %6.2f tok/s%s\n", test.c_str(), st.mean, st.stddev,
+                  test.rfind("tg", 0) == 0 ? (" (" + std::to_string(st.mean * weight_gb).substr(0, 5) + " GB/s of weights)").c_str() : "");
+  };
+
+  for (int64_t n : pp) {
+    auto tokens = random_tokens(n, vocab, 42);
+    time_prefill(*model, tokens);  // warm-up
+    std::vector<double> s;
+    for (int r = 0; r < reps; ++r) s.push_back(time_prefill(*model, tokens));
+    report("pp" + std::to_string(n), n, s);
+  }
+  if (n_gen > 0) {
+    auto context = random_tokens(decode_context, vocab, 7);
+    auto tokens = random_tokens(n_gen, vocab, 9);
+    time_decode(*model, context, {tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8)});  // warm-up
+    std::vector<double> s;
+    for (int r = 0; r < reps; ++r) s.push_back(time_decode(*model, context, tokens));
+    report("tg" + std::to_string(n_gen) + (decode_context ? "@" + std::to_string(decode_context) : ""), n_gen, s);
+  }
+  if (args.has("json")) {
+    nlohmann::json out = {{"model", *args.get("model")}, {"model_type", model->config().model_type},
+                          {"load_seconds", t_load}, {"weight_bytes_per_token", model->weight_bytes_per_token()},
+                          {"threads", compute_pool().size()}, {"results", results}};
+    if (bandwidth > 0) out["memory_read_gb_per_second"] = bandwidth;
+    std::printf("%s\n", out.dump(2).c_str());
+  }
+  return 0;
+}
+
+SubcommandRegistration reg("bench", "prefill / decode throughput benchmark", run_bench);
+
+}  // namespace
+}  // namespace sanctum::cli

@@ -1,0 +1,70 @@
+// sanctum logits: writes the logits of every prompt position to a .npy file (f32, (n, vocab)).
+// For parity tests against reference implementations. --split K feeds the first K tokens as one
+// prefill and the rest one token at a time (prefill + decode must equal one full prefill).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "cli/ids.h"
+#include "model/model.h"
+
+namespace sanctum::cli {
+namespace {
+
+// Minimal NumPy v1.0 .npy writer for a 2-D little-endian float32 array.
+void write_npy(const std::string& path, const std::vector<float>& data, int64_t rows, int64_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  FILE* f = std::fopen(path.c_str(), "wb");
+  check(f != nullptr, ErrorKind::io, path + ": cannot open for writing");
+  const char magic[] = "\x93NUMPY\x01\x00";
+  uint16_t len = static_cast<uint16_t>(header.size());
+  bool ok = std::fwrite(magic, 1, 8, f) == 8 && std::fwrite(&len, 2, 1, f) == 1 &&
+            std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
+            std::fwrite(data.data(), sizeof(float), data.size(), f) == data.size();
+  ok = (std::fclose(f) == 0) && ok;
+  check(ok, ErrorKind::io, path + ": write failed");
+}
+
+int run_logits(int argc, char** argv) {
+  Args args(argc, argv, {"model", "prompt-ids", "out", "split", "threads"}, {"help"});
+  if (args.has("help") || !args.has("model") || !args.has("prompt-ids") || !args.has("out")) {
+    std::fputs("usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K] [--threads N]\n",
+               args.has("help") ? stdout : stderr);
+    return args.has("help") ? 0 : 2;
+  }
+  if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
+  std::vector<int32_t> prompt = parse_ids(*args.get("prompt-ids"));
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  const int64_t split = args.get_int("split", n);
+  check(split >= 1 && split <= n, ErrorKind::invalid_argument, "--split must be in [1, number of prompt ids]");
+
+  auto model = load_model(*args.get("model"));
+  const int64_t vocab = model->vocab_size();
+  for (int32_t id : prompt)
+    check(id < vocab, ErrorKind::invalid_argument, "token id " + std::to_string(id) + " is outside the vocabulary");
+  SequenceState state = model->new_state();
+  std::vector<float> out(static_cast<size_t>(n * vocab));
+  auto keep = [&](const Tensor& logits, int64_t first_row) {
+    for (int64_t r = 0; r < logits.dim(0); ++r)
+      std::memcpy(&out[static_cast<size_t>((first_row + r) * vocab)], logits.data<float>() + r * logits.stride(0),
+                  static_cast<size_t>(vocab) * sizeof(float));
+  };
+  keep(model->forward(std::span<const int32_t>(prompt).first(static_cast<size_t>(split)), state, LogitsFor::all), 0);
+  for (int64_t i = split; i < n; ++i) keep(model->forward(std::span<const int32_t>(prompt).subspan(static_cast<size_t>(i), 1), state, LogitsFor::all), i);
+  write_npy(*args.get("out"), out, n, vocab);
+  return 0;
+}
+
+SubcommandRegistration reg("logits", "dump per-position logits to .npy (parity testing)", run_logits);
+
+}  // namespace
+}  // namespace sanctum::cli

@@ -1,0 +1,41 @@
+#pragma once
+// The generation loop for one sequence: prefill the prompt (in chunks), then decode token by token,
+// sampling each, until EOS, a stop id, max_tokens, or the callback asks to stop.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "model/model.h"
+#include "sampling/sampler.h"
+
+namespace sanctum {
+
+enum class FinishReason { stop, length, cancelled };
+const char* finish_reason_name(FinishReason reason);
+
+struct GenerationParams {
+  int max_tokens = 256;
+  SamplingParams sampling;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_ids;   // in addition to the model's eos ids (unless ignore_eos)
+  int prefill_chunk = 512;         // prompt tokens per forward (bounds scratch memory)
+  int callback_every = 1;          // tokens per on_tokens call (the final partial batch is flushed)
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // generated tokens, the stop token included when it is EOS/stop id
+  FinishReason finish = FinishReason::length;
+  int64_t prompt_tokens = 0;
+  double prefill_seconds = 0.0;  // until the first token is sampled
+  double decode_seconds = 0.0;
+};
+
+// Called with each batch of new tokens; return false to stop (finish = cancelled).
+using TokenCallback = std::function<bool(std::span<const int32_t> tokens)>;
+
+// Runs `prompt` on top of `state` (which may already hold a prefix) and generates.
+GenerationResult generate(Model& model, SequenceState& state, std::span<const int32_t> prompt, const GenerationParams& params,
+                          const TokenCallback& on_tokens = {});
+
+}  // namespace sanctum

@@ -1,0 +1,39 @@
+#pragma once
+// Standard (Llama-style) multi-head attention with grouped KV heads, optional q/k/v biases, RoPE,
+// and the KV cache written in place.
+#include <cstdint>
+#include <span>
+
+#include "model/blocks/workspace.h"
+#include "model/state.h"
+#include "ops/rope.h"
+#include "tensor/weight.h"
+#include "weights/checkpoint.h"
+
+namespace sanctum {
+
+struct AttentionShape {
+  int64_t hidden = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+};
+
+class AttentionBlock {
+ public:
+  AttentionBlock() = default;
+  // Loads `prefix`.{q,k,v,o}_proj (and q/k/v biases when `qkv_bias`).
+  AttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& shape, bool qkv_bias,
+                 const QuantConfig& quant);
+
+  // x: (n, hidden) normalised input for tokens at positions[0..n); writes (n, hidden) into out.
+  // The cache must already hold rows for positions[0] + n tokens of capacity.
+  void forward(const Tensor& x, std::span<const int32_t> positions, KvCache& cache, const ops::RopeTable& rope,
+               Workspace& ws, Tensor& out) const;
+
+  size_t weight_bytes() const;
+
+ private:
+  AttentionShape shape_;
+  Weight q_, k_, v_, o_;
+  Tensor q_bias_, k_bias_, v_bias_;
+};
+
+}  // namespace sanctum

@@ -1,0 +1,30 @@
+#include "model/blocks/mlp.h"
+
+#include "ops/ops.h"
+
+namespace sanctum {
+
+namespace {
+enum Slot : size_t { kGate = 200, kUp };
+}
+
+MlpBlock::MlpBlock(Checkpoint& ckpt, const std::string& prefix, int64_t hidden, int64_t intermediate, const QuantConfig& quant,
+                   const char* gate_name, const char* up_name, const char* down_name)
+    : intermediate_(intermediate) {
+  gate_ = ckpt.linear(prefix + gate_name, intermediate, hidden, quant);
+  up_ = ckpt.linear(prefix + up_name, intermediate, hidden, quant);
+  down_ = ckpt.linear(prefix + down_name, hidden, intermediate, quant);
+  for (Weight* w : {&gate_, &up_, &down_}) ops::prepare_weight(*w);
+}
+
+void MlpBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
+  const int64_t n = x.dim(0);
+  Tensor gate = ws.get(kGate, n, intermediate_);
+  Tensor up = ws.get(kUp, n, intermediate_);
+  ops::matmul(x, gate_, gate);
+  ops::matmul(x, up_, up);
+  ops::silu_mul(gate, up, gate);
+  ops::matmul(gate, down_, out);
+}
+
+}  // namespace sanctum

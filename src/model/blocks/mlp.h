@@ -1,0 +1,27 @@
+#pragma once
+// SiLU-gated MLP: down(silu(gate(x)) * up(x)).
+#include <string>
+
+#include "model/blocks/workspace.h"
+#include "tensor/weight.h"
+#include "weights/checkpoint.h"
+
+namespace sanctum {
+
+class MlpBlock {
+ public:
+  MlpBlock() = default;
+  // Loads `prefix`.{gate,up,down}_proj (names overridable for Mixtral-style w1/w3/w2).
+  MlpBlock(Checkpoint& ckpt, const std::string& prefix, int64_t hidden, int64_t intermediate, const QuantConfig& quant,
+           const char* gate_name = "gate_proj", const char* up_name = "up_proj", const char* down_name = "down_proj");
+
+  // x: (n, hidden) → out: (n, hidden).
+  void forward(const Tensor& x, Workspace& ws, Tensor& out) const;
+  size_t weight_bytes() const { return gate_.nbytes() + up_.nbytes() + down_.nbytes(); }
+
+ private:
+  int64_t intermediate_ = 0;
+  Weight gate_, up_, down_;
+};
+
+}  // namespace sanctum

@@ -1,0 +1,39 @@
+#include "model/registry.h"
+
+#include "base/error.h"
+#include "base/log.h"
+#include "model/arch/llama_like.h"
+
+namespace sanctum {
+
+const std::vector<ArchEntry>& architectures() {
+  static const std::vector<ArchEntry> table = {
+      {"mistral", make_mistral},
+      {"qwen2", make_qwen2},
+  };
+  return table;
+}
+
+std::string supported_model_types() {
+  std::string s;
+  for (const auto& a : architectures()) {
+    if (!s.empty()) s += ", ";
+    s += a.model_type;
+  }
+  return s;
+}
+
+std::unique_ptr<Model> load_model(const std::string& dir) {
+  ModelConfig config = load_model_config(dir);
+  for (const auto& a : architectures()) {
+    if (config.model_type != a.model_type) continue;
+    Checkpoint checkpoint(dir);
+    auto model = a.make(std::move(config), checkpoint);
+    checkpoint.check_all_used();
+    return model;
+  }
+  fail(ErrorKind::unsupported, dir + "/config.json: model_type '" + config.model_type +
+                                   "' is not supported; supported model types: " + supported_model_types());
+}
+
+}  // namespace sanctum

@@ -1,0 +1,74 @@
+#include "model/state.h"
+
+#include <cstring>
+
+#include "base/error.h"
+
+namespace sanctum {
+
+void KvCache::reserve(int64_t tokens) {
+  if (tokens <= capacity()) return;
+  int64_t blocks = (tokens + kBlockTokens - 1) / kBlockTokens;
+  int64_t cap = blocks * kBlockTokens;
+  // Grow by at least half again, so long prompts fed in pieces do not copy quadratically.
+  cap = std::max(cap, capacity() + capacity() / 2 / kBlockTokens * kBlockTokens);
+  Tensor k = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32);
+  Tensor v = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32);
+  if (k_) {
+    std::memcpy(k.raw(), k_.raw(), k_.nbytes());
+    std::memcpy(v.raw(), v_.raw(), v_.nbytes());
+  }
+  k_ = std::move(k);
+  v_ = std::move(v);
+}
+
+KvCache KvCache::clone_prefix(int64_t n) const {
+  KvCache c(n_kv_heads_, head_dim_);
+  if (n > 0) {
+    c.reserve(n);
+    size_t row = static_cast<size_t>(n_kv_heads_ * head_dim_) * sizeof(float);
+    std::memcpy(c.k_.raw(), k_.raw(), row * static_cast<size_t>(n));
+    std::memcpy(c.v_.raw(), v_.raw(), row * static_cast<size_t>(n));
+  }
+  return c;
+}
+
+bool SequenceState::has_recurrent_state() const {
+  for (const auto& l : linear_)
+    if (l.recurrent) return true;
+  return false;
+}
+
+void SequenceState::truncate(int64_t n) {
+  check(n >= 0 && n <= length_, ErrorKind::invalid_argument, "truncate: length out of range");
+  check(!has_recurrent_state() || n == length_, ErrorKind::unsupported,
+        "truncate: a recurrent (GatedDeltaNet) state cannot be truncated; restore a snapshot instead");
+  length_ = n;  // rows past n are simply overwritten by the next forward
+}
+
+std::shared_ptr<const SequenceState> SequenceState::snapshot() const {
+  auto s = std::make_shared<SequenceState>();
+  s->length_ = length_;
+  for (const auto& kv : kv_) s->kv_.push_back(kv.clone_prefix(length_));
+  for (const auto& l : linear_) s->linear_.push_back({l.conv ? l.conv.clone() : Tensor{}, l.recurrent ? l.recurrent.clone() : Tensor{}});
+  return s;
+}
+
+void SequenceState::restore(const SequenceState& snap) {
+  check(snap.kv_.size() == kv_.size() && snap.linear_.size() == linear_.size(), ErrorKind::invalid_argument,
+        "restore: snapshot belongs to a different model");
+  length_ = snap.length_;
+  for (size_t i = 0; i < kv_.size(); ++i) kv_[i] = snap.kv_[i].clone_prefix(snap.length_);
+  for (size_t i = 0; i < linear_.size(); ++i)
+    linear_[i] = {snap.linear_[i].conv ? snap.linear_[i].conv.clone() : Tensor{},
+                  snap.linear_[i].recurrent ? snap.linear_[i].recurrent.clone() : Tensor{}};
+}
+
+size_t SequenceState::bytes() const {
+  size_t b = 0;
+  for (const auto& kv : kv_) b += kv.bytes();
+  for (const auto& l : linear_) b += l.conv.nbytes() + l.recurrent.nbytes();
+  return b;
+}
+
+}  // namespace sanctum

@@ -1,0 +1,64 @@
+#pragma once
+// Token selection: logit processors (repetition / presence / frequency penalties over a bounded
+// window of recent tokens), then greedy argmax (temperature 0) or seeded sampling with top-k,
+// top-p and min-p filtering. The same seed and inputs always give the same token.
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace sanctum {
+
+struct SamplingParams {
+  float temperature = 0.0f;        // 0: greedy
+  float top_p = 1.0f;              // nucleus mass kept (1: off)
+  int top_k = 0;                   // 0: off
+  float min_p = 0.0f;              // drop tokens with p < min_p * p_max (0: off)
+  float repetition_penalty = 1.0f; // >1 discourages tokens in the recent window (CTRL-style)
+  float presence_penalty = 0.0f;   // OpenAI: subtract once per distinct recent token
+  float frequency_penalty = 0.0f;  // OpenAI: subtract per occurrence
+  int penalty_window = 64;         // recent tokens the penalties look at
+  uint64_t seed = 0;
+
+  bool greedy() const { return temperature <= 0.0f; }
+  bool has_penalties() const { return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f; }
+};
+
+// The last `window` tokens and their counts.
+class RecentTokens {
+ public:
+  explicit RecentTokens(int window = 64) : window_(window) {}
+  void push(int32_t token);
+  const std::unordered_map<int32_t, int>& counts() const { return counts_; }
+  void clear() { tokens_.clear(); counts_.clear(); }
+
+ private:
+  int window_;
+  std::deque<int32_t> tokens_;
+  std::unordered_map<int32_t, int> counts_;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+  const SamplingParams& params() const { return params_; }
+
+  // Picks the next token from logits (vocab) f32; `logits` may be modified in place.
+  int32_t sample(std::span<float> logits, const RecentTokens& recent);
+
+  // Probability distribution after penalties, temperature and filtering (for tests and logprobs).
+  std::vector<float> probabilities(std::span<float> logits, const RecentTokens& recent) const;
+
+ private:
+  void apply_penalties(std::span<float> logits, const RecentTokens& recent) const;
+
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+// Index of the largest value; the lowest index wins ties.
+int32_t argmax(std::span<const float> values);
+
+}  // namespace sanctum

@@ -1,0 +1,17 @@
+"""Shared pytest fixtures: the sanctum binary and the tools/ helpers on sys.path."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+@pytest.fixture(scope="session")
+def sanctum_bin() -> str:
+    path = os.environ.get("SANCTUM_BIN", str(ROOT / "build" / "sanctum"))
+    if not Path(path).exists():
+        pytest.fail(f"sanctum binary not found at {path}: build first or set SANCTUM_BIN")
+    return path
