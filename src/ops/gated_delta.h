@@ -1,0 +1,43 @@
+#pragma once
+// Ops of the GatedDeltaNet (linear attention) mixer of Qwen3.5 / Qwen3-Next.
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace sanctum::ops {
+
+// Causal depthwise conv1d over time with a rolling state, then SiLU.
+//   x:      (n, channels) f32, rows may be strided — the new inputs
+//   state:  (kernel - 1, channels) f32 — the previous kernel-1 inputs (zeros at sequence start);
+//           updated in place to the last kernel-1 rows of [state; x]
+//   weight: (channels, kernel) f32/bf16/f16 — tap j of channel c multiplies input t - (kernel-1) + j
+//   out:    (n, channels) f32, must not alias x
+void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Tensor& out);
+
+struct GatedDeltaShape {
+  int64_t n_key_heads = 0, key_dim = 0;      // Hk, Dk
+  int64_t n_value_heads = 0, value_dim = 0;  // Hv, Dv (Hv a multiple of Hk)
+};
+
+enum class GatedDeltaAlgorithm { automatic, sequential, chunked };
+
+// The gated delta rule over n tokens, all value heads, state in f32.
+//   q, k:   (n, Hk*Dk) f32, rows may be strided — raw (post-conv) values; L2-normalised here
+//           (x / sqrt(sum x^2 + 1e-6)), and q is also scaled by 1/sqrt(Dk)
+//   v:      (n, Hv*Dv) f32, rows may be strided
+//   a, b:   (n, Hv) f32 — raw projections; beta = sigmoid(b), decay g = exp(-exp(A_log) * softplus(a + dt_bias))
+//   a_log, dt_bias: (Hv) f32/bf16/f16
+//   state:  (Hv, Dv, Dk) f32, updated in place
+//   out:    (n, Hv*Dv) f32
+// Per token and value head h (key head h / (Hv/Hk), never copied):
+//   S = g*S;  delta = beta*(v - S k);  S = S + delta ⊗ k;  y = S q
+// `chunked` evaluates the same recurrence in chunks of 64 tokens (WY / UT form); `automatic` picks.
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                      const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out,
+                      GatedDeltaAlgorithm algorithm = GatedDeltaAlgorithm::automatic);
+
+// out = rms_norm(x over each head's d values, weight, eps) * silu(z), elementwise.
+//   x, z, out: (n, H*d) f32 (rows may be strided); weight: (d) f32/bf16/f16. out may alias x.
+void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out);
+
+}  // namespace sanctum::ops
