@@ -25,6 +25,9 @@ class Checkpoint {
   const std::string& dir() const { return dir_; }
   std::vector<std::string> names() const;  // all tensor names, sorted
   bool has(const std::string& name) const;
+  // dtype/shape of `name` without mapping or marking it used (to detect a checkpoint's flavour).
+  // Throws not_found naming it.
+  const SafetensorsEntry& entry(const std::string& name) const;
 
   // The tensor `name`; marks it used. Throws not_found naming it (and the directory) if absent.
   Tensor tensor(const std::string& name);
@@ -51,6 +54,8 @@ class Checkpoint {
   std::map<std::string, std::pair<size_t, size_t>> index_;  // name -> (file index, entry index)
   std::set<std::string> used_;
   std::vector<std::string> ignored_prefixes_;
+
+  std::string file_of(const std::string& name) const;  // the shard holding name, for messages
 };
 
 }  // namespace sanctum
