@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run
+from security_helpers import run
 
 
 def openssl_verify(ca_dir: Path, cert: Path, purpose: str, crl: bool = True):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ed25519_pem_from_raw, openssl_sign, run
+from security_helpers import ed25519_pem_from_raw, openssl_sign, run
 
 
 def verify(sanctum_bin, manifest, pub, model_dir, *extra):
