@@ -9,7 +9,12 @@ namespace sanctum {
 const std::vector<ArchEntry>& architectures() {
   static const std::vector<ArchEntry> table = {
       {"mistral", make_mistral},
+      {"mixtral", make_mixtral},
       {"qwen2", make_qwen2},
+      {"qwen3_5", make_qwen3_5},
+      {"qwen3_5_moe", make_qwen3_5},
+      {"qwen3_5_moe_text", make_qwen3_5},
+      {"qwen3_5_text", make_qwen3_5},
   };
   return table;
 }

@@ -1,0 +1,63 @@
+#include "model/blocks/gated_attention.h"
+
+#include <cmath>
+
+#include "ops/gating.h"
+#include "ops/ops.h"
+
+namespace sanctum {
+
+namespace {
+enum Slot : size_t { kQueryGate = 300, kQuery, kGate, kAttn };
+}
+
+GatedAttentionBlock::GatedAttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& s, float norm_eps,
+                                         float norm_offset, const QuantConfig& quant)
+    : shape_(s), eps_(norm_eps), norm_offset_(norm_offset) {
+  const int64_t q_dim = s.n_heads * s.head_dim, kv_dim = s.n_kv_heads * s.head_dim;
+  q_ = ckpt.linear(prefix + "q_proj", 2 * q_dim, s.hidden, quant);
+  k_ = ckpt.linear(prefix + "k_proj", kv_dim, s.hidden, quant);
+  v_ = ckpt.linear(prefix + "v_proj", kv_dim, s.hidden, quant);
+  o_ = ckpt.linear(prefix + "o_proj", s.hidden, q_dim, quant);
+  q_norm_ = ckpt.tensor(prefix + "q_norm.weight", {s.head_dim});
+  k_norm_ = ckpt.tensor(prefix + "k_norm.weight", {s.head_dim});
+  for (Weight* w : {&q_, &k_, &v_, &o_}) ops::prepare_weight(*w);
+}
+
+void GatedAttentionBlock::forward(const Tensor& x, std::span<const int32_t> positions, KvCache& cache, const ops::RopeTable& rope,
+                                  Workspace& ws, Tensor& out) const {
+  const int64_t n = x.dim(0), pos0 = positions[0];
+  const int64_t H = shape_.n_heads, KV = shape_.n_kv_heads, D = shape_.head_dim;
+
+  // (n, H, 2D): per head the query then its gate; split into contiguous buffers.
+  Tensor qg = ws.get(kQueryGate, n, 2 * H * D);
+  ops::matmul(x, q_, qg);
+  Tensor qg3 = qg.reshape({n, H, 2 * D});
+  Tensor q = ws.get(kQuery, n, H * D);
+  Tensor gate = ws.get(kGate, n, H * D);
+  Tensor q3 = q.reshape({n, H, D});
+  Tensor gate3 = gate.reshape({n, H, D});
+  ops::copy(qg3.slice(2, 0, D), q3);
+  ops::copy(qg3.slice(2, D, 2 * D), gate3);
+
+  Tensor k = cache.key_rows(pos0, pos0 + n);
+  Tensor v = cache.value_rows(pos0, pos0 + n);
+  ops::matmul(x, k_, k);
+  ops::matmul(x, v_, v);
+
+  Tensor q_heads = q.reshape({n * H, D});
+  Tensor k_heads = k.reshape({n * KV, D});
+  ops::rms_norm(q_heads, q_norm_, eps_, q_heads, norm_offset_);
+  ops::rms_norm(k_heads, k_norm_, eps_, k_heads, norm_offset_);
+  Tensor k3 = k.reshape({n, KV, D});
+  ops::rope(q3, positions, rope);
+  ops::rope(k3, positions, rope);
+
+  Tensor attn = ws.get(kAttn, n, H * D);
+  Tensor attn3 = attn.reshape({n, H, D});
+  ops::attention(q3, cache.keys(pos0 + n), cache.values(pos0 + n), pos0, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
+  ops::sigmoid_mul(attn, gate, attn);
+  ops::matmul(attn, o_, out);
+}
+
+}  // namespace sanctum

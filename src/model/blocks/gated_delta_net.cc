@@ -1,0 +1,69 @@
+#include "model/blocks/gated_delta_net.h"
+
+#include "base/error.h"
+#include "ops/ops.h"
+
+namespace sanctum {
+
+namespace {
+enum Slot : size_t { kQkv = 400, kZ, kB, kA, kConv, kY };
+}
+
+GatedDeltaNetBlock::GatedDeltaNetBlock(Checkpoint& ckpt, const std::string& prefix, const GatedDeltaNetShape& s, float norm_eps,
+                                       const QuantConfig& quant)
+    : shape_(s), eps_(norm_eps) {
+  const int64_t hv = s.heads.n_value_heads;
+  in_qkv_ = ckpt.linear(prefix + "in_proj_qkv", s.conv_dim(), s.hidden, quant);
+  in_z_ = ckpt.linear(prefix + "in_proj_z", s.value_dim(), s.hidden, quant);
+  in_b_ = ckpt.linear(prefix + "in_proj_b", hv, s.hidden, quant);
+  in_a_ = ckpt.linear(prefix + "in_proj_a", hv, s.hidden, quant);
+  out_ = ckpt.linear(prefix + "out_proj", s.hidden, s.value_dim(), quant);
+  for (Weight* w : {&in_qkv_, &in_z_, &in_b_, &in_a_, &out_}) ops::prepare_weight(*w);
+
+  // Hugging Face stores the depthwise kernel as (conv_dim, 1, K), mlx as (conv_dim, K, 1): the same
+  // element order, so both are viewed as (conv_dim, K).
+  Tensor conv = ckpt.tensor(prefix + "conv1d.weight");
+  const bool hf_layout = conv.ndim() == 3 && conv.dim(0) == s.conv_dim() && conv.dim(1) == 1 && conv.dim(2) == s.conv_kernel;
+  const bool mlx_layout = conv.ndim() == 3 && conv.dim(0) == s.conv_dim() && conv.dim(1) == s.conv_kernel && conv.dim(2) == 1;
+  check(hf_layout || mlx_layout, ErrorKind::invalid_input,
+        "tensor " + prefix + "conv1d.weight: expected (" + std::to_string(s.conv_dim()) + ", 1, " + std::to_string(s.conv_kernel) +
+            ") or (" + std::to_string(s.conv_dim()) + ", " + std::to_string(s.conv_kernel) + ", 1), got " + conv.shape_string());
+  conv_weight_ = conv.reshape({s.conv_dim(), s.conv_kernel});
+  a_log_ = ckpt.tensor(prefix + "A_log", {hv});
+  dt_bias_ = ckpt.tensor(prefix + "dt_bias", {hv});
+  norm_ = ckpt.tensor(prefix + "norm.weight", {s.heads.value_dim});
+}
+
+LinearAttentionState GatedDeltaNetBlock::new_state() const {
+  LinearAttentionState st;
+  st.conv = Tensor::zeros({shape_.conv_kernel - 1, shape_.conv_dim()}, DType::f32);
+  st.recurrent = Tensor::zeros({shape_.heads.n_value_heads, shape_.heads.value_dim, shape_.heads.key_dim}, DType::f32);
+  return st;
+}
+
+void GatedDeltaNetBlock::forward(const Tensor& x, LinearAttentionState& state, Workspace& ws, Tensor& out) const {
+  const int64_t n = x.dim(0), kd = shape_.key_dim(), cd = shape_.conv_dim(), hv = shape_.heads.n_value_heads;
+  Tensor qkv = ws.get(kQkv, n, cd);
+  Tensor z = ws.get(kZ, n, shape_.value_dim());
+  Tensor b = ws.get(kB, n, hv);
+  Tensor a = ws.get(kA, n, hv);
+  ops::matmul(x, in_qkv_, qkv);
+  ops::matmul(x, in_z_, z);
+  ops::matmul(x, in_b_, b);
+  ops::matmul(x, in_a_, a);
+
+  Tensor conv = ws.get(kConv, n, cd);  // (n, conv_dim): [q | k | v] after conv + SiLU
+  ops::causal_conv1d_silu(qkv, state.conv, conv_weight_, conv);
+  Tensor y = ws.get(kY, n, shape_.value_dim());
+  ops::gated_delta_rule(conv.slice(1, 0, kd), conv.slice(1, kd, 2 * kd), conv.slice(1, 2 * kd, cd), a, b, a_log_, dt_bias_,
+                        shape_.heads, state.recurrent, y, algorithm_);
+  ops::gated_rms_norm(y, z, norm_, eps_, y);
+  ops::matmul(y, out_, out);
+}
+
+size_t GatedDeltaNetBlock::weight_bytes() const {
+  return in_qkv_.nbytes() + in_z_.nbytes() + in_b_.nbytes() + in_a_.nbytes() + out_.nbytes() + conv_weight_.nbytes() +
+         a_log_.nbytes() + dt_bias_.nbytes() + norm_.nbytes();
+}
+
+}  // namespace sanctum

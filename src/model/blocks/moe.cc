@@ -1,0 +1,198 @@
+#include "model/blocks/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "ops/ops.h"
+
+namespace sanctum {
+
+namespace {
+enum Slot : size_t { kRouter = 500, kRows, kGate, kUp, kExpertOut, kPerRank, kShared, kSharedGate };
+
+// Expert e of a (E, rows, cols') grid as a 2-D weight; rows [row0, row0 + rows) of that expert.
+Weight expert_view(const Tensor& data, const Tensor& scales, const Tensor& biases, int64_t e, int64_t row0, int64_t rows,
+                   int64_t cols, QuantParams quant, const std::string& name) {
+  Weight w;
+  w.data = data.slice(0, e, e + 1).squeeze0().slice(0, row0, row0 + rows);
+  if (scales) {
+    w.scales = scales.slice(0, e, e + 1).squeeze0().slice(0, row0, row0 + rows);
+    w.biases = biases.slice(0, e, e + 1).squeeze0().slice(0, row0, row0 + rows);
+    w.quant = quant;
+  }
+  w.rows = rows;
+  w.cols = cols;
+  w.name = name + "[" + std::to_string(e) + "]";
+  validate_weight(w);
+  return w;
+}
+
+struct Grid {
+  Tensor data, scales, biases;
+  QuantParams quant;
+};
+
+Grid load_grid(Checkpoint& ckpt, const std::string& prefix, int64_t n_experts, int64_t rows, int64_t cols, const QuantConfig& quant) {
+  Grid g;
+  const bool quantized = ckpt.has(prefix + ".scales");
+  const std::string weight_name = ckpt.has(prefix + ".weight") ? prefix + ".weight" : prefix;
+  g.data = ckpt.tensor(weight_name);
+  if (quantized) {
+    g.scales = ckpt.tensor(prefix + ".scales");
+    g.biases = ckpt.tensor(prefix + ".biases");
+    g.quant = quant.for_layer(prefix);
+    check(g.quant.bits != 0, ErrorKind::invalid_input, "tensor " + prefix + ": has scales but the config declares no quantization");
+  }
+  const int64_t packed_cols = quantized ? cols * g.quant.bits / 32 : cols;
+  check(g.data.ndim() == 3 && g.data.dim(0) == n_experts && g.data.dim(1) == rows && g.data.dim(2) == packed_cols,
+        ErrorKind::invalid_input,
+        "tensor " + weight_name + ": expected (" + std::to_string(n_experts) + ", " + std::to_string(rows) + ", " +
+            std::to_string(packed_cols) + "), got " + g.data.shape_string());
+  return g;
+}
+}  // namespace
+
+MoeBlock::MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig& c, const QuantConfig& quant) : config_(c) {
+  check(c.n_experts > 0 && c.top_k > 0 && c.top_k <= c.n_experts, ErrorKind::invalid_input,
+        "MoE config: need 0 < num_experts_per_tok <= num_experts");
+  router_ = ckpt.linear(prefix + "gate", c.n_experts, c.hidden, quant);
+  load_experts(ckpt, prefix, quant);
+  if (c.shared_expert_intermediate > 0) {
+    has_shared_ = true;
+    shared_ = MlpBlock(ckpt, prefix + "shared_expert.", c.hidden, c.shared_expert_intermediate, quant);
+    shared_gate_ = ckpt.linear(prefix + "shared_expert_gate", 1, c.hidden, quant);
+  }
+}
+
+void MoeBlock::load_experts(Checkpoint& ckpt, const std::string& prefix, const QuantConfig& quant) {
+  const int64_t E = config_.n_experts, I = config_.expert_intermediate, H = config_.hidden;
+  experts_.resize(static_cast<size_t>(E));
+  if (ckpt.has(prefix + "switch_mlp.gate_proj.weight")) {  // mlx 3-D grids
+    Grid gate = load_grid(ckpt, prefix + "switch_mlp.gate_proj", E, I, H, quant);
+    Grid up = load_grid(ckpt, prefix + "switch_mlp.up_proj", E, I, H, quant);
+    Grid down = load_grid(ckpt, prefix + "switch_mlp.down_proj", E, H, I, quant);
+    for (int64_t e = 0; e < E; ++e) {
+      auto& x = experts_[static_cast<size_t>(e)];
+      x.gate = expert_view(gate.data, gate.scales, gate.biases, e, 0, I, H, gate.quant, prefix + "switch_mlp.gate_proj");
+      x.up = expert_view(up.data, up.scales, up.biases, e, 0, I, H, up.quant, prefix + "switch_mlp.up_proj");
+      x.down = expert_view(down.data, down.scales, down.biases, e, 0, H, I, down.quant, prefix + "switch_mlp.down_proj");
+    }
+  } else if (ckpt.has(prefix + "experts.gate_up_proj")) {  // Hugging Face fused grids: gate rows, then up rows
+    Grid gate_up = load_grid(ckpt, prefix + "experts.gate_up_proj", E, 2 * I, H, quant);
+    Grid down = load_grid(ckpt, prefix + "experts.down_proj", E, H, I, quant);
+    for (int64_t e = 0; e < E; ++e) {
+      auto& x = experts_[static_cast<size_t>(e)];
+      x.gate = expert_view(gate_up.data, gate_up.scales, gate_up.biases, e, 0, I, H, gate_up.quant, prefix + "experts.gate_up_proj");
+      x.up = expert_view(gate_up.data, gate_up.scales, gate_up.biases, e, I, I, H, gate_up.quant, prefix + "experts.gate_up_proj");
+      x.down = expert_view(down.data, down.scales, down.biases, e, 0, H, I, down.quant, prefix + "experts.down_proj");
+    }
+  } else {  // per-expert tensors
+    const bool mixtral_names = ckpt.has(prefix + "experts.0.w1.weight");
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string p = prefix + "experts." + std::to_string(e) + ".";
+      auto& x = experts_[static_cast<size_t>(e)];
+      x.gate = ckpt.linear(p + (mixtral_names ? "w1" : "gate_proj"), I, H, quant);
+      x.up = ckpt.linear(p + (mixtral_names ? "w3" : "up_proj"), I, H, quant);
+      x.down = ckpt.linear(p + (mixtral_names ? "w2" : "down_proj"), H, I, quant);
+    }
+  }
+}
+
+void MoeBlock::route(const float* logits, std::vector<std::pair<int32_t, float>>& chosen) const {
+  const int64_t E = config_.n_experts, k = config_.top_k;
+  std::vector<std::pair<float, int32_t>> order(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = {logits[e], static_cast<int32_t>(e)};
+  auto better = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
+  chosen.clear();
+  float max_logit = order[0].first;
+  if (config_.routing == MoeConfig::Routing::softmax_then_top_k) {
+    double total = 0.0;
+    for (int64_t e = 0; e < E; ++e) total += std::exp(static_cast<double>(logits[e] - max_logit));
+    double kept = 0.0;
+    for (int64_t i = 0; i < k; ++i) {
+      float p = static_cast<float>(std::exp(static_cast<double>(order[static_cast<size_t>(i)].first - max_logit)) / total);
+      chosen.push_back({order[static_cast<size_t>(i)].second, p});
+      kept += p;
+    }
+    if (config_.normalize_top_k)
+      for (auto& c : chosen) c.second = static_cast<float>(c.second / kept);
+  } else {
+    double total = 0.0;
+    for (int64_t i = 0; i < k; ++i) total += std::exp(static_cast<double>(order[static_cast<size_t>(i)].first - max_logit));
+    for (int64_t i = 0; i < k; ++i)
+      chosen.push_back({order[static_cast<size_t>(i)].second,
+                        static_cast<float>(std::exp(static_cast<double>(order[static_cast<size_t>(i)].first - max_logit)) / total)});
+  }
+}
+
+void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
+  const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k;
+  Tensor logits = ws.get(kRouter, n, config_.n_experts);
+  ops::matmul(x, router_, logits);
+
+  // Route every token, then group tokens by expert so each expert runs once over its rows.
+  std::vector<std::vector<std::pair<int32_t, float>>> routes(static_cast<size_t>(n));
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> by_expert(static_cast<size_t>(config_.n_experts));  // (token, rank)
+  for (int64_t t = 0; t < n; ++t) {
+    route(logits.data<float>() + t * logits.stride(0), routes[static_cast<size_t>(t)]);
+    for (int64_t r = 0; r < k; ++r) by_expert[static_cast<size_t>(routes[static_cast<size_t>(t)][static_cast<size_t>(r)].first)].push_back({t, r});
+  }
+  // Per (token, rank) expert outputs, summed in rank order afterwards: the result for a token does
+  // not depend on which other tokens share the batch.
+  Tensor per_rank = ws.get(kPerRank, n * k, H);
+  for (int64_t e = 0; e < config_.n_experts; ++e) {
+    const auto& rows = by_expert[static_cast<size_t>(e)];
+    if (rows.empty()) continue;
+    const int64_t m = static_cast<int64_t>(rows.size());
+    Tensor xe = ws.get(kRows, m, H);
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(xe.data<float>() + i * xe.stride(0), x.data<float>() + rows[static_cast<size_t>(i)].first * x.stride(0),
+                  static_cast<size_t>(H) * sizeof(float));
+    }
+    const Expert& ex = experts_[static_cast<size_t>(e)];
+    Tensor gate = ws.get(kGate, m, I), up = ws.get(kUp, m, I), ye = ws.get(kExpertOut, m, H);
+    ops::matmul(xe, ex.gate, gate);
+    ops::matmul(xe, ex.up, up);
+    ops::silu_mul(gate, up, gate);
+    ops::matmul(gate, ex.down, ye);
+    for (int64_t i = 0; i < m; ++i) {
+      auto [t, r] = rows[static_cast<size_t>(i)];
+      std::memcpy(per_rank.data<float>() + (t * k + r) * H, ye.data<float>() + i * ye.stride(0), static_cast<size_t>(H) * sizeof(float));
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out.data<float>() + t * out.stride(0);
+    std::fill(o, o + H, 0.0f);
+    for (int64_t r = 0; r < k; ++r) {
+      const float w = routes[static_cast<size_t>(t)][static_cast<size_t>(r)].second;
+      const float* y = per_rank.data<float>() + (t * k + r) * H;
+      for (int64_t j = 0; j < H; ++j) o[j] += w * y[j];
+    }
+  }
+  if (has_shared_) {
+    Tensor shared = ws.get(kShared, n, H), sgate = ws.get(kSharedGate, n, 1);
+    shared_.forward(x, ws, shared);
+    ops::matmul(x, shared_gate_, sgate);
+    for (int64_t t = 0; t < n; ++t) {
+      const float g = 1.0f / (1.0f + std::exp(-sgate.data<float>()[t * sgate.stride(0)]));
+      float* o = out.data<float>() + t * out.stride(0);
+      const float* s = shared.data<float>() + t * shared.stride(0);
+      for (int64_t j = 0; j < H; ++j) o[j] += g * s[j];
+    }
+  }
+}
+
+size_t MoeBlock::weight_bytes_per_token() const {
+  size_t b = router_.nbytes();
+  if (!experts_.empty()) {
+    const Expert& e = experts_[0];
+    b += static_cast<size_t>(config_.top_k) * (e.gate.nbytes() + e.up.nbytes() + e.down.nbytes());
+  }
+  if (has_shared_) b += shared_.weight_bytes() + shared_gate_.nbytes();
+  return b;
+}
+
+}  // namespace sanctum

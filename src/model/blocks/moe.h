@@ -1,0 +1,53 @@
+#pragma once
+// Routed mixture of SiLU-gated experts, computing only the selected experts.
+//   qwen3_5_moe: softmax over all experts → top-k (optionally renormalised) + a shared expert scaled
+//                by sigmoid(shared_expert_gate(x)).
+//   mixtral:     top-k of the router logits → softmax over those k.
+// Expert weights load from any of: mlx `switch_mlp.{gate,up,down}_proj` 3-D grids (dense or
+// quantized), Hugging Face fused `experts.gate_up_proj` / `experts.down_proj` grids, or per-expert
+// tensors `experts.N.{gate,up,down}_proj` (`experts.N.{w1,w3,w2}` for Mixtral).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/blocks/mlp.h"
+#include "model/blocks/workspace.h"
+#include "tensor/weight.h"
+#include "weights/checkpoint.h"
+
+namespace sanctum {
+
+struct MoeConfig {
+  int64_t hidden = 0, expert_intermediate = 0, n_experts = 0, top_k = 0;
+  enum class Routing { softmax_then_top_k, top_k_then_softmax } routing = Routing::softmax_then_top_k;
+  bool normalize_top_k = true;             // softmax_then_top_k: rescale the k probabilities to sum to 1
+  int64_t shared_expert_intermediate = 0;  // 0: no shared expert
+};
+
+class MoeBlock {
+ public:
+  MoeBlock() = default;
+  MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig& config, const QuantConfig& quant);
+
+  // x: (n, hidden) → out: (n, hidden).
+  void forward(const Tensor& x, Workspace& ws, Tensor& out) const;
+  // Bytes one token reads: router, top_k experts, shared expert.
+  size_t weight_bytes_per_token() const;
+
+ private:
+  struct Expert {
+    Weight gate, up, down;
+  };
+  void load_experts(Checkpoint& ckpt, const std::string& prefix, const QuantConfig& quant);
+  // Top-k experts of one token and their weights, ordered by weight (desc), then expert id.
+  void route(const float* logits, std::vector<std::pair<int32_t, float>>& chosen) const;
+
+  MoeConfig config_;
+  Weight router_;
+  std::vector<Expert> experts_;
+  bool has_shared_ = false;
+  MlpBlock shared_;
+  Weight shared_gate_;
+};
+
+}  // namespace sanctum
