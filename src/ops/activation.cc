@@ -1,0 +1,24 @@
+#include "ops/activation.h"
+
+#include "ops/cpu/kernels.h"
+#include "ops/op_util.h"
+
+namespace sanctum::ops {
+
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  constexpr const char* kOp = "silu_mul";
+  detail::require_defined(kOp, "gate", gate);
+  detail::require_defined(kOp, "up", up);
+  detail::require_defined(kOp, "out", out);
+  detail::require_cpu(kOp, {{"gate", &gate}, {"up", &up}, {"out", &out}});
+  for (const auto& [name, t] : {detail::Named{"gate", &gate}, detail::Named{"up", &up}, detail::Named{"out", &out}}) {
+    detail::require_dtype(kOp, name, *t, DType::f32);
+    detail::require_inner_contiguous(kOp, name, *t);
+  }
+  detail::require(detail::same_shape(gate, up) && detail::same_shape(gate, out), kOp,
+                  "gate " + gate.shape_string() + ", up " + up.shape_string() + " and out " + out.shape_string() +
+                      " must have one shape");
+  cpu::silu_mul(gate, up, out);
+}
+
+}  // namespace sanctum::ops

@@ -1,0 +1,538 @@
+// GatedDeltaNet CPU kernels: causal depthwise conv1d + SiLU, the gated delta rule (a fused
+// sequential sweep and the chunked WY / UT form) and the gated RMSNorm. Highway dynamic dispatch;
+// every reduction runs in f32 in an order fixed by the shapes alone (never by the thread count).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/gated_delta.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/aligned_allocator.h"
+#include "hwy/contrib/math/math-inl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/thread_pool.h"
+#include "ops/cpu/gated_delta.h"
+#include "ops/op_util.h"
+
+#ifndef SANCTUM_OPS_CPU_GATED_DELTA_ARGS_
+#define SANCTUM_OPS_CPU_GATED_DELTA_ARGS_
+namespace sanctum::ops::cpu {
+// What the recurrence kernels share (one call of gated_delta_rule).
+struct GdnArgs {
+  const Tensor *q, *k, *v, *a, *b;
+  const float* decay_rate;  // (Hv) exp(A_log)
+  const float* dt_bias;     // (Hv)
+  GatedDeltaShape shape;
+  float* state;  // (Hv, Dv, Dk)
+  Tensor* out;
+};
+}  // namespace sanctum::ops::cpu
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace sanctum::ops::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+
+// Scratch rows are padded with zeros to a multiple of kPad floats (at least the widest x86 vector),
+// so vector loops over them need no tails and the padding stays zero through every product.
+constexpr int64_t kPad = 16;
+inline int64_t Padded(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
+
+// Zero-filled aligned scratch of n floats.
+inline hwy::AlignedFreeUniquePtr<float[]> Scratch(int64_t n) {
+  auto p = hwy::AllocateAligned<float>(static_cast<size_t>(std::max<int64_t>(n, 1)));
+  std::memset(p.get(), 0, static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float));
+  return p;
+}
+
+inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// torch's softplus (threshold 20); mlx's logaddexp(x, 0) agrees to rounding.
+inline float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// Per-token log decay of value head h: -exp(A_log) * softplus(a + dt_bias).
+inline float LogDecay(const GdnArgs& p, int64_t t, int64_t h) {
+  return -p.decay_rate[h] * Softplus(detail::row_ptr<const float>(*p.a, t)[h] + p.dt_bias[h]);
+}
+inline float Beta(const GdnArgs& p, int64_t t, int64_t h) { return Sigmoid(detail::row_ptr<const float>(*p.b, t)[h]); }
+
+// silu(x) = x / (1 + exp(-x)); Highway's Exp is specified up to +104 and silu(x < -88) is 0 in f32.
+HWY_INLINE hn::Vec<DF> Silu(DF df, hn::Vec<DF> x) {
+  const auto e = hn::Exp(df, hn::Min(hn::Neg(x), hn::Set(df, 88.0f)));
+  return hn::Div(x, hn::Add(hn::Set(df, 1.0f), e));
+}
+
+// exp(x), flushed to 0 below -80 (exp(-80) ~ 1.8e-35): keeps denormals out of the products.
+HWY_INLINE hn::Vec<DF> ExpFlush(DF df, hn::Vec<DF> x) {
+  const auto lo = hn::Set(df, -80.0f);
+  return hn::IfThenZeroElse(hn::Lt(x, lo), hn::Exp(df, hn::Max(x, lo)));
+}
+inline float ExpFlush(float x) { return x < -80.0f ? 0.0f : std::exp(x); }
+
+// Sum over d of a[i] * b[i]: lanes in vector order, then the tail.
+HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t d) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto acc = hn::Zero(df);
+  int64_t c = 0;
+  for (; c + N <= d; c += N) acc = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc);
+  float s = hn::GetLane(hn::SumOfLanes(df, acc));
+  for (; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
+
+// out[0..d) = x * scale / sqrt(sum x^2 + 1e-6); out[d..dp) = 0.
+HWY_INLINE void L2Normalize(const float* HWY_RESTRICT x, int64_t d, int64_t dp, float scale, float* HWY_RESTRICT out) {
+  const float inv = scale / std::sqrt(Dot(x, x, d) + 1e-6f);
+  for (int64_t c = 0; c < d; ++c) out[c] = x[c] * inv;
+  for (int64_t c = d; c < dp; ++c) out[c] = 0.0f;
+}
+
+// ---------------------------------------------------------------- conv
+
+// Channels [c0, c1) of the conv (c0 a multiple of the block size, so tails fall only at the end of
+// the row whatever the thread split). wt: (kernel, width) f32, tap j of channel c0 + i at j*width + i.
+void ConvChannels(const Tensor& x, Tensor& state, const float* HWY_RESTRICT wt, int64_t width, int64_t kernel,
+                  Tensor& out, int64_t c0, int64_t c1) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), n = x.dim(0), hist = kernel - 1;
+  auto in_row = [&](int64_t i) {  // row i of [state; x]
+    return i < hist ? detail::row_ptr<const float>(state, i) : detail::row_ptr<const float>(x, i - hist);
+  };
+  HWY_ALIGN float tw[hn::MaxLanes(df)];
+  HWY_ALIGN float tx[hn::MaxLanes(df)];
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = detail::row_ptr<float>(out, t);
+    int64_t c = c0;
+    for (; c + N <= c1; c += N) {
+      auto acc = hn::Zero(df);
+      for (int64_t j = 0; j < kernel; ++j)
+        acc = hn::MulAdd(hn::LoadU(df, wt + j * width + (c - c0)), hn::LoadU(df, in_row(t + j) + c), acc);
+      hn::StoreU(Silu(df, acc), df, o + c);
+    }
+    if (c < c1) {  // tail through one zero-padded vector, so every channel takes the same path
+      auto acc = hn::Zero(df);
+      for (int64_t j = 0; j < kernel; ++j) {
+        const float* xr = in_row(t + j);
+        for (int64_t i = 0; i < N; ++i) {
+          tw[i] = c + i < c1 ? wt[j * width + (c - c0) + i] : 0.0f;
+          tx[i] = c + i < c1 ? xr[c + i] : 0.0f;
+        }
+        acc = hn::MulAdd(hn::Load(df, tw), hn::Load(df, tx), acc);
+      }
+      hn::Store(Silu(df, acc), df, tx);
+      for (int64_t i = 0; c + i < c1; ++i) o[c + i] = tx[i];
+    }
+  }
+  // New state rows i = rows n + i of [state; x], in increasing i: row n + i >= i is read before
+  // anything overwrites it.
+  const size_t bytes = static_cast<size_t>(c1 - c0) * sizeof(float);
+  for (int64_t i = 0; i < hist; ++i) std::memmove(detail::row_ptr<float>(state, i) + c0, in_row(n + i) + c0, bytes);
+}
+
+// ---------------------------------------------------------------- gated RMSNorm
+
+void GatedNormRows(const Tensor& x, const Tensor& z, const float* HWY_RESTRICT w, int64_t d, float eps, Tensor& out,
+                   int64_t r0, int64_t r1) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), heads = x.dim(1) / d;
+  HWY_ALIGN float tx[hn::MaxLanes(df)];
+  HWY_ALIGN float tz[hn::MaxLanes(df)];
+  HWY_ALIGN float tw[hn::MaxLanes(df)];
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* xr = detail::row_ptr<const float>(x, r) + h * d;
+      const float* zr = detail::row_ptr<const float>(z, r) + h * d;
+      float* o = detail::row_ptr<float>(out, r) + h * d;
+      const float inv = 1.0f / std::sqrt(Dot(xr, xr, d) / static_cast<float>(d) + eps);
+      const auto vinv = hn::Set(df, inv);
+      int64_t c = 0;
+      for (; c + N <= d; c += N) {
+        const auto y = hn::Mul(hn::Mul(hn::LoadU(df, xr + c), vinv), hn::LoadU(df, w + c));
+        hn::StoreU(hn::Mul(y, Silu(df, hn::LoadU(df, zr + c))), df, o + c);
+      }
+      if (c < d) {  // tail through one padded vector (same path for every element)
+        for (int64_t i = 0; i < N; ++i) {
+          tx[i] = c + i < d ? xr[c + i] : 0.0f;
+          tz[i] = c + i < d ? zr[c + i] : 0.0f;
+          tw[i] = c + i < d ? w[c + i] : 0.0f;
+        }
+        const auto y = hn::Mul(hn::Mul(hn::Load(df, tx), vinv), hn::Load(df, tw));
+        hn::Store(hn::Mul(y, Silu(df, hn::Load(df, tz))), df, tx);
+        for (int64_t i = 0; c + i < d; ++i) o[c + i] = tx[i];
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- sequential recurrence
+//
+// Per token t and state row r (Dk values; rows are independent):
+//   a = S_r.k_t, c = S_r.q_t                    (the state before token t)
+//   d_r = beta_t (v_t[r] - g_t a)               (delta, with S decayed by g_t first)
+//   y_t[r] = g_t c + d_r (k_t.q_t)              (= S_r'.q_t, S_r' = g_t S_r + d_r k_t)
+// and the update S_r' = g_t S_r + d_r k_t is folded into the sweep that reads S_r for token t+1,
+// so one pass over the state serves each token. The update of the last token is applied at the end.
+
+// Tokens per block: their normalised q and k (2 x 16 x Dk floats) stay in L1 while each state row
+// sweeps through them; the row itself stays in L1 across the block.
+constexpr int64_t kSeqBlock = 16;
+
+// One sweep over a state row: applies the owed update (if any), returns S_r.k and S_r.q.
+HWY_INLINE void Sweep(float* HWY_RESTRICT s, int64_t dk, bool owed, float g, float d, const float* HWY_RESTRICT kp,
+                      const float* HWY_RESTRICT k, const float* HWY_RESTRICT q, float& dot_k, float& dot_q) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto ak = hn::Zero(df), aq = hn::Zero(df);
+  int64_t c = 0;
+  if (owed) {
+    const auto vg = hn::Set(df, g), vd = hn::Set(df, d);
+    for (; c + N <= dk; c += N) {
+      const auto x = hn::MulAdd(vd, hn::LoadU(df, kp + c), hn::Mul(hn::LoadU(df, s + c), vg));
+      hn::StoreU(x, df, s + c);
+      ak = hn::MulAdd(x, hn::LoadU(df, k + c), ak);
+      aq = hn::MulAdd(x, hn::LoadU(df, q + c), aq);
+    }
+  } else {
+    for (; c + N <= dk; c += N) {
+      const auto x = hn::LoadU(df, s + c);
+      ak = hn::MulAdd(x, hn::LoadU(df, k + c), ak);
+      aq = hn::MulAdd(x, hn::LoadU(df, q + c), aq);
+    }
+  }
+  float sk = hn::GetLane(hn::SumOfLanes(df, ak)), sq = hn::GetLane(hn::SumOfLanes(df, aq));
+  for (; c < dk; ++c) {  // Dk not a multiple of the vector width: scalar tail, same maths
+    if (owed) s[c] = s[c] * g + d * kp[c];
+    sk += s[c] * k[c];
+    sq += s[c] * q[c];
+  }
+  dot_k = sk;
+  dot_q = sq;
+}
+
+HWY_INLINE void ApplyUpdate(float* HWY_RESTRICT s, int64_t dk, float g, float d, const float* HWY_RESTRICT kp) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto vg = hn::Set(df, g), vd = hn::Set(df, d);
+  int64_t c = 0;
+  for (; c + N <= dk; c += N)
+    hn::StoreU(hn::MulAdd(vd, hn::LoadU(df, kp + c), hn::Mul(hn::LoadU(df, s + c), vg)), df, s + c);
+  for (; c < dk; ++c) s[c] = s[c] * g + d * kp[c];
+}
+
+void SequentialHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
+  const int64_t n = p.q->dim(0), dk = p.shape.key_dim, dv = p.shape.value_dim, dkp = Padded(dk),
+                group = p.shape.n_value_heads / p.shape.n_key_heads;
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  auto buf = Scratch((2 * kSeqBlock + 1) * dkp + dv);
+  float* kb = buf.get();                // (kSeqBlock, dkp) normalised keys of the block
+  float* qb = kb + kSeqBlock * dkp;     // (kSeqBlock, dkp) normalised, scaled queries
+  float* kprev = qb + kSeqBlock * dkp;  // (dkp) key of the last token of the previous block
+  float* dprev = kprev + dkp;           // (dv) its per-row delta: the update each row still owes
+  float gb[kSeqBlock], bb[kSeqBlock], kq[kSeqBlock];
+  for (int64_t h = h0; h < h1; ++h) {
+    const int64_t kh = h / group;
+    float* S = p.state + h * dv * dk;
+    bool owed = false;
+    float gprev = 1.0f;
+    for (int64_t t0 = 0; t0 < n; t0 += kSeqBlock) {
+      const int64_t tb = std::min(kSeqBlock, n - t0);
+      for (int64_t i = 0; i < tb; ++i) {
+        L2Normalize(detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk, dk, dkp, q_scale, qb + i * dkp);
+        L2Normalize(detail::row_ptr<const float>(*p.k, t0 + i) + kh * dk, dk, dkp, 1.0f, kb + i * dkp);
+        kq[i] = Dot(kb + i * dkp, qb + i * dkp, dk);
+        gb[i] = std::exp(LogDecay(p, t0 + i, h));
+        bb[i] = Beta(p, t0 + i, h);
+      }
+      for (int64_t r = 0; r < dv; ++r) {
+        float* s = S + r * dk;
+        bool ow = owed;
+        float g = gprev, d = owed ? dprev[r] : 0.0f;
+        const float* kp = kprev;
+        for (int64_t i = 0; i < tb; ++i) {
+          float dot_k, dot_q;
+          Sweep(s, dk, ow, g, d, kp, kb + i * dkp, qb + i * dkp, dot_k, dot_q);
+          const float v = detail::row_ptr<const float>(*p.v, t0 + i)[h * dv + r];
+          d = bb[i] * (v - gb[i] * dot_k);
+          detail::row_ptr<float>(*p.out, t0 + i)[h * dv + r] = gb[i] * dot_q + d * kq[i];
+          ow = true;
+          g = gb[i];
+          kp = kb + i * dkp;
+        }
+        dprev[r] = d;
+      }
+      // Every row owes the update of the block's last token: keep its key past the next block.
+      std::memcpy(kprev, kb + (tb - 1) * dkp, static_cast<size_t>(dkp) * sizeof(float));
+      gprev = gb[tb - 1];
+      owed = true;
+    }
+    if (owed)
+      for (int64_t r = 0; r < dv; ++r) ApplyUpdate(S + r * dk, dk, gprev, dprev[r], kprev);
+  }
+}
+
+// ---------------------------------------------------------------- chunked recurrence (WY / UT form)
+//
+// Per value head, chunk of L tokens, carried state S0 (Dv, Dk) kept transposed as St = S0^T
+// (Dk, Dv) so every product below is a row-major GEMM with a broadcast A and vector rows of B.
+// G_i = sum_{t<=i} log g_t (in f64: differences of large cumulative sums must not cancel).
+//   M[i][j] = beta_i exp(G_i - G_j) k_i.k_j (j < i),  (I + M) [U | W] = [beta v | beta exp(G) k]
+//   u   = U - W St                           (the deltas, L x Dv)
+//   out = (q exp(G)) St + P u,  P[i][j] = exp(G_i - G_j) q_i.k_j (j <= i)
+//   St  = exp(G_last) St + (K diag(exp(G_last - G)))^T u
+// Solving (I + M) X = B by forward substitution is the UT transform T = (I + M)^-1 applied to B.
+
+enum class Acc { set, add, sub };
+
+// C (MR x NV vectors) = / += / -= A (MR x kk) B (kk x NV vectors), row-major with leading dims.
+template <int MR, int NV>
+HWY_INLINE void Tile(const float* HWY_RESTRICT A, int64_t lda, const float* HWY_RESTRICT B, int64_t ldb,
+                     float* HWY_RESTRICT C, int64_t ldc, int64_t kk, Acc acc) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  hn::Vec<DF> c[MR][NV];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) c[r][v] = hn::Zero(df);
+  for (int64_t p = 0; p < kk; ++p) {
+    hn::Vec<DF> b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = hn::LoadU(df, B + p * ldb + v * N);
+    for (int r = 0; r < MR; ++r) {
+      const auto a = hn::Set(df, A[r * lda + p]);
+      for (int v = 0; v < NV; ++v) c[r][v] = hn::MulAdd(a, b[v], c[r][v]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) {
+      float* cp = C + r * ldc + v * N;
+      if (acc == Acc::set) hn::StoreU(c[r][v], df, cp);
+      else if (acc == Acc::add) hn::StoreU(hn::Add(hn::LoadU(df, cp), c[r][v]), df, cp);
+      else hn::StoreU(hn::Sub(hn::LoadU(df, cp), c[r][v]), df, cp);
+    }
+}
+
+template <int MR>
+HWY_INLINE void TileRows(int nv, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+                         int64_t kk, Acc acc) {
+  switch (nv) {
+    case 1: return Tile<MR, 1>(A, lda, B, ldb, C, ldc, kk, acc);
+    case 2: return Tile<MR, 2>(A, lda, B, ldb, C, ldc, kk, acc);
+    case 3: return Tile<MR, 3>(A, lda, B, ldb, C, ldc, kk, acc);
+    default: return Tile<MR, 4>(A, lda, B, ldb, C, ldc, kk, acc);
+  }
+}
+
+// Column tile width in vectors: 4 rows x kNV accumulators plus kNV rows of B fit the register file
+// (32 vector registers with AVX-512, 16 below it).
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kNV = 4;
+#else
+constexpr int kNV = 2;
+#endif
+
+// C (m x n) =/+=/-= A (m x kk) B (kk x n); n a multiple of the vector width (padded scratch).
+// lower_a: A[i][p] = 0 for p > i, so a row block stops its reduction after its last row.
+// lower_c: only C[i][j] for j <= i is wanted (other entries are left unspecified).
+void Gemm(int64_t m, int64_t n, int64_t kk, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+          int64_t ldc, Acc acc, bool lower_a = false, bool lower_c = false) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), nvec = n / N;
+  constexpr int64_t MR = 4;
+  for (int64_t i0 = 0; i0 < m; i0 += MR) {
+    const int64_t mr = std::min(MR, m - i0);
+    const int64_t kend = lower_a ? std::min(kk, i0 + mr) : kk;
+    const int64_t vend = lower_c ? std::min(nvec, (i0 + mr + N - 1) / N) : nvec;
+    for (int64_t v0 = 0; v0 < vend; v0 += kNV) {
+      const int nv = static_cast<int>(std::min<int64_t>(kNV, vend - v0));
+      const float* a = A + i0 * lda;
+      const float* b = B + v0 * N;
+      float* c = C + i0 * ldc + v0 * N;
+      switch (mr) {
+        case 1: TileRows<1>(nv, a, lda, b, ldb, c, ldc, kend, acc); break;
+        case 2: TileRows<2>(nv, a, lda, b, ldb, c, ldc, kend, acc); break;
+        case 3: TileRows<3>(nv, a, lda, b, ldb, c, ldc, kend, acc); break;
+        default: TileRows<4>(nv, a, lda, b, ldb, c, ldc, kend, acc); break;
+      }
+    }
+  }
+}
+
+void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  constexpr int64_t CL = kGatedDeltaChunk;
+  const int64_t n = p.q->dim(0), dk = p.shape.key_dim, dv = p.shape.value_dim, dkp = Padded(dk), dvp = Padded(dv),
+                wb = dvp + dkp, lp = Padded(CL), group = p.shape.n_value_heads / p.shape.n_key_heads;
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  auto buf = Scratch(2 * CL * dkp + dk * lp + 2 * CL * lp + CL * wb + CL * dvp + dk * dvp + lp);
+  float* kn = buf.get();      // (CL, dkp) normalised keys
+  float* qn = kn + CL * dkp;  // (CL, dkp) normalised, scaled queries (then times exp(G_i))
+  float* kt = qn + CL * dkp;  // (dk, lp) keys transposed (then times exp(G_last - G_j))
+  float* mm = kt + dk * lp;   // (CL, lp) K K^T, then M
+  float* pq = mm + CL * lp;   // (CL, lp) Q K^T, then P
+  float* bw = pq + CL * lp;   // (CL, wb) [beta v | beta exp(G) k], then [U | W], then [u | W]
+  float* o = bw + CL * wb;    // (CL, dvp) outputs of the chunk
+  float* st = o + CL * dvp;   // (dk, dvp) the state, transposed
+  float* drow = st + dk * dvp;  // (lp) G_i - G_j, then exp of it
+  double G[CL];
+  float beta[CL], e[CL], el[CL];
+  for (int64_t h = h0; h < h1; ++h) {
+    const int64_t kh = h / group;
+    float* S = p.state + h * dv * dk;
+    for (int64_t c = 0; c < dk; ++c)
+      for (int64_t r = 0; r < dv; ++r) st[c * dvp + r] = S[r * dk + c];
+    for (int64_t t0 = 0; t0 < n; t0 += CL) {
+      const int64_t L = std::min(CL, n - t0), lpad = Padded(L);
+      double cum = 0.0;
+      for (int64_t i = 0; i < L; ++i) {
+        L2Normalize(detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk, dk, dkp, q_scale, qn + i * dkp);
+        L2Normalize(detail::row_ptr<const float>(*p.k, t0 + i) + kh * dk, dk, dkp, 1.0f, kn + i * dkp);
+        beta[i] = Beta(p, t0 + i, h);
+        cum += static_cast<double>(LogDecay(p, t0 + i, h));
+        G[i] = cum;
+      }
+      for (int64_t i = 0; i < L; ++i) {
+        e[i] = ExpFlush(static_cast<float>(G[i]));
+        el[i] = ExpFlush(static_cast<float>(G[L - 1] - G[i]));
+      }
+      for (int64_t c = 0; c < dk; ++c) {
+        for (int64_t i = 0; i < L; ++i) kt[c * lp + i] = kn[i * dkp + c];
+        for (int64_t i = L; i < lpad; ++i) kt[c * lp + i] = 0.0f;
+      }
+      Gemm(L, lpad, dk, kn, dkp, kt, lp, mm, lp, Acc::set, false, true);
+      Gemm(L, lpad, dk, qn, dkp, kt, lp, pq, lp, Acc::set, false, true);
+      for (int64_t i = 0; i < L; ++i) {
+        for (int64_t j = 0; j < lpad; ++j) drow[j] = j <= i ? static_cast<float>(G[i] - G[j]) : -1000.0f;
+        for (int64_t j = 0; j < lpad; j += N) hn::Store(ExpFlush(df, hn::Load(df, drow + j)), df, drow + j);
+        float* mi = mm + i * lp;
+        float* pi = pq + i * lp;
+        for (int64_t j = 0; j < lpad; ++j) {
+          mi[j] = j < i ? beta[i] * drow[j] * mi[j] : 0.0f;
+          pi[j] = j <= i ? drow[j] * pi[j] : 0.0f;
+        }
+        float* bi = bw + i * wb;
+        const float* vr = detail::row_ptr<const float>(*p.v, t0 + i) + h * dv;
+        for (int64_t r = 0; r < dv; ++r) bi[r] = beta[i] * vr[r];
+        for (int64_t r = dv; r < dvp; ++r) bi[r] = 0.0f;
+        const float be = beta[i] * e[i];
+        for (int64_t c = 0; c < dkp; ++c) bi[dvp + c] = be * kn[i * dkp + c];
+      }
+      // Forward substitution, row i after rows j < i: X_i = B_i - sum_j M[i][j] X_j.
+      for (int64_t i = 1; i < L; ++i) Gemm(1, wb, i, mm + i * lp, lp, bw, wb, bw + i * wb, wb, Acc::sub);
+      // u = U - W St (into the U columns).
+      Gemm(L, dvp, dk, bw + dvp, wb, st, dvp, bw, wb, Acc::sub);
+      // out = (q exp(G)) St + P u.
+      for (int64_t i = 0; i < L; ++i) {
+        const auto ve = hn::Set(df, e[i]);
+        for (int64_t c = 0; c < dkp; c += N) hn::Store(hn::Mul(hn::Load(df, qn + i * dkp + c), ve), df, qn + i * dkp + c);
+      }
+      Gemm(L, dvp, dk, qn, dkp, st, dvp, o, dvp, Acc::set);
+      Gemm(L, dvp, L, pq, lp, bw, wb, o, dvp, Acc::add, true, false);
+      for (int64_t i = 0; i < L; ++i)
+        std::memcpy(detail::row_ptr<float>(*p.out, t0 + i) + h * dv, o + i * dvp, static_cast<size_t>(dv) * sizeof(float));
+      // St = exp(G_last) St + (K diag(exp(G_last - G)))^T u.
+      const auto vl = hn::Set(df, e[L - 1]);
+      for (int64_t c = 0; c < dk * dvp; c += N) hn::Store(hn::Mul(hn::Load(df, st + c), vl), df, st + c);
+      for (int64_t c = 0; c < dk; ++c)
+        for (int64_t j = 0; j < L; ++j) kt[c * lp + j] *= el[j];
+      Gemm(dk, dvp, L, kt, lp, bw, wb, st, dvp, Acc::add);
+    }
+    for (int64_t r = 0; r < dv; ++r)
+      for (int64_t c = 0; c < dk; ++c) S[r * dk + c] = st[c * dvp + r];
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace sanctum::ops::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <vector>
+
+namespace sanctum::ops::cpu {
+HWY_EXPORT(ConvChannels);
+HWY_EXPORT(GatedNormRows);
+HWY_EXPORT(SequentialHeads);
+HWY_EXPORT(ChunkedHeads);
+
+namespace {
+
+// Channels per conv task: a multiple of every vector width, so only the last block has a tail.
+constexpr int64_t kConvBlock = 64;
+
+GdnArgs make_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                  const std::vector<float>& rate, const std::vector<float>& bias, const GatedDeltaShape& shape,
+                  Tensor& state, Tensor& out) {
+  return GdnArgs{&q, &k, &v, &a, &b, rate.data(), bias.data(), shape, state.data<float>(), &out};
+}
+
+void per_head_params(const Tensor& a_log, const Tensor& dt_bias, int64_t hv, std::vector<float>& rate,
+                     std::vector<float>& bias) {
+  rate.resize(static_cast<size_t>(hv));
+  bias.resize(static_cast<size_t>(hv));
+  for (int64_t h = 0; h < hv; ++h) {
+    rate[static_cast<size_t>(h)] = std::exp(load_as_f32(a_log.raw(), a_log.dtype(), h));
+    bias[static_cast<size_t>(h)] = load_as_f32(dt_bias.raw(), dt_bias.dtype(), h);
+  }
+}
+
+}  // namespace
+
+void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Tensor& out) {
+  const int64_t n = x.dim(0), channels = x.dim(1), kernel = weight.dim(1);
+  if (n == 0) return;
+  const int64_t blocks = (channels + kConvBlock - 1) / kConvBlock;
+  const int64_t grain = std::max<int64_t>(1, 16384 / (kConvBlock * kernel * n));
+  compute_pool().parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+    const int64_t c0 = b0 * kConvBlock, c1 = std::min(channels, b1 * kConvBlock), width = c1 - c0;
+    std::vector<float> wt(static_cast<size_t>(kernel * width));  // (kernel, width) f32
+    for (int64_t c = 0; c < width; ++c)
+      for (int64_t j = 0; j < kernel; ++j)
+        wt[static_cast<size_t>(j * width + c)] =
+            load_as_f32(weight.raw(), weight.dtype(), (c0 + c) * weight.stride(0) + j);
+    for (int64_t bl = b0; bl < b1; ++bl) {
+      const int64_t s0 = bl * kConvBlock, s1 = std::min(channels, s0 + kConvBlock);
+      // The block's taps start at column s0 - c0 of wt; pass the shifted base so column 0 is s0.
+      HWY_DYNAMIC_DISPATCH(ConvChannels)(x, state, wt.data() + (s0 - c0), width, kernel, out, s0, s1);
+    }
+  });
+}
+
+void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {
+  const int64_t rows = x.dim(0), d = weight.dim(0);
+  std::vector<float> w(static_cast<size_t>(d));
+  for (int64_t i = 0; i < d; ++i) w[static_cast<size_t>(i)] = load_as_f32(weight.raw(), weight.dtype(), i);
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(x.dim(1), 1));
+  compute_pool().parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(GatedNormRows)(x, z, w.data(), d, eps, out, r0, r1);
+  });
+}
+
+void gated_delta_sequential(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                            const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
+                            Tensor& out) {
+  if (q.dim(0) == 0) return;
+  std::vector<float> rate, bias;
+  per_head_params(a_log, dt_bias, shape.n_value_heads, rate, bias);
+  const GdnArgs args = make_args(q, k, v, a, b, rate, bias, shape, state, out);
+  compute_pool().parallel_for(shape.n_value_heads, 1, [&](int64_t h0, int64_t h1) {
+    HWY_DYNAMIC_DISPATCH(SequentialHeads)(args, h0, h1);
+  });
+}
+
+void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                         const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
+                         Tensor& out) {
+  if (q.dim(0) == 0) return;
+  std::vector<float> rate, bias;
+  per_head_params(a_log, dt_bias, shape.n_value_heads, rate, bias);
+  const GdnArgs args = make_args(q, k, v, a, b, rate, bias, shape, state, out);
+  compute_pool().parallel_for(shape.n_value_heads, 1, [&](int64_t h0, int64_t h1) {
+    HWY_DYNAMIC_DISPATCH(ChunkedHeads)(args, h0, h1);
+  });
+}
+
+}  // namespace sanctum::ops::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,26 @@
+#pragma once
+// CPU kernels of the GatedDeltaNet ops (Highway, dynamic dispatch), parallel over value heads (the
+// recurrence), channel blocks (conv) or rows (norm). Arguments are checked by ops/gated_delta.cc.
+// Results never depend on the thread count: work is split only where no reduction crosses the split.
+#include "ops/gated_delta.h"
+#include "tensor/tensor.h"
+
+namespace sanctum::ops::cpu {
+
+void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Tensor& out);
+
+// Token by token: one fused sweep over each state row per token (the decode kernel; n tokens of it
+// give bit-identical results to n calls of one token).
+void gated_delta_sequential(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                            const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
+                            Tensor& out);
+
+// Chunks of kGatedDeltaChunk tokens in WY / UT form (the last chunk may be shorter).
+constexpr int64_t kGatedDeltaChunk = 64;
+void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                         const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
+                         Tensor& out);
+
+void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out);
+
+}  // namespace sanctum::ops::cpu

@@ -1,0 +1,26 @@
+#pragma once
+// Entry points of the CPU backend (Highway kernels, dynamic dispatch). Same signatures as the ops;
+// arguments are already checked by the front ends in src/ops/*.cc.
+#include <cstdint>
+#include <span>
+
+#include "ops/rope.h"
+#include "tensor/tensor.h"
+#include "tensor/weight.h"
+
+namespace sanctum::ops::cpu {
+
+void matmul_dense(const Tensor& x, const Weight& w, Tensor& y);
+void matmul_quantized(const Tensor& x, const Weight& w, Tensor& y);
+void prepare_weight(Weight& w);
+void embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset);
+void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table);
+void softmax(Tensor& x);
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void add_bias(Tensor& y, const Tensor& bias);
+void copy(const Tensor& src, Tensor& dst);
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out);
+
+}  // namespace sanctum::ops::cpu

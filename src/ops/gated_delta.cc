@@ -1,0 +1,155 @@
+#include "ops/gated_delta.h"
+
+#include <string>
+
+#include "ops/cpu/gated_delta.h"
+#include "ops/op_util.h"
+
+namespace sanctum::ops {
+namespace {
+
+// Below this many tokens `automatic` runs the token-by-token kernel, from it on the chunked one.
+// Decode (n = 1) and short appends always take the sequential path, which is also the cheaper one
+// for a chunk's worth of tokens or less (the chunked form pays for its L x L products per chunk).
+// The two paths round differently (max |diff| ~1e-6 relative on realistic inputs), far inside the
+// 1e-3 the engine allows between "prefill k + decode" and "full prefill".
+constexpr int64_t kChunkedFromTokens = 64;
+
+std::string dims(const Tensor& t) { return t.shape_string(); }
+
+// [first byte, last byte] of the memory a 1-D..4-D view can touch.
+std::pair<const char*, const char*> extent(const Tensor& t) {
+  const char* base = static_cast<const char*>(t.raw());
+  int64_t lo = 0, hi = 0;
+  for (int i = 0; i < t.ndim(); ++i) {
+    if (t.dim(i) == 0) return {base, base - 1};
+    const int64_t span = (t.dim(i) - 1) * t.stride(i);
+    (span < 0 ? lo : hi) += span;
+  }
+  const int64_t size = static_cast<int64_t>(dtype_size(t.dtype()));
+  return {base + lo * size, base + hi * size + size - 1};
+}
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  if (!a || !b || a.numel() == 0 || b.numel() == 0) return false;
+  const auto [a0, a1] = extent(a);
+  const auto [b0, b1] = extent(b);
+  return a0 <= b1 && b0 <= a1;
+}
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  if (a.raw() != b.raw() || !detail::same_shape(a, b)) return false;
+  for (int i = 0; i < a.ndim(); ++i)
+    if (a.dim(i) > 1 && a.stride(i) != b.stride(i)) return false;
+  return true;
+}
+
+void require_f32_matrix(const char* op, const char* name, const Tensor& t) {
+  detail::require_defined(op, name, t);
+  detail::require_dtype(op, name, t, DType::f32);
+  detail::require(t.ndim() == 2, op, std::string(name) + " must be 2-D, got " + dims(t));
+  detail::require_inner_contiguous(op, name, t);
+}
+
+void require_per_head(const char* op, const char* name, const Tensor& t, int64_t heads) {
+  detail::require_defined(op, name, t);
+  detail::require_float(op, name, t);
+  detail::require(t.ndim() == 1 && t.dim(0) == heads && (heads <= 1 || t.stride(0) == 1), op,
+                  std::string(name) + " must be a contiguous (" + std::to_string(heads) + ") vector, got " + dims(t));
+}
+
+}  // namespace
+
+void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Tensor& out) {
+  constexpr const char* kOp = "causal_conv1d_silu";
+  require_f32_matrix(kOp, "x", x);
+  require_f32_matrix(kOp, "out", out);
+  detail::require_defined(kOp, "weight", weight);
+  detail::require_float(kOp, "weight", weight);
+  detail::require(weight.ndim() == 2 && weight.dim(1) >= 1, kOp, "weight must be (channels, kernel), got " + dims(weight));
+  detail::require_inner_contiguous(kOp, "weight", weight);
+  detail::require_defined(kOp, "state", state);
+  detail::require_dtype(kOp, "state", state, DType::f32);
+  detail::require_cpu(kOp, {{"x", &x}, {"state", &state}, {"weight", &weight}, {"out", &out}});
+  const int64_t n = x.dim(0), channels = x.dim(1), kernel = weight.dim(1);
+  detail::require(weight.dim(0) == channels, kOp,
+                  "weight " + dims(weight) + " must have one row per channel of x " + dims(x));
+  detail::require(state.ndim() == 2 && state.dim(0) == kernel - 1 && state.dim(1) == channels, kOp,
+                  "state must be (kernel - 1, channels) = (" + std::to_string(kernel - 1) + ", " +
+                      std::to_string(channels) + "), got " + dims(state));
+  if (kernel > 1) detail::require_inner_contiguous(kOp, "state", state);
+  detail::require(out.dim(0) == n && out.dim(1) == channels, kOp, "out " + dims(out) + " must match x " + dims(x));
+  detail::require(!overlap(out, x), kOp, "out must not alias x");
+  detail::require(!overlap(state, x) && !overlap(state, out), kOp, "state must not alias x or out");
+  cpu::causal_conv1d_silu(x, state, weight, out);
+}
+
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                      const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
+                      Tensor& out, GatedDeltaAlgorithm algorithm) {
+  constexpr const char* kOp = "gated_delta_rule";
+  const int64_t hk = shape.n_key_heads, dk = shape.key_dim, hv = shape.n_value_heads, dv = shape.value_dim;
+  detail::require(hk > 0 && dk > 0 && hv > 0 && dv > 0, kOp, "head counts and dims must be positive");
+  detail::require(hv % hk == 0, kOp,
+                  "value heads (" + std::to_string(hv) + ") must be a multiple of key heads (" + std::to_string(hk) + ")");
+  require_f32_matrix(kOp, "q", q);
+  require_f32_matrix(kOp, "k", k);
+  require_f32_matrix(kOp, "v", v);
+  require_f32_matrix(kOp, "a", a);
+  require_f32_matrix(kOp, "b", b);
+  require_f32_matrix(kOp, "out", out);
+  require_per_head(kOp, "a_log", a_log, hv);
+  require_per_head(kOp, "dt_bias", dt_bias, hv);
+  detail::require_defined(kOp, "state", state);
+  detail::require_dtype(kOp, "state", state, DType::f32);
+  detail::require_cpu(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"a_log", &a_log},
+                            {"dt_bias", &dt_bias}, {"state", &state}, {"out", &out}});
+  const int64_t n = q.dim(0);
+  auto want = [&](const char* name, const Tensor& t, int64_t cols) {
+    detail::require(t.dim(0) == n && t.dim(1) == cols, kOp,
+                    std::string(name) + " must be (" + std::to_string(n) + ", " + std::to_string(cols) + "), got " + dims(t));
+  };
+  want("q", q, hk * dk);
+  want("k", k, hk * dk);
+  want("v", v, hv * dv);
+  want("a", a, hv);
+  want("b", b, hv);
+  want("out", out, hv * dv);
+  detail::require(state.ndim() == 3 && state.dim(0) == hv && state.dim(1) == dv && state.dim(2) == dk &&
+                      state.is_contiguous(),
+                  kOp, "state must be a contiguous (Hv, Dv, Dk) = (" + std::to_string(hv) + ", " + std::to_string(dv) +
+                           ", " + std::to_string(dk) + ") tensor, got " + dims(state));
+  for (const auto& [name, t] : {detail::Named{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"state", &state}})
+    detail::require(!overlap(out, *t), kOp, std::string("out must not alias ") + name);
+  for (const auto& [name, t] : {detail::Named{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}})
+    detail::require(!overlap(state, *t), kOp, std::string("state must not alias ") + name);
+  if (algorithm == GatedDeltaAlgorithm::automatic)
+    algorithm = n >= kChunkedFromTokens ? GatedDeltaAlgorithm::chunked : GatedDeltaAlgorithm::sequential;
+  if (algorithm == GatedDeltaAlgorithm::chunked)
+    cpu::gated_delta_chunked(q, k, v, a, b, a_log, dt_bias, shape, state, out);
+  else
+    cpu::gated_delta_sequential(q, k, v, a, b, a_log, dt_bias, shape, state, out);
+}
+
+void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {
+  constexpr const char* kOp = "gated_rms_norm";
+  require_f32_matrix(kOp, "x", x);
+  require_f32_matrix(kOp, "z", z);
+  require_f32_matrix(kOp, "out", out);
+  detail::require_defined(kOp, "weight", weight);
+  detail::require_float(kOp, "weight", weight);
+  detail::require_cpu(kOp, {{"x", &x}, {"z", &z}, {"weight", &weight}, {"out", &out}});
+  detail::require(weight.ndim() == 1 && weight.dim(0) > 0, kOp, "weight must be a (d) vector, got " + dims(weight));
+  detail::require_inner_contiguous(kOp, "weight", weight);
+  const int64_t d = weight.dim(0);
+  detail::require(x.dim(1) % d == 0, kOp,
+                  "x rows (" + std::to_string(x.dim(1)) + ") must be whole heads of " + std::to_string(d));
+  detail::require(detail::same_shape(x, z) && detail::same_shape(x, out), kOp,
+                  "x " + dims(x) + ", z " + dims(z) + " and out " + dims(out) + " must have one shape");
+  detail::require(eps >= 0.0f, kOp, "eps must be >= 0");
+  detail::require(same_view(out, x) || !overlap(out, x), kOp, "out may alias x only exactly");
+  detail::require(same_view(out, z) || !overlap(out, z), kOp, "out may alias z only exactly");
+  cpu::gated_rms_norm(x, z, weight, eps, out);
+}
+
+}  // namespace sanctum::ops

@@ -1,0 +1,96 @@
+#pragma once
+// Helpers shared by the op front ends (argument checks) and the backends (row addressing).
+// Internal to src/ops: model code includes the op headers, not this one.
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "base/error.h"
+#include "tensor/tensor.h"
+#include "tensor/weight.h"
+
+namespace sanctum::ops::detail {
+
+using Named = std::pair<const char*, const Tensor*>;
+
+// "[op] message"; kind defaults to invalid_argument.
+inline void require(bool condition, const char* op, const std::string& message,
+                    ErrorKind kind = ErrorKind::invalid_argument) {
+  if (!condition) throw Error(kind, std::string("[") + op + "] " + message);
+}
+
+// Every tensor must be on the CPU: no other backend exists yet. Names the first offender.
+inline void require_cpu(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> tensors) {
+  for (const auto& [name, t] : tensors) {
+    if (*t && t->device() != Device::cpu)
+      throw Error(ErrorKind::unsupported, std::string("[") + op + "] " + name + " is on " + device_name(t->device()) +
+                                              "; only the cpu backend is built (move the tensor to cpu)");
+  }
+}
+
+inline void require_defined(const char* op, const char* name, const Tensor& t) {
+  require(static_cast<bool>(t), op, std::string(name) + " is an empty tensor");
+}
+
+inline void require_dtype(const char* op, const char* name, const Tensor& t, DType dtype) {
+  require(t.dtype() == dtype, op, std::string(name) + " must be " + dtype_name(dtype) + ", got " + t.shape_string(),
+          ErrorKind::unsupported);
+}
+
+inline void require_float(const char* op, const char* name, const Tensor& t) {
+  require(is_float(t.dtype()), op, std::string(name) + " must be f32, bf16 or f16, got " + t.shape_string(),
+          ErrorKind::unsupported);
+}
+
+// The last dim must be contiguous (stride 1); leading dims may have any stride.
+inline void require_inner_contiguous(const char* op, const char* name, const Tensor& t) {
+  require(t.ndim() >= 1 && (t.dim(-1) <= 1 || t.stride(-1) == 1), op,
+          std::string(name) + " needs a contiguous last dim, got " + t.shape_string());
+}
+
+inline bool same_shape(const Tensor& a, const Tensor& b) {
+  if (a.ndim() != b.ndim()) return false;
+  for (int i = 0; i < a.ndim(); ++i)
+    if (a.dim(i) != b.dim(i)) return false;
+  return true;
+}
+
+// Product of all dims but the last (1 for a 1-D tensor).
+inline int64_t outer_rows(const Tensor& t) {
+  int64_t n = 1;
+  for (int i = 0; i + 1 < t.ndim(); ++i) n *= t.dim(i);
+  return n;
+}
+
+// Element offset of row r (row-major over the leading dims), honouring their strides.
+inline int64_t row_offset(const Tensor& t, int64_t r) {
+  int64_t offset = 0;
+  for (int i = t.ndim() - 2; i >= 0; --i) {
+    const int64_t d = t.dim(i);
+    offset += (r % d) * t.stride(i);
+    r /= d;
+  }
+  return offset;
+}
+
+template <class T>
+T* row_ptr(const Tensor& t, int64_t r) {
+  return t.data<T>() + row_offset(t, r);
+}
+
+inline void* row_raw(const Tensor& t, int64_t r) {
+  return static_cast<char*>(t.raw()) + row_offset(t, r) * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
+// Checks a weight (validate_weight) and rewrites its error with the op name.
+inline void require_weight(const char* op, const Weight& w) {
+  try {
+    validate_weight(w);
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string("[") + op + "] " + e.what());
+  }
+  require_cpu(op, {{"weight data", &w.data}, {"weight scales", &w.scales}, {"weight biases", &w.biases}});
+}
+
+}  // namespace sanctum::ops::detail
