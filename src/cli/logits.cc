@@ -1,7 +1,9 @@
 // sanctum logits: writes the logits of every prompt position to a .npy file (f32, (n, vocab)).
 // For parity tests against reference implementations. --split K feeds the first K tokens as one
-// prefill and the rest one token at a time (prefill + decode must equal one full prefill).
+// prefill and the rest --step tokens at a time (default 1: decode steps), so tests can check that
+// prefill + decode and prefill + chunked prefill equal one full prefill.
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -35,9 +37,9 @@ void write_npy(const std::string& path, const std::vector<float>& data, int64_t 
 }
 
 int run_logits(int argc, char** argv) {
-  Args args(argc, argv, {"model", "prompt-ids", "out", "split", "threads"}, {"help"});
+  Args args(argc, argv, {"model", "prompt-ids", "out", "split", "step", "threads"}, {"help"});
   if (args.has("help") || !args.has("model") || !args.has("prompt-ids") || !args.has("out")) {
-    std::fputs("usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K] [--threads N]\n",
+    std::fputs("usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K [--step S]] [--threads N]\n",
                args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
@@ -45,7 +47,9 @@ int run_logits(int argc, char** argv) {
   std::vector<int32_t> prompt = parse_ids(*args.get("prompt-ids"));
   const int64_t n = static_cast<int64_t>(prompt.size());
   const int64_t split = args.get_int("split", n);
+  const int64_t step = args.get_int("step", 1);
   check(split >= 1 && split <= n, ErrorKind::invalid_argument, "--split must be in [1, number of prompt ids]");
+  check(step >= 1, ErrorKind::invalid_argument, "--step must be >= 1");
 
   auto model = load_model(*args.get("model"));
   const int64_t vocab = model->vocab_size();
@@ -59,7 +63,10 @@ int run_logits(int argc, char** argv) {
                   static_cast<size_t>(vocab) * sizeof(float));
   };
   keep(model->forward(std::span<const int32_t>(prompt).first(static_cast<size_t>(split)), state, LogitsFor::all), 0);
-  for (int64_t i = split; i < n; ++i) keep(model->forward(std::span<const int32_t>(prompt).subspan(static_cast<size_t>(i), 1), state, LogitsFor::all), i);
+  for (int64_t i = split; i < n; i += step) {
+    const auto count = static_cast<size_t>(std::min(step, n - i));
+    keep(model->forward(std::span<const int32_t>(prompt).subspan(static_cast<size_t>(i), count), state, LogitsFor::all), i);
+  }
   write_npy(*args.get("out"), out, n, vocab);
   return 0;
 }
