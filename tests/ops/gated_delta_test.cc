@@ -251,8 +251,10 @@ TEST(GatedDeltaRule, two_calls_equal_one) {
       run(in, state2, out2, split, n, kSeq);
       EXPECT_EQ(max_abs_diff(out1, out2), 0.0);
       EXPECT_EQ(max_abs_diff(state1.reshape({-1}), state2.reshape({-1})), 0.0);
-      // Chunked prefill of the first part, then the rest chunked or token by token.
+      // Chunked prefill of the first part, then the rest chunked or (for the longer first parts, to
+      // keep the test quick) token by token as decode does.
       for (int rest : {kChunk, kSeq, kAuto}) {
+        if (rest == kSeq && split < 100) continue;
         Tensor out3 = out_ref.clone(), state3 = in.state.clone();
         run(in, state3, out3, 0, split, kChunk);
         if (rest == kSeq) {
