@@ -60,20 +60,19 @@ void require_per_head(const char* op, const char* name, const Tensor& t, int64_t
 
 }  // namespace
 
-void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Tensor& out) {
-  constexpr const char* kOp = "causal_conv1d_silu";
+namespace {
+
+// Checks shared by both conv entry points; kernel and channels come from the weight's layout.
+void check_conv(const char* kOp, const Tensor& x, const Tensor& state, const Tensor& w, const char* w_name,
+                int64_t kernel, int64_t w_channels, Tensor& out) {
   require_f32_matrix(kOp, "x", x);
   require_f32_matrix(kOp, "out", out);
-  detail::require_defined(kOp, "weight", weight);
-  detail::require_float(kOp, "weight", weight);
-  detail::require(weight.ndim() == 2 && weight.dim(1) >= 1, kOp, "weight must be (channels, kernel), got " + dims(weight));
-  detail::require_inner_contiguous(kOp, "weight", weight);
   detail::require_defined(kOp, "state", state);
   detail::require_dtype(kOp, "state", state, DType::f32);
-  detail::require_cpu(kOp, {{"x", &x}, {"state", &state}, {"weight", &weight}, {"out", &out}});
-  const int64_t n = x.dim(0), channels = x.dim(1), kernel = weight.dim(1);
-  detail::require(weight.dim(0) == channels, kOp,
-                  "weight " + dims(weight) + " must have one row per channel of x " + dims(x));
+  detail::require_cpu(kOp, {{"x", &x}, {"state", &state}, {w_name, &w}, {"out", &out}});
+  const int64_t n = x.dim(0), channels = x.dim(1);
+  detail::require(w_channels == channels, kOp,
+                  std::string(w_name) + " " + dims(w) + " does not match the " + std::to_string(channels) + " channels of x");
   detail::require(state.ndim() == 2 && state.dim(0) == kernel - 1 && state.dim(1) == channels, kOp,
                   "state must be (kernel - 1, channels) = (" + std::to_string(kernel - 1) + ", " +
                       std::to_string(channels) + "), got " + dims(state));
@@ -81,7 +80,43 @@ void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Te
   detail::require(out.dim(0) == n && out.dim(1) == channels, kOp, "out " + dims(out) + " must match x " + dims(x));
   detail::require(!overlap(out, x), kOp, "out must not alias x");
   detail::require(!overlap(state, x) && !overlap(state, out), kOp, "state must not alias x or out");
+}
+
+}  // namespace
+
+void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Tensor& out) {
+  constexpr const char* kOp = "causal_conv1d_silu";
+  detail::require_defined(kOp, "weight", weight);
+  detail::require_float(kOp, "weight", weight);
+  detail::require(weight.ndim() == 2 && weight.dim(1) >= 1, kOp, "weight must be (channels, kernel), got " + dims(weight));
+  detail::require_inner_contiguous(kOp, "weight", weight);
+  check_conv(kOp, x, state, weight, "weight", weight.dim(1), weight.dim(0), out);
   cpu::causal_conv1d_silu(x, state, weight, out);
+}
+
+Tensor conv1d_taps(const Tensor& weight) {
+  constexpr const char* kOp = "conv1d_taps";
+  detail::require_defined(kOp, "weight", weight);
+  detail::require_float(kOp, "weight", weight);
+  detail::require_cpu(kOp, {{"weight", &weight}});
+  detail::require(weight.ndim() == 2 && weight.dim(1) >= 1, kOp, "weight must be (channels, kernel), got " + dims(weight));
+  const int64_t channels = weight.dim(0), kernel = weight.dim(1);
+  Tensor taps = Tensor::zeros({kernel, channels}, DType::f32);
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t j = 0; j < kernel; ++j)
+      taps.data<float>()[j * channels + c] =
+          load_as_f32(weight.raw(), weight.dtype(), c * weight.stride(0) + j * weight.stride(1));
+  return taps;
+}
+
+void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps, Tensor& out) {
+  constexpr const char* kOp = "causal_conv1d_silu_taps";
+  detail::require_defined(kOp, "taps", taps);
+  detail::require_dtype(kOp, "taps", taps, DType::f32);
+  detail::require(taps.ndim() == 2 && taps.dim(0) >= 1, kOp, "taps must be (kernel, channels), got " + dims(taps));
+  detail::require_inner_contiguous(kOp, "taps", taps);
+  check_conv(kOp, x, state, taps, "taps", taps.dim(0), taps.dim(1), out);
+  cpu::causal_conv1d_silu_taps(x, state, taps, out);
 }
 
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,

@@ -14,6 +14,11 @@ namespace sanctum::ops {
 //   out:    (n, channels) f32, must not alias x
 void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Tensor& out);
 
+// The same conv with the weight rearranged once at load time: taps = conv1d_taps(weight) is
+// (kernel, channels) f32, tap-major, so decode does not convert and transpose the weight per call.
+Tensor conv1d_taps(const Tensor& weight);
+void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps, Tensor& out);
+
 struct GatedDeltaShape {
   int64_t n_key_heads = 0, key_dim = 0;      // Hk, Dk
   int64_t n_value_heads = 0, value_dim = 0;  // Hv, Dv (Hv a multiple of Hk)

@@ -6,6 +6,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/aligned_allocator.h"
+#include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 
 #include <algorithm>
@@ -91,35 +92,39 @@ HWY_INLINE void L2Normalize(const float* HWY_RESTRICT x, int64_t d, int64_t dp, 
   for (int64_t c = d; c < dp; ++c) out[c] = 0.0f;
 }
 
+// Brings [p, p + count) floats towards L1, one request per cache line.
+HWY_INLINE void Prefetch(const float* p, int64_t count) {
+  for (int64_t i = 0; i < count; i += 16) hwy::Prefetch(p + i);
+}
+
 // ---------------------------------------------------------------- conv
 
 // Channels [c0, c1) of the conv (c0 a multiple of the block size, so tails fall only at the end of
 // the row whatever the thread split). wt: (kernel, width) f32, tap j of channel c0 + i at j*width + i.
-void ConvChannels(const Tensor& x, Tensor& state, const float* HWY_RESTRICT wt, int64_t width, int64_t kernel,
-                  Tensor& out, int64_t c0, int64_t c1) {
+void ConvChannels(const float* const* rows, int64_t n, int64_t hist, const float* HWY_RESTRICT taps, int64_t ldw,
+                  int64_t first, const Tensor& out, int64_t c0, int64_t c1) {
+  // rows: the n + hist row pointers of [state; x]; taps: (hist + 1, ldw) f32, tap j of channel c at
+  // taps[j * ldw + c - first]; out rows get channels [c0, c1).
+  const float* wt = taps - first + c0;  // now tap j of channel c0 + i at wt[j * ldw + i]
   const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), n = x.dim(0), hist = kernel - 1;
-  auto in_row = [&](int64_t i) {  // row i of [state; x]
-    return i < hist ? detail::row_ptr<const float>(state, i) : detail::row_ptr<const float>(x, i - hist);
-  };
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), kernel = hist + 1;
   HWY_ALIGN float tw[hn::MaxLanes(df)];
   HWY_ALIGN float tx[hn::MaxLanes(df)];
   for (int64_t t = 0; t < n; ++t) {
     float* o = detail::row_ptr<float>(out, t);
+    const float* const* in = rows + t;
     int64_t c = c0;
     for (; c + N <= c1; c += N) {
       auto acc = hn::Zero(df);
-      for (int64_t j = 0; j < kernel; ++j)
-        acc = hn::MulAdd(hn::LoadU(df, wt + j * width + (c - c0)), hn::LoadU(df, in_row(t + j) + c), acc);
+      for (int64_t j = 0; j < kernel; ++j) acc = hn::MulAdd(hn::LoadU(df, wt + j * ldw + (c - c0)), hn::LoadU(df, in[j] + c), acc);
       hn::StoreU(Silu(df, acc), df, o + c);
     }
     if (c < c1) {  // tail through one zero-padded vector, so every channel takes the same path
       auto acc = hn::Zero(df);
       for (int64_t j = 0; j < kernel; ++j) {
-        const float* xr = in_row(t + j);
         for (int64_t i = 0; i < N; ++i) {
-          tw[i] = c + i < c1 ? wt[j * width + (c - c0) + i] : 0.0f;
-          tx[i] = c + i < c1 ? xr[c + i] : 0.0f;
+          tw[i] = c + i < c1 ? wt[j * ldw + (c - c0) + i] : 0.0f;
+          tx[i] = c + i < c1 ? in[j][c + i] : 0.0f;
         }
         acc = hn::MulAdd(hn::Load(df, tw), hn::Load(df, tx), acc);
       }
@@ -127,10 +132,6 @@ void ConvChannels(const Tensor& x, Tensor& state, const float* HWY_RESTRICT wt, 
       for (int64_t i = 0; c + i < c1; ++i) o[c + i] = tx[i];
     }
   }
-  // New state rows i = rows n + i of [state; x], in increasing i: row n + i >= i is read before
-  // anything overwrites it.
-  const size_t bytes = static_cast<size_t>(c1 - c0) * sizeof(float);
-  for (int64_t i = 0; i < hist; ++i) std::memmove(detail::row_ptr<float>(state, i) + c0, in_row(n + i) + c0, bytes);
 }
 
 // ---------------------------------------------------------------- gated RMSNorm
@@ -240,6 +241,11 @@ void SequentialHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
     float gprev = 1.0f;
     for (int64_t t0 = 0; t0 < n; t0 += kSeqBlock) {
       const int64_t tb = std::min(kSeqBlock, n - t0);
+      for (int64_t i = t0 + kSeqBlock; i < std::min(n, t0 + 2 * kSeqBlock); ++i) {
+        Prefetch(detail::row_ptr<const float>(*p.q, i) + kh * dk, dk);
+        Prefetch(detail::row_ptr<const float>(*p.k, i) + kh * dk, dk);
+        Prefetch(detail::row_ptr<const float>(*p.v, i) + h * dv, dv);
+      }
       for (int64_t i = 0; i < tb; ++i) {
         L2Normalize(detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk, dk, dkp, q_scale, qb + i * dkp);
         L2Normalize(detail::row_ptr<const float>(*p.k, t0 + i) + kh * dk, dk, dkp, 1.0f, kb + i * dkp);
@@ -385,6 +391,13 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
       for (int64_t r = 0; r < dv; ++r) st[c * dvp + r] = S[r * dk + c];
     for (int64_t t0 = 0; t0 < n; t0 += CL) {
       const int64_t L = std::min(CL, n - t0), lpad = Padded(L);
+      // The next chunk's rows of this head arrive while this one computes (rows are far apart in
+      // the fused projection output, beyond what the hardware prefetchers follow).
+      for (int64_t i = t0 + CL; i < std::min(n, t0 + 2 * CL); ++i) {
+        Prefetch(detail::row_ptr<const float>(*p.q, i) + kh * dk, dk);
+        Prefetch(detail::row_ptr<const float>(*p.k, i) + kh * dk, dk);
+        Prefetch(detail::row_ptr<const float>(*p.v, i) + h * dv, dv);
+      }
       double cum = 0.0;
       for (int64_t i = 0; i < L; ++i) {
         L2Normalize(detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk, dk, dkp, q_scale, qn + i * dkp);
@@ -450,6 +463,9 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <vector>
+#if HWY_ARCH_X86
+#include <xmmintrin.h>
+#endif
 
 namespace sanctum::ops::cpu {
 HWY_EXPORT(ConvChannels);
@@ -458,6 +474,20 @@ HWY_EXPORT(SequentialHeads);
 HWY_EXPORT(ChunkedHeads);
 
 namespace {
+
+// Flush-to-zero and denormals-are-zero for the duration of a kernel task (on this thread). Strong
+// decays push products through the denormal range, where x86 cores without FTZ take a microcode
+// assist per instruction (hundreds of cycles on Intel); values below 1e-38 carry nothing here.
+class FlushDenormals {
+ public:
+#if HWY_ARCH_X86
+  FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
+  ~FlushDenormals() { _mm_setcsr(saved_); }
+
+ private:
+  unsigned saved_;
+#endif
+};
 
 // Channels per conv task: a multiple of every vector width, so only the last block has a tail.
 constexpr int64_t kConvBlock = 64;
@@ -478,25 +508,58 @@ void per_head_params(const Tensor& a_log, const Tensor& dt_bias, int64_t hv, std
   }
 }
 
-}  // namespace
-
-void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Tensor& out) {
-  const int64_t n = x.dim(0), channels = x.dim(1), kernel = weight.dim(1);
+// [state; x] as row pointers, then the conv over channel blocks with taps from `taps_of(c0, c1)`,
+// then the state roll (after every output, as state rows are inputs).
+template <class TapsOf>
+void conv(const Tensor& x, Tensor& state, int64_t kernel, Tensor& out, TapsOf&& taps_of) {
+  const int64_t n = x.dim(0), channels = x.dim(1), hist = kernel - 1;
   if (n == 0) return;
+  std::vector<const float*> rows(static_cast<size_t>(n + hist));
+  for (int64_t i = 0; i < hist; ++i) rows[static_cast<size_t>(i)] = detail::row_ptr<const float>(state, i);
+  for (int64_t t = 0; t < n; ++t) rows[static_cast<size_t>(hist + t)] = detail::row_ptr<const float>(x, t);
   const int64_t blocks = (channels + kConvBlock - 1) / kConvBlock;
   const int64_t grain = std::max<int64_t>(1, 16384 / (kConvBlock * kernel * n));
   compute_pool().parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-    const int64_t c0 = b0 * kConvBlock, c1 = std::min(channels, b1 * kConvBlock), width = c1 - c0;
-    std::vector<float> wt(static_cast<size_t>(kernel * width));  // (kernel, width) f32
-    for (int64_t c = 0; c < width; ++c)
-      for (int64_t j = 0; j < kernel; ++j)
-        wt[static_cast<size_t>(j * width + c)] =
-            load_as_f32(weight.raw(), weight.dtype(), (c0 + c) * weight.stride(0) + j);
+    const int64_t c0 = b0 * kConvBlock, c1 = std::min(channels, b1 * kConvBlock);
+    std::vector<float> scratch;
+    int64_t ldw = 0, first = 0;
+    const float* wt = taps_of(c0, c1, scratch, ldw, first);  // tap j of channel c at wt[j * ldw + c - first]
+    const FlushDenormals ftz;
     for (int64_t bl = b0; bl < b1; ++bl) {
       const int64_t s0 = bl * kConvBlock, s1 = std::min(channels, s0 + kConvBlock);
-      // The block's taps start at column s0 - c0 of wt; pass the shifted base so column 0 is s0.
-      HWY_DYNAMIC_DISPATCH(ConvChannels)(x, state, wt.data() + (s0 - c0), width, kernel, out, s0, s1);
+      HWY_DYNAMIC_DISPATCH(ConvChannels)(rows.data(), n, hist, wt, ldw, first, out, s0, s1);
     }
+    // New state rows i = rows n + i of [state; x], in increasing i: row n + i >= i is read before
+    // anything overwrites it.
+    const size_t bytes = static_cast<size_t>(c1 - c0) * sizeof(float);
+    for (int64_t i = 0; i < hist; ++i)
+      std::memmove(detail::row_ptr<float>(state, i) + c0, rows[static_cast<size_t>(n + i)] + c0, bytes);
+  });
+}
+
+}  // namespace
+
+void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Tensor& out) {
+  const int64_t kernel = weight.dim(1);
+  conv(x, state, kernel, out, [&](int64_t c0, int64_t c1, std::vector<float>& scratch, int64_t& ldw, int64_t& first) {
+    // (channels, kernel) any float type -> (kernel, c1 - c0) f32 for this task's channels.
+    const int64_t width = c1 - c0;
+    scratch.resize(static_cast<size_t>(kernel * width));
+    for (int64_t c = 0; c < width; ++c)
+      for (int64_t j = 0; j < kernel; ++j)
+        scratch[static_cast<size_t>(j * width + c)] =
+            load_as_f32(weight.raw(), weight.dtype(), (c0 + c) * weight.stride(0) + j);
+    ldw = width;
+    first = c0;
+    return scratch.data();
+  });
+}
+
+void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps, Tensor& out) {
+  conv(x, state, taps.dim(0), out, [&](int64_t, int64_t, std::vector<float>&, int64_t& ldw, int64_t& first) {
+    ldw = taps.stride(0);
+    first = 0;
+    return taps.data<const float>();
   });
 }
 
@@ -506,6 +569,7 @@ void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, floa
   for (int64_t i = 0; i < d; ++i) w[static_cast<size_t>(i)] = load_as_f32(weight.raw(), weight.dtype(), i);
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(x.dim(1), 1));
   compute_pool().parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    const FlushDenormals ftz;
     HWY_DYNAMIC_DISPATCH(GatedNormRows)(x, z, w.data(), d, eps, out, r0, r1);
   });
 }
@@ -518,6 +582,7 @@ void gated_delta_sequential(const Tensor& q, const Tensor& k, const Tensor& v, c
   per_head_params(a_log, dt_bias, shape.n_value_heads, rate, bias);
   const GdnArgs args = make_args(q, k, v, a, b, rate, bias, shape, state, out);
   compute_pool().parallel_for(shape.n_value_heads, 1, [&](int64_t h0, int64_t h1) {
+    const FlushDenormals ftz;
     HWY_DYNAMIC_DISPATCH(SequentialHeads)(args, h0, h1);
   });
 }
@@ -530,6 +595,7 @@ void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, cons
   per_head_params(a_log, dt_bias, shape.n_value_heads, rate, bias);
   const GdnArgs args = make_args(q, k, v, a, b, rate, bias, shape, state, out);
   compute_pool().parallel_for(shape.n_value_heads, 1, [&](int64_t h0, int64_t h1) {
+    const FlushDenormals ftz;
     HWY_DYNAMIC_DISPATCH(ChunkedHeads)(args, h0, h1);
   });
 }

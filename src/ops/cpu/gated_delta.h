@@ -8,6 +8,8 @@
 namespace sanctum::ops::cpu {
 
 void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Tensor& out);
+// taps: (kernel, channels) f32, inner dim contiguous (conv1d_taps).
+void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps, Tensor& out);
 
 // Token by token: one fused sweep over each state row per token (the decode kernel; n tokens of it
 // give bit-identical results to n calls of one token).
