@@ -72,7 +72,7 @@ TEST(Matmul, quantized_matches_ref_for_every_bits_group_and_scale_dtype) {
             if (k == 5120 && n > 1) continue;  // keeps the double-precision reference quick
             Weight w = test::random_quantized(m, k, bits, g, sdt, rng);
             Tensor x = test::random_tensor({n, k}, DType::f32, rng);
-            expect_matches_ref(x, w, "q" + std::to_string(bits) + " g" + std::to_string(g) + " " + dtype_name(sdt) +
+            expect_matches_ref(x, w, std::string("q").append(std::to_string(bits)) + " g" + std::to_string(g) + " " + dtype_name(sdt) +
                                          " n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
           }
 }
