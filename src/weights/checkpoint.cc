@@ -182,6 +182,51 @@ Weight Checkpoint::linear(const std::string& prefix, int64_t rows, int64_t cols,
   return w;
 }
 
+std::vector<Weight> Checkpoint::experts(const std::string& prefix, int64_t num_experts, int64_t rows, int64_t cols,
+                                        const QuantConfig& quant) {
+  const std::string wname = has(prefix + ".weight") || !has(prefix) ? prefix + ".weight" : prefix;
+  const bool quantized = has(prefix + ".scales");
+  QuantParams qp;
+  int64_t packed_cols = cols;
+  if (quantized) {
+    qp = quant.for_layer(prefix);
+    check(qp.bits != 0, ErrorKind::invalid_input,
+          dir_ + ": '" + prefix + ".scales' exists but config.json's quantization block does not quantize '" + prefix + "'");
+    check(cols % qp.group_size == 0 && (cols * qp.bits) % 32 == 0, ErrorKind::invalid_input,
+          dir_ + ": experts '" + prefix + "': in-features " + std::to_string(cols) + " are not a multiple of group size " +
+              std::to_string(qp.group_size));
+    packed_cols = cols * qp.bits / 32;
+  }
+  Tensor data = tensor(wname);
+  const bool shape_ok = data.ndim() == 3 && data.dim(0) == num_experts && data.dim(1) == rows && data.dim(2) == packed_cols &&
+                        (quantized ? data.dtype() == DType::u32 : is_float(data.dtype()));
+  check(shape_ok, ErrorKind::invalid_input,
+        file_of(wname) + ": tensor '" + wname + "': expected " + dims_string({num_experts, rows, packed_cols}) +
+            (quantized ? " u32 (" + std::to_string(qp.bits) + "-bit packed)" : std::string(" float")) + ", got " + data.shape_string());
+  Tensor scales, biases;
+  if (quantized) {
+    scales = tensor(prefix + ".scales", {num_experts, rows, cols / qp.group_size});
+    check(has(prefix + ".biases"), ErrorKind::not_found,
+          dir_ + ": tensor '" + prefix + ".biases' not found (MLX affine quantization stores scales and biases)");
+    biases = tensor(prefix + ".biases", {num_experts, rows, cols / qp.group_size});
+  }
+  std::vector<Weight> out(static_cast<size_t>(num_experts));
+  for (int64_t e = 0; e < num_experts; ++e) {
+    Weight& w = out[static_cast<size_t>(e)];
+    w.name = prefix + "[" + std::to_string(e) + "]";
+    w.rows = rows;
+    w.cols = cols;
+    w.quant = qp;
+    w.data = data.row(e);
+    if (quantized) {
+      w.scales = scales.row(e);
+      w.biases = biases.row(e);
+    }
+    validate_weight(w);
+  }
+  return out;
+}
+
 std::vector<std::string> Checkpoint::unused() const {
   std::vector<std::string> out;
   for (const auto& kv : index_) {

@@ -39,6 +39,11 @@ class Checkpoint {
   // (per-layer overrides honoured) and are cross-checked against the packed shape.
   Weight linear(const std::string& prefix, int64_t rows, int64_t cols, const QuantConfig& quant);
 
+  // Per-expert linears from one 3-D grid (num_experts, rows, cols): mlx `switch_mlp.*` (prefix.weight,
+  // with prefix.scales / prefix.biases when quantized) or HF fused grids stored under the bare name
+  // (`mlp.experts.gate_up_proj`). Each Weight views its expert's slice; nothing is copied.
+  std::vector<Weight> experts(const std::string& prefix, int64_t num_experts, int64_t rows, int64_t cols, const QuantConfig& quant);
+
   // Names present in the files but never requested, minus those under ignored prefixes.
   std::vector<std::string> unused() const;
   void ignore_prefix(const std::string& prefix) { ignored_prefixes_.push_back(prefix); }

@@ -193,6 +193,40 @@ TEST(Checkpoint, quantized_linear_uses_per_layer_bits_and_checks_packed_shape) {
                {"model.layers.0.mlp.up_proj.scales", "does not quantize"}, ErrorKind::invalid_input);
 }
 
+TEST(Checkpoint, expert_grids_become_per_expert_views) {
+  TempDir dir;
+  const int64_t E = 3, rows = 4, cols = 64;
+  std::vector<uint32_t> packed(static_cast<size_t>(E * rows * cols * 4 / 32));
+  for (size_t i = 0; i < packed.size(); ++i) packed[i] = static_cast<uint32_t>(i);
+  std::vector<uint16_t> scales(static_cast<size_t>(E * rows), f32_to_bf16(1.0f));
+  std::vector<float> dense(static_cast<size_t>(E * rows * cols));
+  for (size_t i = 0; i < dense.size(); ++i) dense[i] = static_cast<float>(i);
+  write_bytes(dir.path / "model.safetensors",
+              make_safetensors({{"mlp.switch_mlp.up_proj.weight", "U32", {E, rows, cols / 8}, bytes_of(packed)},
+                                {"mlp.switch_mlp.up_proj.scales", "BF16", {E, rows, 1}, bytes_of(scales)},
+                                {"mlp.switch_mlp.up_proj.biases", "BF16", {E, rows, 1}, bytes_of(scales)},
+                                {"mlp.experts.down_proj", "F32", {E, rows, cols}, bytes_of(dense)}}));
+  Checkpoint ckpt(dir.str());
+  QuantConfig q = QuantConfig::from_json(nlohmann::json::parse(R"({"quantization": {"group_size": 64, "bits": 4}})"));
+  auto up = ckpt.experts("mlp.switch_mlp.up_proj", E, rows, cols, q);
+  ASSERT_EQ(up.size(), 3u);
+  EXPECT_EQ(up[2].quant.bits, 4);
+  EXPECT_EQ(up[2].data.dim(0), rows);
+  EXPECT_EQ(up[2].data.dim(1), 8);
+  EXPECT_EQ(up[2].data.data<uint32_t>()[0], static_cast<uint32_t>(2 * rows * 8));
+  EXPECT_EQ(up[1].scales.dim(1), 1);
+  // HF fused grid under the bare name, dense.
+  auto down = ckpt.experts("mlp.experts.down_proj", E, rows, cols, QuantConfig{});
+  EXPECT_FALSE(down[1].quantized());
+  EXPECT_EQ(down[1].data.data<float>()[0], static_cast<float>(rows * cols));
+  ckpt.check_all_used();
+  expect_error([&] { ckpt.experts("mlp.experts.down_proj", 4, rows, cols, QuantConfig{}); },
+               {"tensor 'mlp.experts.down_proj': expected (4, 4, 64) float, got (3, 4, 64) f32"}, ErrorKind::invalid_input);
+  QuantConfig q8 = QuantConfig::from_json(nlohmann::json::parse(R"({"quantization": {"group_size": 64, "bits": 8}})"));
+  expect_error([&] { ckpt.experts("mlp.switch_mlp.up_proj", E, rows, cols, q8); }, {"expected (3, 4, 16) u32 (8-bit packed)"},
+               ErrorKind::invalid_input);
+}
+
 TEST(Checkpoint, extra_unused_tensors_are_listed) {
   TempDir dir;
   std::vector<StTensor> ts;

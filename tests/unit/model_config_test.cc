@@ -158,6 +158,10 @@ TEST(ModelConfig, classic_partial_rotary_factor_and_family_default) {
   json q = qwen3_5_text();
   q["rope_parameters"].erase("partial_rotary_factor");
   EXPECT_EQ(parse(q).rope.rotary_dim, 64);
+  // mlx-lm's default mrope_section rides along even when it exceeds a tiny model's rotary half.
+  q["head_dim"] = 64;
+  EXPECT_EQ(parse(q).rope.rotary_dim, 16);
+  EXPECT_EQ(parse(q).mrope_section, (std::vector<int>{11, 11, 10}));
   j["partial_rotary_factor"] = 1.5;
   expect_error([&] { parse(j); }, {"partial_rotary_factor"}, ErrorKind::invalid_input);
 }
