@@ -405,11 +405,17 @@ TEST(GatedDeltaOps, bad_arguments_throw) {
 // ---------------------------------------------------------------- timings
 // Run with --gtest_also_run_disabled_tests --gtest_filter='*Perf*' (2 compute threads).
 
-double seconds_per_call(int reps, const std::function<void()>& f) {
-  f();  // warm-up
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+// Best of `rounds` timings of `reps` calls each (the machine may be shared: the minimum is the
+// figure least disturbed by other work), after one warm-up call.
+double seconds_per_call(int reps, const std::function<void()>& f, int rounds = 5) {
+  f();
+  double best = INFINITY;
+  for (int round = 0; round < rounds; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps);
+  }
+  return best;
 }
 
 TEST(GatedDeltaPerf, DISABLED_qwen3_5_shapes) {

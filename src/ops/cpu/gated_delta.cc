@@ -182,36 +182,81 @@ void GatedNormRows(const Tensor& x, const Tensor& z, const float* HWY_RESTRICT w
 // sweeps through them; the row itself stays in L1 across the block.
 constexpr int64_t kSeqBlock = 16;
 
-// One sweep over a state row: applies the owed update (if any), returns S_r.k and S_r.q.
-HWY_INLINE void Sweep(float* HWY_RESTRICT s, int64_t dk, bool owed, float g, float d, const float* HWY_RESTRICT kp,
-                      const float* HWY_RESTRICT k, const float* HWY_RESTRICT q, float& dot_k, float& dot_q) {
+// One sweep over R consecutive state rows (row stride dk): applies each row's owed update (if any)
+// and returns S_r.k and S_r.q. Rows share the loads of k, q and the owed key, and their independent
+// dependency chains (dot, horizontal sum, delta, next token's dot) overlap. Each row's arithmetic is
+// the same whatever R, so results do not depend on how rows are grouped.
+template <int R>
+HWY_INLINE void Sweep(float* HWY_RESTRICT s, int64_t dk, bool owed, float g, const float* HWY_RESTRICT d,
+                      const float* HWY_RESTRICT kp, const float* HWY_RESTRICT k, const float* HWY_RESTRICT q,
+                      float* HWY_RESTRICT dot_k, float* HWY_RESTRICT dot_q) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto ak = hn::Zero(df), aq = hn::Zero(df);
+  hn::Vec<DF> ak[R], aq[R];
+  for (int r = 0; r < R; ++r) ak[r] = aq[r] = hn::Zero(df);
   int64_t c = 0;
   if (owed) {
-    const auto vg = hn::Set(df, g), vd = hn::Set(df, d);
+    const auto vg = hn::Set(df, g);
+    hn::Vec<DF> vd[R];
+    for (int r = 0; r < R; ++r) vd[r] = hn::Set(df, d[r]);
     for (; c + N <= dk; c += N) {
-      const auto x = hn::MulAdd(vd, hn::LoadU(df, kp + c), hn::Mul(hn::LoadU(df, s + c), vg));
-      hn::StoreU(x, df, s + c);
-      ak = hn::MulAdd(x, hn::LoadU(df, k + c), ak);
-      aq = hn::MulAdd(x, hn::LoadU(df, q + c), aq);
+      const auto vkp = hn::LoadU(df, kp + c), vk = hn::LoadU(df, k + c), vq = hn::LoadU(df, q + c);
+      for (int r = 0; r < R; ++r) {
+        float* sr = s + r * dk + c;
+        const auto x = hn::MulAdd(vd[r], vkp, hn::Mul(hn::LoadU(df, sr), vg));
+        hn::StoreU(x, df, sr);
+        ak[r] = hn::MulAdd(x, vk, ak[r]);
+        aq[r] = hn::MulAdd(x, vq, aq[r]);
+      }
     }
   } else {
     for (; c + N <= dk; c += N) {
-      const auto x = hn::LoadU(df, s + c);
-      ak = hn::MulAdd(x, hn::LoadU(df, k + c), ak);
-      aq = hn::MulAdd(x, hn::LoadU(df, q + c), aq);
+      const auto vk = hn::LoadU(df, k + c), vq = hn::LoadU(df, q + c);
+      for (int r = 0; r < R; ++r) {
+        const auto x = hn::LoadU(df, s + r * dk + c);
+        ak[r] = hn::MulAdd(x, vk, ak[r]);
+        aq[r] = hn::MulAdd(x, vq, aq[r]);
+      }
     }
   }
-  float sk = hn::GetLane(hn::SumOfLanes(df, ak)), sq = hn::GetLane(hn::SumOfLanes(df, aq));
-  for (; c < dk; ++c) {  // Dk not a multiple of the vector width: scalar tail, same maths
-    if (owed) s[c] = s[c] * g + d * kp[c];
-    sk += s[c] * k[c];
-    sq += s[c] * q[c];
+  for (int r = 0; r < R; ++r) {
+    float sk = hn::GetLane(hn::SumOfLanes(df, ak[r])), sq = hn::GetLane(hn::SumOfLanes(df, aq[r]));
+    float* sr = s + r * dk;
+    for (int64_t t = c; t < dk; ++t) {  // Dk not a multiple of the vector width: scalar tail, same maths
+      if (owed) sr[t] = sr[t] * g + d[r] * kp[t];
+      sk += sr[t] * k[t];
+      sq += sr[t] * q[t];
+    }
+    dot_k[r] = sk;
+    dot_q[r] = sq;
   }
-  dot_k = sk;
-  dot_q = sq;
+}
+
+// Rows [r0, r0 + R) of head h through the token block: one sweep per token.
+template <int R>
+HWY_INLINE void SweepBlock(const GdnArgs& p, int64_t h, float* HWY_RESTRICT S, int64_t r0, int64_t t0, int64_t tb,
+                           bool owed, float gprev, const float* kprev, float* HWY_RESTRICT dprev, const float* kb,
+                           const float* qb, int64_t dkp, const float* gb, const float* bb, const float* kq,
+                           const float* const* vrow, float* const* yrow) {
+  const int64_t dk = p.shape.key_dim;
+  float d[R], dot_k[R], dot_q[R];
+  for (int r = 0; r < R; ++r) d[r] = owed ? dprev[r0 + r] : 0.0f;
+  bool ow = owed;
+  float g = gprev;
+  const float* kp = kprev;
+  for (int64_t i = 0; i < tb; ++i) {
+    Sweep<R>(S + r0 * dk, dk, ow, g, d, kp, kb + i * dkp, qb + i * dkp, dot_k, dot_q);
+    const float* v = vrow[i] + r0;  // this head's v and out columns of token t0 + i
+    float* y = yrow[i] + r0;
+    for (int r = 0; r < R; ++r) {
+      d[r] = bb[i] * (v[r] - gb[i] * dot_k[r]);
+      y[r] = gb[i] * dot_q[r] + d[r] * kq[i];
+    }
+    ow = true;
+    g = gb[i];
+    kp = kb + i * dkp;
+  }
+  for (int r = 0; r < R; ++r) dprev[r0 + r] = d[r];
 }
 
 HWY_INLINE void ApplyUpdate(float* HWY_RESTRICT s, int64_t dk, float g, float d, const float* HWY_RESTRICT kp) {
@@ -234,6 +279,8 @@ void SequentialHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
   float* kprev = qb + kSeqBlock * dkp;  // (dkp) key of the last token of the previous block
   float* dprev = kprev + dkp;           // (dv) its per-row delta: the update each row still owes
   float gb[kSeqBlock], bb[kSeqBlock], kq[kSeqBlock];
+  const float* vrow[kSeqBlock];
+  float* yrow[kSeqBlock];
   for (int64_t h = h0; h < h1; ++h) {
     const int64_t kh = h / group;
     float* S = p.state + h * dv * dk;
@@ -252,24 +299,14 @@ void SequentialHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
         kq[i] = Dot(kb + i * dkp, qb + i * dkp, dk);
         gb[i] = std::exp(LogDecay(p, t0 + i, h));
         bb[i] = Beta(p, t0 + i, h);
+        vrow[i] = detail::row_ptr<const float>(*p.v, t0 + i) + h * dv;
+        yrow[i] = detail::row_ptr<float>(*p.out, t0 + i) + h * dv;
       }
-      for (int64_t r = 0; r < dv; ++r) {
-        float* s = S + r * dk;
-        bool ow = owed;
-        float g = gprev, d = owed ? dprev[r] : 0.0f;
-        const float* kp = kprev;
-        for (int64_t i = 0; i < tb; ++i) {
-          float dot_k, dot_q;
-          Sweep(s, dk, ow, g, d, kp, kb + i * dkp, qb + i * dkp, dot_k, dot_q);
-          const float v = detail::row_ptr<const float>(*p.v, t0 + i)[h * dv + r];
-          d = bb[i] * (v - gb[i] * dot_k);
-          detail::row_ptr<float>(*p.out, t0 + i)[h * dv + r] = gb[i] * dot_q + d * kq[i];
-          ow = true;
-          g = gb[i];
-          kp = kb + i * dkp;
-        }
-        dprev[r] = d;
-      }
+      constexpr int64_t kRows = 4;
+      int64_t r = 0;
+      for (; r + kRows <= dv; r += kRows)
+        SweepBlock<kRows>(p, h, S, r, t0, tb, owed, gprev, kprev, dprev, kb, qb, dkp, gb, bb, kq, vrow, yrow);
+      for (; r < dv; ++r) SweepBlock<1>(p, h, S, r, t0, tb, owed, gprev, kprev, dprev, kb, qb, dkp, gb, bb, kq, vrow, yrow);
       // Every row owes the update of the block's last token: keep its key past the next block.
       std::memcpy(kprev, kb + (tb - 1) * dkp, static_cast<size_t>(dkp) * sizeof(float));
       gprev = gb[tb - 1];
@@ -406,6 +443,7 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
         cum += static_cast<double>(LogDecay(p, t0 + i, h));
         G[i] = cum;
       }
+      for (int64_t i = L; i < lpad; ++i) G[i] = cum;
       for (int64_t i = 0; i < L; ++i) {
         e[i] = ExpFlush(static_cast<float>(G[i]));
         el[i] = ExpFlush(static_cast<float>(G[L - 1] - G[i]));
@@ -417,13 +455,16 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
       Gemm(L, lpad, dk, kn, dkp, kt, lp, mm, lp, Acc::set, false, true);
       Gemm(L, lpad, dk, qn, dkp, kt, lp, pq, lp, Acc::set, false, true);
       for (int64_t i = 0; i < L; ++i) {
-        for (int64_t j = 0; j < lpad; ++j) drow[j] = j <= i ? static_cast<float>(G[i] - G[j]) : -1000.0f;
-        for (int64_t j = 0; j < lpad; j += N) hn::Store(ExpFlush(df, hn::Load(df, drow + j)), df, drow + j);
+        // exp(G_i - G_j) for j <= i (G past the chunk end repeats G[L-1]; those columns are masked).
+        for (int64_t j = 0; j < lpad; ++j) drow[j] = static_cast<float>(G[i] - G[j]);
         float* mi = mm + i * lp;
         float* pi = pq + i * lp;
-        for (int64_t j = 0; j < lpad; ++j) {
-          mi[j] = j < i ? beta[i] * drow[j] * mi[j] : 0.0f;
-          pi[j] = j <= i ? drow[j] * pi[j] : 0.0f;
+        const auto vb = hn::Set(df, beta[i]), vi = hn::Set(df, static_cast<float>(i));
+        for (int64_t j = 0; j < lpad; j += N) {
+          const auto idx = hn::Iota(df, static_cast<float>(j));
+          const auto dj = ExpFlush(df, hn::Load(df, drow + j));
+          hn::Store(hn::IfThenElseZero(hn::Lt(idx, vi), hn::Mul(hn::Mul(vb, dj), hn::Load(df, mi + j))), df, mi + j);
+          hn::Store(hn::IfThenElseZero(hn::Le(idx, vi), hn::Mul(dj, hn::Load(df, pi + j))), df, pi + j);
         }
         float* bi = bw + i * wb;
         const float* vr = detail::row_ptr<const float>(*p.v, t0 + i) + h * dv;
@@ -525,10 +566,7 @@ void conv(const Tensor& x, Tensor& state, int64_t kernel, Tensor& out, TapsOf&& 
     int64_t ldw = 0, first = 0;
     const float* wt = taps_of(c0, c1, scratch, ldw, first);  // tap j of channel c at wt[j * ldw + c - first]
     const FlushDenormals ftz;
-    for (int64_t bl = b0; bl < b1; ++bl) {
-      const int64_t s0 = bl * kConvBlock, s1 = std::min(channels, s0 + kConvBlock);
-      HWY_DYNAMIC_DISPATCH(ConvChannels)(rows.data(), n, hist, wt, ldw, first, out, s0, s1);
-    }
+    HWY_DYNAMIC_DISPATCH(ConvChannels)(rows.data(), n, hist, wt, ldw, first, out, c0, c1);
     // New state rows i = rows n + i of [state; x], in increasing i: row n + i >= i is read before
     // anything overwrites it.
     const size_t bytes = static_cast<size_t>(c1 - c0) * sizeof(float);
