@@ -48,8 +48,8 @@ best_of() {  # best_of CMD... -> fastest wall seconds over $REPS runs (output di
   local best="" t0 t1 dt
   for _ in $(seq 1 "$REPS"); do
     t0=$(now); "$@" > /dev/null; t1=$(now)
-    dt=$(echo "$t1 - $t0" | bc -l)
-    if [[ -z "$best" ]] || (( $(echo "$dt < $best" | bc -l) )); then best=$dt; fi
+    dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')
+    if [[ -z "$best" ]] || awk -v d="$dt" -v b="$best" 'BEGIN { exit !(d < b) }'; then best=$dt; fi
   done
   echo "$best"
 }
@@ -60,10 +60,12 @@ CORES=$(nproc)
 T_SHA=$(best_of sha256sum_all)
 T_SAN=$(best_of sanctum_verify)
 T_ONE=$(best_of sanctum_verify --threads 1)
-gbps() { echo "scale=3; $BYTES / $1 / 1000000000" | bc -l; }
+gbps() { awk -v n="$BYTES" -v t="$1" 'BEGIN { printf "%.3f", n / t / 1e9 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 echo "== hash throughput, warm page cache, $BYTES bytes in ${#FILES[@]} files ($SHARDS shards), $CORES cores, best of $REPS"
+echo "   sha256sum links: $(ldd "$(command -v sha256sum)" | grep -o 'libcrypto[^ ]*' || echo 'no libcrypto (gnulib C SHA-256)')"
 echo "   cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), sha_ni: $(grep -qw sha_ni /proc/cpuinfo && echo yes || echo no)"
 printf 'sha256sum -c (coreutils %s, 1 thread)          %7.3f s  %6.3f GB/s\n' "$(sha256sum --version | head -1 | awk '{print $NF}')" "$T_SHA" "$(gbps "$T_SHA")"
-printf 'sanctum manifest verify (sig + hashes, %2d thr)  %7.3f s  %6.3f GB/s  %5.2fx sha256sum\n' "$CORES" "$T_SAN" "$(gbps "$T_SAN")" "$(echo "$T_SHA / $T_SAN" | bc -l)"
-printf 'sanctum manifest verify --threads 1            %7.3f s  %6.3f GB/s  %5.2fx sha256sum\n' "$T_ONE" "$(gbps "$T_ONE")" "$(echo "$T_SHA / $T_ONE" | bc -l)"
+printf 'sanctum manifest verify (sig + hashes, %2d thr)  %7.3f s  %6.3f GB/s  %5.2fx sha256sum\n' "$CORES" "$T_SAN" "$(gbps "$T_SAN")" "$(ratio "$T_SHA" "$T_SAN")"
+printf 'sanctum manifest verify --threads 1            %7.3f s  %6.3f GB/s  %5.2fx sha256sum\n' "$T_ONE" "$(gbps "$T_ONE")" "$(ratio "$T_SHA" "$T_ONE")"

@@ -84,8 +84,8 @@ int open_for_read(const std::string& path, const char* what) {
   return fd;
 }
 
-// Reads fd to the end and closes it.
-std::string read_and_close(int fd, const std::string& path) {
+// Reads fd to the end (at most max_bytes) and closes it.
+std::string read_and_close(int fd, const std::string& path, size_t max_bytes) {
   std::string out;
   char buf[65536];
   for (;;) {
@@ -98,6 +98,10 @@ std::string read_and_close(int fd, const std::string& path) {
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) {
+      ::close(fd);
+      fail(ErrorKind::invalid_input, path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB; not a key, signature or manifest");
+    }
   }
   ::close(fd);
   return out;
@@ -105,7 +109,7 @@ std::string read_and_close(int fd, const std::string& path) {
 
 }  // namespace
 
-std::string read_all(const std::string& path) { return read_and_close(open_for_read(path, "file"), path); }
+std::string read_all(const std::string& path, size_t max_bytes) { return read_and_close(open_for_read(path, "file"), path, max_bytes); }
 
 std::string read_private(const std::string& path) {
   // Check the permissions of the file we actually opened (fstat), not of whatever the path names later.
@@ -127,7 +131,7 @@ std::string read_private(const std::string& path) {
     fail(ErrorKind::invalid_input, path + ": private key is accessible by group or others (mode " + mode +
                                        "); refusing to use it. Run: chmod 600 " + path);
   }
-  return read_and_close(fd, path);
+  return read_and_close(fd, path, 1 << 20);
 }
 
 bool path_exists(const std::string& path) {

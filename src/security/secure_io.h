@@ -1,8 +1,10 @@
 #pragma once
 // File I/O for secrets and signed artifacts: exclusive creation with an exact mode, atomic replace,
 // and reading a private key only when its permissions keep it private.
-#include <string>
 #include <sys/types.h>
+
+#include <cstddef>
+#include <string>
 
 namespace sanctum::security {
 
@@ -15,8 +17,10 @@ enum class WriteMode {
 // Throws Error naming the path; exclusive mode says to pass --force when the file exists.
 void write_file(const std::string& path, const std::string& bytes, mode_t mode, WriteMode how);
 
-// Reads a whole file. Throws Error(not_found | io) naming the path.
-std::string read_all(const std::string& path);
+// Reads a whole file, refusing one longer than max_bytes (a manifest path pointing at /dev/zero must
+// not exhaust memory). Throws Error(not_found | io | invalid_input) naming the path.
+inline constexpr size_t kMaxSmallFile = size_t{64} << 20;
+std::string read_all(const std::string& path, size_t max_bytes = kMaxSmallFile);
 
 // Reads a private key file, refusing one that is not a regular file or that group or others can
 // read or write ("run: chmod 600 PATH").
