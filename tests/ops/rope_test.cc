@@ -1,0 +1,140 @@
+// RopeTable against mlx-lm (golden outputs from rope_golden.py) and the cpu rope against ops::ref.
+#include "ops/rope.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "base/error.h"
+#include "op_test_util.h"
+#include "ops/ref/rope.h"
+
+namespace sanctum {
+namespace {
+
+#include "rope_golden.inc"
+
+using test::Rng;
+constexpr int32_t kPositions[5] = {0, 1, 5, 1000, 30000};
+
+// mlx forms the angle in f32 too, but its f32 inverse frequencies may differ by an ulp from ours, and
+// the angle error grows with the position: allow 2 ulp of angle plus rounding.
+template <int D>
+void expect_matches_mlx(const ops::RopeConfig& config, const float (&golden)[5][D], const char* name) {
+  ops::RopeTable table(config);
+  for (int p = 0; p < 5; ++p) {
+    Tensor x = Tensor::zeros({1, 1, D}, DType::f32);
+    for (int i = 0; i < D; ++i) x.data<float>()[i] = static_cast<float>((i * 7 % 13) / 13.0 - 0.5);
+    const int32_t pos = kPositions[p];
+    ops::rope(x, std::span<const int32_t>(&pos, 1), table);
+    const double tol = 2e-6 + 2.5e-7 * pos;
+    for (int i = 0; i < D; ++i) ASSERT_NEAR(x.data<float>()[i], golden[p][i], tol) << name << " position " << pos << " dim " << i;
+  }
+}
+
+TEST(Rope, standard_matches_mlx_lm) {
+  ops::RopeConfig c;
+  c.head_dim = 64;
+  c.theta = 1000000.0;
+  expect_matches_mlx(c, k_standard, "standard");
+}
+
+TEST(Rope, linear_matches_mlx_lm) {
+  ops::RopeConfig c;
+  c.type = ops::RopeConfig::Type::linear;
+  c.head_dim = 32;
+  c.factor = 2.0;
+  expect_matches_mlx(c, k_linear, "linear");
+}
+
+TEST(Rope, llama3_matches_mlx_lm) {
+  ops::RopeConfig c;
+  c.type = ops::RopeConfig::Type::llama3;
+  c.head_dim = 128;
+  c.theta = 500000.0;
+  c.factor = 8.0;
+  c.original_max_position = 8192;
+  expect_matches_mlx(c, k_llama3, "llama3");
+}
+
+TEST(Rope, yarn_matches_mlx_lm) {
+  ops::RopeConfig c;
+  c.type = ops::RopeConfig::Type::yarn;
+  c.head_dim = 64;
+  c.theta = 1000000.0;
+  c.factor = 4.0;
+  c.original_max_position = 32768;
+  expect_matches_mlx(c, k_yarn, "yarn");
+  EXPECT_NEAR(ops::RopeTable(c).magnitude(), 0.1 * std::log(4.0) + 1.0, 1e-6);
+}
+
+TEST(Rope, yarn_with_mscale_all_dim_matches_mlx_lm) {
+  ops::RopeConfig c;
+  c.type = ops::RopeConfig::Type::yarn;
+  c.head_dim = 128;
+  c.theta = 10000.0;
+  c.factor = 40.0;
+  c.original_max_position = 4096;
+  c.mscale = 1.0;
+  c.mscale_all_dim = 0.707;
+  expect_matches_mlx(c, k_yarn_mscale, "yarn_mscale");
+}
+
+TEST(Rope, cpu_matches_ref_with_partial_rotary_and_strided_heads) {
+  Rng rng(11);
+  for (int head_dim : {2, 32, 64, 80, 128, 256})
+    for (int rotary : {0, head_dim / 2, head_dim / 4})
+      for (auto type : {ops::RopeConfig::Type::standard, ops::RopeConfig::Type::yarn}) {
+        if (rotary % 2) continue;
+        ops::RopeConfig c;
+        c.type = type;
+        c.head_dim = head_dim;
+        c.rotary_dim = rotary;
+        c.factor = 4.0;
+        c.original_max_position = 4096;
+        ops::RopeTable table(c);
+        const int64_t n = 5, heads = 3;
+        // (n, heads, head_dim) view inside a fused (n, heads + 2, head_dim) buffer, one element shifted
+        Tensor base = Tensor::zeros({n, heads + 2, head_dim + 1}, DType::f32);
+        Tensor x = base.slice(1, 1, 1 + heads).slice(2, 1, 1 + head_dim);
+        test::fill_normal(x, rng);
+        Tensor expect = x.clone();
+        std::vector<int32_t> pos(n);
+        for (auto& p : pos) p = static_cast<int32_t>(rng.integer(0, 40000));
+        ops::rope(x, pos, table);
+        ops::ref::rope(expect, pos, table);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t d = 0; d < head_dim; ++d) {
+              const float got = x.data<float>()[i * x.stride(0) + h * x.stride(1) + d];
+              const float want = expect.data<float>()[(i * heads + h) * head_dim + d];
+              ASSERT_NEAR(got, want, 3e-6f * (1.0f + std::abs(want)))
+                  << "head_dim " << head_dim << " rotary " << rotary << " " << test::seed_note();
+            }
+      }
+}
+
+TEST(Rope, bad_arguments_raise_errors) {
+  ops::RopeConfig c;
+  c.head_dim = 64;
+  ops::RopeTable table(c);
+  Tensor x = Tensor::zeros({2, 3, 64}, DType::f32);
+  std::vector<int32_t> one{0};
+  EXPECT_THROW(ops::rope(x, one, table), Error);  // 1 position for 2 tokens
+  std::vector<int32_t> two{0, 1};
+  Tensor small = Tensor::zeros({2, 3, 32}, DType::f32);
+  EXPECT_THROW(ops::rope(small, two, table), Error);  // rotary_dim > head_dim
+  Tensor flat = Tensor::zeros({2, 64}, DType::f32);
+  EXPECT_THROW(ops::rope(flat, two, table), Error);
+  ops::RopeTable empty;
+  EXPECT_THROW(ops::rope(x, two, empty), Error);
+  ops::RopeConfig odd = c;
+  odd.rotary_dim = 7;
+  EXPECT_THROW(ops::RopeTable{odd}, Error);
+  Tensor cuda = Tensor::view_of(x.raw(), {2, 3, 64}, DType::f32, nullptr, Device::cuda);
+  EXPECT_THROW(ops::rope(cuda, two, table), Error);
+}
+
+}  // namespace
+}  // namespace sanctum
