@@ -3,12 +3,15 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -18,15 +21,61 @@ void usage() {
                "usage: sanctum tokenize --tokenizer DIR [--jsonl] [--no-add-special] [--no-parse-special]\n"
                "  stdin: UTF-8 text (or, with --jsonl, one JSON string per line)\n"
                "  --no-add-special    do not add BOS/EOS from the post-processor\n"
-               "  --no-parse-special  special-token strings in the text stay text\n");
+               "  --no-parse-special  special-token strings in the text stay text\n"
+               "  --chat [--template FILE]  each --jsonl line is {\"messages\": [...], \"tools\": ..., \n"
+               "      \"add_generation_prompt\": bool, other template variables}; prints {\"text\", \"ids\"}\n"
+               "      rendered with the chat template (FILE, else the tokenizer's, else ChatML)\n");
+}
+
+// --chat --jsonl: render each request with the chat template, then tokenize without adding specials.
+int run_chat(const sanctum::cli::Args& args) {
+  std::unique_ptr<sanctum::Tokenizer> tok;
+  if (auto dir = args.get("tokenizer")) tok = std::make_unique<sanctum::Tokenizer>(sanctum::Tokenizer::load(*dir));
+  std::string source;
+  if (auto file = args.get("template")) source = sanctum::read_file(*file);
+  else if (tok) source = tok->chat_template();
+  const sanctum::ChatTemplate tmpl(source);
+  int status = 0;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    nlohmann::ordered_json result;
+    try {
+      nlohmann::ordered_json req = nlohmann::ordered_json::parse(line);
+      sanctum::check(req.is_object() && req.contains("messages"), sanctum::ErrorKind::invalid_input, "each --chat line must be an object with \"messages\"");
+      sanctum::ChatTemplateOptions options;
+      options.add_generation_prompt = req.value("add_generation_prompt", false);
+      if (tok) options.bos_token = tok->bos_token(), options.eos_token = tok->eos_token();
+      for (const auto& [key, value] : req.items()) {
+        if (key == "messages" || key == "add_generation_prompt") continue;
+        if (key == "tools") options.tools = value;
+        else if (key == "documents") options.documents = value;
+        else if (key == "bos_token" && value.is_string()) options.bos_token = value.get<std::string>();
+        else if (key == "eos_token" && value.is_string()) options.eos_token = value.get<std::string>();
+        else options.extra[key] = value;
+      }
+      const std::string text = tmpl.render(req["messages"], options);
+      result["text"] = text;
+      if (tok) result["ids"] = tok->encode(text, false, true);
+    } catch (const nlohmann::json::exception& e) {
+      result = {{"error", std::string("malformed JSON line: ") + e.what()}};
+      status = 1;
+    } catch (const sanctum::Error& e) {
+      result = {{"error", e.what()}};
+      status = 1;
+    }
+    const std::string s = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    std::fwrite(s.data(), 1, s.size(), stdout);
+  }
+  return status;
 }
 
 int run_tokenize(int argc, char** argv) {
-  sanctum::cli::Args args(argc, argv, {"tokenizer"}, {"jsonl", "no-add-special", "no-parse-special", "help"});
+  sanctum::cli::Args args(argc, argv, {"tokenizer", "template"}, {"jsonl", "no-add-special", "no-parse-special", "chat", "help"});
   if (args.has("help")) {
     usage();
     return 0;
   }
+  if (args.has("chat")) return run_chat(args);
   const auto dir = args.get("tokenizer");
   sanctum::check(dir.has_value(), sanctum::ErrorKind::invalid_argument, "--tokenizer DIR is required");
   const sanctum::Tokenizer tok = sanctum::Tokenizer::load(*dir);
