@@ -409,7 +409,10 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
   const int64_t n = p.q->dim(0), dk = p.shape.key_dim, dv = p.shape.value_dim, dkp = Padded(dk), dvp = Padded(dv),
                 wb = dvp + dkp, lp = Padded(CL), group = p.shape.n_value_heads / p.shape.n_key_heads;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  auto buf = Scratch(2 * CL * dkp + dk * lp + 2 * CL * lp + CL * wb + CL * dvp + dk * dvp + lp);
+  // Chunks outer, this task's heads inner: consecutive heads read neighbouring columns of the same
+  // input rows (TLB and prefetch friendly); each head's transposed state lives in `states`.
+  auto states = Scratch((h1 - h0) * dk * dvp);
+  auto buf = Scratch(2 * CL * dkp + dk * lp + 2 * CL * lp + CL * wb + CL * dvp + lp);
   float* kn = buf.get();      // (CL, dkp) normalised keys
   float* qn = kn + CL * dkp;  // (CL, dkp) normalised, scaled queries (then times exp(G_i))
   float* kt = qn + CL * dkp;  // (dk, lp) keys transposed (then times exp(G_last - G_j))
@@ -417,23 +420,29 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
   float* pq = mm + CL * lp;   // (CL, lp) Q K^T, then P
   float* bw = pq + CL * lp;   // (CL, wb) [beta v | beta exp(G) k], then [U | W], then [u | W]
   float* o = bw + CL * wb;    // (CL, dvp) outputs of the chunk
-  float* st = o + CL * dvp;   // (dk, dvp) the state, transposed
-  float* drow = st + dk * dvp;  // (lp) G_i - G_j, then exp of it
+  float* drow = o + CL * dvp;  // (lp) G_i - G_j, then exp of it
   double G[CL];
   float beta[CL], e[CL], el[CL];
   for (int64_t h = h0; h < h1; ++h) {
-    const int64_t kh = h / group;
-    float* S = p.state + h * dv * dk;
+    const float* S = p.state + h * dv * dk;
+    float* st = states.get() + (h - h0) * dk * dvp;  // (dk, dvp) the state, transposed
     for (int64_t c = 0; c < dk; ++c)
       for (int64_t r = 0; r < dv; ++r) st[c * dvp + r] = S[r * dk + c];
-    for (int64_t t0 = 0; t0 < n; t0 += CL) {
+  }
+  for (int64_t t0 = 0; t0 < n; t0 += CL) {
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t kh = h / group;
+      float* st = states.get() + (h - h0) * dk * dvp;
       const int64_t L = std::min(CL, n - t0), lpad = Padded(L);
-      // The next chunk's rows of this head arrive while this one computes (rows are far apart in
-      // the fused projection output, beyond what the hardware prefetchers follow).
-      for (int64_t i = t0 + CL; i < std::min(n, t0 + 2 * CL); ++i) {
-        Prefetch(detail::row_ptr<const float>(*p.q, i) + kh * dk, dk);
-        Prefetch(detail::row_ptr<const float>(*p.k, i) + kh * dk, dk);
-        Prefetch(detail::row_ptr<const float>(*p.v, i) + h * dv, dv);
+      // The next head's columns of this chunk (or the first head's of the next chunk) arrive while
+      // this one computes: rows are far apart in the fused projection output.
+      {
+        const int64_t nh = h + 1 < h1 ? h + 1 : h0, nt = h + 1 < h1 ? t0 : t0 + CL, nkh = nh / group;
+        for (int64_t i = nt; i < std::min(n, nt + CL); ++i) {
+          Prefetch(detail::row_ptr<const float>(*p.q, i) + nkh * dk, dk);
+          Prefetch(detail::row_ptr<const float>(*p.k, i) + nkh * dk, dk);
+          Prefetch(detail::row_ptr<const float>(*p.v, i) + nh * dv, dv);
+        }
       }
       double cum = 0.0;
       for (int64_t i = 0; i < L; ++i) {
@@ -493,6 +502,10 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
         for (int64_t j = 0; j < L; ++j) kt[c * lp + j] *= el[j];
       Gemm(dk, dvp, L, kt, lp, bw, wb, st, dvp, Acc::add);
     }
+  }
+  for (int64_t h = h0; h < h1; ++h) {
+    float* S = p.state + h * dv * dk;
+    const float* st = states.get() + (h - h0) * dk * dvp;
     for (int64_t r = 0; r < dv; ++r)
       for (int64_t c = 0; c < dk; ++c) S[r * dk + c] = st[c * dvp + r];
   }
