@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Greedy evaluation of the default model on tests/data/default_model_eval.json, with transformers
+(Hugging Face checkpoint) or mlx-lm (MLX checkpoint), and agreement between two result files.
+
+  evaluate.py transformers --model models/default/hf-bf16 --out eval_hf.json [--device cpu]
+  evaluate.py mlx --model models/default/mlx-4bit --out eval_mlx.json
+  evaluate.py compare eval_hf.json eval_mlx.json
+  evaluate.py table eval_hf.json [--markdown]
+
+Prompts are the battery's rendered 'prompt' strings, tokenized without extra special tokens; decoding
+is greedy and stops at <|im_end|> or <|endoftext|> (max_new_tokens from the battery). A case scores when
+the answer equals 'expected' exactly (after '</think>' when thinking is on; surrounding whitespace
+stripped). Smoke prompts pass when the answer contains their 'contains' string.
+"""
+import argparse
+import json
+import sys
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+STOP_IDS = (2, 0)  # <|im_end|>, <|endoftext|>
+
+
+def _answer(text: str, thinking) -> str:
+    if thinking is True or "</think>" in text:
+        text = text.split("</think>")[-1]
+    return text.strip()
+
+
+def _items(battery):
+    items = []
+    for c in battery["cases"]:
+        items.append({"id": c["id"], "task": c["task"], "prompt": c["prompt"], "thinking": c["enable_thinking"],
+                      "expected": c["expected"]})
+    for s in battery["smoke"]:
+        items.append({"id": s["id"], "task": "smoke", "prompt": s["prompt"], "thinking": None, "contains": s["contains"]})
+    return items
+
+
+def _score(items, outputs, tokenizer, backend, extra):
+    rows = []
+    for it, ids in zip(items, outputs):
+        if ids is None:
+            continue
+        text = tokenizer.decode(ids, skip_special_tokens=False)
+        ans = _answer(text, it["thinking"])
+        ok = (it["contains"] in ans) if it["task"] == "smoke" else (ans == it["expected"])
+        rows.append({"id": it["id"], "task": it["task"], "ids": ids, "text": text, "ok": ok})
+    summary = OrderedDict()
+    for r in rows:
+        s = summary.setdefault(r["task"], [0, 0])
+        s[0] += int(r["ok"])
+        s[1] += 1
+    return {"backend": backend, **extra, "summary": {k: {"correct": v[0], "total": v[1]} for k, v in summary.items()},
+            "results": rows}
+
+
+def run_transformers(model_dir: str, battery_path: str, device: str = "cpu", time_limit: float = 0, dtype: str = "float32"):
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+
+    battery = json.loads(Path(battery_path).read_text())
+    items = _items(battery)
+    tok = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device).eval()
+    max_new = battery["max_new_tokens"]
+    prompts = [tok.encode(it["prompt"], add_special_tokens=False).ids for it in items]
+    # Batches of prompts with the same length: no padding, so each row computes what it would alone.
+    groups = OrderedDict()
+    for i, p in enumerate(prompts):
+        groups.setdefault(len(p), []).append(i)
+    outputs = [None] * len(items)
+    t0 = time.time()
+    for L, idx in groups.items():
+        if time_limit and time.time() - t0 > time_limit:
+            break
+        for s in range(0, len(idx), 64):
+            part = idx[s:s + 64]
+            x = torch.tensor([prompts[i] for i in part], device=device)
+            with torch.no_grad():
+                y = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=max_new,
+                                   do_sample=False, eos_token_id=list(STOP_IDS), pad_token_id=0)
+            for r, i in enumerate(part):
+                gen = y[r, L:].tolist()
+                cut = next((k for k, t in enumerate(gen) if t in STOP_IDS), len(gen))
+                outputs[i] = gen[:cut]
+    done = sum(o is not None for o in outputs)
+    return _score(items, outputs, tok, "transformers",
+                  {"device": device, "dtype": dtype, "evaluated": done, "of": len(items),
+                   "seconds": round(time.time() - t0, 1)})
+
+
+def run_mlx(model_dir: str, battery_path: str):
+    import mlx.core as mx
+    from mlx_lm import load
+    from mlx_lm.generate import generate_step
+    from tokenizers import Tokenizer
+
+    battery = json.loads(Path(battery_path).read_text())
+    items = _items(battery)
+    tok = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
+    model, _ = load(model_dir)
+    max_new = battery["max_new_tokens"]
+    outputs = []
+    t0 = time.time()
+    for it in items:
+        prompt = mx.array(tok.encode(it["prompt"], add_special_tokens=False).ids)
+        gen = []
+        for token, _ in generate_step(prompt, model, max_tokens=max_new, sampler=lambda lp: mx.argmax(lp, axis=-1)):
+            t = int(token)
+            if t in STOP_IDS:
+                break
+            gen.append(t)
+        outputs.append(gen)
+    return _score(items, outputs, tok, "mlx-lm", {"device": "cpu", "evaluated": len(items), "of": len(items),
+                                                  "seconds": round(time.time() - t0, 1)})
+
+
+def table(res, markdown: bool = False) -> str:
+    lines = []
+    if markdown:
+        lines += ["| task | correct | total | exact match |", "| --- | ---: | ---: | ---: |"]
+    for task, s in res["summary"].items():
+        pct = 100.0 * s["correct"] / max(1, s["total"])
+        lines.append(f"| {task} | {s['correct']} | {s['total']} | {pct:.1f}% |" if markdown
+                     else f"{task:20s} {s['correct']:4d}/{s['total']:<4d} {pct:6.1f}%")
+    cases = [(k, v) for k, v in res["summary"].items() if k != "smoke"]
+    c = sum(v["correct"] for _, v in cases)
+    t = sum(v["total"] for _, v in cases)
+    lines.append(f"| all held-out cases | {c} | {t} | {100.0 * c / max(1, t):.1f}% |" if markdown
+                 else f"{'all held-out cases':20s} {c:4d}/{t:<4d} {100.0 * c / max(1, t):6.1f}%")
+    return "\n".join(lines)
+
+
+def compare(a, b) -> str:
+    ra = {r["id"]: r for r in a["results"]}
+    rb = {r["id"]: r for r in b["results"]}
+    common = [k for k in ra if k in rb]
+    same_ids = [k for k in common if ra[k]["ids"] == rb[k]["ids"]]
+    same_text = [k for k in common if _answer(ra[k]["text"], None) == _answer(rb[k]["text"], None)]
+    same_score = [k for k in common if ra[k]["ok"] == rb[k]["ok"]]
+    lines = [f"{a['backend']} ({a.get('device')}) vs {b['backend']} ({b.get('device')}): {len(common)} prompts",
+             f"  identical greedy token ids: {len(same_ids)}/{len(common)}",
+             f"  identical answers:          {len(same_text)}/{len(common)}",
+             f"  same pass/fail:             {len(same_score)}/{len(common)}"]
+    diff = [k for k in common if ra[k]["ids"] != rb[k]["ids"]]
+    for k in diff[:8]:
+        lines.append(f"  {k}: {ra[k]['text']!r} vs {rb[k]['text']!r}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    battery = str(HERE.parents[1] / "tests/data/default_model_eval.json")
+    p = sub.add_parser("transformers")
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--battery", default=battery)
+    p = sub.add_parser("mlx")
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--battery", default=battery)
+    p = sub.add_parser("compare")
+    p.add_argument("a")
+    p.add_argument("b")
+    p = sub.add_parser("table")
+    p.add_argument("file")
+    p.add_argument("--markdown", action="store_true")
+    a = ap.parse_args()
+    if a.cmd in ("transformers", "mlx"):
+        res = run_transformers(a.model, a.battery, a.device, dtype=a.dtype) if a.cmd == "transformers" else run_mlx(a.model, a.battery)
+        Path(a.out).write_text(json.dumps(res, ensure_ascii=False, indent=1) + "\n")
+        print(table(res))
+    elif a.cmd == "compare":
+        print(compare(json.loads(Path(a.a).read_text()), json.loads(Path(a.b).read_text())))
+    else:
+        print(table(json.loads(Path(a.file).read_text()), a.markdown))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
