@@ -64,7 +64,7 @@ gbps() { awk -v n="$BYTES" -v t="$1" 'BEGIN { printf "%.3f", n / t / 1e9 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 echo "== hash throughput, warm page cache, $BYTES bytes in ${#FILES[@]} files ($SHARDS shards), $CORES cores, best of $REPS"
-echo "   sha256sum links: $(ldd "$(command -v sha256sum)" | grep -o 'libcrypto[^ ]*' || echo 'no libcrypto (gnulib C SHA-256)')"
+echo "   sha256sum links: $(ldd "$(command -v sha256sum)" | grep -o -m1 'libcrypto[^ ]*' | head -1 | grep . || echo 'no libcrypto (gnulib C SHA-256)')"
 echo "   cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), sha_ni: $(grep -qw sha_ni /proc/cpuinfo && echo yes || echo no)"
 printf 'sha256sum -c (coreutils %s, 1 thread)          %7.3f s  %6.3f GB/s\n' "$(sha256sum --version | head -1 | awk '{print $NF}')" "$T_SHA" "$(gbps "$T_SHA")"
 printf 'sanctum manifest verify (sig + hashes, %2d thr)  %7.3f s  %6.3f GB/s  %5.2fx sha256sum\n' "$CORES" "$T_SAN" "$(gbps "$T_SAN")" "$(ratio "$T_SHA" "$T_SAN")"

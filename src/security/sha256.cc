@@ -94,6 +94,9 @@ FileDigest hash_file(const std::string& path, uint8_t* buffer, size_t buffer_siz
     out.bytes += static_cast<uint64_t>(n);
   }
   out.digest = finish(ctx.get());
+  out.device = static_cast<uint64_t>(st.st_dev);
+  out.inode = static_cast<uint64_t>(st.st_ino);
+  out.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return out;
 }
 

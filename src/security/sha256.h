@@ -24,6 +24,10 @@ inline constexpr size_t kHashReadBuffer = size_t{8} << 20;
 struct FileDigest {
   Sha256Digest digest{};
   uint64_t bytes = 0;
+  // Identity of the file that was hashed (from fstat on the same descriptor), so a later open can
+  // check it is still the same file: device, inode, size, modification time in nanoseconds.
+  uint64_t device = 0, inode = 0;
+  int64_t mtime_ns = 0;
 };
 
 // Hashes one file with reads of `buffer_size` bytes into `buffer` (caller-owned so a worker reuses

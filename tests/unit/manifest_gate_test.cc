@@ -1,7 +1,9 @@
 // The pre-bind gate: signature first, then containment, completeness and hashes; every refusal
 // names the file.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -69,6 +71,23 @@ TEST_F(Fixture, IntactSignedModelPasses) {
   EXPECT_TRUE(r.signature_checked);
   EXPECT_EQ(r.files, 5u);  // README.md is not something a load reads
   EXPECT_EQ(r.bytes, fs::file_size(model / "config.json") + 2 + 300000 + 200001 + fs::file_size(model / "model.safetensors.index.json"));
+}
+
+TEST_F(Fixture, ReportIdentifiesTheVerifiedFilesForTheLoader) {
+  VerifyReport r = verify();
+  ASSERT_EQ(r.verified.size(), 5u);
+  const VerifiedFile& shard = r.verified[1];
+  EXPECT_EQ(shard.path, "model-00001-of-00002.safetensors");
+  int original = ::open(shard.real_path.c_str(), O_RDONLY);  // held open: its inode cannot be reused
+  ASSERT_GE(original, 0);
+  EXPECT_TRUE(still_same_file(original, shard));
+  // Replaced after verification by identical bytes under a new inode: the loader can still tell.
+  fs::remove(model / shard.path);
+  put(shard.path, std::string(300000, 'a'));
+  int replaced = ::open(shard.real_path.c_str(), O_RDONLY);
+  EXPECT_FALSE(still_same_file(replaced, shard));
+  ::close(replaced);
+  ::close(original);
 }
 
 TEST_F(Fixture, GeneratedManifestIsSortedAndStable) {
