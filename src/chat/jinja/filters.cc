@@ -77,6 +77,21 @@ std::string case_map(const std::string& s, bool upper) {
 
 }  // namespace
 
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 bool is_known_filter(const std::string& name) { return filter_names().count(name) != 0; }
 bool is_known_test(const std::string& name) { return test_names().count(name) != 0; }
 
@@ -90,7 +105,7 @@ bool contains(const Value& container, const Value& item, Interpreter& in) {
       if (equals(v, item)) return true;
     return false;
   }
-  if (container.is_dict()) return container.dict->find(item.str()) != nullptr && (item.is_string() || item.is_number());
+  if (container.is_dict()) return container.dict->find(dict_key(item)) != nullptr;
   if (container.is_undefined()) return false;
   in.error(0, std::string("argument of type '") + container.type_name() + "' is not iterable");
 }
@@ -124,7 +139,11 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
   if (name == "length" || name == "count") return Value::integer(static_cast<int64_t>(v.length()));
   if (name == "string") return Value::string(v.str());
   if (name == "safe" || name == "e" || name == "escape") {
-    if (name == "safe") return v.is_string() ? v : Value::string(v.str());
+    if (name == "safe" || v.markup) {
+      Value r = Value::string(v.str());
+      r.markup = true;
+      return r;
+    }
     std::string out;
     for (char c : v.str()) {
       switch (c) {
@@ -136,7 +155,9 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
         default: out += c;
       }
     }
-    return Value::string(out);
+    Value r = Value::string(out);
+    r.markup = true;
+    return r;
   }
   if (name == "trim") return Value::string(python_strip(v.str(), a0, true, true));
   if (name == "upper") return Value::string(case_map(v.str(), true));
@@ -184,7 +205,7 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
     if (v.is_undefined()) return Value::make_list();
     if (!v.is_dict()) in.error(0, "items filter needs a mapping");
     List out;
-    for (const auto& [k, x] : v.dict->items) out.push_back(Value::make_list({Value::string(k), x}));
+    for (const auto& [k, x] : v.dict->items) out.push_back(Value::make_list({key_value(k), x}));
     return Value::make_list(std::move(out));
   }
   if (name == "dictsort") {
@@ -194,7 +215,7 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
     const Value* rev = a.get(2, "reverse");
     const bool by_value = by && by->str() == "value";
     List out;
-    for (const auto& [k, x] : v.dict->items) out.push_back(Value::make_list({Value::string(k), x}));
+    for (const auto& [k, x] : v.dict->items) out.push_back(Value::make_list({key_value(k), x}));
     auto key = [&](const Value& pair) {
       Value k = (*pair.list)[by_value ? 1 : 0];
       if (k.is_string() && !(cs && cs->truthy())) k.s = case_map(k.s, false);
@@ -203,6 +224,12 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
     std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) { return less(key(x), key(y)); });
     if (rev && rev->truthy()) std::reverse(out.begin(), out.end());
     return Value::make_list(std::move(out));
+  }
+  if ((name == "map" || name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") &&
+      (v.is_none() || v.is_undefined() || (v.kind == Value::Kind::boolean && !v.b))) {
+    Value empty = Value::make_list();
+    empty.generator = true;
+    return empty;
   }
   if (name == "map") {
     List out;
@@ -221,7 +248,9 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
         out.push_back(x);
       }
     }
-    return Value::make_list(std::move(out));
+    Value g = Value::make_list(std::move(out));
+    g.generator = true;
+    return g;
   }
   if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
     const bool by_attr = name == "selectattr" || name == "rejectattr";
@@ -242,7 +271,9 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
       }
       if (ok == keep_if) out.push_back(x);
     }
-    return Value::make_list(std::move(out));
+    Value g = Value::make_list(std::move(out));
+    g.generator = true;
+    return g;
   }
   if (name == "replace") {
     if (a.positional.size() < 2) in.error(0, "replace filter needs old and new strings");

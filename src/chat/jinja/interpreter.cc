@@ -212,7 +212,7 @@ Value Interpreter::attribute(const Value& obj, const std::string& name, int line
 Value Interpreter::item(const Value& obj, const Value& key, int line) {
   if (obj.is_undefined()) error(line, "'" + (obj.s.empty() ? std::string("value") : obj.s) + "' is undefined (subscripted)");
   if (obj.is_dict()) {
-    const Value* v = obj.dict->find(key.is_string() ? key.s : key.str());
+    const Value* v = obj.dict->find(dict_key(key));
     if (v) return *v;
     return key.is_string() ? attribute(obj, key.s, line) : Value::undefined();
   }
@@ -287,7 +287,7 @@ Value Interpreter::eval(const Expr& e) {
       Value d = Value::make_dict();
       for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
         const Value key = eval(*e.args[k]);
-        d.dict->set(key.str(), eval(*e.args[k + 1]));
+        d.dict->set(dict_key(key), eval(*e.args[k + 1]));
       }
       return d;
     }
@@ -348,7 +348,12 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b,
                     (b.kind == Value::Kind::integer || b.kind == Value::Kind::boolean);
   const int64_t ai = a.kind == Value::Kind::boolean ? a.b : a.i, bi = b.kind == Value::Kind::boolean ? b.b : b.i;
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value::string(a.s + b.s);
+    if (a.is_string() && b.is_string()) {
+      if (!a.markup && !b.markup) return Value::string(a.s + b.s);
+      Value r = Value::string((a.markup ? a.s : html_escape(a.s)) + (b.markup ? b.s : html_escape(b.s)));
+      r.markup = true;
+      return r;
+    }
     if (a.is_list() && b.is_list()) {
       List out = *a.list;
       out.insert(out.end(), b.list->begin(), b.list->end());

@@ -48,6 +48,7 @@ Value apply_filter(const std::string& name, const Value& subject, const Args& ar
 bool apply_test(const std::string& name, const Value& subject, const Args& args, Interpreter& in);
 // Bound method of a str / dict / list value, or undefined when there is none by that name.
 Value bound_method(const Value& obj, const std::string& name);
+std::string html_escape(const std::string& s);
 bool contains(const Value& container, const Value& item, Interpreter& in);
 // Python str.strip / lstrip / rstrip (chars null or not a string: Unicode whitespace).
 std::string python_strip(const std::string& s, const Value* chars, bool left, bool right);

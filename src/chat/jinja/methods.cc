@@ -242,7 +242,7 @@ Value bound_method(const Value& obj, const std::string& name) {
     if (name == "get")
       return method([dict](const Args& a, Interpreter& in) {
         if (a.positional.empty()) in.error(0, "get needs a key");
-        const Value* v = dict->find(a.positional[0].str());
+        const Value* v = dict->find(dict_key(a.positional[0]));
         return v ? *v : a.positional.size() > 1 ? a.positional[1] : Value::none();
       });
     if (name == "items" || name == "keys" || name == "values") {
@@ -250,7 +250,7 @@ Value bound_method(const Value& obj, const std::string& name) {
       return method([dict, which](const Args&, Interpreter&) {
         List out;
         for (const auto& [k, v] : dict->items)
-          out.push_back(which == 0 ? Value::make_list({Value::string(k), v}) : which == 1 ? Value::string(k) : v);
+          out.push_back(which == 0 ? Value::make_list({key_value(k), v}) : which == 1 ? key_value(k) : v);
         return Value::make_list(std::move(out));
       });
     }

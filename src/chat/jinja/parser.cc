@@ -9,7 +9,9 @@ namespace {
 
 class ExprParser {
  public:
-  explicit ExprParser(const std::vector<Token>& tokens) : t_(tokens) {}
+  // soft: inside an if block or conditional expression, where Jinja reports unknown filters and tests
+  // only when they run.
+  ExprParser(const std::vector<Token>& tokens, bool soft) : t_(tokens), soft_(soft) {}
 
   const Token& peek(size_t ahead = 0) const { return t_[std::min(pos_ + ahead, t_.size() - 1)]; }
   bool at_end() const { return peek().type == Token::Type::end; }
@@ -42,6 +44,13 @@ class ExprParser {
   ExprPtr expression(bool with_condexpr = true) {
     ExprPtr e = or_expr();
     if (!with_condexpr) return e;
+    const bool was_soft = soft_;
+    if (is_name("if")) soft_ = true;
+    struct Restore {
+      bool& flag;
+      bool value;
+      ~Restore() { flag = value; }
+    } restore{soft_, was_soft};
     while (is_name("if")) {
       const int line = next().line;
       auto c = make(Expr::Kind::cond, line);
@@ -324,7 +333,7 @@ class ExprParser {
         auto test = make(Expr::Kind::test, line);
         if (is_name("not")) next(), test->negated = true;
         test->name = expect_name();
-        if (!is_known_test(test->name)) syntax_error(line, "no test named '" + test->name + "'");
+        if (!is_known_test(test->name) && !soft_) syntax_error(line, "no test named '" + test->name + "'");
         test->args.push_back(std::move(e));
         if (is_op("(")) {
           call_args(*test);
@@ -356,7 +365,7 @@ class ExprParser {
       f->name += '.';
       f->name += expect_name();
     }
-    if (!is_known_filter(f->name)) syntax_error(line, "no filter named '" + f->name + "'");
+    if (!is_known_filter(f->name) && !soft_) syntax_error(line, "no filter named '" + f->name + "'");
     f->args.push_back(std::move(subject));
     if (is_op("(")) call_args(*f);
     return f;
@@ -366,6 +375,9 @@ class ExprParser {
   const std::vector<Token>& t_;
   size_t pos_ = 0;
   int depth_ = 0;
+
+ public:
+  bool soft_ = false;
 };
 
 class TemplateParser {
@@ -395,7 +407,7 @@ class TemplateParser {
         continue;
       }
       if (c.kind == Chunk::Kind::expression) {
-        ExprParser p(c.tokens);
+        ExprParser p(c.tokens, soft_ > 0);
         auto s = std::make_unique<Stmt>();
         s->kind = Stmt::Kind::output;
         s->line = c.line;
@@ -425,19 +437,25 @@ class TemplateParser {
       int& d;
       ~Leave() { --d; }
     } leave{depth_};
-    ExprParser p(c.tokens);
+    ExprParser p(c.tokens, soft_ > 0);
     const std::string kw = p.next().text;
     auto s = std::make_unique<Stmt>();
     s->line = c.line;
     if (kw == "if") {
       s->kind = Stmt::Kind::if_;
+      ++soft_;
+      struct Unsoft {
+        int& d;
+        ~Unsoft() { --d; }
+      } unsoft{soft_};
+      p.soft_ = true;
       ExprPtr cond = p.expression();
       p.expect_end();
       while (true) {
         Body b = parse_body({"elif", "else", "endif"});
         s->branches.emplace_back(std::move(cond), std::move(b));
         const Chunk& t = chunks_[idx_++];
-        ExprParser tp(t.tokens);
+        ExprParser tp(t.tokens, true);
         const std::string k = tp.next().text;
         if (k == "endif") {
           tp.expect_end();
@@ -537,6 +555,7 @@ class TemplateParser {
   std::vector<Chunk> chunks_;
   size_t idx_ = 0;
   int depth_ = 0;
+  int soft_ = 0;  // open if blocks
 };
 
 }  // namespace

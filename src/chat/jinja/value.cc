@@ -57,6 +57,20 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
   }
 }
 
+std::string dict_key(const Value& key) {
+  if (key.is_string()) return key.s;
+  return "\x01" + key.repr();
+}
+
+Value key_value(const std::string& key) {
+  if (key.empty() || key[0] != '\x01') return Value::string(key);
+  const std::string r = key.substr(1);
+  if (r == "None") return Value::none();
+  if (r == "True" || r == "False") return Value::boolean(r == "True");
+  if (r.find_first_of(".en") != std::string::npos) return Value::number(std::strtod(r.c_str(), nullptr));
+  return Value::integer(std::strtoll(r.c_str(), nullptr, 10));
+}
+
 bool Value::truthy() const {
   switch (kind) {
     case Kind::undefined:
@@ -65,7 +79,7 @@ bool Value::truthy() const {
     case Kind::integer: return i != 0;
     case Kind::number: return d != 0;
     case Kind::string: return !s.empty();
-    case Kind::list: return !list->empty();
+    case Kind::list: return generator || !list->empty();
     case Kind::dict: return dict->is_namespace || !dict->items.empty();
     case Kind::function: return true;
   }
@@ -127,7 +141,9 @@ size_t Value::length() const {
   switch (kind) {
     case Kind::undefined: return 0;
     case Kind::string: return to_u32(s).size();
-    case Kind::list: return list->size();
+    case Kind::list:
+      if (generator) fail(ErrorKind::invalid_input, "object of type 'generator' has no len()");
+      return list->size();
     case Kind::dict: return dict->items.size();
     default: fail(ErrorKind::invalid_input, std::string("object of type '") + type_name() + "' has no len()");
   }
@@ -139,7 +155,7 @@ List Value::iterate() const {
     case Kind::list: return *list;
     case Kind::dict: {
       List keys;
-      for (const auto& [k, v] : dict->items) keys.push_back(string(k));
+      for (const auto& [k, v] : dict->items) keys.push_back(key_value(k));
       return keys;
     }
     case Kind::string: {
@@ -259,6 +275,7 @@ void dump_into(std::string& out, const Value& v, int indent, int level, const st
       return;
     case Value::Kind::string: json_string(out, v.s, ensure_ascii); return;
     case Value::Kind::list: {
+      if (v.generator) fail(ErrorKind::invalid_input, "Object of type generator is not JSON serializable");
       if (v.list->empty()) {
         out += "[]";
         return;
@@ -285,7 +302,8 @@ void dump_into(std::string& out, const Value& v, int indent, int level, const st
       for (size_t k = 0; k < items.size(); ++k) {
         if (k) out += item_sep;
         newline(level + 1);
-        json_string(out, items[k]->first, ensure_ascii);
+        const Value key = key_value(items[k]->first);
+        json_string(out, key.is_string() ? key.s : key.kind == Value::Kind::boolean ? (key.b ? "true" : "false") : key.is_none() ? "null" : key.repr(), ensure_ascii);
         out += key_sep;
         dump_into(out, items[k]->second, indent, level + 1, item_sep, key_sep, sort_keys, ensure_ascii);
       }
@@ -331,7 +349,7 @@ std::string Value::repr() const {
       if (dict->is_namespace) return "<Namespace>";
       std::string out = "{";
       for (size_t k = 0; k < dict->items.size(); ++k)
-        out += (k ? ", " : "") + repr_string(dict->items[k].first) + ": " + dict->items[k].second.repr();
+        out += (k ? ", " : "") + key_value(dict->items[k].first).repr() + ": " + dict->items[k].second.repr();
       return out + "}";
     }
     case Kind::function: return "<function>";

@@ -44,6 +44,8 @@ struct Value {
   std::shared_ptr<List> list;
   std::shared_ptr<Dict> dict;
   std::shared_ptr<Function> fn;
+  bool generator = false;
+  bool markup = false;  // string marked safe (|safe, |e): `+` with a plain string escapes the plain side  // list produced by map/select/...: Python sees a generator (not JSON serializable)
 
   static Value undefined(std::string name = {}) { Value v; v.s = std::move(name); return v; }
   static Value none() { Value v; v.kind = Kind::none; return v; }
@@ -83,6 +85,11 @@ bool less(const Value& a, const Value& b);
 std::string dumps(const Value& v, int indent, const std::string& item_sep, const std::string& key_sep, bool sort_keys,
                   bool ensure_ascii);
 std::string python_float_repr(double x);
+
+// Dict keys are strings; other key types (ints, as in `{512: 128}`) are stored tagged with a leading
+// '\x01' and their repr, and come back as their original type.
+std::string dict_key(const Value& key);
+Value key_value(const std::string& key);
 
 // Code point helpers for Python string indexing.
 std::u32string to_u32(std::string_view s);
