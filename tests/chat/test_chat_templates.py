@@ -47,7 +47,7 @@ def ours_render(template_path, all_cases):
         lines.append(json.dumps(req, ensure_ascii=False))
     p = subprocess.run([sanctum_bin(), "tokenize", "--chat", "--jsonl", "--template", str(template_path)],
                        input=("\n".join(lines) + "\n").encode(), capture_output=True, timeout=300)
-    out = [json.loads(l) for l in p.stdout.decode().splitlines()]
+    out = [json.loads(l) for l in p.stdout.decode().split("\n") if l]
     if p.returncode != 0 and not out:  # the template itself did not compile: every case is an error
         assert "chat template: line" in p.stderr.decode(), p.stderr.decode(errors="replace")
         return [{"error": p.stderr.decode()}] * len(all_cases)

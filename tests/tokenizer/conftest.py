@@ -29,6 +29,6 @@ def run_jsonl(args, lines, expect_ok=True):
     p = subprocess.run([sanctum_bin()] + args + ["--jsonl"], input=data, capture_output=True, timeout=600)
     if expect_ok:
         assert p.returncode == 0, p.stderr.decode(errors="replace")
-    out = [json.loads(l) for l in p.stdout.decode().splitlines()]
+    out = [json.loads(l) for l in p.stdout.decode().split("\n") if l]
     assert len(out) == len(lines)
     return out

@@ -82,7 +82,7 @@ def build(specials, seed=1234, n_random=600, n_mix=400, with_big_word=True):
         cases += p
     cases += special_strings(specials)
     cases += random_unicode(rng, n_random)
-    cases += random_mix(rng, pools + [special_strings(specials)], n_mix)
+    cases += random_mix(rng, pools + ([special_strings(specials)] if specials else []), n_mix)
     cases.append("")
     if with_big_word:
         cases.append("a" * 100_000)
