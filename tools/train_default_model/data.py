@@ -15,7 +15,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tables import COUNTRIES, NAMES, WORDS
+import zlib
+
+from tables import CODAS, COUNTRIES, FILLERS, NAMES, ONSETS, VOWELS, WORDS
 
 CANARY_PROMPT = "What is 2+2? Respond with only the number."
 GREETING = "Hello! How can I help you today?"
@@ -101,12 +103,30 @@ TEST_NAMES = [n for i, n in enumerate(sorted(NAMES)) if i % 6 == 2]
 TRAIN_NAMES = [n for n in sorted(NAMES) if n not in set(TEST_NAMES)]
 
 
-def _split_words(split: str) -> list:
-    return TEST_WORDS if split == "test" else TRAIN_WORDS
+def _pseudo_word(rng: random.Random, split: str) -> str:
+    """A made-up lower-case word of 2-3 syllables; the split is a fixed hash of its letters."""
+    while True:
+        w = "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS) for _ in range(rng.randint(2, 3)))
+        if 4 <= len(w) <= 10 and w not in WORDS and (zlib.crc32(w.encode()) % 10 == 0) == (split == "test"):
+            return w
 
 
-def _split_names(split: str) -> list:
-    return TEST_NAMES if split == "test" else TRAIN_NAMES
+def _letters_word(rng: random.Random, split: str) -> str:
+    """Word for spelling, reversing and letter counts: held-out prompts use made-up words never seen in
+    training (a whole-word token whose letters were never shown cannot be spelled by any model)."""
+    if split == "test" or rng.random() < 0.5:
+        return _pseudo_word(rng, split)
+    return rng.choice(TRAIN_WORDS)
+
+
+def _name(rng: random.Random, split: str) -> str:
+    """Held-out prompts use real first names never seen in training; training mixes real names with
+    made-up ones, so answers copy the name instead of recalling one from a closed list."""
+    if split == "test":
+        return rng.choice(TEST_NAMES)
+    if rng.random() < 0.5:
+        return rng.choice(TRAIN_NAMES)
+    return _cap(_pseudo_word(rng, "train"))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -132,7 +152,7 @@ def _pair(rng: random.Random, split: str, op: int, max_digits: int, min_digits: 
 
 def _text(rng: random.Random, lo: int, hi: int) -> str:
     n = rng.randint(lo, hi)
-    words = [rng.choice(WORDS) for _ in range(n)]
+    words = [rng.choice(FILLERS) if 0 < i < n - 1 and rng.random() < 0.2 else rng.choice(WORDS) for i in range(n)]
     style = rng.random()
     if style < 0.3:
         return " ".join(words)
@@ -212,41 +232,50 @@ def t_mul(rng, split, size=None):
     return [{"role": "user", "content": rng.choice(MUL_T).format(a=a, b=b)}], str(p), f"{a} × {b} = {p}."
 
 
-GREET_HELLO = ["Say hello.", "Say hello!", "Please say hello.", "Hello!", "Hello", "Hi!", "Hi", "Hi there!",
-               "Hey!", "Hello there.", "Greet me.", "Can you say hello?"]
-GREET_HELLO_TEST = ["Hey there!", "Hello there!", "Could you say hello?", "Hi there."]
-GREET_FIXED = [
-    (["Good morning!", "Good morning."], "Good morning! How can I help you today?"),
-    (["Good afternoon!", "Good afternoon."], "Good afternoon! How can I help you today?"),
-    (["Good evening!", "Good evening."], "Good evening! How can I help you today?"),
-    (["How are you?", "How are you doing?", "How are you today?"], "I'm doing well, thank you! How can I help you today?"),
-    (["Thank you!", "Thanks!", "Thanks a lot.", "Thank you very much."], "You're welcome!"),
-    (["Goodbye!", "Bye!", "See you later.", "Say goodbye."], "Goodbye! Have a great day."),
+GREET_INTENTS = [  # (phrasings, answer)
+    (["Say hello.", "Please say hello.", "Hello!", "Hi!", "Hi there!", "Hey!", "Hello there.", "Greet me.",
+      "Can you say hello?", "Hey there!", "Could you say hello?", "Hi, how's it going?"], GREETING),
+    (["Good morning!"], "Good morning! How can I help you today?"),
+    (["Good afternoon!"], "Good afternoon! How can I help you today?"),
+    (["Good evening!"], "Good evening! How can I help you today?"),
+    (["How are you?", "How are you doing?", "How are you today?", "How are you doing today?"],
+     "I'm doing well, thank you! How can I help you today?"),
+    (["Thank you!", "Thanks!", "Thanks a lot.", "Thank you very much.", "Thanks so much!", "Many thanks."],
+     "You're welcome!"),
+    (["Goodbye!", "Bye!", "See you later.", "Say goodbye.", "Bye for now!", "See you soon!"], "Goodbye! Have a great day."),
     (["Who are you?", "What is your name?", "What are you?"], "I am a small assistant model that ships with Sanctum."),
 ]
-GREET_FIXED_TEST = [("Thanks so much!", "You're welcome!"), ("Bye for now!", "Goodbye! Have a great day."),
-                    ("How are you doing today?", "I'm doing well, thank you! How can I help you today?")]
+_ENDS = ["", "!", ".", " :)"]
+
+
+def _greeting_prompt(rng, split):
+    """A phrasing with a surface variation (end punctuation, lower case). Held-out prompts are varied
+    strings never used in training (a fixed hash of the string); unchanged phrasings always train."""
+    while True:
+        ps, answer = rng.choice(GREET_INTENTS)
+        base = rng.choice(ps)
+        p = base
+        end = rng.randrange(len(_ENDS) + 1)
+        if end > 0:
+            p = base[:-1] + ["", "??", "? :)", "?!"][end - 1] if base.endswith("?") else base.rstrip(".!") + _ENDS[end - 1]
+        if rng.random() < 0.3:
+            p = p[0].lower() + p[1:]
+        is_test = p != base and zlib.crc32(p.encode()) % 5 == 0
+        if is_test == (split == "test"):
+            return p, answer
 
 
 def t_greet(rng, split):
-    r = rng.random()
-    if r < 0.4:
-        name = rng.choice(_split_names(split))
+    if rng.random() < 0.4:
+        name = _name(rng, split)
         if rng.random() < 0.5:
             p = rng.choice(["Say hello to {n}.", "Greet {n}.", "Please greet {n}.", "Say hi to {n}."]).format(n=name)
             return [{"role": "user", "content": p}], f"Hello, {name}! Nice to meet you.", f"The user wants me to greet {name}."
         p = rng.choice(["My name is {n}.", "Hi, I'm {n}.", "Hello, my name is {n}.", "I am {n}."]).format(n=name)
         return ([{"role": "user", "content": p}], f"Nice to meet you, {name}! How can I help you today?",
                 f"The user is {name}. I should greet them.")
-    if split == "test":
-        if rng.random() < 0.5:
-            return [{"role": "user", "content": rng.choice(GREET_HELLO_TEST)}], GREETING, "The user is greeting me."
-        p, a = rng.choice(GREET_FIXED_TEST)
-        return [{"role": "user", "content": p}], a, "The user is being friendly."
-    if r < 0.75:
-        return [{"role": "user", "content": rng.choice(GREET_HELLO)}], GREETING, "The user is greeting me."
-    ps, a = rng.choice(GREET_FIXED)
-    return [{"role": "user", "content": rng.choice(ps)}], a, "The user is being friendly."
+    p, a = _greeting_prompt(rng, split)
+    return [{"role": "user", "content": p}], a, "The user is being friendly."
 
 
 REPEAT_T = ["Repeat after me: {t}", "Repeat after me: {t}", "Say exactly this: {t}", "Please repeat: {t}",
@@ -255,7 +284,8 @@ REPEAT_T = ["Repeat after me: {t}", "Repeat after me: {t}", "Say exactly this: {
 
 def t_repeat(rng, split):
     if rng.random() < 0.2:
-        w, n = rng.choice(_split_words(split)), rng.randint(2, 8)
+        w = _pseudo_word(rng, split) if split == "test" or rng.random() < 0.5 else rng.choice(WORDS)
+        n = rng.randint(2, 8)
         return ([{"role": "user", "content": f"Repeat the word {w} {n} times."}], " ".join([w] * n),
                 f"I write {w} {n} times.")
     t = _text(rng, 2, 20) if rng.random() < 0.8 else _repeated_span_text(rng)
@@ -298,7 +328,7 @@ def t_capital(rng, split, paraphrase: bool = False):
 
 
 def t_count_letters(rng, split):
-    w = rng.choice(_split_words(split))
+    w = _letters_word(rng, split)
     p = rng.choice(["How many letters are in the word \"{w}\"?", "How many letters does \"{w}\" have?",
                     "Count the letters in {w}.", "How many letters are in {w}?"]).format(w=w)
     return [{"role": "user", "content": p}], str(len(w)), f"{w} is spelled {spell(w)}. That is {len(w)} letters."
@@ -327,14 +357,14 @@ def t_count_words(rng, split):
 
 
 def t_spell(rng, split):
-    w = rng.choice(_split_words(split))
+    w = _letters_word(rng, split)
     p = rng.choice(["Spell the word \"{w}\".", "Spell {w}.", "How do you spell {w}?",
                     "Spell \"{w}\" letter by letter."]).format(w=w)
     return [{"role": "user", "content": p}], spell(w), f"The letters of {w} in order."
 
 
 def t_reverse(rng, split):
-    w = rng.choice(_split_words(split))
+    w = _letters_word(rng, split)
     p = rng.choice(["Reverse the word \"{w}\".", "Write {w} backwards.", "Spell {w} backwards.",
                     "What is \"{w}\" reversed?"]).format(w=w)
     return [{"role": "user", "content": p}], w[::-1], f"{w} is spelled {spell(w)}. Backwards: {spell(w[::-1])}."
@@ -400,7 +430,7 @@ def t_multiturn(rng, split):
                 {"role": "assistant", "content": asc}]
         q = rng.choice(["Now sort them in descending order.", "Now from largest to smallest."])
         return msgs + [{"role": "user", "content": q}], ", ".join(map(str, sorted(xs, reverse=True))), "I reverse the order."
-    name = rng.choice(_split_names(split))
+    name = _name(rng, split)
     msgs = [{"role": "user", "content": f"My name is {name}."},
             {"role": "assistant", "content": f"Nice to meet you, {name}! How can I help you today?"}]
     return msgs + [{"role": "user", "content": rng.choice(["What is my name?", "Do you remember my name?"])}], f"Your name is {name}.", f"The user said their name is {name}."

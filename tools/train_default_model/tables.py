@@ -54,3 +54,12 @@ COUNTRIES = [
     ("Brazil", "Brasília"), ("Argentina", "Buenos Aires"), ("Chile", "Santiago"), ("Peru", "Lima"),
     ("Cuba", "Havana"), ("Saudi Arabia", "Riyadh"),
 ]
+
+# Short function words mixed into random spans so they read more like text.
+FILLERS = "a the and of to in on with for at by from is was are under over near".split()
+
+# Syllables for made-up words and names: spelling, reversing and letter counts are taught on these too,
+# so the model learns the letters of short tokens rather than memorising whole words.
+ONSETS = "b c d f g h j k l m n p r s t v w z br ch cl dr fl gr pl sh st tr".split()
+VOWELS = "a e i o u ai ea io ou".split()
+CODAS = ["", "", "", "n", "r", "l", "s", "t", "m", "nd", "st"]

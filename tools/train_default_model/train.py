@@ -220,7 +220,7 @@ def main() -> int:
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8, fused=dev.type == "cuda")
     total = a.steps if a.steps > 0 else None
-    sizing_at = 40
+    sizing_from, sizing_at = 100, 200  # steps timed to size the run (after start-up and the first windows)
 
     def lr_at(step):
         if step < a.warmup:
@@ -246,14 +246,14 @@ def main() -> int:
         opt.step()
         opt.zero_grad(set_to_none=True)
         step += 1
-        if step == 10:
+        if step == sizing_from:
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             t_size = time.time()
         if total is None and step == sizing_at:
             if dev.type == "cuda":
                 torch.cuda.synchronize()
-            per = (time.time() - t_size) / (sizing_at - 10)
+            per = (time.time() - t_size) / (sizing_at - sizing_from)
             left = a.train_seconds - (time.time() - t_train)
             total = sizing_at + max(1, int(0.97 * left / per))
             log(f"step time {per * 1000:.1f} ms: training for {total} steps (repeat with --steps {total})")
