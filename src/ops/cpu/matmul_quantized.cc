@@ -13,6 +13,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/matmul_quantized.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "ops/cpu/convert-inl.h"
 
@@ -80,6 +81,11 @@ HWY_INLINE VF Extract(VU words) {
   const DI di;
   VU v = words;
   if constexpr (I > 0) v = hn::ShiftRight<BITS * I>(v);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  // 4-bit on 16 lanes: vpermps reads only the low 4 index bits, so one permute of the table
+  // {0, 1, ..., 15} replaces mask + convert and yields exactly float(q).
+  if constexpr (BITS == 4) return VF{_mm512_permutexvar_ps(v.raw, hn::Iota(df, 0.0f).raw)};
+#endif
   if constexpr (BITS * (I + 1) < 32) v = hn::And(v, hn::Set(du, (1u << BITS) - 1u));
   return hn::ConvertTo(df, hn::BitCast(di, v));
 }
@@ -97,12 +103,14 @@ HWY_INLINE void BlockStep(const VU (&words)[NW], const float* const* xb, VF (&ac
   if constexpr (I + 1 < 32 / BITS) BlockStep<BITS, NX, NW, I + 1>(words, xb, acc);
 }
 
-// Per-row inputs of a weight tile: packed words, f32 scales (groups + N) and biases (groups_padded).
+// Per-row inputs of a weight tile: packed words and f32 scales/biases (see RowScales).
 struct WRow {
   const uint32_t* words;
   const float* scales;
   const float* biases;
 };
+
+constexpr int64_t kQPrefetchWords = 256;  // 1 KiB ahead in each weight row's stream
 
 // NX prepared x rows (xp, gs) against NW weight rows; y[x] + w receives the result.
 template <int BITS, int NX, int NW>
@@ -118,6 +126,7 @@ HWY_INLINE void QuantTile(const QShape& s, IdxF lane_group, const float* const* 
   for (int64_t b = 0; b < s.blocks; ++b) {
     const int64_t nw = std::min<int64_t>(N, s.words - b * N);
     VU words[NW];
+    for (int w = 0; w < NW; ++w) hwy::Prefetch(wr[w].words + b * N + kQPrefetchWords);
     if (HWY_LIKELY(nw == N)) {
       for (int w = 0; w < NW; ++w) words[w] = hn::LoadU(du, wr[w].words + b * N);
     } else {
@@ -163,29 +172,31 @@ IdxF LaneGroups(int64_t group_size) {
   return hn::IndicesFromVec(df, hn::Load(di, idx));
 }
 
-// Weight-row scratch: f32 scales/biases of up to kQMaxNW rows.
-struct RowScratch {
-  std::vector<float> scales, biases;
-  explicit RowScratch(const QShape& s, int64_t N)
-      : scales(static_cast<size_t>(kQMaxNW * (s.groups_padded + N))), biases(static_cast<size_t>(kQMaxNW * (s.groups_padded + N))) {}
-};
+constexpr int64_t kQChunkRows = 32;  // weight rows whose scales/biases are widened to f32 at once
 
-void LoadRows(const Weight& wt, const QShape& s, int64_t r, int nw, RowScratch& scratch, WRow* wr) {
-  const int64_t N = static_cast<int64_t>(hn::Lanes(DF()));
-  const int64_t stride = s.groups_padded + N;
-  const size_t es = dtype_size(wt.scales.dtype());
-  for (int w = 0; w < nw; ++w) {
-    float* sc = scratch.scales.data() + w * stride;
-    float* bi = scratch.biases.data() + w * stride;
-    const char* srow = static_cast<const char*>(wt.scales.raw()) + (r + w) * wt.scales.stride(0) * static_cast<int64_t>(es);
-    const char* brow = static_cast<const char*>(wt.biases.raw()) + (r + w) * wt.biases.stride(0) * static_cast<int64_t>(es);
-    ConvertToF32(srow, wt.scales.dtype(), sc, s.groups);
-    ConvertToF32(brow, wt.biases.dtype(), bi, s.groups);
-    std::fill(sc + s.groups, sc + stride, 0.0f);
-    std::fill(bi + s.groups, bi + stride, 0.0f);
-    wr[w] = WRow{wt.data.data<const uint32_t>() + (r + w) * wt.data.stride(0), sc, bi};
+// f32 scales and biases of weight rows [r0, r0 + rows), row-major (rows, groups), followed by at
+// least N padding floats: block and bias loads may run past a row's last group into its neighbour
+// or the padding, where they only ever meet zero x lanes.
+struct RowScales {
+  std::vector<float> scales, biases;
+  explicit RowScales(const QShape& s, int64_t N)
+      : scales(static_cast<size_t>(kQChunkRows * s.groups + 2 * N)), biases(scales.size()) {}
+
+  void load(const Weight& wt, const QShape& s, int64_t r0, int64_t rows) {
+    const size_t es = dtype_size(wt.scales.dtype());
+    const char* sbase = static_cast<const char*>(wt.scales.raw());
+    const char* bbase = static_cast<const char*>(wt.biases.raw());
+    if (wt.scales.stride(0) == s.groups && wt.biases.stride(0) == s.groups) {  // contiguous: one pass
+      ConvertToF32(sbase + r0 * s.groups * static_cast<int64_t>(es), wt.scales.dtype(), scales.data(), rows * s.groups);
+      ConvertToF32(bbase + r0 * s.groups * static_cast<int64_t>(es), wt.biases.dtype(), biases.data(), rows * s.groups);
+      return;
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      ConvertToF32(sbase + (r0 + r) * wt.scales.stride(0) * static_cast<int64_t>(es), wt.scales.dtype(), scales.data() + r * s.groups, s.groups);
+      ConvertToF32(bbase + (r0 + r) * wt.biases.stride(0) * static_cast<int64_t>(es), wt.biases.dtype(), biases.data() + r * s.groups, s.groups);
+    }
   }
-}
+};
 
 constexpr int64_t kQPanelBytes = 512 * 1024;  // permuted x panel kept in L2 while weights stream
 
@@ -210,30 +221,36 @@ void QuantRun(const Tensor& x, const Weight& wt, Tensor& y) {
       PrepareX<BITS>(s, x.data<const float>() + (p0 + i) * x.stride(0), xp_buf.data() + i * s.xp_len,
                      gs_buf.data() + i * s.groups_padded);
     pool.parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
-      RowScratch scratch(s, N);
+      RowScales rs(s, N);
       WRow wr[kQMaxNW];
       const int nw_block = pn == 1 ? kQVecNW : kQNW;
-      for (int64_t r = r0; r < r1;) {
-        const int nw = r + nw_block <= r1 ? nw_block : 1;
-        LoadRows(wt, s, r, nw, scratch, wr);
-        for (int64_t i = 0; i < pn;) {
-          const int nx = i + kQNX <= pn ? kQNX : 1;
-          const float* xs[kQNX];
-          const float* gs[kQNX];
-          float* ys[kQNX];
-          for (int j = 0; j < nx; ++j) {
-            xs[j] = xp_buf.data() + (i + j) * s.xp_len;
-            gs[j] = gs_buf.data() + (i + j) * s.groups_padded;
-            ys[j] = ybase + (p0 + i + j) * ystride + r;
+      for (int64_t c0 = r0; c0 < r1; c0 += kQChunkRows) {
+        const int64_t c1 = std::min(r1, c0 + kQChunkRows);
+        rs.load(wt, s, c0, c1 - c0);
+        for (int64_t r = c0; r < c1;) {
+          const int nw = r + nw_block <= c1 ? nw_block : 1;
+          for (int w = 0; w < nw; ++w)
+            wr[w] = WRow{wt.data.data<const uint32_t>() + (r + w) * wt.data.stride(0), rs.scales.data() + (r + w - c0) * s.groups,
+                         rs.biases.data() + (r + w - c0) * s.groups};
+          for (int64_t i = 0; i < pn;) {
+            const int nx = i + kQNX <= pn ? kQNX : 1;
+            const float* xs[kQNX];
+            const float* gs[kQNX];
+            float* ys[kQNX];
+            for (int j = 0; j < nx; ++j) {
+              xs[j] = xp_buf.data() + (i + j) * s.xp_len;
+              gs[j] = gs_buf.data() + (i + j) * s.groups_padded;
+              ys[j] = ybase + (p0 + i + j) * ystride + r;
+            }
+            if (nx == 1 && nw == kQVecNW && pn == 1) QuantTile<BITS, 1, kQVecNW>(s, lane_group, xs, gs, wr, ys);
+            else if (nx == 1 && nw == kQNW) QuantTile<BITS, 1, kQNW>(s, lane_group, xs, gs, wr, ys);
+            else if (nx == 1) QuantTile<BITS, 1, 1>(s, lane_group, xs, gs, wr, ys);
+            else if (nw == kQNW) QuantTile<BITS, kQNX, kQNW>(s, lane_group, xs, gs, wr, ys);
+            else QuantTile<BITS, kQNX, 1>(s, lane_group, xs, gs, wr, ys);
+            i += nx;
           }
-          if (nx == 1 && nw == kQVecNW && pn == 1) QuantTile<BITS, 1, kQVecNW>(s, lane_group, xs, gs, wr, ys);
-          else if (nx == 1 && nw == kQNW) QuantTile<BITS, 1, kQNW>(s, lane_group, xs, gs, wr, ys);
-          else if (nx == 1) QuantTile<BITS, 1, 1>(s, lane_group, xs, gs, wr, ys);
-          else if (nw == kQNW) QuantTile<BITS, kQNX, kQNW>(s, lane_group, xs, gs, wr, ys);
-          else QuantTile<BITS, kQNX, 1>(s, lane_group, xs, gs, wr, ys);
-          i += nx;
+          r += nw;
         }
-        r += nw;
       }
     });
   }
