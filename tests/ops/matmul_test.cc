@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "hwy/targets.h"
 #include "op_test_util.h"
 #include "ops/ref/matmul.h"
 
@@ -136,6 +137,25 @@ TEST(Matmul, prepare_weight_does_not_change_results) {
     ops::matmul(x, prepared, after);
     EXPECT_TRUE(test::same_bits(before.data<float>(), after.data<float>(), 5 * w.rows)) << test::seed_note();
   }
+}
+
+// Every SIMD target compiled into the binary (AVX-512, AVX2, SSE4, ...) meets the reference and
+// keeps rows independent of n, not just the one this machine picks.
+TEST(Matmul, every_compiled_target_matches_ref_and_keeps_rows_independent) {
+  Rng rng(7);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string name = hwy::TargetName(target);
+    for (int bits : {4, 8}) {
+      Weight w = test::random_quantized(13, 384, bits, 32, DType::bf16, rng);
+      expect_matches_ref(test::random_tensor({5, 384}, DType::f32, rng), w, name + " q" + std::to_string(bits));
+      expect_rows_independent_of_n(w, 11, rng, name);
+    }
+    Weight d = dense_weight(test::random_tensor({13, 99}, DType::f16, rng));
+    expect_matches_ref(test::random_tensor({5, 99}, DType::f32, rng), d, name + " dense");
+    expect_rows_independent_of_n(d, 11, rng, name);
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(Matmul, bad_arguments_raise_errors) {
