@@ -1,5 +1,7 @@
 // sanctum tokenize: UTF-8 text on stdin -> token ids. With --jsonl each input line is a JSON string and
 // each output line the JSON array of its ids (a bad line gives {"error": ...} and a non-zero exit).
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -22,6 +24,7 @@ void usage() {
                "  stdin: UTF-8 text (or, with --jsonl, one JSON string per line)\n"
                "  --no-add-special    do not add BOS/EOS from the post-processor\n"
                "  --no-parse-special  special-token strings in the text stay text\n"
+               "  --bench N           encode stdin N times in-process; print bytes, tokens, best seconds\n"
                "  --chat [--template FILE]  each --jsonl line is {\"messages\": [...], \"tools\": ..., \n"
                "      \"add_generation_prompt\": bool, other template variables}; prints {\"text\", \"ids\"}\n"
                "      rendered with the chat template (FILE, else the tokenizer's, else ChatML)\n");
@@ -70,7 +73,7 @@ int run_chat(const sanctum::cli::Args& args) {
 }
 
 int run_tokenize(int argc, char** argv) {
-  sanctum::cli::Args args(argc, argv, {"tokenizer", "template"}, {"jsonl", "no-add-special", "no-parse-special", "chat", "help"});
+  sanctum::cli::Args args(argc, argv, {"tokenizer", "template", "bench"}, {"jsonl", "no-add-special", "no-parse-special", "chat", "help"});
   if (args.has("help")) {
     usage();
     return 0;
@@ -82,6 +85,18 @@ int run_tokenize(int argc, char** argv) {
   const bool add_special = !args.has("no-add-special"), parse_special = !args.has("no-parse-special");
   if (!args.has("jsonl")) {
     const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    const long long repeats = args.get_int("bench", 0);
+    if (repeats > 0) {  // time encode in-process (best of N), report JSON on stdout
+      double best = 1e30;
+      size_t n_tokens = 0;
+      for (long long r = 0; r < repeats; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        n_tokens = tok.encode(text, add_special, parse_special).size();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::printf("{\"bytes\": %zu, \"tokens\": %zu, \"seconds\": %.6f}\n", text.size(), n_tokens, best);
+      return 0;
+    }
     const auto ids = tok.encode(text, add_special, parse_special);
     std::string out;
     for (size_t i = 0; i < ids.size(); ++i) {
