@@ -67,6 +67,7 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
   auto t_decode = t0;
   for (int i = 0; i < params.max_tokens; ++i) {
     std::span<float> row(logits.data<float>(), static_cast<size_t>(vocab));
+    if (params.on_logits) params.on_logits(row);
     int32_t token = sampler.sample(row, recent);
     if (i == 0) {
       result.prefill_seconds = seconds_since(t0);

@@ -21,6 +21,8 @@ struct GenerationParams {
   std::vector<int32_t> stop_ids;   // in addition to the model's eos ids (unless ignore_eos)
   int prefill_chunk = 512;         // prompt tokens per forward (bounds scratch memory)
   int callback_every = 1;          // tokens per on_tokens call (the final partial batch is flushed)
+  // Optional: sees each row of raw logits (vocab) before penalties and sampling, e.g. for logprobs.
+  std::function<void(std::span<const float> logits)> on_logits;
 };
 
 struct GenerationResult {

@@ -1,0 +1,182 @@
+#include "server/app.h"
+
+#include <future>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace sanctum::server {
+
+using nlohmann::json;
+
+App::App(ServerOptions options, ServerMetrics& metrics) : options_(std::move(options)), metrics_(metrics) {}
+
+App::~App() { stop_workers(); }
+
+void App::add_model(std::unique_ptr<ServedModel> model) { models_.push_back(std::move(model)); }
+
+void App::stop_workers() {
+  for (auto& m : models_)
+    if (m->worker) m->worker->stop();
+}
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
+void App::handle(Exchange& ex) {
+  const HttpRequest& req = ex.request();
+  inflight_.fetch_add(1);
+  metrics_.http_inflight.inc();
+  try {
+    dispatch(ex);
+  } catch (const ApiError& e) {
+    if (!ex.responded()) ex.respond_error(e);
+  } catch (const std::exception& e) {
+    log::error("internal error", {{"request_id", req.request_id}, {"route", ex.route}, {"error", e.what()}});
+    if (!ex.responded()) ex.respond_error(internal_error(req.request_id));
+  }
+  if (!ex.responded()) ex.respond_error(internal_error(req.request_id));
+  const double seconds = seconds_since(req.arrived);
+  metrics_.observe_http(ex.route, req.method, ex.status(), seconds);
+  metrics_.http_inflight.dec();
+  inflight_.fetch_sub(1);
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.1f", seconds * 1000.0);
+  log::info("access", {{"request_id", req.request_id},
+                       {"client", req.client},
+                       {"method", req.method},
+                       {"route", ex.route},
+                       {"path", req.path},
+                       {"status", std::to_string(ex.status())},
+                       {"model", ex.model.empty() ? "-" : ex.model},
+                       {"prompt_tokens", std::to_string(ex.prompt_tokens)},
+                       {"completion_tokens", std::to_string(ex.completion_tokens)},
+                       {"prefill_ms", ex.prefill_ms < 0 ? "-" : std::to_string(ex.prefill_ms)},
+                       {"duration_ms", ms}});
+}
+
+void App::dispatch(Exchange& ex) {
+  const HttpRequest& req = ex.request();
+  const std::string& path = req.path;
+  const std::string& method = req.method;
+  auto only = [&](const char* route, const char* allowed) {
+    ex.route = route;
+    if (method == allowed) return true;
+    ex.respond(405, "application/json", error_body(method_not_allowed(method, path)), {{"Allow", allowed}});
+    return false;
+  };
+  if (path == "/health") {
+    if (only("/health", "GET")) health(ex);
+  } else if (path == "/health/deep") {
+    if (only("/health/deep", "GET")) deep_health(ex);
+  } else if (path == "/metrics") {
+    if (only("/metrics", "GET")) ex.respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.registry.render());
+  } else if (path == "/v1/models") {
+    if (only("/v1/models", "GET")) list_models(ex);
+  } else if (path.rfind("/v1/models/", 0) == 0) {
+    if (only("/v1/models/{model}", "GET")) get_model(ex, path.substr(11));
+  } else if (path == "/v1/chat/completions") {
+    if (only("/v1/chat/completions", "POST")) completions(ex, true);
+  } else if (path == "/v1/completions") {
+    if (only("/v1/completions", "POST")) completions(ex, false);
+  } else {
+    ex.route = "unmatched";
+    throw not_found("Unknown route " + method + " " + path);
+  }
+}
+
+void App::health(Exchange& ex) {
+  if (draining()) {
+    ex.set_close_after();
+    ex.respond_json(503, {{"status", "draining"}});
+    return;
+  }
+  ex.respond_json(200, {{"status", "ok"}});
+}
+
+namespace {
+// Just waits: a deep probe proves the worker can run one step, nothing about the text.
+class ProbeSink : public GenerationSink {
+ public:
+  bool on_token(int, const TokenOutput&) override { return true; }
+  void on_choice_end(int, const GenerationResult& r) override { tokens_ = r.tokens.size(); }
+  void on_done(const std::string& error) override { done_.set_value(error); }
+  std::future<std::string> future() { return done_.get_future(); }
+  size_t tokens() const { return tokens_; }
+
+ private:
+  std::promise<std::string> done_;
+  size_t tokens_ = 0;
+};
+}  // namespace
+
+void App::deep_health(Exchange& ex) {
+  if (draining()) {
+    ex.set_close_after();
+    ex.respond_json(503, {{"status", "draining"}});
+    return;
+  }
+  json per_model = json::object();
+  bool ok = true;
+  for (auto& m : models_) {
+    auto sink = std::make_shared<ProbeSink>();
+    auto done = sink->future();
+    auto job = std::make_shared<InferenceJob>();
+    job->request_id = ex.request().request_id;
+    int32_t token = m->tokenizer->bos_id() >= 0 ? m->tokenizer->bos_id() : (m->eos_ids.empty() ? 0 : m->eos_ids[0]);
+    if (token >= m->worker->model().vocab_size()) token = 0;
+    job->prompt = {token};
+    job->params.max_tokens = 1;
+    job->params.ignore_eos = true;
+    job->sink = sink;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string status;
+    switch (m->worker->submit(job)) {
+      case InferenceWorker::Admit::queue_full: status = "queue_full"; break;
+      case InferenceWorker::Admit::stopped: status = "stopped"; break;
+      case InferenceWorker::Admit::accepted: {
+        auto wait = std::chrono::duration<double>(options_.deep_health_timeout);
+        if (done.wait_for(wait) != std::future_status::ready) {
+          job->cancelled = true;
+          status = "timeout";
+        } else {
+          std::string error = done.get();
+          status = error.empty() ? "ok" : "error";
+        }
+      }
+    }
+    ok = ok && status == "ok";
+    per_model[m->id] = {{"status", status}, {"seconds", seconds_since(t0)}};
+  }
+  ex.respond_json(ok ? 200 : 503, {{"status", ok ? "ok" : "unhealthy"}, {"models", per_model}});
+}
+
+json App::model_card(const ServedModel& m) const {
+  return {{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", "sanctum"},
+          {"max_model_len", m.context_length}};
+}
+
+void App::list_models(Exchange& ex) {
+  json data = json::array();
+  for (const auto& m : models_) data.push_back(model_card(*m));
+  ex.respond_json(200, {{"object", "list"}, {"data", data}});
+}
+
+void App::get_model(Exchange& ex, const std::string& id) {
+  for (const auto& m : models_)
+    if (m->id == id) return ex.respond_json(200, model_card(*m));
+  throw model_not_found(id);
+}
+
+ServedModel& App::resolve_model(const std::string& name) {
+  check(!models_.empty(), ErrorKind::internal, "no model is loaded");
+  if (name.empty()) return *models_.front();
+  for (auto& m : models_)
+    if (m->id == name) return *m;
+  throw model_not_found(name);
+}
+
+}  // namespace sanctum::server

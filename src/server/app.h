@@ -1,0 +1,80 @@
+#pragma once
+// The request router and the served models. Health, model list and metrics are answered right on
+// the connection thread from state that never waits on an inference queue; completions go through
+// the model's InferenceWorker.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/exchange.h"
+#include "server/inference_worker.h"
+#include "server/openai_request.h"
+#include "server/server_metrics.h"
+#include "chat/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sanctum::server {
+
+struct ServerOptions {
+  std::vector<std::string> hosts{"127.0.0.1"};
+  int port = 8080;
+  bool allow_unspecified = false;
+  size_t body_limit = 8u << 20;
+  size_t max_queue = 16;           // waiting requests per model (the running one not counted)
+  int stream_flush_tokens = 1;
+  double drain_timeout = 30.0;     // seconds in-flight requests get after SIGTERM
+  int default_max_tokens = 512;
+  double deep_health_timeout = 10.0;
+  size_t max_connections = 1024;
+  double keep_alive_timeout = 60.0;
+};
+
+struct ServedModel {
+  std::string id;   // what requests name in `model`
+  std::string dir;
+  int64_t created = 0;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat_template;  // the checkpoint's, or ChatML when it has none
+  bool thinking = false;  // the chat template knows <think> blocks: split reasoning_content
+  int64_t context_length = 0;
+  std::vector<int32_t> eos_ids;
+  std::unique_ptr<InferenceWorker> worker;
+};
+
+class App {
+ public:
+  App(ServerOptions options, ServerMetrics& metrics);
+  ~App();
+
+  void add_model(std::unique_ptr<ServedModel> model);
+  // Answers one request; never throws (faults become 500s, logged with the request id).
+  void handle(Exchange& ex);
+
+  void begin_drain() { draining_ = true; }
+  bool draining() const { return draining_.load(); }
+  int inflight() const { return inflight_.load(); }
+  void stop_workers();
+
+  const ServerOptions& options() const { return options_; }
+  ServerMetrics& metrics() { return metrics_; }
+
+ private:
+  void dispatch(Exchange& ex);
+  void health(Exchange& ex);
+  void deep_health(Exchange& ex);
+  void list_models(Exchange& ex);
+  void get_model(Exchange& ex, const std::string& id);
+  void completions(Exchange& ex, bool chat);
+  ServedModel& resolve_model(const std::string& name);
+  nlohmann::json model_card(const ServedModel& m) const;
+
+  ServerOptions options_;
+  ServerMetrics& metrics_;
+  std::vector<std::unique_ptr<ServedModel>> models_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int> inflight_{0};
+};
+
+}  // namespace sanctum::server

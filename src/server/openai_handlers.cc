@@ -1,0 +1,174 @@
+// POST /v1/chat/completions and /v1/completions: parse, build the prompt, queue the job, then
+// either stream SSE chunks or collect one body. The connection thread watches the socket while it
+// waits, so a client that leaves cancels its generation within a step.
+#include <atomic>
+#include <ctime>
+
+#include "server/app.h"
+#include "server/openai_response.h"
+#include "server/prompt_builder.h"
+#include "server/text_sink.h"
+
+namespace sanctum::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr auto kPollSlice = std::chrono::milliseconds(20);
+constexpr const char* kFingerprint = "fp_sanctum_0_1";
+
+std::string response_id(bool chat) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = static_cast<uint64_t>(std::time(nullptr));
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s-%08llx%08llx", chat ? "chatcmpl" : "cmpl",
+                static_cast<unsigned long long>(salt & 0xffffffffu), static_cast<unsigned long long>(++counter));
+  return buf;
+}
+
+int resolve_max_tokens(const ServedModel& m, const OpenAiRequest& r, size_t prompt_tokens, int default_max) {
+  const int64_t ctx = m.context_length > 0 ? m.context_length : (int64_t{1} << 30);
+  const int64_t room = ctx - static_cast<int64_t>(prompt_tokens);
+  const char* param = r.chat ? "messages" : "prompt";
+  if (room <= 0)
+    throw bad_request("The prompt has " + std::to_string(prompt_tokens) + " tokens; this model's context is " +
+                          std::to_string(ctx) + " tokens",
+                      param, "context_length_exceeded");
+  if (r.max_tokens) {
+    if (*r.max_tokens > room)
+      throw bad_request("max_tokens " + std::to_string(*r.max_tokens) + " plus the prompt's " +
+                            std::to_string(prompt_tokens) + " tokens exceeds this model's context of " + std::to_string(ctx),
+                        r.max_tokens ? "max_tokens" : param, "context_length_exceeded");
+    return *r.max_tokens;
+  }
+  return static_cast<int>(std::min<int64_t>(default_max, room));
+}
+
+}  // namespace
+
+void App::completions(Exchange& ex, bool chat) {
+  if (draining()) throw unavailable("The server is shutting down", "draining");
+  json body = parse_body(ex.request().body);
+  OpenAiRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
+  ServedModel& m = resolve_model(r.model);
+  ex.model = m.id;
+  BuiltPrompt prompt = build_prompt(m, r);
+  ex.prompt_tokens = static_cast<int>(prompt.ids.size());
+
+  auto job = std::make_shared<InferenceJob>();
+  job->request_id = ex.request().request_id;
+  job->arrived = ex.request().arrived;
+  job->params.max_tokens = resolve_max_tokens(m, r, prompt.ids.size(), options_.default_max_tokens);
+  job->params.sampling = r.sampling;
+  job->params.ignore_eos = r.ignore_eos;
+  job->params.stop_ids = r.stop_token_ids;
+  job->n = r.n;
+  job->seed_given = r.seed_given;
+  job->top_logprobs = r.logprobs ? r.top_logprobs : -1;
+  job->prompt = std::move(prompt.ids);
+
+  TextSinkOptions so;
+  so.tokenizer = m.tokenizer.get();
+  so.stop = r.stop;
+  so.hidden_ids = r.stop_token_ids;
+  if (!r.ignore_eos) so.hidden_ids.insert(so.hidden_ids.end(), m.eos_ids.begin(), m.eos_ids.end());
+  so.skip_special_tokens = r.skip_special_tokens;
+  so.want_logprobs = r.logprobs;
+  so.flush_tokens = r.stream ? std::max(1, options_.stream_flush_tokens) : 1 << 30;
+  so.split_reasoning = chat && m.thinking;
+  so.start_in_reasoning = prompt.start_in_reasoning;
+  so.n = r.n;
+  so.time_to_first_token = &metrics_.time_to_first_token;
+  so.arrived = ex.request().arrived;
+  auto sink = std::make_shared<TextSink>(so);
+  job->sink = sink;
+
+  switch (m.worker->submit(job)) {
+    case InferenceWorker::Admit::queue_full: throw queue_full(m.id);
+    case InferenceWorker::Admit::stopped: throw unavailable("The model is not serving", "draining");
+    case InferenceWorker::Admit::accepted: break;
+  }
+
+  ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), m.id, kFingerprint, chat};
+  std::vector<ChoiceText> choices(static_cast<size_t>(r.n));
+  std::vector<size_t> text_offsets(static_cast<size_t>(r.n), 0);
+  int completion_tokens = 0;
+  bool done = false;
+  std::string error;
+
+  if (r.stream) {
+    if (!ex.begin_stream()) {
+      job->cancelled = true;
+      return;
+    }
+    if (chat) {
+      const std::string role = "assistant";
+      for (int i = 0; i < r.n; ++i)
+        if (!ex.send_event(dump(chunk_json(meta, i, &role, "", "", json(), std::nullopt)))) job->cancelled = true;
+    }
+  }
+  auto send = [&](const json& chunk) {
+    if (!job->cancelled && !ex.send_event(dump(chunk))) job->cancelled = true;
+  };
+
+  while (!done) {
+    std::vector<SinkEvent> events = sink->take(kPollSlice);
+    if (events.empty()) {
+      if (ex.peer_closed()) job->cancelled = true;
+      if (job->cancelled) {
+        ex.set_close_after();
+        if (!ex.responded()) ex.respond_error(ApiError(499, "invalid_request_error", "client closed the request"));
+        return;  // the worker drops the job at its next token; the sink outlives us through the job
+      }
+      continue;
+    }
+    for (SinkEvent& e : events) {
+      if (e.done) {
+        done = true;
+        error = e.error;
+        continue;
+      }
+      ChoiceDelta& d = e.delta;
+      if (d.cancelled) continue;
+      const size_t i = static_cast<size_t>(d.index);
+      completion_tokens += d.completion_tokens;
+      if (d.finish_reason && d.index == 0) ex.prefill_ms = d.prefill_seconds * 1000.0;
+      if (!r.stream) {
+        choices[i].content += d.content;
+        choices[i].reasoning += d.reasoning;
+        choices[i].logprobs.insert(choices[i].logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+        if (d.finish_reason) {
+          choices[i].finish_reason = *d.finish_reason;
+          choices[i].completion_tokens = d.completion_tokens;
+        }
+        continue;
+      }
+      json lp = r.logprobs && !d.logprobs.empty() ? logprobs_json(*m.tokenizer, d.logprobs, chat, text_offsets[i]) : json();
+      text_offsets[i] += d.content.size();
+      if (!d.content.empty() || !d.reasoning.empty() || !lp.is_null())
+        send(chunk_json(meta, d.index, nullptr, d.content, d.reasoning, lp, d.finish_reason && !chat ? d.finish_reason : std::nullopt));
+      if (d.finish_reason && (chat || (d.content.empty() && d.reasoning.empty() && lp.is_null())))
+        send(chunk_json(meta, d.index, nullptr, "", "", json(), d.finish_reason));
+    }
+    if (job->cancelled && r.stream) {
+      ex.set_close_after();
+      return;
+    }
+  }
+  ex.completion_tokens = completion_tokens;
+  if (!r.stream) {
+    if (!error.empty()) throw internal_error(ex.request().request_id);
+    ex.respond_json(200, full_response(meta, choices, ex.prompt_tokens, r.logprobs, *m.tokenizer));
+    return;
+  }
+  if (!error.empty()) {
+    send(json::parse(error_body(internal_error(ex.request().request_id))));
+  } else if (r.include_usage) {
+    send(usage_chunk(meta, ex.prompt_tokens, completion_tokens));
+  }
+  if (!job->cancelled) ex.send_event("[DONE]");
+  ex.end_stream();
+}
+
+}  // namespace sanctum::server

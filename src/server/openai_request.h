@@ -1,0 +1,55 @@
+#pragma once
+// Parsing and validation of /v1/chat/completions and /v1/completions bodies. Every problem is an
+// ApiError 400 that names the offending parameter; unknown fields are ignored, null means "not given".
+// Nothing here touches a model: the result is checked against the model (vocab, context) later.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sampling/sampler.h"
+
+namespace sanctum::server {
+
+struct OpenAiRequest {
+  bool chat = true;
+  std::string model;                  // empty: the server's default model
+  nlohmann::json messages;            // chat: [{role, content (string or null), ...}], text parts joined
+  std::optional<std::string> prompt;  // completions: a text prompt ...
+  std::vector<int32_t> prompt_ids;    // ... or token ids
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+
+  std::optional<int> max_tokens;
+  SamplingParams sampling;
+  bool seed_given = false;
+  std::vector<std::string> stop;     // stop strings, never emitted
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;
+  int top_logprobs = 0;
+  bool skip_special_tokens = true;
+};
+
+inline constexpr int kMaxChoices = 16;
+inline constexpr int kMaxTopLogprobs = 20;
+inline constexpr size_t kMaxStopStrings = 16;
+inline constexpr int kMaxJsonDepth = 64;
+
+// Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). Returns the offset of the
+// first bad byte, or npos.
+size_t find_invalid_utf8(std::string_view text);
+
+// Parses a request body into JSON: invalid UTF-8, nesting past kMaxJsonDepth, malformed JSON and a
+// non-object top level are 400s.
+nlohmann::json parse_body(std::string_view body);
+
+OpenAiRequest parse_chat_request(const nlohmann::json& body);
+OpenAiRequest parse_completion_request(const nlohmann::json& body);
+
+}  // namespace sanctum::server

@@ -1,0 +1,117 @@
+#include "server/openai_response.h"
+
+namespace sanctum::server {
+
+using nlohmann::json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json usage_json(int prompt_tokens, int completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+namespace {
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+std::string token_text(const Tokenizer& tok, int32_t id) {
+  const int32_t one[1] = {id};
+  return tok.decode(one, false);
+}
+std::string token_raw(const Tokenizer& tok, int32_t id) {
+  const int32_t one[1] = {id};
+  return tok.decode_raw(one, false);
+}
+}  // namespace
+
+json logprobs_json(const Tokenizer& tok, const std::vector<TokenOutput>& tokens, bool chat, size_t text_offset) {
+  if (chat) {
+    json content = json::array();
+    for (const TokenOutput& t : tokens) {
+      json top = json::array();
+      for (const auto& [id, lp] : t.top)
+        top.push_back({{"token", token_text(tok, id)}, {"logprob", lp}, {"bytes", bytes_of(token_raw(tok, id))}});
+      content.push_back({{"token", token_text(tok, t.token)},
+                         {"logprob", t.logprob},
+                         {"bytes", bytes_of(token_raw(tok, t.token))},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  size_t offset = text_offset;
+  for (const TokenOutput& t : tokens) {
+    std::string text = token_text(tok, t.token);
+    toks.push_back(text);
+    lps.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top[token_text(tok, id)] = lp;
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += text.size();
+  }
+  return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json full_response(const ResponseMeta& meta, const std::vector<ChoiceText>& choices, int prompt_tokens,
+                   bool want_logprobs, const Tokenizer& tok) {
+  json out_choices = json::array();
+  int completion_tokens = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceText& c = choices[i];
+    completion_tokens += c.completion_tokens;
+    json lp = want_logprobs ? logprobs_json(tok, c.logprobs, meta.chat) : json();
+    if (meta.chat) {
+      json message = {{"role", "assistant"}, {"content", c.content}};
+      if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+      out_choices.push_back({{"index", i}, {"message", message}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
+    } else {
+      out_choices.push_back({{"index", i}, {"text", c.content}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
+    }
+  }
+  return {{"id", meta.id},
+          {"object", meta.chat ? "chat.completion" : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", meta.system_fingerprint},
+          {"choices", out_choices},
+          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+}
+
+json chunk_json(const ResponseMeta& meta, int index, const std::string* role, const std::string& content,
+                const std::string& reasoning, const json& logprobs, const std::optional<std::string>& finish_reason) {
+  json choice;
+  if (meta.chat) {
+    json delta = json::object();
+    if (role) delta["role"] = *role;
+    if (!content.empty() || role) delta["content"] = content;
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    choice = {{"index", index}, {"delta", delta}};
+  } else {
+    choice = {{"index", index}, {"text", content}};
+  }
+  choice["logprobs"] = logprobs;
+  choice["finish_reason"] = finish_reason ? json(*finish_reason) : json();
+  return {{"id", meta.id},
+          {"object", meta.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", meta.system_fingerprint},
+          {"choices", json::array({choice})}};
+}
+
+json usage_chunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens) {
+  return {{"id", meta.id},
+          {"object", meta.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", meta.system_fingerprint},
+          {"choices", json::array()},
+          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+}
+
+}  // namespace sanctum::server

@@ -1,0 +1,127 @@
+#include "server/serve_main.h"
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <pthread.h>
+#include <thread>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "model/model.h"
+#include "server/listener.h"
+
+namespace sanctum::server {
+
+ModelSpec parse_model_spec(const std::string& arg) {
+  ModelSpec spec;
+  size_t eq = arg.find('=');
+  if (eq != std::string::npos && eq > 0) {
+    spec.id = arg.substr(0, eq);
+    spec.dir = arg.substr(eq + 1);
+  } else {
+    spec.dir = arg;
+    std::string d = arg;
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    size_t slash = d.find_last_of('/');
+    spec.id = slash == std::string::npos ? d : d.substr(slash + 1);
+  }
+  check(!spec.id.empty() && !spec.dir.empty(), ErrorKind::invalid_argument, "--model " + arg + ": expected DIR or NAME=DIR");
+  return spec;
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const ServerOptions& options, ServerMetrics& metrics) {
+  auto m = std::make_unique<ServedModel>();
+  m->id = spec.id;
+  m->dir = spec.dir;
+  m->created = static_cast<int64_t>(std::time(nullptr));
+  m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(spec.dir));
+  std::unique_ptr<Model> model = load_model(spec.dir);
+  const ModelConfig& cfg = model->config();
+  check(static_cast<int64_t>(m->tokenizer->vocab_size()) <= cfg.vocab_size, ErrorKind::invalid_input,
+        spec.dir + ": the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) +
+            " tokens but the model's vocab_size is " + std::to_string(cfg.vocab_size));
+  m->context_length = cfg.max_position_embeddings;
+  m->eos_ids = cfg.eos_token_ids;
+  for (int32_t id : m->tokenizer->eos_ids())
+    if (std::find(m->eos_ids.begin(), m->eos_ids.end(), id) == m->eos_ids.end()) m->eos_ids.push_back(id);
+  m->chat_template = std::make_unique<ChatTemplate>(m->tokenizer->chat_template());
+  m->thinking = m->tokenizer->chat_template().find("<think>") != std::string::npos &&
+                m->tokenizer->token_to_id("</think>") >= 0;
+  m->worker = std::make_unique<InferenceWorker>(spec.id, std::move(model), options.max_queue, metrics);
+  return m;
+}
+
+}  // namespace
+
+int run_server(const ServerOptions& options, const std::vector<ModelSpec>& models, const std::vector<PreBindCheck>& checks) {
+  check(!models.empty(), ErrorKind::invalid_argument, "at least one --model DIR is required");
+  for (size_t i = 0; i < models.size(); ++i)
+    for (size_t j = i + 1; j < models.size(); ++j)
+      check(models[i].id != models[j].id, ErrorKind::invalid_argument, "two models are named '" + models[i].id + "'; use NAME=DIR");
+
+  // Signals are taken by sigwait on this thread only: block them before any other thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  ServerMetrics metrics;
+  metrics.model_loaded.set(0);
+  for (const PreBindCheck& c : checks) {
+    const auto t0 = std::chrono::steady_clock::now();
+    c.run();
+    metrics.startup_seconds.with({c.phase}).observe(seconds_since(t0));
+    log::info("start-up check passed", {{"phase", c.phase}, {"seconds", std::to_string(seconds_since(t0))}});
+  }
+
+  App app(options, metrics);
+  for (const ModelSpec& spec : models) {
+    const auto t0 = std::chrono::steady_clock::now();
+    app.add_model(load_served_model(spec, options, metrics));
+    metrics.startup_seconds.with({"model_load"}).observe(seconds_since(t0));
+    log::info("model loaded", {{"model", spec.id}, {"dir", spec.dir}, {"seconds", std::to_string(seconds_since(t0))}});
+  }
+
+  Listener listener(app);
+  listener.bind();
+  listener.start();
+  metrics.model_loaded.set(1);
+  std::string where;
+  for (const std::string& e : listener.endpoints()) where += (where.empty() ? "" : ",") + e;
+  log::info("listening", {{"addresses", where}, {"models", std::to_string(models.size())}});
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log::info("shutting down: draining in-flight requests",
+            {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}, {"inflight", std::to_string(app.inflight())}});
+  app.begin_drain();
+  listener.stop_accepting();
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.drain_timeout));
+  while (app.inflight() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (app.inflight() > 0) log::warn("drain timeout: cancelling what is left", {{"inflight", std::to_string(app.inflight())}});
+  app.stop_workers();
+  listener.close_connections(2.0);
+  metrics.model_loaded.set(0);
+  log::info("stopped");
+  if (listener.open_connections() > 0) {
+    // A connection thread is stuck writing to a client that stopped reading: do not wait on it.
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
+  return 0;
+}
+
+}  // namespace sanctum::server

@@ -1,0 +1,32 @@
+#pragma once
+// `sanctum serve` start-up and shutdown, in order: pre-bind checks (the signed-manifest gate hooks
+// in here), load every model (tokenizer + weights) and start its worker, bind, serve; on
+// SIGTERM/SIGINT stop accepting, let in-flight requests finish within the drain timeout (new ones
+// get 503), then exit 0.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "server/app.h"
+
+namespace sanctum::server {
+
+struct ModelSpec {
+  std::string id;   // the name requests use
+  std::string dir;
+};
+
+// "NAME=DIR" or "DIR" (the name is then the directory's last component).
+ModelSpec parse_model_spec(const std::string& arg);
+
+// A check that must pass before any socket opens; it throws sanctum::Error to stop start-up. Its
+// duration is recorded as sanctum_mlx_startup_seconds{phase=<phase>}.
+struct PreBindCheck {
+  std::string phase;  // e.g. "manifest_verify"
+  std::function<void()> run;
+};
+
+// Blocks until shutdown; returns the process exit code.
+int run_server(const ServerOptions& options, const std::vector<ModelSpec>& models, const std::vector<PreBindCheck>& checks);
+
+}  // namespace sanctum::server

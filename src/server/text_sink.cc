@@ -1,0 +1,97 @@
+#include "server/text_sink.h"
+
+#include <algorithm>
+
+namespace sanctum::server {
+
+TextSink::TextSink(TextSinkOptions options) : opt_(std::move(options)) {
+  choices_.reserve(static_cast<size_t>(opt_.n));
+  for (int i = 0; i < opt_.n; ++i) {
+    choices_.push_back(Choice{std::make_unique<StreamingDecoder>(*opt_.tokenizer, opt_.skip_special_tokens),
+                              StopMatcher(opt_.stop), ReasoningSplitter(opt_.split_reasoning, opt_.start_in_reasoning),
+                              ChoiceDelta{}, 0, 0, false});
+    choices_.back().pending.index = i;
+  }
+}
+
+void TextSink::append(Choice& c, const StopMatcher::Result& r) {
+  ReasoningSplitter::Out out = c.reasoning.push(r.text);
+  c.pending.content += out.content;
+  c.pending.reasoning += out.reasoning;
+}
+
+void TextSink::emit(Choice& c) {
+  SinkEvent e;
+  e.delta = std::move(c.pending);
+  c.pending = ChoiceDelta{};
+  c.pending.index = e.delta.index;
+  c.unflushed = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.push_back(std::move(e));
+  }
+  ready_.notify_one();
+}
+
+bool TextSink::on_token(int choice, const TokenOutput& token) {
+  if (!first_token_seen_) {
+    first_token_seen_ = true;
+    if (opt_.time_to_first_token)
+      opt_.time_to_first_token->observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - opt_.arrived).count());
+  }
+  Choice& c = choices_[static_cast<size_t>(choice)];
+  ++c.generated;
+  if (c.stopped) return false;
+  if (std::find(opt_.hidden_ids.begin(), opt_.hidden_ids.end(), token.token) != opt_.hidden_ids.end()) return true;
+  if (opt_.want_logprobs && token.has_logprobs) c.pending.logprobs.push_back(token);
+  StopMatcher::Result r = c.stop.push(c.decoder->push(token.token));
+  append(c, r);
+  if (r.stopped) {
+    c.stopped = true;
+    return false;
+  }
+  if (++c.unflushed >= opt_.flush_tokens && (!c.pending.content.empty() || !c.pending.reasoning.empty() ||
+                                             !c.pending.logprobs.empty()))
+    emit(c);
+  return true;
+}
+
+void TextSink::on_choice_end(int choice, const GenerationResult& result) {
+  Choice& c = choices_[static_cast<size_t>(choice)];
+  if (!c.stopped) {
+    StopMatcher::Result r = c.stop.push(c.decoder->flush());
+    append(c, r);
+    if (r.stopped) c.stopped = true;
+    else append(c, StopMatcher::Result{c.stop.flush(), false});
+  }
+  ReasoningSplitter::Out tail = c.reasoning.flush();
+  c.pending.content += tail.content;
+  c.pending.reasoning += tail.reasoning;
+  c.pending.completion_tokens = static_cast<int>(result.tokens.size());
+  c.pending.prefill_seconds = result.prefill_seconds;
+  if (result.finish == FinishReason::cancelled && !c.stopped) c.pending.cancelled = true;
+  else c.pending.finish_reason = (c.stopped || result.finish == FinishReason::stop) ? "stop" : "length";
+  emit(c);
+}
+
+void TextSink::on_done(const std::string& error) {
+  SinkEvent e;
+  e.done = true;
+  e.error = error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.push_back(std::move(e));
+  }
+  ready_.notify_one();
+}
+
+std::vector<SinkEvent> TextSink::take(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  ready_.wait_for(lock, timeout, [&] { return !events_.empty(); });
+  std::vector<SinkEvent> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  events_.clear();
+  return out;
+}
+
+}  // namespace sanctum::server

@@ -1,0 +1,41 @@
+"""Phase build: the binary has the serve subcommand and its start-up checks fail loudly."""
+import socket
+import subprocess
+
+import server_harness as sh
+
+
+def test_serve_help_lists_the_endpoints(sanctum_bin):
+    r = subprocess.run([sanctum_bin, "serve", "--help"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0
+    assert "/v1/chat/completions" in r.stdout and "--allow-unspecified" in r.stdout
+
+
+def test_serve_without_a_model_exits_nonzero_with_one_line(sanctum_bin):
+    r = subprocess.run([sanctum_bin, "serve"], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "--model" in r.stderr
+
+
+def test_unspecified_address_needs_explicit_flag(sanctum_bin, tiny_model):
+    r = subprocess.run([sanctum_bin, "serve", "--model", str(tiny_model), "--host", "0.0.0.0", "--port",
+                        str(sh.free_port())], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "--allow-unspecified" in r.stderr
+
+
+def test_loopback_bind_failure_is_fatal(sanctum_bin, tiny_model):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        r = subprocess.run([sanctum_bin, "serve", "--model", str(tiny_model), "--port", str(port)],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "cannot listen" in r.stderr
+
+
+def test_missing_model_directory_fails_before_binding(sanctum_bin, tmp_path):
+    r = subprocess.run([sanctum_bin, "serve", "--model", str(tmp_path / "nope"), "--port", str(sh.free_port())],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0

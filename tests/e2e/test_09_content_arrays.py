@@ -1,0 +1,18 @@
+"""Phase content arrays: text parts are the same as string content."""
+from conftest import MODEL
+
+
+def test_text_parts_equal_string_content(client):
+    parts = [{"type": "text", "text": "Tell me"}, {"type": "text", "text": "a joke"}]
+    a = client.chat.completions.create(model=MODEL, temperature=0, max_tokens=8,
+                                       messages=[{"role": "user", "content": parts}])
+    b = client.chat.completions.create(model=MODEL, temperature=0, max_tokens=8,
+                                       messages=[{"role": "user", "content": "Tell me\na joke"}])
+    assert a.choices[0].message.content == b.choices[0].message.content
+    assert a.usage.prompt_tokens == b.usage.prompt_tokens
+
+
+def test_system_content_parts(client):
+    r = client.chat.completions.create(model=MODEL, temperature=0, max_tokens=2, messages=[
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}, {"role": "user", "content": "Hi"}])
+    assert r.choices[0].message.role == "assistant"
