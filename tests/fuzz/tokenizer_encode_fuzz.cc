@@ -1,6 +1,6 @@
 // libFuzzer: arbitrary bytes through encode (both special-token modes), decode and the streaming decoder
 // of a real tokenizer. Invalid UTF-8 must throw sanctum::Error, never crash; valid text must round-trip
-// through decode for byte-level vocabularies.
+// through decode (up to the NFC normalizer); streamed pieces must join to the full decode.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "base/error.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,9 +35,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const sanctum::Tokenizer& tok = tokenizer();
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
-    const auto ids = tok.encode(text, true, size % 2 == 0);
-    const std::string back = tok.decode(ids, true);
-    if (back != text) std::abort();  // byte-level BPE is lossless for valid UTF-8
+    const bool parse_special = size % 2 == 0;
+    const auto ids = tok.encode(text, false, parse_special);
+    if (!parse_special && !std::getenv("SANCTUM_FUZZ_TOKENIZER")) {
+      // Qwen3 is byte-level BPE behind an NFC normalizer: decode(encode(t)) == NFC(t).
+      std::string expected(text);
+      sanctum::unicode_normalize(expected, sanctum::UnicodeForm::nfc);
+      if (tok.decode(ids) != expected) std::abort();
+    }
     sanctum::StreamingDecoder stream(tok);
     std::string joined;
     for (int32_t id : ids) joined += stream.push(id);

@@ -55,7 +55,7 @@ int64_t to_int(const Value& v, int64_t fallback) {
   switch (v.kind) {
     case Value::Kind::integer: return v.i;
     case Value::Kind::boolean: return v.b;
-    case Value::Kind::number: return static_cast<int64_t>(v.d);
+    case Value::Kind::number: return std::isfinite(v.d) && std::fabs(v.d) < 9.2e18 ? static_cast<int64_t>(v.d) : fallback;
     case Value::Kind::string: {
       try {
         size_t used = 0;
@@ -313,7 +313,7 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
     }
   }
   if (name == "abs") {
-    if (v.kind == Value::Kind::integer) return Value::integer(v.i < 0 ? -v.i : v.i);
+    if (v.kind == Value::Kind::integer && v.i != INT64_MIN) return Value::integer(v.i < 0 ? -v.i : v.i);
     return Value::number(std::fabs(v.as_double()));
   }
   if (name == "round") {
@@ -352,8 +352,11 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
     for (const Value& x : v.iterate()) {
       const Value y = attribute ? attr_path(x, attribute->str(), in) : x;
       if (!y.is_number()) in.error(0, "sum filter needs numbers");
-      total = total.kind == Value::Kind::integer && y.kind != Value::Kind::number ? Value::integer(total.i + (y.kind == Value::Kind::boolean ? y.b : y.i))
-                                                                                   : Value::number(total.as_double() + y.as_double());
+      int64_t r = 0;
+      const int64_t yi = y.kind == Value::Kind::boolean ? y.b : y.i;
+      total = total.kind == Value::Kind::integer && y.kind != Value::Kind::number && !__builtin_add_overflow(total.i, yi, &r)
+                  ? Value::integer(r)
+                  : Value::number(total.as_double() + y.as_double());
     }
     return total;
   }

@@ -1,6 +1,7 @@
 #include "chat/jinja/interpreter.h"
 
 #include <cmath>
+#include <set>
 
 #include "base/error.h"
 
@@ -8,6 +9,31 @@ namespace sanctum::jinja {
 
 Interpreter::Interpreter(std::map<std::string, Value> globals) {
   frames_.push_back(std::make_shared<Frame>(std::move(globals)));
+}
+
+Interpreter::~Interpreter() {
+  // Templates can build reference cycles ({% set ns.self = ns %}); empty every reachable container so
+  // shared ownership cannot leak them.
+  std::vector<Value> stack;
+  std::set<const void*> seen;
+  for (const auto& f : frames_)
+    for (auto& [k, v] : *f) stack.push_back(v);
+  std::vector<Value> containers;
+  while (!stack.empty()) {
+    Value v = std::move(stack.back());
+    stack.pop_back();
+    if (v.is_list() && seen.insert(v.list.get()).second) {
+      for (const Value& x : *v.list) stack.push_back(x);
+      containers.push_back(v);
+    } else if (v.is_dict() && seen.insert(v.dict.get()).second) {
+      for (const auto& [k, x] : v.dict->items) stack.push_back(x);
+      containers.push_back(v);
+    }
+  }
+  for (Value& c : containers) {
+    if (c.is_list()) c.list->clear();
+    else c.dict->items.clear();
+  }
 }
 
 void Interpreter::error(int line, const std::string& message) const {
@@ -152,9 +178,11 @@ void Interpreter::exec_for(const Stmt& s, std::string& out) {
 
 void Interpreter::exec_macro(const Stmt& s) {
   const Stmt* def = &s;
-  auto root = frames_.front();
-  Value fn = Value::function([def, root](const Args& args, Interpreter& in) -> Value {
+  std::weak_ptr<Frame> root_ref = frames_.front();  // weak: the macro itself lives in that frame
+  Value fn = Value::function([def, root_ref](const Args& args, Interpreter& in) -> Value {
     if (in.call_depth_ > 100) in.error(def->line, "macro recursion too deep");
+    auto root = root_ref.lock();
+    if (!root) in.error(def->line, "macro called after its template finished");
     auto saved = std::move(in.frames_);
     const int saved_line = in.line_;
     in.frames_ = {root, std::make_shared<Frame>()};
@@ -309,7 +337,9 @@ Value Interpreter::eval(const Expr& e) {
     }
     case Expr::Kind::neg: {
       const Value v = eval(*e.args[0]);
-      if (v.kind == Value::Kind::integer || v.kind == Value::Kind::boolean) return Value::integer(-(v.kind == Value::Kind::integer ? v.i : v.b));
+      if ((v.kind == Value::Kind::integer && v.i != INT64_MIN) || v.kind == Value::Kind::boolean)
+        return Value::integer(-(v.kind == Value::Kind::integer ? v.i : v.b));
+      if (v.kind == Value::Kind::integer) return Value::number(-static_cast<double>(v.i));
       if (v.kind == Value::Kind::number) return Value::number(-v.d);
       error(e.line, std::string("bad operand type for unary -: '") + v.type_name() + "'");
     }
@@ -374,9 +404,10 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b,
   if (!a.is_number() || !b.is_number())
     error(line, std::string("unsupported operand types for ") + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
   const double x = a.as_double(), y = b.as_double();
-  if (op == "+") return ints ? Value::integer(ai + bi) : Value::number(x + y);
-  if (op == "-") return ints ? Value::integer(ai - bi) : Value::number(x - y);
-  if (op == "*") return ints ? Value::integer(ai * bi) : Value::number(x * y);
+  int64_t r = 0;  // integer results that overflow 64 bits fall back to float (Python would grow the int)
+  if (op == "+") return ints && !__builtin_add_overflow(ai, bi, &r) ? Value::integer(r) : Value::number(x + y);
+  if (op == "-") return ints && !__builtin_sub_overflow(ai, bi, &r) ? Value::integer(r) : Value::number(x - y);
+  if (op == "*") return ints && !__builtin_mul_overflow(ai, bi, &r) ? Value::integer(r) : Value::number(x * y);
   if (op == "/") {
     if (y == 0) error(line, "division by zero");
     return Value::number(x / y);
@@ -394,9 +425,10 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b,
   }
   if (op == "**") {
     if (ints && bi >= 0 && bi < 64) {
-      int64_t r = 1;
-      for (int64_t k = 0; k < bi; ++k) r *= ai;
-      return Value::integer(r);
+      int64_t p = 1;
+      bool overflow = false;
+      for (int64_t k = 0; k < bi && !overflow; ++k) overflow = __builtin_mul_overflow(p, ai, &p);
+      if (!overflow) return Value::integer(p);
     }
     return Value::number(std::pow(x, y));
   }

@@ -14,6 +14,9 @@ class Interpreter {
  public:
   // `globals`: names visible to the template (messages, tools, add_generation_prompt, ...).
   explicit Interpreter(std::map<std::string, Value> globals);
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   std::string render(const Body& body);
 
