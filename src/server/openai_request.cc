@@ -161,8 +161,10 @@ json parse_messages(const json& body) {
       throw bad_request("unknown role '" + role + "'", message_param(i, "role"));
     json copy = m;
     copy["content"] = normalize_content(m.contains("content") ? m["content"] : json(), i);
-    if (copy["content"].is_null() && role != "assistant")
-      throw bad_request("a " + role + " message needs 'content'", message_param(i, "content"));
+    if (copy["content"].is_null()) {
+      if (role != "assistant") throw bad_request("a " + role + " message needs 'content'", message_param(i, "content"));
+      copy["content"] = "";  // templates concatenate content: an assistant turn with only tool calls has none
+    }
     out.push_back(std::move(copy));
   }
   return out;

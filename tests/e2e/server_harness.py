@@ -72,7 +72,8 @@ class Server:
         raise RuntimeError("server did not become healthy: " + self.logs()[-2000:])
 
     def logs(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text(errors="replace")
 
     def log_records(self) -> list[dict]:

@@ -41,8 +41,8 @@ def test_temperature_zero_is_deterministic(client):
 
 
 def test_seeded_sampling_is_reproducible(client):
-    a = chat(client, temperature=1.0, top_p=0.9, top_k=50, seed=1234, max_tokens=16)
-    b = chat(client, temperature=1.0, top_p=0.9, top_k=50, seed=1234, max_tokens=16)
+    a = chat(client, temperature=1.0, top_p=0.9, seed=1234, max_tokens=16, extra_body={"top_k": 50})
+    b = chat(client, temperature=1.0, top_p=0.9, seed=1234, max_tokens=16, extra_body={"top_k": 50})
     assert a.choices[0].message.content == b.choices[0].message.content
 
 

@@ -33,9 +33,9 @@ def test_sigterm_during_a_stream_lets_it_finish(start_server):
     other.getresponse().read()
     s.proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
-    other.request("POST", "/v1/chat/completions", body=json.dumps(sh.chat_body(MODEL)),
-                  headers={"Content-Type": "application/json"})
     try:
+        other.request("POST", "/v1/chat/completions", body=json.dumps(sh.chat_body(MODEL)),
+                      headers={"Content-Type": "application/json"})
         r = other.getresponse()
         refused = r.status
         r.read()
