@@ -103,3 +103,41 @@ def test_disconnect_mid_stream_frees_the_slot(server):
     while cancelled() <= before and time.time() < deadline:
         time.sleep(0.05)
     assert cancelled() == before + 1
+
+
+def test_stop_string_with_batched_flushes(start_server):
+    # Three tokens per SSE write: the stop string can start in one write and end in the next.
+    s = start_server("--stream-flush-tokens", "3")
+    from openai import OpenAI
+    c = OpenAI(base_url=s.base + "/v1", api_key="unused", max_retries=0)
+    tokens = c.chat.completions.create(model=MODEL, messages=MSG, temperature=0, max_tokens=16, logprobs=True,
+                                       extra_body={"ignore_eos": True}).choices[0].logprobs.content
+    texts = [t.token for t in tokens]
+    full = "".join(texts)
+    boundary = len("".join(texts[:5]))  # between the 5th and 6th token: a flush boundary is at 3 and 6
+    stop = full[boundary - 2:boundary + 2]
+    streamed = []
+    chunks = 0
+    for chunk in c.chat.completions.create(model=MODEL, messages=MSG, temperature=0, max_tokens=16, stop=stop,
+                                           stream=True, extra_body={"ignore_eos": True}):
+        chunks += 1
+        if chunk.choices and chunk.choices[0].delta.content:
+            streamed.append(chunk.choices[0].delta.content)
+    whole = c.chat.completions.create(model=MODEL, messages=MSG, temperature=0, max_tokens=16, stop=stop,
+                                      extra_body={"ignore_eos": True}).choices[0].message.content
+    assert "".join(streamed) == whole == full[:full.find(stop)]
+    assert stop not in "".join(streamed)
+
+
+def test_http_1_0_stream_ends_with_the_connection(server):
+    import socket
+    body = json.dumps(sh.chat_body(MODEL, stream=True, max_tokens=3, ignore_eos=True)).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: " +
+                     str(len(body)).encode() + b"\r\n\r\n" + body)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200") and b"chunked" not in head.lower()
+    assert rest.rstrip().endswith(b"data: [DONE]")
