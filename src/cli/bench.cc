@@ -127,9 +127,11 @@ int run_bench(int argc, char** argv) {
       if (bandwidth > 0) r["fraction_of_bandwidth_floor"] = st.mean * weight_gb / bandwidth;
     }
     results.push_back(r);
-    if (!args.has("json"))
-      std::printf("%-10s %8.2f ± %6.2f tok/s%s\n", test.c_str(), st.mean, st.stddev,
-                  test.rfind("tg", 0) == 0 ? (" (" + std::to_string(st.mean * weight_gb).substr(0, 5) + " GB/s of weights)").c_str() : "");
+    if (!args.has("json")) {
+      std::printf("%-10s %8.2f ± %6.2f tok/s", test.c_str(), st.mean, st.stddev);
+      if (test.rfind("tg", 0) == 0) std::printf("  (%.2f GB/s of weights)", st.mean * weight_gb);
+      std::printf("\n");
+    }
   };
 
   for (int64_t n : pp) {
@@ -145,7 +147,9 @@ int run_bench(int argc, char** argv) {
     time_decode(*model, context, {tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8)});  // warm-up
     std::vector<double> s;
     for (int r = 0; r < reps; ++r) s.push_back(time_decode(*model, context, tokens));
-    report("tg" + std::to_string(n_gen) + (decode_context ? "@" + std::to_string(decode_context) : ""), n_gen, s);
+    std::string name = "tg" + std::to_string(n_gen);
+    if (decode_context > 0) name += "@" + std::to_string(decode_context);
+    report(name, n_gen, s);
   }
   if (args.has("json")) {
     nlohmann::json out = {{"model", *args.get("model")}, {"model_type", model->config().model_type},

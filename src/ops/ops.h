@@ -5,6 +5,8 @@
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/gated_delta.h"
+#include "ops/gating.h"
 #include "ops/matmul.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"

@@ -29,6 +29,7 @@ GatedDeltaNetBlock::GatedDeltaNetBlock(Checkpoint& ckpt, const std::string& pref
         "tensor " + prefix + "conv1d.weight: expected (" + std::to_string(s.conv_dim()) + ", 1, " + std::to_string(s.conv_kernel) +
             ") or (" + std::to_string(s.conv_dim()) + ", " + std::to_string(s.conv_kernel) + ", 1), got " + conv.shape_string());
   conv_weight_ = conv.reshape({s.conv_dim(), s.conv_kernel});
+  conv_taps_ = ops::conv1d_taps(conv_weight_);
   a_log_ = ckpt.tensor(prefix + "A_log", {hv});
   dt_bias_ = ckpt.tensor(prefix + "dt_bias", {hv});
   norm_ = ckpt.tensor(prefix + "norm.weight", {s.heads.value_dim});
@@ -53,7 +54,7 @@ void GatedDeltaNetBlock::forward(const Tensor& x, LinearAttentionState& state, W
   ops::matmul(x, in_a_, a);
 
   Tensor conv = ws.get(kConv, n, cd);  // (n, conv_dim): [q | k | v] after conv + SiLU
-  ops::causal_conv1d_silu(qkv, state.conv, conv_weight_, conv);
+  ops::causal_conv1d_silu_taps(qkv, state.conv, conv_taps_, conv);
   Tensor y = ws.get(kY, n, shape_.value_dim());
   ops::gated_delta_rule(conv.slice(1, 0, kd), conv.slice(1, kd, 2 * kd), conv.slice(1, 2 * kd, cd), a, b, a_log_, dt_bias_,
                         shape_.heads, state.recurrent, y, algorithm_);
