@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import server_harness as sh  # noqa: E402
 
-MODEL = "tiny"
+MODEL = sh.MODEL
 
 
 @pytest.fixture(scope="session")

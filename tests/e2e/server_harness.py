@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_DIR = ROOT / "tests" / "data" / "tokenizers" / "qwen3"
 VOCAB = 151936  # Qwen's padded embedding size; the tokenizer has 151669 ids
+MODEL = "tiny"  # the name the e2e servers give the tiny model
 
 
 def make_tiny_chat_model(out: Path, layers: int = 2, hidden: int = 64) -> Path:

@@ -2,7 +2,7 @@
 import json
 
 import server_harness as sh
-from conftest import MODEL
+from server_harness import MODEL
 
 
 def test_deep_health_runs_one_token_per_model(server):

@@ -1,7 +1,7 @@
 """Phase non-stream: whole responses with OpenAI's shapes, sampling parameters, stop strings,
 n, logprobs and the completions endpoint."""
 import server_harness as sh
-from conftest import MODEL
+from server_harness import MODEL
 
 MSG = [{"role": "user", "content": "Tell me a story about a fox."}]
 

@@ -4,7 +4,7 @@ import json
 import time
 
 import server_harness as sh
-from conftest import MODEL
+from server_harness import MODEL
 
 MSG = [{"role": "user", "content": "Write a poem about the sea."}]
 

@@ -7,7 +7,7 @@ import openai
 import pytest
 
 import server_harness as sh
-from conftest import MODEL
+from server_harness import MODEL
 
 
 def err(server, path, body, status):

@@ -1,5 +1,5 @@
 """Phase multi-turn: history with system, assistant and user turns renders and generates."""
-from conftest import MODEL
+from server_harness import MODEL
 
 
 def test_multi_turn_conversation(client):

@@ -1,5 +1,5 @@
 """Phase content arrays: text parts are the same as string content."""
-from conftest import MODEL
+from server_harness import MODEL
 
 
 def test_text_parts_equal_string_content(client):

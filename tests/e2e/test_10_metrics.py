@@ -2,7 +2,7 @@
 from prometheus_client.parser import text_string_to_metric_families
 
 import server_harness as sh
-from conftest import MODEL
+from server_harness import MODEL
 
 SERIES = [
     "sanctum_mlx_http_requests_total", "sanctum_mlx_http_duration_seconds_bucket", "sanctum_mlx_http_inflight_requests",

@@ -5,7 +5,7 @@ import threading
 import time
 
 import server_harness as sh
-from conftest import MODEL
+from server_harness import MODEL
 
 
 def test_sigterm_when_idle_exits_zero(start_server):
