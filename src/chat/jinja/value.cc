@@ -59,7 +59,9 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
 
 std::string dict_key(const Value& key) {
   if (key.is_string()) return key.s;
-  return "\x01" + key.repr();
+  std::string tagged(1, '\x01');
+  tagged += key.repr();
+  return tagged;
 }
 
 Value key_value(const std::string& key) {
