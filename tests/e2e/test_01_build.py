@@ -39,3 +39,11 @@ def test_missing_model_directory_fails_before_binding(sanctum_bin, tmp_path):
     r = subprocess.run([sanctum_bin, "serve", "--model", str(tmp_path / "nope"), "--port", str(sh.free_port())],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
+
+
+def test_failed_non_loopback_bind_is_skipped_with_a_warning(start_server):
+    # 192.0.2.1 (TEST-NET-1) is on no interface here: the bind fails and the server starts anyway.
+    s = start_server("--host", "127.0.0.1", "--host", "192.0.2.1")
+    assert sh.request(s.port, "GET", "/health")[0] == 200
+    warnings = [r for r in s.log_records() if r.get("level") == "warn" and "192.0.2.1" in r.get("address", "")]
+    assert warnings, s.logs()
