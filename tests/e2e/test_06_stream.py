@@ -90,7 +90,7 @@ def test_disconnect_mid_stream_frees_the_slot(server):
         return sh.metric_value(m.decode(), "sanctum_mlx_inference_requests_total", {"stop_reason": "cancelled"})
 
     before = cancelled()
-    s = sh.SseStream(server.port, "/v1/chat/completions", sh.chat_body(MODEL, stream=True, max_tokens=100000 // 30,
+    s = sh.SseStream(server.port, "/v1/chat/completions", sh.chat_body(MODEL, stream=True, max_tokens=4000,
                                                                         ignore_eos=True))
     ev = s.events()
     next(ev), next(ev), next(ev)
@@ -98,7 +98,7 @@ def test_disconnect_mid_stream_frees_the_slot(server):
     t0 = time.time()
     status, _, body = sh.post_json(server.port, "/v1/chat/completions", sh.chat_body(MODEL, max_tokens=2), timeout=30)
     assert status == 200, body
-    assert time.time() - t0 < 10
+    assert time.time() - t0 < 3  # the abandoned 4000-token generation would hold the worker for seconds
     deadline = time.time() + 5
     while cancelled() <= before and time.time() < deadline:
         time.sleep(0.05)
