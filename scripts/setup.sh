@@ -8,7 +8,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git clang
   libhwy-dev nlohmann-json3-dev libpcre2-dev libssl-dev libgtest-dev libgmock-dev
   python3 python3-venv python3-dev time
-  libboost-dev
+  libboost-dev libicu-dev zlib1g-dev
 )
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

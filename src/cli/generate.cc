@@ -1,8 +1,10 @@
 // sanctum generate: one-shot generation in the terminal.
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "base/thread_pool.h"
 #include "cli/args.h"
 #include "cli/command.h"
@@ -16,19 +18,24 @@ namespace {
 const char* kUsage =
     "usage: sanctum generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                        [--top-k K] [--min-p P] [--repetition-penalty R] [--seed S] [--ignore-eos]\n"
-    "                        [--threads N] [--timing]\n"
-    "Prints the generated token ids, comma-separated, on one stdout line.\n";
+    "                        [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--threads N] [--timing]\n"
+    "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line)\n"
+    "Prints the generated token ids, comma-separated, one stdout line per prompt.\n"
+    "Prompt-lookup speculation is on unless --no-pld; SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
+    "override its defaults (flags win over the environment).\n";
 
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "prompt-ids", "max-tokens", "temperature", "top-p", "top-k", "min-p", "repetition-penalty", "seed", "threads"},
-            {"ignore-eos", "timing", "help"});
+            {"model", "prompt-ids", "prompts-file", "max-tokens", "temperature", "top-p", "top-k", "min-p", "repetition-penalty",
+             "seed", "threads", "pld-max-draft", "pld-ngram"},
+            {"ignore-eos", "timing", "help", "no-pld"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   check(args.has("model"), ErrorKind::invalid_argument, "--model DIR is required\n" + std::string(kUsage));
-  check(args.has("prompt-ids"), ErrorKind::invalid_argument, "--prompt-ids is required (text prompts need a tokenizer)\n" + std::string(kUsage));
+  check(args.has("prompt-ids") != args.has("prompts-file"), ErrorKind::invalid_argument,
+        "give exactly one of --prompt-ids or --prompts-file\n" + std::string(kUsage));
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
 
   GenerationParams params;
@@ -40,18 +47,35 @@ int run_generate(int argc, char** argv) {
   params.sampling.min_p = static_cast<float>(args.get_double("min-p", 0.0));
   params.sampling.repetition_penalty = static_cast<float>(args.get_double("repetition-penalty", 1.0));
   params.sampling.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+  params.speculate = !args.has("no-pld");
+  params.lookup = spec::with_environment_overrides(params.lookup);
+  params.lookup.max_draft = static_cast<int>(args.get_int("pld-max-draft", params.lookup.max_draft));
+  params.lookup.ngram = static_cast<int>(args.get_int("pld-ngram", params.lookup.ngram));
+  check(params.lookup.max_draft >= 0 && params.lookup.ngram >= 1, ErrorKind::invalid_argument,
+        "--pld-max-draft must be >= 0 and --pld-ngram >= 1");
 
-  std::vector<int32_t> prompt = parse_ids(*args.get("prompt-ids"));
+  std::vector<std::vector<int32_t>> prompts;
+  if (args.has("prompt-ids")) {
+    prompts.push_back(parse_ids(*args.get("prompt-ids")));
+  } else {
+    std::istringstream lines(read_file(*args.get("prompts-file")));
+    for (std::string line; std::getline(lines, line);)
+      if (line.find_first_not_of(" \t\r") != std::string::npos) prompts.push_back(parse_ids(line));
+  }
   auto model = load_model(*args.get("model"));
-  SequenceState state = model->new_state();
-  GenerationResult r = generate(*model, state, prompt, params);
-  std::printf("%s\n", format_ids(r.tokens).c_str());
-  if (args.has("timing")) {
-    double decode_tps = r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds : 0.0;
-    std::fprintf(stderr, "prompt %lld tokens in %.3f s (%.1f tok/s); %zu generated, decode %.1f tok/s; finish=%s\n",
-                 static_cast<long long>(r.prompt_tokens), r.prefill_seconds,
-                 static_cast<double>(r.prompt_tokens) / r.prefill_seconds, r.tokens.size(), decode_tps,
-                 finish_reason_name(r.finish));
+  for (const auto& prompt : prompts) {
+    SequenceState state = model->new_state();
+    GenerationResult r = generate(*model, state, prompt, params);
+    std::printf("%s\n", format_ids(r.tokens).c_str());
+    if (args.has("timing")) {
+      double decode_tps = r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds : 0.0;
+      std::fprintf(stderr,
+                   "prompt %lld tokens in %.3f s (%.1f tok/s); %zu generated, decode %.1f tok/s; drafted %lld, accepted %lld; "
+                   "finish=%s\n",
+                   static_cast<long long>(r.prompt_tokens), r.prefill_seconds,
+                   static_cast<double>(r.prompt_tokens) / r.prefill_seconds, r.tokens.size(), decode_tps,
+                   static_cast<long long>(r.drafted_tokens), static_cast<long long>(r.accepted_tokens), finish_reason_name(r.finish));
+    }
   }
   return 0;
 }

@@ -63,30 +63,93 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     pending.clear();
     return go_on;
   };
-
-  auto t_decode = t0;
-  for (int i = 0; i < params.max_tokens; ++i) {
-    std::span<float> row(logits.data<float>(), static_cast<size_t>(vocab));
-    if (params.on_logits) params.on_logits(row);
-    int32_t token = sampler.sample(row, recent);
-    if (i == 0) {
-      result.prefill_seconds = seconds_since(t0);
-      t_decode = std::chrono::steady_clock::now();
-    }
+  // Records a sampled token; false when generation must end (stop token, cancel, max_tokens).
+  auto emit = [&](int32_t token) {
     result.tokens.push_back(token);
     pending.push_back(token);
     if (params.sampling.has_penalties()) recent.push(token);
     if (is_stop(token)) {
       result.finish = FinishReason::stop;
-      break;
+      return false;
     }
     if (pending.size() >= every && !flush()) {
       result.finish = FinishReason::cancelled;
-      break;
+      return false;
     }
-    if (i + 1 == params.max_tokens) break;  // no forward for a token we will not sample
-    const int32_t one[1] = {token};
-    logits = model.forward(one, state, LogitsFor::last);
+    return static_cast<int>(result.tokens.size()) < params.max_tokens;
+  };
+  auto row_of = [&](const Tensor& rows, int64_t r) {
+    std::span<float> row(rows.data<float>() + r * rows.stride(0), static_cast<size_t>(vocab));
+    if (params.on_logits) params.on_logits(row);
+    return row;
+  };
+
+  std::vector<int32_t> context;  // prompt + generated: what prompt lookup searches
+  if (params.speculate) context.assign(prompt.begin(), prompt.end());
+  spec::DraftBackoff backoff;
+
+  int32_t token = sampler.sample(row_of(logits, 0), recent);
+  result.prefill_seconds = seconds_since(t0);
+  const auto t_decode = std::chrono::steady_clock::now();
+  bool go_on = emit(token);
+  while (go_on) {
+    std::vector<int32_t> draft;
+    if (params.speculate) {
+      context.push_back(token);
+      const int budget = params.max_tokens - static_cast<int>(result.tokens.size()) - 1;  // the bonus token needs one
+      if (backoff.allowed()) draft = spec::propose(context, params.lookup, budget);
+      else backoff.on_step_without_draft();
+    }
+    if (draft.empty()) {
+      const int32_t one[1] = {token};
+      token = sampler.sample(row_of(model.forward(one, state, LogitsFor::last), 0), recent);
+      go_on = emit(token);
+      continue;
+    }
+
+    // Verify: one forward over [token, d1..dk]; row j predicts what follows d_j.
+    const int64_t base = state.length();
+    std::shared_ptr<const SequenceState> before;
+    if (state.has_recurrent_state()) before = state.snapshot();
+    std::vector<int32_t> fed{token};
+    fed.insert(fed.end(), draft.begin(), draft.end());
+    Tensor rows = model.forward(fed, state, LogitsFor::all);
+    std::vector<int32_t> out;  // accepted drafts, then the first token sampled on a mismatch (or the bonus)
+    size_t accepted = 0;
+    RecentTokens trial = recent;  // later rows see the accepted drafts as history
+    for (size_t j = 0; j <= draft.size(); ++j) {
+      if (j == draft.size()) {
+        out.push_back(sampler.sample(row_of(rows, static_cast<int64_t>(j)), trial));
+        break;
+      }
+      bool ok = false;
+      const int32_t next = sampler.sample_against_draft(row_of(rows, static_cast<int64_t>(j)), trial, draft[j], ok);
+      out.push_back(next);
+      if (!ok) break;
+      ++accepted;
+      if (params.sampling.has_penalties()) trial.push(next);
+      if (is_stop(next)) break;
+    }
+    result.drafted_tokens += static_cast<int64_t>(draft.size());
+    result.accepted_tokens += static_cast<int64_t>(accepted);
+    backoff.on_verified(static_cast<int>(draft.size()), static_cast<int>(accepted));
+
+    // Keep exactly [token, d1..d_accepted] in the state: the recurrent state cannot be truncated,
+    // so it is restored and the accepted tokens are replayed.
+    const int64_t keep = base + 1 + static_cast<int64_t>(accepted);
+    if (keep < state.length()) {
+      if (before) {
+        state.restore(*before);
+        model.forward(std::span<const int32_t>(fed).first(1 + accepted), state, LogitsFor::none);
+      } else {
+        state.truncate(keep);
+      }
+    }
+    for (size_t j = 0; j < out.size() && go_on; ++j) {
+      token = out[j];
+      if (j + 1 < out.size()) context.push_back(token);  // the last one is pushed when it is fed
+      go_on = emit(token);
+    }
   }
   if (result.finish != FinishReason::cancelled) flush();  // generation already ended: its reason stands
   result.decode_seconds = seconds_since(t_decode);

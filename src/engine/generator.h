@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/spec/prompt_lookup.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 
@@ -21,6 +22,10 @@ struct GenerationParams {
   std::vector<int32_t> stop_ids;   // in addition to the model's eos ids (unless ignore_eos)
   int prefill_chunk = 512;         // prompt tokens per forward (bounds scratch memory)
   int callback_every = 1;          // tokens per on_tokens call (the final partial batch is flushed)
+  // Prompt-lookup speculation: drafts from the context, verified in one forward; exact (the same
+  // tokens at temperature 0, the same distribution otherwise). Off when speculate is false.
+  bool speculate = false;
+  spec::PromptLookupParams lookup;
   // Optional: sees each row of raw logits (vocab) before penalties and sampling, e.g. for logprobs.
   std::function<void(std::span<const float> logits)> on_logits;
 };
@@ -31,6 +36,8 @@ struct GenerationResult {
   int64_t prompt_tokens = 0;
   double prefill_seconds = 0.0;  // until the first token is sampled
   double decode_seconds = 0.0;
+  int64_t drafted_tokens = 0;   // speculation: tokens proposed
+  int64_t accepted_tokens = 0;  // speculation: proposals that were kept
 };
 
 // Called with each batch of new tokens; return false to stop (finish = cancelled).

@@ -111,9 +111,15 @@ int32_t Sampler::sample(std::span<float> logits, const RecentTokens& recent) {
     apply_penalties(logits, recent);
     return argmax(logits);
   }
-  std::vector<float> p = probabilities(logits, recent);
-  // Inverse CDF over token ids in ascending order: deterministic for a given seed.
-  double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  return draw(probabilities(logits, recent));
+}
+
+int32_t Sampler::draw(const std::vector<float>& p) {
+  // Inverse CDF over token ids in ascending order: deterministic for a given seed. The total is
+  // summed first so a distribution that is not exactly normalised is still sampled correctly.
+  double total = 0.0;
+  for (float x : p) total += x;
+  double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_) * total;
   double acc = 0.0;
   int32_t last_nonzero = 0;
   for (size_t i = 0; i < p.size(); ++i) {
@@ -123,6 +129,24 @@ int32_t Sampler::sample(std::span<float> logits, const RecentTokens& recent) {
     if (u < acc) return static_cast<int32_t>(i);
   }
   return last_nonzero;
+}
+
+int32_t Sampler::sample_against_draft(std::span<float> logits, const RecentTokens& recent, int32_t draft, bool& accepted) {
+  if (params_.greedy()) {
+    int32_t token = sample(logits, recent);
+    accepted = token == draft;
+    return token;
+  }
+  std::vector<float> p = probabilities(logits, recent);
+  const bool in_vocab = draft >= 0 && static_cast<size_t>(draft) < p.size();
+  const double p_draft = in_vocab ? p[static_cast<size_t>(draft)] : 0.0;
+  if (std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < p_draft) {
+    accepted = true;
+    return draft;
+  }
+  accepted = false;
+  if (in_vocab) p[static_cast<size_t>(draft)] = 0.0f;  // the residual (p - q)+ for a one-hot draft q
+  return draw(p);
 }
 
 }  // namespace sanctum

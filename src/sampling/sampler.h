@@ -48,11 +48,17 @@ class Sampler {
   // Picks the next token from logits (vocab) f32; `logits` may be modified in place.
   int32_t sample(std::span<float> logits, const RecentTokens& recent);
 
+  // Speculative verification against a deterministic draft token: returns the draft (accepted) with
+  // probability p(draft), otherwise a token drawn from p with the draft removed — together exactly
+  // a sample from p. Greedy: the argmax, accepted when it equals the draft.
+  int32_t sample_against_draft(std::span<float> logits, const RecentTokens& recent, int32_t draft, bool& accepted);
+
   // Probability distribution after penalties, temperature and filtering (for tests and logprobs).
   std::vector<float> probabilities(std::span<float> logits, const RecentTokens& recent) const;
 
  private:
   void apply_penalties(std::span<float> logits, const RecentTokens& recent) const;
+  int32_t draw(const std::vector<float>& p);  // inverse CDF over ids in ascending order
 
   SamplingParams params_;
   std::mt19937_64 rng_;
