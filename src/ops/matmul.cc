@@ -2,6 +2,7 @@
 
 #include "ops/cpu/kernels.h"
 #include "ops/op_util.h"
+#include "ops/precision.h"
 
 namespace sanctum::ops {
 
@@ -35,7 +36,9 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   detail::require_inner_contiguous(kOp, "y", y);
   detail::require(x.raw() != y.raw(), kOp, "y must not alias x");
   if (x.dim(0) == 0 || w.rows == 0) return;
-  if (w.quantized())
+  if (w.quantized() && matmul_precision() == MatmulPrecision::int8)
+    cpu::matmul_quantized_int8(x, w, y);
+  else if (w.quantized())
     cpu::matmul_quantized(x, w, y);
   else
     cpu::matmul_dense(x, w, y);

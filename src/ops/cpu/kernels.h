@@ -12,6 +12,8 @@ namespace sanctum::ops::cpu {
 
 void matmul_dense(const Tensor& x, const Weight& w, Tensor& y);
 void matmul_quantized(const Tensor& x, const Weight& w, Tensor& y);
+// MatmulPrecision::int8: x quantized to int8 per weight group, integer dot products (matmul_int8.cc).
+void matmul_quantized_int8(const Tensor& x, const Weight& w, Tensor& y);
 void prepare_weight(Weight& w);
 void embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset);

@@ -1,0 +1,517 @@
+// y = x · wᵀ for MLX affine-quantized weights (4 or 8 bits, groups of 32/64/128) with int8
+// activations: the opt-in MatmulPrecision::int8 mode (ops/precision.h).
+//
+// Numerics (every target, mat-vec and mat-mat alike; tests/ops/matmul_int8_test.cc has a scalar twin):
+//   x row, per weight group g of G values (one x scale per weight group, so the f32 work per
+//   (row, group) is one scale-and-add whatever G; G <= 128 keeps the int8 error small, see the test):
+//     amax = max |x_c|;  d_g = amax / 127;  q_c = round_to_nearest_even(x_c * (127 / amax))  (0 if amax == 0)
+//     sx_g = Σ x_c in f32: 16 partial sums p_j (c ≡ j mod 16, in order), then p_j += p_{j+s} for s = 8,4,2,1
+//   per (x row, weight row r), groups in order, starting from tot = 0:
+//     isum = Σ_c code_rc * q_c                  exact in int32 (|isum| <= 128 * 255 * 127)
+//     tot  = fma(float(isum) * d_g, scale_rg, tot)
+//     tot  = fma(bias_rg, sx_g, tot)
+//   y = tot.  The integer sum is exact in any order, so the f32 sequence alone fixes the bits: each y
+//   row is the same for any n, tiling or thread count, and on every target.
+//
+// Kernels: AVX3_DL (AVX-512 VNNI, e.g. Zen 4, Ice Lake) runs vpdpbusd (u8 codes × s8 x, 4 products
+// per i32 lane); every other target (and an AVX3_DL CPU without VNNI) runs the plain loops of
+// GenericRun, which the compiler vectorises for that target.
+//   mat-vec (n == 1): 16 weight rows at a time read in checkpoint order; lane L of a 64-byte load
+//     holds 8 (4-bit) or 4 (8-bit) consecutive values, so x is stored permuted to match ("kernel
+//     order": per 128 values, the 64 even ones then the 64 odd ones for 4-bit; natural for 8-bit),
+//     and an add-transpose tree turns 16 per-row accumulators into per-group sums with rows in lanes.
+//   mat-mat (n > 1): 32 weight rows are unpacked once into a row-interleaved panel (for each quad of 4
+//     kernel-order values: 32 rows × 4 bytes), then each x row broadcasts its quad against the panel.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL  // compile the AVX3_DL target (VNNI) into this translation unit
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/matmul_int8.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "ops/cpu/convert-inl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "ops/cpu/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL && (HWY_COMPILER_GCC_ACTUAL || HWY_COMPILER_CLANG)
+#pragma GCC target("avx512vnni")
+#endif
+namespace sanctum::ops::cpu {
+namespace HWY_NAMESPACE {
+
+// Quantized x rows of one call: codes (n, kpad) in the path's order, scales and group sums (n, groups).
+struct XQ {
+  int64_t kpad = 0, groups = 0;
+  std::vector<int8_t> q;
+  std::vector<float> d, sx;
+  const int8_t* row(int64_t i) const { return q.data() + i * kpad; }
+  const float* scale(int64_t i) const { return d.data() + i * groups; }
+  const float* sums(int64_t i) const { return sx.data() + i * groups; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Portable path: natural order, plain loops.
+
+void QuantizeRowGeneric(const float* HWY_RESTRICT x, int64_t k, int64_t G, int8_t* HWY_RESTRICT q, float* HWY_RESTRICT d,
+                        float* HWY_RESTRICT sx) {
+  for (int64_t g = 0; g < k / G; ++g) {
+    const float* xg = x + g * G;
+    float amax = 0.0f;
+    float p[16] = {};
+    for (int64_t c = 0; c < G; ++c) {
+      amax = std::max(amax, std::fabs(xg[c]));
+      p[c % 16] = p[c % 16] + xg[c];
+    }
+    for (int s = 8; s >= 1; s /= 2)
+      for (int j = 0; j < s; ++j) p[j] = p[j] + p[j + s];
+    d[g] = amax / 127.0f;
+    sx[g] = p[0];
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int64_t c = 0; c < G; ++c) q[g * G + c] = static_cast<int8_t>(std::nearbyint(xg[c] * id));
+  }
+}
+
+void GenericRun(const Tensor& x, const Weight& wt, Tensor& y) {
+  const int bits = wt.quant.bits;
+  const int64_t n = x.dim(0), m = wt.rows, k = wt.cols, G = wt.quant.group_size, groups = k / G;
+  XQ xq;
+  xq.kpad = k;
+  xq.groups = groups;
+  xq.q.resize(static_cast<size_t>(n * k));
+  xq.d.resize(static_cast<size_t>(n * groups));
+  xq.sx.resize(xq.d.size());
+  for (int64_t i = 0; i < n; ++i)
+    QuantizeRowGeneric(x.data<const float>() + i * x.stride(0), k, G, xq.q.data() + i * k, xq.d.data() + i * groups,
+                       xq.sx.data() + i * groups);
+  float* ybase = y.data<float>();
+  const int64_t ystride = y.stride(0);
+  compute_pool().parallel_for(m, std::max<int64_t>(1, 65536 / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
+    std::vector<uint8_t> codes(static_cast<size_t>(k));
+    std::vector<float> ws(static_cast<size_t>(groups)), wb(ws.size());
+    const int per_word = 32 / bits;
+    const uint32_t mask = (1u << bits) - 1u;
+    const size_t es = dtype_size(wt.scales.dtype());
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint32_t* words = wt.data.data<const uint32_t>() + r * wt.data.stride(0);
+      for (int64_t c = 0; c < k; ++c) codes[c] = static_cast<uint8_t>((words[c / per_word] >> (bits * (c % per_word))) & mask);
+      ConvertToF32(static_cast<const char*>(wt.scales.raw()) + r * wt.scales.stride(0) * static_cast<int64_t>(es), wt.scales.dtype(),
+                   ws.data(), groups);
+      ConvertToF32(static_cast<const char*>(wt.biases.raw()) + r * wt.biases.stride(0) * static_cast<int64_t>(es), wt.biases.dtype(),
+                   wb.data(), groups);
+      for (int64_t i = 0; i < n; ++i) {
+        const int8_t* q = xq.row(i);
+        const float* d = xq.scale(i);
+        const float* sx = xq.sums(i);
+        float tot = 0.0f;
+        for (int64_t g = 0; g < groups; ++g) {
+          int32_t isum = 0;
+          for (int64_t c = g * G; c < (g + 1) * G; ++c) isum += static_cast<int32_t>(codes[c]) * q[c];
+          tot = std::fma(static_cast<float>(isum) * d[g], ws[g], tot);
+          tot = std::fma(wb[g], sx[g], tot);
+        }
+        ybase[i * ystride + r] = tot;
+      }
+    }
+  });
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+// ---------------------------------------------------------------------------------------------
+// AVX-512 VNNI path.
+
+// Shape facts of one call. A "unit" is the span whose 16 i32 accumulator lanes hold whole groups:
+// 128 values for 4-bit (one 64-byte load), max(64, G) for 8-bit (one or two loads).
+struct Shape8 {
+  int bits;
+  int64_t k, G, groups, row_bytes, unit, loads_per_unit, groups_per_unit, units, kpad;
+};
+
+Shape8 MakeShape8(int bits, int64_t k, int64_t G) {
+  Shape8 s{};
+  s.bits = bits;
+  s.k = k;
+  s.G = G;
+  s.groups = k / G;
+  s.row_bytes = k * bits / 8;
+  const int64_t step = 512 / bits;  // values per 64-byte load
+  s.unit = std::max(step, G);
+  s.loads_per_unit = s.unit / step;
+  s.groups_per_unit = s.unit / G;
+  s.units = (k + s.unit - 1) / s.unit;
+  s.kpad = s.units * s.unit;
+  return s;
+}
+
+// p_j += p_{j+s} for s = 8, 4, 2, 1; returns p_0 (the fixed tree of the numerics contract).
+HWY_INLINE float Tree16(__m512 p) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(p), _mm512_extractf32x8_ps(p, 1));
+  __m128 f = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  f = _mm_add_ps(f, _mm_movehl_ps(f, f));
+  f = _mm_add_ss(f, _mm_shuffle_ps(f, f, 1));
+  return _mm_cvtss_f32(f);
+}
+
+// One x row (k values) -> codes in kernel order (s.kpad, zero padded), d and sx (s.groups).
+void QuantizeRowV(const Shape8& s, const float* HWY_RESTRICT x, int8_t* HWY_RESTRICT q, float* HWY_RESTRICT d,
+                  float* HWY_RESTRICT sx) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  std::memset(q + s.k, 0, static_cast<size_t>(s.kpad - s.k));
+  for (int64_t g = 0; g < s.groups; ++g) {
+    const float* xg = x + g * s.G;
+    __m512 amax = _mm512_setzero_ps(), p = _mm512_setzero_ps();
+    for (int64_t c = 0; c < s.G; c += 16) {
+      const __m512 v = _mm512_loadu_ps(xg + c);
+      amax = _mm512_max_ps(amax, _mm512_andnot_ps(sign, v));
+      p = _mm512_add_ps(p, v);
+    }
+    const float a = _mm512_reduce_max_ps(amax);
+    d[g] = a / 127.0f;
+    sx[g] = Tree16(p);
+    const __m512 id = _mm512_set1_ps(a > 0.0f ? 127.0f / a : 0.0f);
+    for (int64_t c = g * s.G; c < (g + 1) * s.G; c += 32) {  // 32 values: one group, one (even, odd) pair
+      const __m512 lo = _mm512_loadu_ps(x + c), hi = _mm512_loadu_ps(x + c + 16);
+      if (s.bits == 4) {
+        const int64_t chunk = c / 128 * 128, v = c % 128 / 32;
+        const __m512i qe = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_permutex2var_ps(lo, even, hi), id));
+        const __m512i qo = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_permutex2var_ps(lo, odd, hi), id));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + chunk + v * 16), _mm512_cvtsepi32_epi8(qe));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + chunk + 64 + v * 16), _mm512_cvtsepi32_epi8(qo));
+      } else {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + c), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id))));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + c + 16), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id))));
+      }
+    }
+  }
+}
+
+// 16×16 transpose of i32 lanes: out[c] lane i = in[i] lane c.
+HWY_INLINE void Transpose16(const __m512i (&in)[16], __m512i (&out)[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // u[4i + j], 128-bit block b: rows 4i..4i+3 of column 4b + j
+    u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {  // 4×4 transpose of 128-bit blocks across u[j], u[4+j], u[8+j], u[12+j]
+    const __m512i a0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), a1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+    const __m512i a2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44), a3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+    out[0 + j] = _mm512_shuffle_i32x4(a0, a2, 0x88);
+    out[4 + j] = _mm512_shuffle_i32x4(a0, a2, 0xDD);
+    out[8 + j] = _mm512_shuffle_i32x4(a1, a3, 0x88);
+    out[12 + j] = _mm512_shuffle_i32x4(a1, a3, 0xDD);
+  }
+}
+
+// Per-group f32 scales and biases of 16 weight rows, transposed: ws[g * ld + i] = scale(rows[i], g).
+void TransposeScales(const Weight& wt, const int64_t* rows, int64_t groups, int64_t ld, float* HWY_RESTRICT ws,
+                     float* HWY_RESTRICT wb) {
+  const size_t es = dtype_size(wt.scales.dtype());
+  HWY_ALIGN float tmp[16][16];
+  for (int which = 0; which < 2; ++which) {
+    const Tensor& src = which == 0 ? wt.scales : wt.biases;
+    float* dst = which == 0 ? ws : wb;
+    for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+      const int64_t ng = std::min<int64_t>(16, groups - g0);
+      for (int i = 0; i < 16; ++i) {
+        ConvertToF32(static_cast<const char*>(src.raw()) + (rows[i] * src.stride(0) + g0) * static_cast<int64_t>(es), src.dtype(),
+                     tmp[i], ng);
+        for (int64_t j = ng; j < 16; ++j) tmp[i][j] = 0.0f;
+      }
+      __m512i in[16], out[16];
+      for (int i = 0; i < 16; ++i) in[i] = _mm512_castps_si512(_mm512_load_ps(tmp[i]));
+      Transpose16(in, out);
+      for (int64_t j = 0; j < ng; ++j) _mm512_storeu_ps(dst + (g0 + j) * ld, _mm512_castsi512_ps(out[j]));
+    }
+  }
+}
+
+HWY_INLINE __mmask64 BytesMask(int64_t valid) {
+  return valid >= 64 ? ~__mmask64{0} : valid <= 0 ? __mmask64{0} : ((__mmask64{1} << valid) - 1);
+}
+
+constexpr int64_t kPrefetchBytes = 1024;  // ahead in each weight row's stream
+
+// 16 per-row accumulators (lane L: the values of 128-bit block L/4) -> per-group sums, rows in lanes:
+// out[q] lane i = sum of row i's lanes in group q of the unit (GPU groups per unit).
+template <int GPU>
+HWY_INLINE void GroupSums(const __m512i (&a)[16], __m512i (&out)[GPU]) {
+  __m512i c[8], v[4];
+  for (int i = 0; i < 8; ++i)  // block b: [r2i lanes 0+2, r2i+1 lanes 0+2, r2i lanes 1+3, r2i+1 lanes 1+3]
+    c[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)  // block b: the block sums of rows 4i..4i+3
+    v[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(c[2 * i], c[2 * i + 1]), _mm512_unpackhi_epi64(c[2 * i], c[2 * i + 1]));
+  if constexpr (GPU == 4) {
+    const __m512i u0 = _mm512_shuffle_i32x4(v[0], v[1], 0x44), u1 = _mm512_shuffle_i32x4(v[0], v[1], 0xEE);
+    const __m512i u2 = _mm512_shuffle_i32x4(v[2], v[3], 0x44), u3 = _mm512_shuffle_i32x4(v[2], v[3], 0xEE);
+    out[0] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+    out[1] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
+    out[2] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+    out[3] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
+  } else {
+    const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88), _mm512_shuffle_i32x4(v[0], v[1], 0xDD));
+    const __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2], v[3], 0x88), _mm512_shuffle_i32x4(v[2], v[3], 0xDD));
+    if constexpr (GPU == 2) {
+      out[0] = _mm512_shuffle_i32x4(s01, s23, 0x88);
+      out[1] = _mm512_shuffle_i32x4(s01, s23, 0xDD);
+    } else {
+      out[0] = _mm512_add_epi32(_mm512_shuffle_i32x4(s01, s23, 0x88), _mm512_shuffle_i32x4(s01, s23, 0xDD));
+    }
+  }
+}
+
+// tot += one group's contribution for 16 (x row, weight row) pairs: rows in lanes.
+HWY_INLINE __m512 GroupStep(__m512 tot, __m512i isum, float d, float sx, const float* ws, const float* wb) {
+  const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d));
+  tot = _mm512_fmadd_ps(t, _mm512_loadu_ps(ws), tot);
+  return _mm512_fmadd_ps(_mm512_loadu_ps(wb), _mm512_set1_ps(sx), tot);
+}
+
+HWY_INLINE const uint8_t* RowBytes(const Weight& wt, int64_t r) {
+  return reinterpret_cast<const uint8_t*>(wt.data.data<const uint32_t>() + r * wt.data.stride(0));
+}
+
+// Mat-vec over weight rows [16 * b0, 16 * b1) (clamped to m; the last block repeats row m-1).
+template <int BITS, int GPU>
+void MatVecBlocks(const Shape8& s, const Weight& wt, const int8_t* HWY_RESTRICT xq, const float* HWY_RESTRICT d,
+                  const float* HWY_RESTRICT sx, float* HWY_RESTRICT y, int64_t b0, int64_t b1) {
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(2 * 16 * s.groups));
+  float* ws = scratch.data();
+  float* wb = ws + 16 * s.groups;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = b0; b < b1; ++b) {
+    int64_t rows[16];
+    const uint8_t* rp[16];
+    for (int i = 0; i < 16; ++i) {
+      rows[i] = std::min(b * 16 + i, wt.rows - 1);
+      rp[i] = RowBytes(wt, rows[i]);
+    }
+    TransposeScales(wt, rows, s.groups, 16, ws, wb);
+    __m512 tot = _mm512_setzero_ps();
+    for (int64_t u = 0; u < s.units; ++u) {
+      __m512i acc[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_si512();
+      for (int64_t l = 0; l < s.loads_per_unit; ++l) {
+        const int64_t o = (u * s.loads_per_unit + l) * 64;
+        const __mmask64 mask = BytesMask(s.row_bytes - o);
+        if constexpr (BITS == 4) {
+          const __m512i xlo = _mm512_loadu_si512(xq + u * 128), xhi = _mm512_loadu_si512(xq + u * 128 + 64);
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i) {
+            _mm_prefetch(reinterpret_cast<const char*>(rp[i] + o + kPrefetchBytes), _MM_HINT_T0);
+            const __m512i wv = _mm512_maskz_loadu_epi8(mask, rp[i] + o);
+            acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_and_si512(wv, m4), xlo);
+            acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4), xhi);
+          }
+        } else {
+          const __m512i xv = _mm512_loadu_si512(xq + o);
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i) {
+            _mm_prefetch(reinterpret_cast<const char*>(rp[i] + o + kPrefetchBytes), _MM_HINT_T0);
+            acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_maskz_loadu_epi8(mask, rp[i] + o), xv);
+          }
+        }
+      }
+      __m512i sums[GPU];
+      GroupSums<GPU>(acc, sums);
+      for (int qg = 0; qg < GPU; ++qg) {
+        const int64_t g = u * GPU + qg;
+        if (g >= s.groups) break;
+        tot = GroupStep(tot, sums[qg], d[g], sx[g], ws + g * 16, wb + g * 16);
+      }
+    }
+    const int64_t valid = std::min<int64_t>(16, wt.rows - b * 16);
+    _mm512_mask_storeu_ps(y + b * 16, static_cast<__mmask16>((1u << valid) - 1u), tot);
+  }
+}
+
+constexpr int kNX = 4;   // x rows per mat-mat register tile
+constexpr int kNWB = 2;  // 16-row weight blocks per mat-mat panel (32 rows)
+
+// Unpacks 16 weight rows into panel quads: panel[(j * kNWB + blk) * 64 + 4 * i + t] = code of row i at
+// kernel-order position 4j + t.
+template <int BITS>
+void PackBlock(const Shape8& s, const uint8_t* const* rp, int blk, uint8_t* HWY_RESTRICT panel) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const int64_t loads = s.kpad * BITS / 8 / 64;
+  __m512i in[16], out[16];
+  for (int64_t t = 0; t < loads; ++t) {
+    const __mmask64 mask = BytesMask(s.row_bytes - t * 64);
+    for (int half = 0; half < (BITS == 4 ? 2 : 1); ++half) {
+      for (int i = 0; i < 16; ++i) {
+        __m512i wv = _mm512_maskz_loadu_epi8(mask, rp[i] + t * 64);
+        if constexpr (BITS == 4) wv = _mm512_and_si512(half == 0 ? wv : _mm512_srli_epi16(wv, 4), m4);
+        in[i] = wv;
+      }
+      Transpose16(in, out);
+      const int64_t j0 = BITS == 4 ? t * 32 + half * 16 : t * 16;
+      for (int c = 0; c < 16; ++c) _mm512_storeu_si512(panel + ((j0 + c) * kNWB + blk) * 64, out[c]);
+    }
+  }
+}
+
+// NX x rows against the 32-row panel; y[x] + 16 * blk receives rows (valid lanes only).
+// Group g's quads: 8-bit, [g*G/4, (g+1)*G/4); 4-bit, G/8 quads in the even half of its 128-value chunk
+// and G/8 in the odd half (kernel order keeps even and odd values apart).
+template <int BITS, int NX>
+HWY_INLINE void PanelTile(const Shape8& s, const uint8_t* HWY_RESTRICT panel, const float* HWY_RESTRICT ws,
+                          const float* HWY_RESTRICT wb, const int8_t* const* xq, const float* const* d, const float* const* sx,
+                          float* const* y, const __mmask16 (&valid)[kNWB]) {
+  __m512 tot[NX][kNWB];
+  for (int x = 0; x < NX; ++x)
+    for (int blk = 0; blk < kNWB; ++blk) tot[x][blk] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < s.groups; ++g) {
+    __m512i acc[NX][kNWB];
+    for (int x = 0; x < NX; ++x)
+      for (int blk = 0; blk < kNWB; ++blk) acc[x][blk] = _mm512_setzero_si512();
+    auto quads = [&](int64_t j0, int64_t j1) {
+      const uint8_t* pj = panel + j0 * kNWB * 64;
+      for (int64_t j = j0; j < j1; ++j, pj += kNWB * 64) {
+        __m512i wv[kNWB];
+        for (int blk = 0; blk < kNWB; ++blk) wv[blk] = _mm512_loadu_si512(pj + blk * 64);
+        for (int x = 0; x < NX; ++x) {
+          int32_t quad;
+          std::memcpy(&quad, xq[x] + 4 * j, 4);
+          const __m512i xb = _mm512_set1_epi32(quad);
+          for (int blk = 0; blk < kNWB; ++blk) acc[x][blk] = _mm512_dpbusd_epi32(acc[x][blk], wv[blk], xb);
+        }
+      }
+    };
+    if constexpr (BITS == 4) {
+      const int64_t base = g * s.G / 128 * 32 + g * s.G % 128 / 8, len = s.G / 8;
+      quads(base, base + len);
+      quads(base + 16, base + 16 + len);
+    } else {
+      quads(g * s.G / 4, (g + 1) * s.G / 4);
+    }
+    for (int x = 0; x < NX; ++x)
+      for (int blk = 0; blk < kNWB; ++blk)
+        tot[x][blk] = GroupStep(tot[x][blk], acc[x][blk], d[x][g], sx[x][g], ws + g * 16 * kNWB + blk * 16, wb + g * 16 * kNWB + blk * 16);
+  }
+  for (int x = 0; x < NX; ++x)
+    for (int blk = 0; blk < kNWB; ++blk) _mm512_mask_storeu_ps(y[x] + blk * 16, valid[blk], tot[x][blk]);
+}
+
+template <int BITS>
+void MatMulPanels(const Shape8& s, const Weight& wt, const XQ& xq, float* ybase, int64_t ystride, int64_t n, int64_t p0, int64_t p1) {
+  thread_local std::vector<uint8_t> panel_buf;
+  thread_local std::vector<float> scale_buf;
+  panel_buf.resize(static_cast<size_t>(s.kpad / 4 * kNWB * 64));
+  scale_buf.resize(static_cast<size_t>(2 * 16 * kNWB * s.groups));
+  float* ws = scale_buf.data();
+  float* wb = ws + 16 * kNWB * s.groups;
+  for (int64_t p = p0; p < p1; ++p) {
+    __mmask16 valid[kNWB];
+    for (int blk = 0; blk < kNWB; ++blk) {
+      const int64_t r0 = (p * kNWB + blk) * 16;
+      int64_t rows[16];
+      const uint8_t* rp[16];
+      for (int i = 0; i < 16; ++i) {
+        rows[i] = std::min(r0 + i, wt.rows - 1);
+        rp[i] = RowBytes(wt, rows[i]);
+      }
+      const int64_t nv = std::clamp<int64_t>(wt.rows - r0, 0, 16);
+      valid[blk] = static_cast<__mmask16>((1u << nv) - 1u);
+      PackBlock<BITS>(s, rp, blk, panel_buf.data());
+      TransposeScales(wt, rows, s.groups, 16 * kNWB, ws + blk * 16, wb + blk * 16);
+    }
+    for (int64_t i = 0; i < n;) {
+      const int nx = i + kNX <= n ? kNX : 1;
+      const int8_t* xr[kNX];
+      const float* dr[kNX];
+      const float* sr[kNX];
+      float* yr[kNX];
+      for (int x = 0; x < nx; ++x) {
+        xr[x] = xq.row(i + x);
+        dr[x] = xq.scale(i + x);
+        sr[x] = xq.sums(i + x);
+        yr[x] = ybase + (i + x) * ystride + p * kNWB * 16;
+      }
+      if (nx == kNX) PanelTile<BITS, kNX>(s, panel_buf.data(), ws, wb, xr, dr, sr, yr, valid);
+      else PanelTile<BITS, 1>(s, panel_buf.data(), ws, wb, xr, dr, sr, yr, valid);
+      i += nx;
+    }
+  }
+}
+
+template <int BITS>
+void VnniRun(const Tensor& x, const Weight& wt, Tensor& y) {
+  const int64_t n = x.dim(0), m = wt.rows;
+  const Shape8 s = MakeShape8(BITS, wt.cols, wt.quant.group_size);
+  XQ xq;
+  xq.kpad = s.kpad;
+  xq.groups = s.groups;
+  xq.q.resize(static_cast<size_t>(n * s.kpad));
+  xq.d.resize(static_cast<size_t>(n * s.groups));
+  xq.sx.resize(xq.d.size());
+  ThreadPool& pool = compute_pool();
+  auto quantize = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      QuantizeRowV(s, x.data<const float>() + i * x.stride(0), xq.q.data() + i * s.kpad, xq.d.data() + i * s.groups,
+                   xq.sx.data() + i * s.groups);
+  };
+  float* ybase = y.data<float>();
+  if (n == 1) {
+    quantize(0, 1);
+    const int64_t blocks = (m + 15) / 16;
+    const int64_t grain = std::max<int64_t>(1, 2048 / std::max<int64_t>(s.k, 1));
+    pool.parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+      switch (s.groups_per_unit) {
+        case 1: MatVecBlocks<BITS, 1>(s, wt, xq.row(0), xq.scale(0), xq.sums(0), ybase, b0, b1); break;
+        case 2: MatVecBlocks<BITS, 2>(s, wt, xq.row(0), xq.scale(0), xq.sums(0), ybase, b0, b1); break;
+        default: MatVecBlocks<BITS, 4>(s, wt, xq.row(0), xq.scale(0), xq.sums(0), ybase, b0, b1); break;
+      }
+    });
+    return;
+  }
+  pool.parallel_for(n, 16, quantize);
+  const int64_t panels = (m + 16 * kNWB - 1) / (16 * kNWB);
+  pool.parallel_for(panels, 1, [&](int64_t p0, int64_t p1) { MatMulPanels<BITS>(s, wt, xq, ybase, y.stride(0), n, p0, p1); });
+}
+
+bool CpuHasVnni() {
+  static const bool has = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  return has;
+}
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
+void MatmulQuantizedInt8(const Tensor& x, const Weight& w, Tensor& y) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if (CpuHasVnni()) {
+    if (w.quant.bits == 4)
+      VnniRun<4>(x, w, y);
+    else
+      VnniRun<8>(x, w, y);
+    return;
+  }
+#endif
+  GenericRun(x, w, y);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace sanctum::ops::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace sanctum::ops::cpu {
+HWY_EXPORT(MatmulQuantizedInt8);
+
+void matmul_quantized_int8(const Tensor& x, const Weight& w, Tensor& y) { HWY_DYNAMIC_DISPATCH(MatmulQuantizedInt8)(x, w, y); }
+
+}  // namespace sanctum::ops::cpu
+#endif

@@ -1,0 +1,34 @@
+#include "ops/precision.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "base/error.h"
+
+namespace sanctum::ops {
+
+namespace {
+std::atomic<MatmulPrecision>& setting() {
+  static std::atomic<MatmulPrecision> value{[] {
+    const char* env = std::getenv("SANCTUM_MATMUL_PRECISION");
+    return env == nullptr || *env == '\0' ? MatmulPrecision::f32 : parse_matmul_precision(env);
+  }()};
+  return value;
+}
+}  // namespace
+
+void set_matmul_precision(MatmulPrecision precision) { setting().store(precision, std::memory_order_relaxed); }
+
+MatmulPrecision matmul_precision() { return setting().load(std::memory_order_relaxed); }
+
+const char* matmul_precision_name(MatmulPrecision precision) { return precision == MatmulPrecision::int8 ? "int8" : "f32"; }
+
+MatmulPrecision parse_matmul_precision(std::string_view name) {
+  if (name == "f32") return MatmulPrecision::f32;
+  if (name == "int8") return MatmulPrecision::int8;
+  throw Error(ErrorKind::invalid_argument,
+              "[matmul] unknown matmul precision '" + std::string(name) + "' (SANCTUM_MATMUL_PRECISION): use f32 or int8");
+}
+
+}  // namespace sanctum::ops

@@ -1,0 +1,25 @@
+#pragma once
+// Process-wide precision of quantized matmuls (ops::matmul with an MLX-quantized weight).
+//   f32  (default): activations stay f32; exact against ops::ref::matmul up to f32 summation.
+//   int8: each x row is quantized per weight group (symmetric int8, one f32 scale per group) and
+//         multiplied with the integer weight codes (AVX-512 VNNI where the CPU has it). Faster,
+//         approximate: see matmul_int8.cc for the numerics and tests/ops/matmul_int8_test.cc for
+//         the error bound. Dense weights are unaffected.
+// Either mode gives each output row the same bits whatever the batch size n or thread count.
+#include <string_view>
+
+namespace sanctum::ops {
+
+enum class MatmulPrecision { f32, int8 };
+
+// Applies to every later ops::matmul call, on any thread.
+void set_matmul_precision(MatmulPrecision precision);
+// The current setting. Before any set_matmul_precision call it comes from the environment
+// variable SANCTUM_MATMUL_PRECISION ("f32" or "int8"; unset means f32), read once.
+MatmulPrecision matmul_precision();
+
+const char* matmul_precision_name(MatmulPrecision precision);
+// "f32" or "int8"; throws Error(invalid_argument) naming the accepted values otherwise.
+MatmulPrecision parse_matmul_precision(std::string_view name);
+
+}  // namespace sanctum::ops
