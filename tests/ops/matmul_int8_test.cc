@@ -229,8 +229,9 @@ TEST_F(MatmulInt8, every_compiled_target_matches_twin_and_keeps_rows_independent
   }
   hwy::SetSupportedTargetsForTest(0);
   EXPECT_GE(names.size(), 2u) << "expected the VNNI target and at least one fallback";
-  if (__builtin_cpu_supports("avx512vnni"))
+  if (__builtin_cpu_supports("avx512vnni")) {
     EXPECT_NE(std::find(names.begin(), names.end(), "AVX3_DL"), names.end()) << "the VNNI kernels were not exercised";
+  }
 }
 
 TEST(MatmulPrecision, defaults_to_f32_and_parses_names) {
