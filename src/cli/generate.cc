@@ -19,7 +19,8 @@ const char* kUsage =
     "usage: sanctum generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                        [--top-k K] [--min-p P] [--repetition-penalty R] [--seed S] [--ignore-eos]\n"
     "                        [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--threads N] [--timing]\n"
-    "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line)\n"
+    "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line;\n"
+    "                                                              line i samples with seed + i)\n"
     "Prints the generated token ids, comma-separated, one stdout line per prompt.\n"
     "Prompt-lookup speculation is on unless --no-pld; SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
     "override its defaults (flags win over the environment).\n";
@@ -63,7 +64,10 @@ int run_generate(int argc, char** argv) {
       if (line.find_first_not_of(" \t\r") != std::string::npos) prompts.push_back(parse_ids(line));
   }
   auto model = load_model(*args.get("model"));
-  for (const auto& prompt : prompts) {
+  const uint64_t seed = params.sampling.seed;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& prompt = prompts[i];
+    params.sampling.seed = seed + i;  // each prompt line has its own stream: seed, seed + 1, ...
     SequenceState state = model->new_state();
     GenerationResult r = generate(*model, state, prompt, params);
     std::printf("%s\n", format_ids(r.tokens).c_str());

@@ -24,7 +24,8 @@ void KvCache::reserve(int64_t tokens) {
 
 KvCache KvCache::clone_prefix(int64_t n) const {
   KvCache c(n_kv_heads_, head_dim_);
-  if (n > 0) {
+  if (n > 0 && k_) {  // a layer without attention (or never written) has nothing to copy
+    check(n <= capacity(), ErrorKind::internal, "KvCache::clone_prefix: rows beyond capacity");
     c.reserve(n);
     size_t row = static_cast<size_t>(n_kv_heads_ * head_dim_) * sizeof(float);
     std::memcpy(c.k_.raw(), k_.raw(), row * static_cast<size_t>(n));
