@@ -2,8 +2,9 @@
 //   - streaming-read memory bandwidth with the compute pool's threads (the decode floor),
 //   - quantized mat-vec GB/s per shape, with weights cycled through > L3 so they come from DRAM,
 //   - one decode step's worth of mat-vecs (24 layers + lm_head) as tok/s,
-//   - 512-row quantized matmul GFLOP/s (prefill).
-// Build: bench/kernels/build.sh (after building sanctum_ops in build-ops). Run: kernels_bench [threads]
+//   - 512-row quantized matmul GFLOP/s (prefill),
+// each in both matmul precisions (f32 activations, int8 activations) side by side.
+// Build: bench/kernels/build.sh [build dir]. Run: kernels_bench [threads]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include "base/thread_pool.h"
 #include "ops/matmul.h"
+#include "ops/precision.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
 
@@ -110,16 +112,21 @@ int main(int argc, char** argv) {
   struct Shape { const char* name; int64_t rows, cols; };
   const Shape shapes[] = {{"896->4864 (gate/up)", 4864, 896}, {"4864->896 (down)", 896, 4864}, {"896->151936 (lm_head)", 151936, 896},
                           {"896->896 (q/o)", 896, 896}};
-  for (const auto& s : shapes) {
-    double us;
-    const double gbps = matvec_gbps(s.rows, s.cols, gen, &us);
-    std::printf("q4g64 matvec %-24s %8.1f us  %6.1f GB/s  %5.1f%% of bandwidth\n", s.name, us, gbps, 100 * gbps / bw);
-  }
+  const ops::MatmulPrecision modes[] = {ops::MatmulPrecision::f32, ops::MatmulPrecision::int8};
+  for (const auto& s : shapes)
+    for (auto mode : modes) {
+      ops::set_matmul_precision(mode);
+      double us;
+      const double gbps = matvec_gbps(s.rows, s.cols, gen, &us);
+      std::printf("[%-4s] q4g64 matvec %-24s %8.1f us  %6.1f GB/s  %5.1f%% of bandwidth\n", ops::matmul_precision_name(mode), s.name, us,
+                  gbps, 100 * gbps / bw);
+    }
 
-  {
+  for (auto mode : modes) {
+    ops::set_matmul_precision(mode);
     double us;
     const double gbps = matvec_gbps(896, 896, gen, &us, true);
-    std::printf("q4g64 matvec 896->896 cache-hot (compute ceiling) %8.1f us  %6.1f GB/s\n", us, gbps);
+    std::printf("[%-4s] q4g64 matvec 896->896 cache-hot (compute ceiling) %8.1f us  %6.1f GB/s\n", ops::matmul_precision_name(mode), us, gbps);
   }
 
   // One decode step of Qwen2.5-0.5B: 24 x (q, k, v, o, gate, up, down) + lm_head, weights all distinct.
@@ -138,15 +145,19 @@ int main(int argc, char** argv) {
       xs.push_back(Tensor::zeros({1, w.cols}, DType::f32));
       ys.push_back(Tensor::zeros({1, w.rows}, DType::f32));
     }
-    double best = 1e9;
-    for (int rep = 0; rep < 8; ++rep) {
-      const double t0 = now_s();
-      for (size_t i = 0; i < layer_ws.size(); ++i) ops::matmul(xs[i], layer_ws[i], ys[i]);
-      best = std::min(best, now_s() - t0);
+    for (auto mode : modes) {
+      ops::set_matmul_precision(mode);
+      double best = 1e9;
+      for (int rep = 0; rep < 8; ++rep) {
+        const double t0 = now_s();
+        for (size_t i = 0; i < layer_ws.size(); ++i) ops::matmul(xs[i], layer_ws[i], ys[i]);
+        best = std::min(best, now_s() - t0);
+      }
+      std::printf("[%-4s] decode step mat-vecs (%.0f MB of weights): %.2f ms -> %.1f tok/s ceiling, %.1f GB/s (%.1f%% of bandwidth); "
+                  "floor at measured bandwidth %.1f tok/s\n",
+                  ops::matmul_precision_name(mode), total / 1e6, best * 1e3, 1.0 / best, total / best / 1e9, 100 * total / best / 1e9 / bw,
+                  bw * 1e9 / total);
     }
-    std::printf("decode step mat-vecs (%.0f MB of weights): %.2f ms -> %.1f tok/s ceiling, %.1f GB/s (%.1f%% of bandwidth); "
-                "floor at measured bandwidth %.1f tok/s\n",
-                total / 1e6, best * 1e3, 1.0 / best, total / best / 1e9, 100 * total / best / 1e9 / bw, bw * 1e9 / total);
   }
 
   // Prefill: 512 x rows.
@@ -155,15 +166,19 @@ int main(int argc, char** argv) {
     const int64_t n = 512;
     Tensor x = Tensor::zeros({n, c}, DType::f32), y = Tensor::zeros({n, r}, DType::f32);
     for (int64_t i = 0; i < n * c; ++i) x.data<float>()[i] = static_cast<float>(gen() % 100) / 100.0f - 0.5f;
-    ops::matmul(x, w, y);
-    double best = 1e9;
-    for (int rep = 0; rep < 3; ++rep) {
-      const double t0 = now_s();
+    for (auto mode : modes) {
+      ops::set_matmul_precision(mode);
       ops::matmul(x, w, y);
-      best = std::min(best, now_s() - t0);
+      double best = 1e9;
+      for (int rep = 0; rep < 3; ++rep) {
+        const double t0 = now_s();
+        ops::matmul(x, w, y);
+        best = std::min(best, now_s() - t0);
+      }
+      std::printf("[%-4s] q4g64 matmul n=512 %5lld->%-5lld %8.2f ms  %6.1f GFLOP/s%s\n", ops::matmul_precision_name(mode),
+                  static_cast<long long>(c), static_cast<long long>(r), best * 1e3, 2.0 * n * r * c / best / 1e9,
+                  mode == ops::MatmulPrecision::int8 ? " (equivalent: 2 ops per weight x activation)" : "");
     }
-    std::printf("q4g64 matmul n=512 %5lld->%-5lld %8.2f ms  %6.1f GFLOP/s\n", static_cast<long long>(c), static_cast<long long>(r),
-                best * 1e3, 2.0 * n * r * c / best / 1e9);
   }
   return 0;
 }

@@ -216,23 +216,28 @@ HWY_INLINE void Transpose16(const __m512i (&in)[16], __m512i (&out)[16]) {
   }
 }
 
+// ng (<= 16) scales of dtype at p as f32 lanes, zero past ng (masked loads never fault).
+HWY_INLINE __m512i LoadScales16(const void* p, DType dtype, int64_t ng) {
+  const __mmask16 m = static_cast<__mmask16>((1u << ng) - 1u);
+  switch (dtype) {
+    case DType::bf16: return _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16);
+    case DType::f16: return _mm512_castps_si512(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)));
+    default: return _mm512_castps_si512(_mm512_maskz_loadu_ps(m, p));
+  }
+}
+
 // Per-group f32 scales and biases of 16 weight rows, transposed: ws[g * ld + i] = scale(rows[i], g).
 void TransposeScales(const Weight& wt, const int64_t* rows, int64_t groups, int64_t ld, float* HWY_RESTRICT ws,
                      float* HWY_RESTRICT wb) {
-  const size_t es = dtype_size(wt.scales.dtype());
-  HWY_ALIGN float tmp[16][16];
+  const int64_t es = static_cast<int64_t>(dtype_size(wt.scales.dtype()));
   for (int which = 0; which < 2; ++which) {
     const Tensor& src = which == 0 ? wt.scales : wt.biases;
     float* dst = which == 0 ? ws : wb;
+    const char* base = static_cast<const char*>(src.raw());
     for (int64_t g0 = 0; g0 < groups; g0 += 16) {
       const int64_t ng = std::min<int64_t>(16, groups - g0);
-      for (int i = 0; i < 16; ++i) {
-        ConvertToF32(static_cast<const char*>(src.raw()) + (rows[i] * src.stride(0) + g0) * static_cast<int64_t>(es), src.dtype(),
-                     tmp[i], ng);
-        for (int64_t j = ng; j < 16; ++j) tmp[i][j] = 0.0f;
-      }
       __m512i in[16], out[16];
-      for (int i = 0; i < 16; ++i) in[i] = _mm512_castps_si512(_mm512_load_ps(tmp[i]));
+      for (int i = 0; i < 16; ++i) in[i] = LoadScales16(base + (rows[i] * src.stride(0) + g0) * es, src.dtype(), ng);
       Transpose16(in, out);
       for (int64_t j = 0; j < ng; ++j) _mm512_storeu_ps(dst + (g0 + j) * ld, _mm512_castsi512_ps(out[j]));
     }
@@ -243,7 +248,10 @@ HWY_INLINE __mmask64 BytesMask(int64_t valid) {
   return valid >= 64 ? ~__mmask64{0} : valid <= 0 ? __mmask64{0} : ((__mmask64{1} << valid) - 1);
 }
 
-constexpr int64_t kPrefetchBytes = 1024;  // ahead in each weight row's stream
+// The 16 rows of a block are read unit by unit, 16 lines spread over 16 rows: no sequential stream
+// for the hardware prefetchers. Rows are contiguous in checkpoints, so a cursor runs kPrefetchAhead
+// bytes ahead through the thread's whole row range, one line per line consumed.
+constexpr int64_t kPrefetchAhead = 4096;
 
 // 16 per-row accumulators (lane L: the values of 128-bit block L/4) -> per-group sums, rows in lanes:
 // out[q] lane i = sum of row i's lanes in group q of the unit (GPU groups per unit).
@@ -293,6 +301,9 @@ void MatVecBlocks(const Shape8& s, const Weight& wt, const int8_t* HWY_RESTRICT 
   float* ws = scratch.data();
   float* wb = ws + 16 * s.groups;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const bool contiguous = wt.data.stride(0) * 4 == s.row_bytes;
+  const uint8_t* pf = RowBytes(wt, std::min(b0 * 16, wt.rows - 1)) + kPrefetchAhead;
+  const uint8_t* pf_end = RowBytes(wt, wt.rows - 1) + s.row_bytes;
   for (int64_t b = b0; b < b1; ++b) {
     int64_t rows[16];
     const uint8_t* rp[16];
@@ -309,11 +320,15 @@ void MatVecBlocks(const Shape8& s, const Weight& wt, const int8_t* HWY_RESTRICT 
       for (int64_t l = 0; l < s.loads_per_unit; ++l) {
         const int64_t o = (u * s.loads_per_unit + l) * 64;
         const __mmask64 mask = BytesMask(s.row_bytes - o);
+        if (contiguous) {
+          for (int i = 0; i < 16 && pf < pf_end; ++i, pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+        } else {
+          for (int i = 0; i < 16; ++i) _mm_prefetch(reinterpret_cast<const char*>(rp[i] + o + 1024), _MM_HINT_T0);
+        }
         if constexpr (BITS == 4) {
           const __m512i xlo = _mm512_loadu_si512(xq + u * 128), xhi = _mm512_loadu_si512(xq + u * 128 + 64);
 #pragma GCC unroll 16
           for (int i = 0; i < 16; ++i) {
-            _mm_prefetch(reinterpret_cast<const char*>(rp[i] + o + kPrefetchBytes), _MM_HINT_T0);
             const __m512i wv = _mm512_maskz_loadu_epi8(mask, rp[i] + o);
             acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_and_si512(wv, m4), xlo);
             acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4), xhi);
@@ -322,7 +337,6 @@ void MatVecBlocks(const Shape8& s, const Weight& wt, const int8_t* HWY_RESTRICT 
           const __m512i xv = _mm512_loadu_si512(xq + o);
 #pragma GCC unroll 16
           for (int i = 0; i < 16; ++i) {
-            _mm_prefetch(reinterpret_cast<const char*>(rp[i] + o + kPrefetchBytes), _MM_HINT_T0);
             acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_maskz_loadu_epi8(mask, rp[i] + o), xv);
           }
         }
