@@ -17,17 +17,20 @@ const char* kUsage =
     "                     [--max-queue N] [--stream-flush-tokens N] [--drain-timeout S] [--body-limit BYTES]\n"
     "                     [--default-max-tokens N] [--deep-health-timeout S] [--max-connections N]\n"
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
-    "                     [--threads N]\n"
+    "                     [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N] [--threads N]\n"
     "OpenAI-compatible server: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health,\n"
     "/health/deep, /metrics. --host is repeatable and defaults to 127.0.0.1 only; a loopback bind must\n"
     "succeed, other addresses that fail are skipped; 0.0.0.0 / :: need --allow-unspecified.\n"
-    "SIGTERM/SIGINT drain in-flight requests (up to --drain-timeout seconds, default 30), then exit 0.\n";
+    "SIGTERM/SIGINT drain in-flight requests (up to --drain-timeout seconds, default 30), then exit 0.\n"
+    "Prompt-lookup speculation is on unless --no-pld (SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
+    "override its defaults); --prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n";
 
 int run_serve(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "host", "port", "max-queue", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
-             "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads"},
-            {"allow-unspecified", "help"});
+             "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
+             "pld-max-draft", "pld-ngram", "prompt-cache-mb"},
+            {"allow-unspecified", "help", "no-pld"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -63,6 +66,16 @@ int run_serve(int argc, char** argv) {
   opt.keep_alive_timeout = args.get_double("keep-alive-timeout", 60.0);
   check(opt.drain_timeout >= 0 && opt.deep_health_timeout > 0 && opt.keep_alive_timeout > 0, ErrorKind::invalid_argument,
         "timeouts must be positive");
+
+  opt.speculate = !args.has("no-pld");
+  opt.lookup = spec::with_environment_overrides(opt.lookup);
+  opt.lookup.max_draft = static_cast<int>(args.get_int("pld-max-draft", opt.lookup.max_draft));
+  opt.lookup.ngram = static_cast<int>(args.get_int("pld-ngram", opt.lookup.ngram));
+  check(opt.lookup.max_draft >= 0 && opt.lookup.ngram >= 1, ErrorKind::invalid_argument,
+        "--pld-max-draft must be >= 0 and --pld-ngram >= 1");
+  const long long cache_mb = args.get_int("prompt-cache-mb", 1024);
+  check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
+  opt.prompt_cache_bytes = static_cast<size_t>(cache_mb) << 20;
 
   std::vector<server::ModelSpec> models;
   for (const std::string& m : args.get_all("model")) models.push_back(server::parse_model_spec(m));

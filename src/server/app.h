@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/spec/prompt_lookup.h"
+
 #include "server/exchange.h"
 #include "server/inference_worker.h"
 #include "server/openai_request.h"
@@ -29,6 +31,9 @@ struct ServerOptions {
   double deep_health_timeout = 10.0;
   size_t max_connections = 1024;
   double keep_alive_timeout = 60.0;
+  bool speculate = true;               // prompt-lookup speculation (exact; backs off when it does not pay)
+  spec::PromptLookupParams lookup;     // --pld-max-draft / --pld-ngram, SANCTUM_PLD_* overrides
+  size_t prompt_cache_bytes = 1u << 30;  // --prompt-cache-mb; 0 disables prompt-cache reuse
 };
 
 struct ServedModel {

@@ -63,6 +63,8 @@ void App::completions(Exchange& ex, bool chat) {
   job->params.sampling = r.sampling;
   job->params.ignore_eos = r.ignore_eos;
   job->params.stop_ids = r.stop_token_ids;
+  job->params.speculate = options_.speculate;
+  job->params.lookup = options_.lookup;
   job->n = r.n;
   job->seed_given = r.seed_given;
   job->top_logprobs = r.logprobs ? r.top_logprobs : -1;
