@@ -83,7 +83,7 @@ class DecoderModel final : public Model {
       const Layer& layer = layers_[i];
       ops::rms_norm(h, layer.input_norm, eps(), x, off);
       if (layer.gdn) {
-        layer.gdn->forward(x, state.linear(i), ws_, delta);
+        layer.gdn->forward(x, state.linear(i), pos0, ws_, delta);
       } else {
         KvCache& cache = state.kv(i);
         cache.reserve(pos0 + n);

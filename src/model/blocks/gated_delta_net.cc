@@ -1,5 +1,7 @@
 #include "model/blocks/gated_delta_net.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "ops/ops.h"
 
@@ -42,7 +44,7 @@ LinearAttentionState GatedDeltaNetBlock::new_state() const {
   return st;
 }
 
-void GatedDeltaNetBlock::forward(const Tensor& x, LinearAttentionState& state, Workspace& ws, Tensor& out) const {
+void GatedDeltaNetBlock::forward(const Tensor& x, LinearAttentionState& state, int64_t pos0, Workspace& ws, Tensor& out) const {
   const int64_t n = x.dim(0), kd = shape_.key_dim(), cd = shape_.conv_dim(), hv = shape_.heads.n_value_heads;
   Tensor qkv = ws.get(kQkv, n, cd);
   Tensor z = ws.get(kZ, n, shape_.value_dim());
@@ -56,8 +58,19 @@ void GatedDeltaNetBlock::forward(const Tensor& x, LinearAttentionState& state, W
   Tensor conv = ws.get(kConv, n, cd);  // (n, conv_dim): [q | k | v] after conv + SiLU
   ops::causal_conv1d_silu_taps(qkv, state.conv, conv_taps_, conv);
   Tensor y = ws.get(kY, n, shape_.value_dim());
-  ops::gated_delta_rule(conv.slice(1, 0, kd), conv.slice(1, kd, 2 * kd), conv.slice(1, 2 * kd, cd), a, b, a_log_, dt_bias_,
-                        shape_.heads, state.recurrent, y, algorithm_);
+  // Rows [0, head) and [body_end, n) token by token; [head, body_end) whole aligned chunks.
+  const int64_t head = std::min(n, (kChunk - pos0 % kChunk) % kChunk);
+  const int64_t body_end = head + (n - head) / kChunk * kChunk;
+  auto run = [&](int64_t begin, int64_t end, ops::GatedDeltaAlgorithm algorithm) {
+    if (begin == end) return;
+    Tensor rows = conv.slice(0, begin, end);
+    Tensor y_rows = y.slice(0, begin, end);
+    ops::gated_delta_rule(rows.slice(1, 0, kd), rows.slice(1, kd, 2 * kd), rows.slice(1, 2 * kd, cd), a.slice(0, begin, end),
+                          b.slice(0, begin, end), a_log_, dt_bias_, shape_.heads, state.recurrent, y_rows, algorithm);
+  };
+  run(0, head, ops::GatedDeltaAlgorithm::sequential);
+  run(head, body_end, ops::GatedDeltaAlgorithm::chunked);
+  run(body_end, n, ops::GatedDeltaAlgorithm::sequential);
   ops::gated_rms_norm(y, z, norm_, eps_, y);
   ops::matmul(y, out_, out);
 }

@@ -30,12 +30,13 @@ class GatedDeltaNetBlock {
 
   // Zeroed conv and recurrent state for a new sequence.
   LinearAttentionState new_state() const;
-  // x: (n, hidden) → out: (n, hidden); advances `state` by n tokens.
-  void forward(const Tensor& x, LinearAttentionState& state, Workspace& ws, Tensor& out) const;
+  // x: (n, hidden) for tokens at absolute positions pos0.. → out: (n, hidden); advances `state`.
+  // Whole 64-token chunks aligned to absolute positions run in the chunked form, everything else
+  // token by token, so the bits depend only on positions — not on how a prompt is split across
+  // forward calls (prompt-cache reuse and speculation rely on this).
+  void forward(const Tensor& x, LinearAttentionState& state, int64_t pos0, Workspace& ws, Tensor& out) const;
+  static constexpr int64_t kChunk = 64;
   size_t weight_bytes() const;
-
-  // How the recurrence is evaluated (tests compare the forms).
-  void set_algorithm(ops::GatedDeltaAlgorithm a) { algorithm_ = a; }
 
  private:
   GatedDeltaNetShape shape_;
@@ -44,7 +45,6 @@ class GatedDeltaNetBlock {
   Tensor conv_weight_;  // (conv_dim, kernel) view of either checkpoint layout
   Tensor conv_taps_;    // the same, rearranged once for the kernel
   Tensor a_log_, dt_bias_, norm_;
-  ops::GatedDeltaAlgorithm algorithm_ = ops::GatedDeltaAlgorithm::automatic;
 };
 
 }  // namespace sanctum
