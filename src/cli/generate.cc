@@ -9,7 +9,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/ids.h"
-#include "engine/generator.h"
+#include "engine/cached_generation.h"
 #include "model/model.h"
 
 namespace sanctum::cli {
@@ -18,7 +18,8 @@ namespace {
 const char* kUsage =
     "usage: sanctum generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                        [--top-k K] [--min-p P] [--repetition-penalty R] [--seed S] [--ignore-eos]\n"
-    "                        [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--threads N] [--timing]\n"
+    "                        [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N]\n"
+    "                        [--threads N] [--timing]\n"
     "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line;\n"
     "                                                              line i samples with seed + i)\n"
     "Prints the generated token ids, comma-separated, one stdout line per prompt.\n"
@@ -28,7 +29,7 @@ const char* kUsage =
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt-ids", "prompts-file", "max-tokens", "temperature", "top-p", "top-k", "min-p", "repetition-penalty",
-             "seed", "threads", "pld-max-draft", "pld-ngram"},
+             "seed", "threads", "pld-max-draft", "pld-ngram", "prompt-cache-mb"},
             {"ignore-eos", "timing", "help", "no-pld"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -63,21 +64,25 @@ int run_generate(int argc, char** argv) {
     for (std::string line; std::getline(lines, line);)
       if (line.find_first_not_of(" \t\r") != std::string::npos) prompts.push_back(parse_ids(line));
   }
+  const long long cache_mb = args.get_int("prompt-cache-mb", 0);
+  check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
+  std::unique_ptr<PrefixCache> cache;  // shared by the prompts of a --prompts-file, in order
+  if (cache_mb > 0) cache = std::make_unique<PrefixCache>(static_cast<size_t>(cache_mb) << 20);
   auto model = load_model(*args.get("model"));
   const uint64_t seed = params.sampling.seed;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto& prompt = prompts[i];
     params.sampling.seed = seed + i;  // each prompt line has its own stream: seed, seed + 1, ...
-    SequenceState state = model->new_state();
-    GenerationResult r = generate(*model, state, prompt, params);
+    int64_t reused = 0;
+    GenerationResult r = generate_with_cache(*model, cache.get(), prompt, params, {}, &reused);
     std::printf("%s\n", format_ids(r.tokens).c_str());
     if (args.has("timing")) {
       double decode_tps = r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds : 0.0;
       std::fprintf(stderr,
-                   "prompt %lld tokens in %.3f s (%.1f tok/s); %zu generated, decode %.1f tok/s; drafted %lld, accepted %lld; "
+                   "prompt %lld tokens (%lld from cache) in %.3f s (%.1f tok/s); %zu generated, decode %.1f tok/s; drafted %lld, accepted %lld; "
                    "finish=%s\n",
-                   static_cast<long long>(r.prompt_tokens), r.prefill_seconds,
-                   static_cast<double>(r.prompt_tokens) / r.prefill_seconds, r.tokens.size(), decode_tps,
+                   static_cast<long long>(r.prompt_tokens), static_cast<long long>(reused), r.prefill_seconds,
+                   static_cast<double>(r.prompt_tokens - reused) / r.prefill_seconds, r.tokens.size(), decode_tps,
                    static_cast<long long>(r.drafted_tokens), static_cast<long long>(r.accepted_tokens), finish_reason_name(r.finish));
     }
   }

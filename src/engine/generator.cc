@@ -47,9 +47,18 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
   auto t0 = std::chrono::steady_clock::now();
   Tensor logits;
   const size_t chunk = static_cast<size_t>(std::max(1, params.prefill_chunk));
-  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
+  const int64_t start = state.length();
+  for (size_t begin = 0; begin < prompt.size();) {
     size_t end = std::min(prompt.size(), begin + chunk);
+    for (int64_t p : params.snapshot_at) {  // split the forward at snapshot positions
+      const int64_t rel = p - start;
+      if (rel > static_cast<int64_t>(begin) && rel < static_cast<int64_t>(end)) end = static_cast<size_t>(rel);
+    }
     logits = model.forward(prompt.subspan(begin, end - begin), state, end == prompt.size() ? LogitsFor::last : LogitsFor::none);
+    if (params.on_snapshot &&
+        std::find(params.snapshot_at.begin(), params.snapshot_at.end(), state.length()) != params.snapshot_at.end())
+      params.on_snapshot(state);
+    begin = end;
   }
 
   std::vector<int32_t> pending;  // tokens not yet handed to the callback

@@ -26,6 +26,10 @@ struct GenerationParams {
   // tokens at temperature 0, the same distribution otherwise). Off when speculate is false.
   bool speculate = false;
   spec::PromptLookupParams lookup;
+  // Optional: absolute positions at which on_snapshot sees the state during prompt prefill (the
+  // prompt-cache keeps them).
+  std::vector<int64_t> snapshot_at;
+  std::function<void(const SequenceState& state)> on_snapshot;
   // Optional: sees each row of raw logits (vocab) before penalties and sampling, e.g. for logprobs.
   std::function<void(std::span<const float> logits)> on_logits;
 };

@@ -55,11 +55,20 @@ std::shared_ptr<const SequenceState> SequenceState::snapshot() const {
   return s;
 }
 
-void SequenceState::restore(const SequenceState& snap) {
+void SequenceState::restore(const SequenceState& snap) { restore(snap, snap.length_); }
+
+void SequenceState::restore(const SequenceState& snap, int64_t length) {
+  if (kv_.empty() && linear_.empty()) {  // a default-constructed state takes the snapshot's layout
+    kv_.resize(snap.kv_.size());
+    linear_.resize(snap.linear_.size());
+  }
   check(snap.kv_.size() == kv_.size() && snap.linear_.size() == linear_.size(), ErrorKind::invalid_argument,
         "restore: snapshot belongs to a different model");
-  length_ = snap.length_;
-  for (size_t i = 0; i < kv_.size(); ++i) kv_[i] = snap.kv_[i].clone_prefix(snap.length_);
+  check(length >= 0 && length <= snap.length_, ErrorKind::invalid_argument, "restore: length beyond the snapshot");
+  check(length == snap.length_ || !snap.has_recurrent_state(), ErrorKind::unsupported,
+        "restore: a recurrent (GatedDeltaNet) state can only be restored at its own length");
+  length_ = length;
+  for (size_t i = 0; i < kv_.size(); ++i) kv_[i] = snap.kv_[i].clone_prefix(length);
   for (size_t i = 0; i < linear_.size(); ++i)
     linear_[i] = {snap.linear_[i].conv ? snap.linear_[i].conv.clone() : Tensor{},
                   snap.linear_[i].recurrent ? snap.linear_[i].recurrent.clone() : Tensor{}};

@@ -62,6 +62,9 @@ class SequenceState {
   // A deep copy of everything at the current length; restore() puts it back exactly.
   std::shared_ptr<const SequenceState> snapshot() const;
   void restore(const SequenceState& snapshot);
+  // Restores only the first `length` tokens of the snapshot: any prefix for attention-only state,
+  // exactly the snapshot's length when a recurrent state is present (throws otherwise).
+  void restore(const SequenceState& snapshot, int64_t length);
 
   size_t bytes() const;
 

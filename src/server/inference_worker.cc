@@ -9,9 +9,11 @@
 
 namespace sanctum::server {
 
-InferenceWorker::InferenceWorker(std::string name, std::unique_ptr<Model> model, size_t max_queue, ServerMetrics& metrics)
+InferenceWorker::InferenceWorker(std::string name, std::unique_ptr<Model> model, size_t max_queue, ServerMetrics& metrics,
+                                 size_t prompt_cache_bytes)
     : name_(std::move(name)), model_(std::move(model)), max_queue_(max_queue), metrics_(metrics),
       queue_gauge_(metrics.queue_depth.with({name_})) {
+  if (prompt_cache_bytes > 0) prompt_cache_ = std::make_unique<PrefixCache>(prompt_cache_bytes);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -141,8 +143,7 @@ void InferenceWorker::run(InferenceJob& job) {
     GenerationResult result;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      SequenceState state = model_->new_state();
-      result = generate(*model_, state, job.prompt, params, on_tokens);
+      result = run_choice(job, params, on_tokens);
     } catch (const std::exception& e) {
       error = e.what();
       log::error("generation failed", {{"request_id", job.request_id}, {"model", name_}, {"error", e.what()}});
@@ -154,6 +155,8 @@ void InferenceWorker::run(InferenceJob& job) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double n_tokens = static_cast<double>(result.tokens.size());
     metrics_.inference_requests.with({stop_reason_label(result.finish)}).inc();
+    metrics_.pld_drafted_tokens.inc(static_cast<double>(result.drafted_tokens));
+    metrics_.pld_accepted_tokens.inc(static_cast<double>(result.accepted_tokens));
     metrics_.completion_tokens_total.inc(n_tokens);
     metrics_.prompt_tokens_total.inc(static_cast<double>(result.prompt_tokens));
     metrics_.inference_duration.observe(seconds);
@@ -165,6 +168,17 @@ void InferenceWorker::run(InferenceJob& job) {
   }
   (void)started;
   job.sink->on_done(error);
+}
+
+GenerationResult InferenceWorker::run_choice(InferenceJob& job, GenerationParams& params, const TokenCallback& on_tokens) {
+  int64_t reused = 0;
+  GenerationResult result = generate_with_cache(*model_, prompt_cache_.get(), job.prompt, params, on_tokens, &reused);
+  if (prompt_cache_) {
+    metrics_.prompt_cache_lookups.with({reused > 0 ? "hit" : "miss"}).inc();
+    metrics_.prompt_cache_tokens.inc(static_cast<double>(reused));
+    metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
+  }
+  return result;
 }
 
 }  // namespace sanctum::server

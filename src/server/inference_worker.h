@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "engine/generator.h"
+#include "engine/cached_generation.h"
+#include "engine/prefix_cache.h"
 #include "model/model.h"
 #include "server/server_metrics.h"
 
@@ -54,7 +56,9 @@ struct InferenceJob {
 
 class InferenceWorker {
  public:
-  InferenceWorker(std::string name, std::unique_ptr<Model> model, size_t max_queue, ServerMetrics& metrics);
+  // prompt_cache_bytes bounds the prompt-cache pool (0: no reuse across requests).
+  InferenceWorker(std::string name, std::unique_ptr<Model> model, size_t max_queue, ServerMetrics& metrics,
+                  size_t prompt_cache_bytes = 0);
   ~InferenceWorker();
   InferenceWorker(const InferenceWorker&) = delete;
   InferenceWorker& operator=(const InferenceWorker&) = delete;
@@ -74,12 +78,14 @@ class InferenceWorker {
  private:
   void loop();
   void run(InferenceJob& job);
+  GenerationResult run_choice(InferenceJob& job, GenerationParams& params, const TokenCallback& on_tokens);  // cache-aware
 
   std::string name_;
   std::unique_ptr<Model> model_;
   size_t max_queue_;
   ServerMetrics& metrics_;
   Gauge& queue_gauge_;
+  std::unique_ptr<PrefixCache> prompt_cache_;  // null when disabled
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

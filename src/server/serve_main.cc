@@ -56,7 +56,7 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
   m->chat_template = std::make_unique<ChatTemplate>(m->tokenizer->chat_template());
   m->thinking = m->tokenizer->chat_template().find("<think>") != std::string::npos &&
                 m->tokenizer->token_to_id("</think>") >= 0;
-  m->worker = std::make_unique<InferenceWorker>(spec.id, std::move(model), options.max_queue, metrics);
+  m->worker = std::make_unique<InferenceWorker>(spec.id, std::move(model), options.max_queue, metrics, options.prompt_cache_bytes);
   return m;
 }
 

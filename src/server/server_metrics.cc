@@ -35,7 +35,16 @@ ServerMetrics::ServerMetrics()
       queue_depth(registry.gauge("sanctum_mlx_inference_queue_depth", "Requests waiting for a model's worker.", {"model"})),
       time_to_first_token(registry.histogram("sanctum_mlx_inference_time_to_first_token_seconds",
                                              "Time from request arrival to the first generated token.",
-                                             {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}).with({})) {}
+                                             {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}).with({})),
+      prompt_cache_lookups(registry.counter("sanctum_mlx_prompt_cache_lookups_total", "Prompt-cache lookups by result.",
+                                            {"result"})),
+      prompt_cache_tokens(registry.counter("sanctum_mlx_prompt_cache_tokens_total",
+                                           "Prompt tokens served from the prompt cache instead of prefilled.").with({})),
+      prompt_cache_bytes(registry.gauge("sanctum_mlx_prompt_cache_bytes", "Bytes held by prompt-cache snapshots.").with({})),
+      pld_drafted_tokens(registry.counter("sanctum_mlx_pld_drafted_tokens_total",
+                                          "Prompt-lookup speculation: draft tokens proposed.").with({})),
+      pld_accepted_tokens(registry.counter("sanctum_mlx_pld_accepted_tokens_total",
+                                           "Prompt-lookup speculation: draft tokens accepted.").with({})) {}
 
 void ServerMetrics::observe_http(const std::string& route, const std::string& method, int status, double seconds) {
   std::vector<std::string> labels{route, method, std::to_string(status)};

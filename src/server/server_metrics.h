@@ -26,6 +26,11 @@ class ServerMetrics {
   Gauge& model_loaded;
   Family<Gauge>& queue_depth;        // {model}: requests waiting for the worker
   Histogram& time_to_first_token;
+  Family<Counter>& prompt_cache_lookups;  // {result}: hit | miss
+  Counter& prompt_cache_tokens;           // prompt tokens served from the cache
+  Gauge& prompt_cache_bytes;              // held by cached snapshots
+  Counter& pld_drafted_tokens;            // prompt-lookup speculation: proposed
+  Counter& pld_accepted_tokens;           // ... and kept
 
   // One finished HTTP request.
   void observe_http(const std::string& route, const std::string& method, int status, double seconds);

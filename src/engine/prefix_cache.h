@@ -1,0 +1,62 @@
+#pragma once
+// Prompt-cache reuse: sequences seen before are kept as immutable state snapshots; a new prompt
+// continues from the longest cached prefix it shares, so only its suffix is prefilled.
+// - At least 2 prompt tokens are always recomputed (T_q >= 2): a one-token suffix takes a different
+//   attention path in some backends and the last prompt row must be computed anyway.
+// - Attention-only models reuse any prefix of a snapshot (KV rows are truncated). A recurrent
+//   (GatedDeltaNet) state cannot be truncated, so a hybrid snapshot is usable only at exactly its
+//   own length; hybrids therefore snapshot at 64-token-aligned prompt positions, where the chunked
+//   recurrence gives the same bits as a prefill from scratch.
+// - Snapshots are never mutated: a hit restores a private copy, so no request sees another's state.
+// - The pool is bounded in bytes; the least recently used entries are evicted first.
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "model/model.h"
+
+namespace sanctum {
+
+struct PrefixCacheStats {
+  int64_t hits = 0, misses = 0;
+  int64_t reused_tokens = 0;  // prompt tokens served from the cache
+  size_t bytes = 0;           // held by snapshots now
+  size_t entries = 0;
+};
+
+class PrefixCache {
+ public:
+  explicit PrefixCache(size_t max_bytes) : max_bytes_(max_bytes) {}
+
+  // Prepares `state` (fresh or restored) for `prompt`; returns how many leading prompt tokens it
+  // already holds. The caller prefills prompt[returned..].
+  int64_t acquire(const Model& model, std::span<const int32_t> prompt, SequenceState& state);
+
+  // Positions at which a sequence being prefilled with `prompt` should be snapshotted (empty for
+  // attention-only models, which snapshot at the end instead).
+  static std::vector<int64_t> snapshot_points(const SequenceState& state, int64_t prompt_tokens);
+
+  // Keeps a snapshot of `state`, whose first state.length() tokens are tokens[0..length).
+  void store(std::span<const int32_t> tokens, const SequenceState& state);
+
+  PrefixCacheStats stats() const;
+  size_t max_bytes() const { return max_bytes_; }
+
+ private:
+  struct Entry {
+    std::vector<int32_t> tokens;
+    std::shared_ptr<const SequenceState> snapshot;
+    size_t bytes = 0;
+  };
+  void evict_to_fit();
+
+  size_t max_bytes_;
+  mutable std::mutex mutex_;
+  std::list<Entry> entries_;  // most recently used first
+  PrefixCacheStats stats_;
+};
+
+}  // namespace sanctum
