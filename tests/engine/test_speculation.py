@@ -7,27 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-import tiny_models
-
-ARCHS = {
-    "qwen2": ("qwen2", {}),
-    "mistral": ("mistral", {}),
-    "qwen3_5": ("qwen3_5", {}),
-    "qwen3_5_moe": ("qwen3_5_moe", {}),
-    "mixtral": ("mixtral", {}),
-}
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    built = {}
-    for name, (base, overrides) in ARCHS.items():
-        cfg = dict(tiny_models.BASE_CONFIGS[base])
-        cfg.update(overrides)
-        out = tmp_path_factory.mktemp(name)
-        tiny_models.save_checkpoint(tiny_models.make_model(cfg, seed=3), cfg, out, bits=4, group_size=64)
-        built[name] = (out, cfg["vocab_size"])
-    return built
+from engine_models import ARCHS
 
 
 def battery(vocab, n=50, seed=0):
