@@ -51,7 +51,8 @@ def mlx_child(model_dir: str, prompt_len: int, gen: int, reps: int) -> dict:
     vocab = SHAPES_FROM_DIR(model_dir)["vocab_size"]
     prompt = mx.array(np.random.default_rng(0).integers(0, vocab, size=prompt_len).tolist())
     pp, tg = [], []
-    for rep in range(reps + 1):
+    mx.eval(model(prompt[None, :16], cache=make_prompt_cache(model)))  # warm-up
+    for rep in range(reps):
         cache = make_prompt_cache(model)
         t0 = time.perf_counter()
         logits = model(prompt[None], cache=cache)
@@ -66,9 +67,8 @@ def mlx_child(model_dir: str, prompt_len: int, gen: int, reps: int) -> dict:
             else:
                 steps += 1
         t_tg = time.perf_counter() - t0
-        if rep:
-            pp.append(prompt_len / t_pp)
-            tg.append(steps / t_tg)
+        pp.append(prompt_len / t_pp)
+        tg.append(steps / t_tg)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"pp": sum(pp) / len(pp), "tg": sum(tg) / len(tg), "peak_rss": rss}
 
@@ -77,10 +77,10 @@ def SHAPES_FROM_DIR(model_dir):
     return json.loads((Path(model_dir) / "config.json").read_text())
 
 
-def run_sanctum(bin_path: str, model_dir: Path, prompt_len: int, gen: int, threads: int, reps: int) -> dict:
+def run_sanctum(bin_path: str, model_dir: Path, prompt_len: int, gen: int, threads: int, reps: int, precision: str) -> dict:
     cmd = ["/usr/bin/time", "-f", "%M", bin_path, "bench", "--model", str(model_dir), "--pp", str(prompt_len),
            "--tg", str(gen), "--decode-context", str(prompt_len), "--repetitions", str(reps), "--threads", str(threads),
-           "--memory-bandwidth", "--json"]
+           "--matmul-precision", precision, "--memory-bandwidth", "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
     data = json.loads(r.stdout)
     peak_kb = int(r.stderr.strip().splitlines()[-1])
@@ -97,6 +97,7 @@ def main() -> int:
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--mlx-reps", type=int, default=1)
     ap.add_argument("--sanctum", default=str(ROOT / "build" / "sanctum"))
     ap.add_argument("--mlx-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -106,22 +107,22 @@ def main() -> int:
 
     model_dir = build_checkpoint(a.shape, ROOT / "bench" / "out" / f"{a.shape}-q4g64")
     files = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
-    ours = run_sanctum(a.sanctum, model_dir, a.prompt, a.gen, a.threads, a.reps)
+    ours = {p: run_sanctum(a.sanctum, model_dir, a.prompt, a.gen, a.threads, a.reps, p) for p in ("f32", "int8")}
     env = dict(os.environ)
     r = subprocess.run([sys.executable, __file__, "--mlx-child", str(model_dir), "--prompt", str(a.prompt), "--gen", str(a.gen),
-                        "--reps", str(a.reps)], capture_output=True, text=True, check=True, env=env)
+                        "--reps", str(a.mlx_reps)], capture_output=True, text=True, check=True, env=env)
     mlx = json.loads(r.stdout.strip().splitlines()[-1])
 
     print(f"shape {a.shape} MLX 4-bit g64, weights {files / 1e6:.0f} MB, {a.threads} threads, "
           f"prompt {a.prompt}, decode {a.gen} after the prompt")
-    print(f"{'':14}{'sanctum':>12}{'mlx-lm':>12}{'ratio':>8}")
-    print(f"{'prefill tok/s':14}{ours['pp']:12.1f}{mlx['pp']:12.1f}{ours['pp'] / mlx['pp']:8.2f}")
-    print(f"{'decode tok/s':14}{ours['tg']:12.1f}{mlx['tg']:12.1f}{ours['tg'] / mlx['tg']:8.2f}")
-    print(f"{'peak RSS MB':14}{ours['peak_rss'] / 1e6:12.0f}{mlx['peak_rss'] / 1e6:12.0f}")
-    if ours["floor_fraction"]:
-        floor = ours["bandwidth"] * 1e9 / ours["weight_bytes"]
-        print(f"memory read bandwidth {ours['bandwidth']:.1f} GB/s; weights read per token {ours['weight_bytes'] / 1e6:.0f} MB; "
-              f"bandwidth floor {floor:.1f} tok/s; sanctum decode = {ours['floor_fraction'] * 100:.0f}% of the floor")
+    print(f"{'':22}{'prefill tok/s':>14}{'vs mlx':>8}{'decode tok/s':>14}{'vs mlx':>8}{'peak RSS MB':>13}{'% floor':>9}")
+    for name, x in [("sanctum f32", ours["f32"]), ("sanctum int8-act", ours["int8"]), ("mlx-lm", mlx)]:
+        floor = f"{x['floor_fraction'] * 100:8.0f}%" if x.get("floor_fraction") else f"{'':9}"
+        print(f"{name:22}{x['pp']:14.1f}{x['pp'] / mlx['pp']:8.2f}{x['tg']:14.1f}{x['tg'] / mlx['tg']:8.2f}"
+              f"{x['peak_rss'] / 1e6:13.0f}{floor}")
+    f32 = ours["f32"]
+    print(f"memory read bandwidth {f32['bandwidth']:.1f} GB/s; weights read per decoded token {f32['weight_bytes'] / 1e6:.0f} MB; "
+          f"bandwidth floor {f32['bandwidth'] * 1e9 / f32['weight_bytes']:.1f} tok/s; weight files {files / 1e6:.0f} MB")
     return 0
 
 

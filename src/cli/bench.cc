@@ -15,13 +15,14 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "model/model.h"
+#include "ops/precision.h"
 
 namespace sanctum::cli {
 namespace {
 
 const char* kUsage =
     "usage: sanctum bench --model DIR [--pp N ...] [--tg N] [--decode-context N] [--repetitions R] [--threads N]\n"
-    "                     [--memory-bandwidth] [--json]\n"
+    "                     [--matmul-precision f32|int8] [--memory-bandwidth] [--json]\n"
     "--memory-bandwidth also measures streaming read GB/s and reports decode as a fraction of that floor.\n";
 
 struct Stat {
@@ -93,13 +94,14 @@ double time_decode(Model& model, const std::vector<int32_t>& context, const std:
 }
 
 int run_bench(int argc, char** argv) {
-  Args args(argc, argv, {"model", "pp", "tg", "decode-context", "repetitions", "threads"}, {"json", "help", "memory-bandwidth"});
+  Args args(argc, argv, {"model", "pp", "tg", "decode-context", "repetitions", "threads", "matmul-precision"}, {"json", "help", "memory-bandwidth"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   check(args.has("model"), ErrorKind::invalid_argument, std::string("--model DIR is required\n") + kUsage);
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
+  if (args.has("matmul-precision")) ops::set_matmul_precision(ops::parse_matmul_precision(*args.get("matmul-precision")));
   const int reps = static_cast<int>(args.get_int("repetitions", 3));
   check(reps >= 1, ErrorKind::invalid_argument, "--repetitions must be >= 1");
   const double bandwidth = args.has("memory-bandwidth") ? measure_read_bandwidth() : 0.0;
@@ -157,7 +159,8 @@ int run_bench(int argc, char** argv) {
   if (args.has("json")) {
     nlohmann::json out = {{"model", *args.get("model")}, {"model_type", model->config().model_type},
                           {"load_seconds", t_load}, {"weight_bytes_per_token", model->weight_bytes_per_token()},
-                          {"threads", compute_pool().size()}, {"results", results}};
+                          {"threads", compute_pool().size()}, {"results", results},
+                          {"matmul_precision", ops::matmul_precision_name(ops::matmul_precision())}};
     if (bandwidth > 0) out["memory_read_gb_per_second"] = bandwidth;
     std::printf("%s\n", out.dump(2).c_str());
   }

@@ -11,6 +11,7 @@
 #include "cli/ids.h"
 #include "engine/cached_generation.h"
 #include "model/model.h"
+#include "ops/precision.h"
 
 namespace sanctum::cli {
 namespace {
@@ -19,7 +20,7 @@ const char* kUsage =
     "usage: sanctum generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                        [--top-k K] [--min-p P] [--repetition-penalty R] [--seed S] [--ignore-eos]\n"
     "                        [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N]\n"
-    "                        [--threads N] [--timing]\n"
+    "                        [--matmul-precision f32|int8] [--threads N] [--timing]\n"
     "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line;\n"
     "                                                              line i samples with seed + i)\n"
     "Prints the generated token ids, comma-separated, one stdout line per prompt.\n"
@@ -29,7 +30,7 @@ const char* kUsage =
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt-ids", "prompts-file", "max-tokens", "temperature", "top-p", "top-k", "min-p", "repetition-penalty",
-             "seed", "threads", "pld-max-draft", "pld-ngram", "prompt-cache-mb"},
+             "seed", "threads", "pld-max-draft", "pld-ngram", "prompt-cache-mb", "matmul-precision"},
             {"ignore-eos", "timing", "help", "no-pld"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -39,6 +40,7 @@ int run_generate(int argc, char** argv) {
   check(args.has("prompt-ids") != args.has("prompts-file"), ErrorKind::invalid_argument,
         "give exactly one of --prompt-ids or --prompts-file\n" + std::string(kUsage));
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
+  if (args.has("matmul-precision")) ops::set_matmul_precision(ops::parse_matmul_precision(*args.get("matmul-precision")));
 
   GenerationParams params;
   params.max_tokens = static_cast<int>(args.get_int("max-tokens", 128));
