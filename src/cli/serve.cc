@@ -1,5 +1,6 @@
 // sanctum serve: the OpenAI-compatible HTTP server.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "base/error.h"
@@ -7,6 +8,7 @@
 #include "base/thread_pool.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "security/gate.h"
 #include "server/serve_main.h"
 
 namespace sanctum::cli {
@@ -18,19 +20,97 @@ const char* kUsage =
     "                     [--default-max-tokens N] [--deep-health-timeout S] [--max-connections N]\n"
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
     "                     [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N] [--threads N]\n"
+    "                     [--manifest M [--manifest-sig S] [--manifest-pubkey P]]\n"
+    "                     [--tls-cert C --tls-key K --tls-client-ca CA [--tls-crl CRL] [--tls-host ADDR ...]\n"
+    "                      [--tls-port N] [--no-plain]] [--auth-token-file F [--auth-loopback-bypass]]\n"
     "OpenAI-compatible server: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health,\n"
     "/health/deep, /metrics. --host is repeatable and defaults to 127.0.0.1 only; a loopback bind must\n"
     "succeed, other addresses that fail are skipped; 0.0.0.0 / :: need --allow-unspecified.\n"
     "SIGTERM/SIGINT drain in-flight requests (up to --drain-timeout seconds, default 30), then exit 0.\n"
     "Prompt-lookup speculation is on unless --no-pld (SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
-    "override its defaults); --prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n";
+    "override its defaults); --prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n"
+    "--manifest (one per --model, in order) verifies the model directory before any weight is read or\n"
+    "socket bound: the Ed25519 signature (--manifest-sig, default M.sig, checked with --manifest-pubkey,\n"
+    "one key for all or one per manifest), then every file's SHA-256; any failure exits non-zero.\n"
+    "--tls-* adds an mTLS listener (default 127.0.0.1:8443; client certificates from --tls-client-ca are\n"
+    "required, their CN is logged as the request's identity; SIGHUP reloads certificates and CRL);\n"
+    "--no-plain drops the plain listener. --auth-token-file (mode 0600) requires Authorization: Bearer\n"
+    "on the plain listener (GET /health stays open); loopback clients skip it only with\n"
+    "--auth-loopback-bypass.\n";
+
+// One "manifest_verify" check per --manifest, paired in order with --model.
+std::vector<server::PreBindCheck> manifest_checks(const Args& args, const std::vector<server::ModelSpec>& models) {
+  const std::vector<std::string> manifests = args.get_all("manifest");
+  const std::vector<std::string> sigs = args.get_all("manifest-sig");
+  const std::vector<std::string> keys = args.get_all("manifest-pubkey");
+  std::vector<server::PreBindCheck> checks;
+  if (manifests.empty()) {
+    check(sigs.empty() && keys.empty(), ErrorKind::invalid_argument, "--manifest-sig / --manifest-pubkey need --manifest");
+    return checks;
+  }
+  check(manifests.size() == models.size(), ErrorKind::invalid_argument,
+        "give one --manifest per --model (in the same order): " + std::to_string(models.size()) + " models, " +
+            std::to_string(manifests.size()) + " manifests");
+  check(sigs.empty() || sigs.size() == manifests.size(), ErrorKind::invalid_argument, "give one --manifest-sig per --manifest");
+  check(keys.size() <= 1 || keys.size() == manifests.size(), ErrorKind::invalid_argument,
+        "give one --manifest-pubkey for all manifests or one per --manifest");
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    const std::string dir = models[i].dir, manifest = manifests[i], model = models[i].id;
+    const std::optional<std::string> sig = sigs.empty() ? std::nullopt : std::optional<std::string>(sigs[i]);
+    const std::optional<std::string> key = keys.empty() ? std::nullopt : std::optional<std::string>(keys.size() == 1 ? keys[0] : keys[i]);
+    checks.push_back({"manifest_verify", [dir, manifest, sig, key, model] {
+                        const security::VerifyReport r = security::verify_model_against_manifest(dir, manifest, sig, key);
+                        char rate[32];
+                        std::snprintf(rate, sizeof rate, "%.2f", r.gb_per_s());
+                        log::info("manifest verified", {{"model", model},
+                                                        {"manifest", manifest},
+                                                        {"signature", r.signature_checked ? r.key_fingerprint : "unsigned"},
+                                                        {"files", std::to_string(r.files)},
+                                                        {"bytes", std::to_string(r.bytes)},
+                                                        {"threads", std::to_string(r.threads)},
+                                                        {"gb_per_s", rate}});
+                        if (!r.signature_checked) log::warn("manifest is not signature-checked (no --manifest-pubkey)", {{"manifest", manifest}});
+                      }});
+  }
+  return checks;
+}
+
+server::ListenerSecurity listener_security(const Args& args) {
+  server::ListenerSecurity sec;
+  sec.plain = !args.has("no-plain");
+  const bool tls = args.has("tls-cert") || args.has("tls-key") || args.has("tls-client-ca") || args.has("tls-crl") ||
+                   args.has("tls-host") || args.has("tls-port");
+  if (tls) {
+    server::TlsFiles files;
+    files.cert = args.get_or("tls-cert", "");
+    files.key = args.get_or("tls-key", "");
+    files.client_ca = args.get_or("tls-client-ca", "");
+    files.crl = args.get_or("tls-crl", "");
+    check(!files.cert.empty() && !files.key.empty() && !files.client_ca.empty(), ErrorKind::invalid_argument,
+          "the mTLS listener needs --tls-cert, --tls-key and --tls-client-ca (client certificates are always required)");
+    sec.tls = std::make_shared<server::TlsContext>(files);
+    if (args.has("tls-host")) sec.tls_hosts = args.get_all("tls-host");
+    sec.tls_port = static_cast<int>(args.get_int("tls-port", 8443));
+    check(sec.tls_port >= 0 && sec.tls_port <= 65535, ErrorKind::invalid_argument, "--tls-port must be in 0..65535");
+  }
+  check(sec.plain || tls, ErrorKind::invalid_argument, "--no-plain leaves no listener: configure the mTLS one (--tls-cert ...)");
+  if (args.has("auth-token-file")) {
+    check(sec.plain, ErrorKind::invalid_argument,
+          "--auth-token-file protects the plain listener, which --no-plain turns off; drop one of them");
+    sec.auth = server::BearerAuth::from_file(*args.get("auth-token-file"), args.has("auth-loopback-bypass"));
+  } else {
+    check(!args.has("auth-loopback-bypass"), ErrorKind::invalid_argument, "--auth-loopback-bypass needs --auth-token-file");
+  }
+  return sec;
+}
 
 int run_serve(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "host", "port", "max-queue", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
-             "pld-max-draft", "pld-ngram", "prompt-cache-mb"},
-            {"allow-unspecified", "help", "no-pld"});
+             "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
+             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file"},
+            {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -79,9 +159,9 @@ int run_serve(int argc, char** argv) {
 
   std::vector<server::ModelSpec> models;
   for (const std::string& m : args.get_all("model")) models.push_back(server::parse_model_spec(m));
-  // The signed-manifest gate (--manifest) will register here as a "manifest_verify" check.
-  std::vector<server::PreBindCheck> checks;
-  return server::run_server(opt, models, checks);
+  std::vector<server::PreBindCheck> checks = manifest_checks(args, models);
+  server::ListenerSecurity security = listener_security(args);
+  return server::run_server(opt, models, checks, std::move(security));
 }
 
 SubcommandRegistration reg("serve", "OpenAI-compatible HTTP server (chat, completions, health, metrics)", run_serve);

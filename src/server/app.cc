@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "server/auth.h"
 
 namespace sanctum::server {
 
@@ -50,8 +51,10 @@ void App::handle(Exchange& ex) {
   inflight_.fetch_sub(1);
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.1f", seconds * 1000.0);
+  const ClientParts who = split_client(req.client);
   log::info("access", {{"request_id", req.request_id},
-                       {"client", req.client},
+                       {"client", who.address},
+                       {"identity", who.identity.empty() ? "-" : who.identity},
                        {"method", req.method},
                        {"route", ex.route},
                        {"path", req.path},

@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "server/tls_connection.h"
 
 namespace sanctum::server {
 
@@ -21,7 +22,7 @@ namespace net = boost::asio;
 namespace http = boost::beast::http;
 using tcp = net::ip::tcp;
 
-Listener::Listener(App& app) : app_(app) {}
+Listener::Listener(App& app, ListenerSecurity security) : app_(app), security_(std::move(security)) {}
 
 Listener::~Listener() {
   stop_accepting();
@@ -30,18 +31,27 @@ Listener::~Listener() {
 
 void Listener::bind() {
   const ServerOptions& opt = app_.options();
-  for (const std::string& host : opt.hosts) {
+  check(security_.plain || security_.tls, ErrorKind::invalid_argument, "--no-plain needs the mTLS listener (--tls-cert ...)");
+  if (security_.plain) bind_all(opt.hosts, opt.port, false);
+  if (security_.tls) bind_all(security_.tls_hosts, security_.tls_port, true);
+  check(!acceptors_.empty(), ErrorKind::io, "no listen address could be bound");
+}
+
+void Listener::bind_all(const std::vector<std::string>& hosts, int port, bool tls) {
+  const ServerOptions& opt = app_.options();
+  const std::string flag = tls ? "--tls-host " : "--host ";
+  for (const std::string& host : hosts) {
     boost::system::error_code ec;
     net::ip::address address = net::ip::make_address(host, ec);
-    check(!ec, ErrorKind::invalid_argument, "--host " + host + ": not an IP address (use a literal such as 127.0.0.1 or ::1)");
+    check(!ec, ErrorKind::invalid_argument, flag + host + ": not an IP address (use a literal such as 127.0.0.1 or ::1)");
     const bool unspecified = address.is_unspecified();
     if (unspecified) {
       check(opt.allow_unspecified, ErrorKind::invalid_argument,
-            "--host " + host + " binds every interface; pass --allow-unspecified if that is really intended");
+            flag + host + " binds every interface; pass --allow-unspecified if that is really intended");
       log::warn("binding the unspecified address: the server is reachable on every interface", {{"host", host}});
     }
     const bool required = address.is_loopback() || unspecified;
-    tcp::endpoint endpoint(address, static_cast<unsigned short>(opt.port));
+    tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
     auto acceptor = std::make_unique<tcp::acceptor>(io_);
     acceptor->open(endpoint.protocol(), ec);
     if (!ec) acceptor->set_option(net::socket_base::reuse_address(true), ec);
@@ -49,21 +59,21 @@ void Listener::bind() {
     if (!ec) acceptor->bind(endpoint, ec);
     if (!ec) acceptor->listen(net::socket_base::max_listen_connections, ec);
     if (ec) {
-      std::string where = host + ":" + std::to_string(opt.port);
-      if (required) fail(ErrorKind::io, "cannot listen on " + where + ": " + ec.message());
+      std::string where = host + ":" + std::to_string(port);
+      if (required) fail(ErrorKind::io, "cannot listen on " + where + (tls ? " (TLS)" : "") + ": " + ec.message());
       log::warn("skipping a listen address that failed to bind", {{"address", where}, {"error", ec.message()}});
       continue;
     }
-    acceptors_.push_back(std::move(acceptor));
+    acceptors_.push_back({std::move(acceptor), tls});
   }
-  check(!acceptors_.empty(), ErrorKind::io, "no listen address could be bound");
 }
 
-std::vector<std::string> Listener::endpoints() const {
+std::vector<std::string> Listener::endpoints(bool tls) const {
   std::vector<std::string> out;
   for (const auto& a : acceptors_) {
+    if (a.tls != tls) continue;
     boost::system::error_code ec;
-    tcp::endpoint e = a->local_endpoint(ec);
+    tcp::endpoint e = a.socket->local_endpoint(ec);
     if (ec) continue;
     std::string addr = e.address().to_string();
     if (e.address().is_v6()) addr = "[" + addr + "]";
@@ -73,31 +83,46 @@ std::vector<std::string> Listener::endpoints() const {
 }
 
 void Listener::start() {
-  for (auto& a : acceptors_) accept_next(*a);
+  for (auto& a : acceptors_) accept_next(a);
   io_thread_ = std::thread([this] { io_.run(); });
 }
 
-void Listener::accept_next(tcp::acceptor& acceptor) {
-  acceptor.async_accept([this, &acceptor](boost::system::error_code ec, tcp::socket socket) {
-    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+namespace {
+
+bool is_loopback(const net::ip::address& a) {
+  if (a.is_loopback()) return true;
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6()).is_loopback();
+  return false;
+}
+
+}  // namespace
+
+void Listener::accept_next(Acceptor& acceptor) {
+  acceptor.socket->async_accept([this, &acceptor](boost::system::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor.socket->is_open()) return;
     if (!ec) {
       boost::system::error_code peer_ec;
       tcp::endpoint peer = socket.remote_endpoint(peer_ec);
-      std::string who = peer_ec ? "unknown" : peer.address().to_string() + ":" + std::to_string(peer.port());
+      ConnectionInfo info;
+      info.address = peer_ec ? "unknown" : peer.address().to_string() + ":" + std::to_string(peer.port());
+      info.loopback = !peer_ec && is_loopback(peer.address());
+      info.tls = acceptor.tls;
       socket.set_option(tcp::no_delay(true), peer_ec);
       if (connections_.load() >= app_.options().max_connections) {
         static const char kBusy[] =
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 107\r\n"
             "Retry-After: 1\r\nConnection: close\r\n\r\n"
             "{\"error\":{\"message\":\"Too many open connections\",\"type\":\"service_unavailable_error\",\"param\":null,\"code\":null}}";
+        // A TLS client cannot read plaintext: it just sees the connection close.
         socket.non_blocking(true, peer_ec);
-        net::write(socket, net::buffer(kBusy, sizeof kBusy - 1), peer_ec);
+        if (!acceptor.tls) net::write(socket, net::buffer(kBusy, sizeof kBusy - 1), peer_ec);
         socket.close(peer_ec);
       } else {
         int fd = socket.release(peer_ec);
         if (!peer_ec) {
           connections_.fetch_add(1);
-          std::thread([this, fd, who] { serve_connection(fd, who); }).detach();
+          if (info.tls) std::thread([this, fd, info] { serve_tls(fd, info); }).detach();
+          else std::thread([this, fd, info] { serve_connection(fd, info); }).detach();
         }
       }
     } else {
@@ -111,7 +136,7 @@ void Listener::stop_accepting() {
   net::post(io_, [this] {
     for (auto& a : acceptors_) {
       boost::system::error_code ec;
-      a->close(ec);
+      a.socket->close(ec);
     }
   });
   if (io_thread_.joinable()) io_thread_.join();
@@ -146,7 +171,35 @@ std::string request_id_from(std::string_view header) {
 
 }  // namespace
 
-void Listener::serve_connection(int fd, std::string peer) {
+void Listener::serve_tls(int fd, ConnectionInfo info) {
+  std::unique_ptr<TlsConnection> conn;
+  int plain_fd = -1;
+  try {
+    conn = TlsConnection::accept(security_.tls, fd, info.address, closing_, security_.tls_handshake_timeout);
+    if (conn) plain_fd = conn->open_plaintext();
+  } catch (const std::exception& e) {
+    log::error("TLS connection fault", {{"client", info.address}, {"error", e.what()}});
+    conn.reset();
+  }
+  if (!conn || plain_fd < 0) {
+    connection_finished();
+    return;
+  }
+  info.identity = conn->common_name();
+  log::debug("TLS connection", {{"client", info.address}, {"identity", info.identity}, {"protocol", conn->protocol()}});
+  // The plaintext end is served like any plain connection (and counted until it ends); this thread
+  // carries the bytes and owns the TLS session.
+  std::thread([this, plain_fd, info] { serve_connection(plain_fd, info); }).detach();
+  conn->pump();
+}
+
+void Listener::connection_finished() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  connections_.fetch_sub(1);
+  all_closed_.notify_all();
+}
+
+void Listener::serve_connection(int fd, ConnectionInfo info) {
   {
     SocketStream stream(fd);
     {
@@ -157,21 +210,19 @@ void Listener::serve_connection(int fd, std::string peer) {
     bool keep_going = !closing_;
     while (keep_going && !closing_) {
       try {
-        handle_one(stream, buffer, peer, keep_going);
+        handle_one(stream, buffer, info, keep_going);
       } catch (const std::exception& e) {
-        log::error("connection fault", {{"client", peer}, {"error", e.what()}});
+        log::error("connection fault", {{"client", info.address}, {"error", e.what()}});
         keep_going = false;
       }
     }
     std::lock_guard<std::mutex> lock(mutex_);
     live_.erase(&stream);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  connections_.fetch_sub(1);
-  all_closed_.notify_all();
+  connection_finished();
 }
 
-void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffer, const std::string& peer, bool& keep_going) {
+void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffer, const ConnectionInfo& info, bool& keep_going) {
   const ServerOptions& opt = app_.options();
   keep_going = false;
   const size_t read_before = stream.bytes_read();
@@ -186,7 +237,7 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
   http::read_header(stream, buffer, parser, ec);
 
   HttpRequest req;
-  req.client = peer;
+  req.client = client_with_identity(info.identity, info.address);
   req.arrived = std::chrono::steady_clock::now();
   req.request_id = new_request_id();
   auto fail_fast = [&](int status, const std::string& message, const std::string& code) {
@@ -195,8 +246,8 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
     ex.set_close_after();
     ex.respond_error(ApiError(status, "invalid_request_error", message, "", code));
     app_.metrics().observe_http("unmatched", "-", status, 0.0);
-    log::info("access", {{"request_id", req.request_id}, {"client", peer}, {"status", std::to_string(status)},
-                         {"error", message}});
+    log::info("access", {{"request_id", req.request_id}, {"client", info.address}, {"identity", info.identity.empty() ? "-" : info.identity},
+                         {"status", std::to_string(status)}, {"error", message}});
     stream.linger_close();
   };
   if (ec) {
@@ -208,6 +259,39 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
     return fail_fast(400, "Malformed HTTP request: " + ec.message(), "bad_http");
   }
   auto& header = parser.get();
+  // Credentials are checked on the header alone: no body is read and no 100 Continue is sent for a
+  // request that will be refused.
+  if (!info.tls && security_.auth) {
+    const auto target_bv = header.target();
+    const std::string_view target(target_bv.data(), target_bv.size());
+    const auto method_bv = header.method_string();
+    const auto authorization = header[http::field::authorization];
+    const BearerAuth::Decision decision =
+        security_.auth->decide(std::string_view(method_bv.data(), method_bv.size()), target.substr(0, target.find('?')),
+                               std::string_view(authorization.data(), authorization.size()), info.loopback);
+    if (!BearerAuth::allowed(decision)) {
+      const bool missing = decision == BearerAuth::Decision::deny_missing;
+      req.method = std::string(method_bv);
+      req.path = std::string(target.substr(0, target.find('?')));
+      req.version = header.version();
+      req.keep_alive = false;
+      const auto rid = header["x-request-id"];
+      req.request_id = request_id_from(std::string_view(rid.data(), rid.size()));
+      const ApiError error(401, "invalid_request_error",
+                           missing ? "Missing bearer token: send the header Authorization: Bearer <token>"
+                                   : "Incorrect bearer token provided",
+                           "", "invalid_api_key");
+      Exchange ex(stream, req);
+      ex.set_close_after();
+      ex.respond(401, "application/json", error_body(error),
+                 {{"WWW-Authenticate", missing ? "Bearer realm=\"sanctum\"" : "Bearer realm=\"sanctum\", error=\"invalid_token\""}});
+      app_.metrics().observe_http("unauthorized", "-", 401, 0.0);
+      log::info("access", {{"request_id", req.request_id}, {"client", info.address}, {"identity", "-"}, {"method", req.method},
+                           {"path", req.path}, {"status", "401"}, {"error", missing ? "missing bearer token" : "wrong bearer token"}});
+      stream.linger_close();
+      return;
+    }
+  }
   auto expect = header[http::field::expect];
   if (!expect.empty() && boost::beast::iequals(expect, "100-continue")) {
     if (!stream.write_all("HTTP/1.1 100 Continue\r\n\r\n")) return;

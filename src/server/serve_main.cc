@@ -62,7 +62,8 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
 
 }  // namespace
 
-int run_server(const ServerOptions& options, const std::vector<ModelSpec>& models, const std::vector<PreBindCheck>& checks) {
+int run_server(const ServerOptions& options, const std::vector<ModelSpec>& models, const std::vector<PreBindCheck>& checks,
+               ListenerSecurity security) {
   check(!models.empty(), ErrorKind::invalid_argument, "at least one --model DIR is required");
   for (size_t i = 0; i < models.size(); ++i)
     for (size_t j = i + 1; j < models.size(); ++j)
@@ -73,6 +74,7 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -93,16 +95,35 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
     log::info("model loaded", {{"model", spec.id}, {"dir", spec.dir}, {"seconds", std::to_string(seconds_since(t0))}});
   }
 
-  Listener listener(app);
+  std::shared_ptr<TlsContext> tls = security.tls;
+  Listener listener(app, std::move(security));
   listener.bind();
   listener.start();
   metrics.model_loaded.set(1);
-  std::string where;
-  for (const std::string& e : listener.endpoints()) where += (where.empty() ? "" : ",") + e;
-  log::info("listening", {{"addresses", where}, {"models", std::to_string(models.size())}});
+  auto joined = [](const std::vector<std::string>& list) {
+    std::string out;
+    for (const std::string& e : list) out += (out.empty() ? "" : ",") + e;
+    return out.empty() ? std::string("-") : out;
+  };
+  log::info("listening", {{"addresses", joined(listener.endpoints(false))},
+                          {"tls_addresses", joined(listener.endpoints(true))},
+                          {"models", std::to_string(models.size())}});
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    if (!tls) {
+      log::info("SIGHUP: no TLS listener, nothing to reload");
+      continue;
+    }
+    try {
+      tls->reload();
+      log::info("SIGHUP: TLS certificates and CRL reloaded", {{"generation", std::to_string(tls->generation())}});
+    } catch (const std::exception& e) {
+      log::error("SIGHUP: reload failed, the previous certificates stay in use", {{"error", e.what()}});
+    }
+  }
   log::info("shutting down: draining in-flight requests",
             {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}, {"inflight", std::to_string(app.inflight())}});
   app.begin_drain();

@@ -1,6 +1,7 @@
 #pragma once
-// `sanctum serve` start-up and shutdown, in order: pre-bind checks (the signed-manifest gate hooks
-// in here), load every model (tokenizer + weights) and start its worker, bind, serve; on
+// `sanctum serve` start-up and shutdown, in order: pre-bind checks (the signed-manifest gate runs
+// here, before any weight is read), load every model (tokenizer + weights) and start its worker,
+// bind, serve; SIGHUP reloads the mTLS certificates and CRL without dropping anything; on
 // SIGTERM/SIGINT stop accepting, let in-flight requests finish within the drain timeout (new ones
 // get 503), then exit 0.
 #include <functional>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "server/app.h"
+#include "server/listener.h"
 
 namespace sanctum::server {
 
@@ -27,6 +29,7 @@ struct PreBindCheck {
 };
 
 // Blocks until shutdown; returns the process exit code.
-int run_server(const ServerOptions& options, const std::vector<ModelSpec>& models, const std::vector<PreBindCheck>& checks);
+int run_server(const ServerOptions& options, const std::vector<ModelSpec>& models, const std::vector<PreBindCheck>& checks,
+               ListenerSecurity security = {});
 
 }  // namespace sanctum::server
