@@ -10,35 +10,43 @@
 #include "cli/command.h"
 #include "cli/ids.h"
 #include "engine/cached_generation.h"
+#include "chat/chat_template.h"
+#include "model/default_model.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 #include "ops/precision.h"
 
 namespace sanctum::cli {
 namespace {
 
 const char* kUsage =
-    "usage: sanctum generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--temperature T] [--top-p P]\n"
+    "usage: sanctum generate [--model DIR] (--prompt-ids 1,2,3 | --prompts-file FILE | --prompt TEXT | --chat TEXT)\n"
+    "                        [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                        [--top-k K] [--min-p P] [--repetition-penalty R] [--seed S] [--ignore-eos]\n"
     "                        [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N]\n"
     "                        [--matmul-precision f32|int8] [--threads N] [--timing]\n"
     "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line;\n"
     "                                                              line i samples with seed + i)\n"
-    "Prints the generated token ids, comma-separated, one stdout line per prompt.\n"
+    "Token-id input prints the generated ids, comma-separated, one stdout line per prompt; --prompt (raw\n"
+    "text) and --chat (one user message through the model's chat template) print the generated text.\n"
+    "Without --model the embedded default model is used.\n"
     "Prompt-lookup speculation is on unless --no-pld; SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
     "override its defaults (flags win over the environment).\n";
 
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "prompt-ids", "prompts-file", "max-tokens", "temperature", "top-p", "top-k", "min-p", "repetition-penalty",
+            {"model", "prompt-ids", "prompts-file", "prompt", "chat", "max-tokens", "temperature", "top-p", "top-k", "min-p", "repetition-penalty",
              "seed", "threads", "pld-max-draft", "pld-ngram", "prompt-cache-mb", "matmul-precision"},
             {"ignore-eos", "timing", "help", "no-pld"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  check(args.has("model"), ErrorKind::invalid_argument, "--model DIR is required\n" + std::string(kUsage));
-  check(args.has("prompt-ids") != args.has("prompts-file"), ErrorKind::invalid_argument,
-        "give exactly one of --prompt-ids or --prompts-file\n" + std::string(kUsage));
+  const int inputs = args.has("prompt-ids") + args.has("prompts-file") + args.has("prompt") + args.has("chat");
+  check(inputs == 1, ErrorKind::invalid_argument,
+        "give exactly one of --prompt-ids, --prompts-file, --prompt or --chat\n" + std::string(kUsage));
+  const std::string model_dir = args.has("model") ? *args.get("model") : default_model_dir();
+  const bool text_io = args.has("prompt") || args.has("chat");
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
   if (args.has("matmul-precision")) ops::set_matmul_precision(ops::parse_matmul_precision(*args.get("matmul-precision")));
 
@@ -59,7 +67,22 @@ int run_generate(int argc, char** argv) {
         "--pld-max-draft must be >= 0 and --pld-ngram >= 1");
 
   std::vector<std::vector<int32_t>> prompts;
-  if (args.has("prompt-ids")) {
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (text_io) {
+    tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(model_dir));
+    if (args.has("prompt")) {
+      prompts.push_back(tokenizer->encode(*args.get("prompt")));
+    } else {
+      ChatTemplateOptions options;
+      options.bos_token = tokenizer->bos_token();
+      options.eos_token = tokenizer->eos_token();
+      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+      messages.push_back({{"role", "user"}, {"content", *args.get("chat")}});
+      const std::string rendered = ChatTemplate(tokenizer->chat_template()).render(messages, options);
+      prompts.push_back(tokenizer->encode(rendered, /*add_special_tokens=*/false));
+    }
+    for (int32_t id : tokenizer->eos_ids()) params.stop_ids.push_back(id);
+  } else if (args.has("prompt-ids")) {
     prompts.push_back(parse_ids(*args.get("prompt-ids")));
   } else {
     std::istringstream lines(read_file(*args.get("prompts-file")));
@@ -70,14 +93,20 @@ int run_generate(int argc, char** argv) {
   check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
   std::unique_ptr<PrefixCache> cache;  // shared by the prompts of a --prompts-file, in order
   if (cache_mb > 0) cache = std::make_unique<PrefixCache>(static_cast<size_t>(cache_mb) << 20);
-  auto model = load_model(*args.get("model"));
+  auto model = load_model(model_dir);
   const uint64_t seed = params.sampling.seed;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto& prompt = prompts[i];
     params.sampling.seed = seed + i;  // each prompt line has its own stream: seed, seed + 1, ...
     int64_t reused = 0;
     GenerationResult r = generate_with_cache(*model, cache.get(), prompt, params, {}, &reused);
-    std::printf("%s\n", format_ids(r.tokens).c_str());
+    if (text_io) {
+      std::vector<int32_t> out = r.tokens;
+      if (r.finish == FinishReason::stop && !out.empty()) out.pop_back();  // the stop token itself
+      std::printf("%s\n", tokenizer->decode(out, /*skip_special_tokens=*/true).c_str());
+    } else {
+      std::printf("%s\n", format_ids(r.tokens).c_str());
+    }
     if (args.has("timing")) {
       double decode_tps = r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds : 0.0;
       std::fprintf(stderr,

@@ -8,6 +8,7 @@
 #include "base/thread_pool.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "model/default_model.h"
 #include "security/gate.h"
 #include "server/serve_main.h"
 
@@ -15,7 +16,7 @@ namespace sanctum::cli {
 namespace {
 
 const char* kUsage =
-    "usage: sanctum serve --model [NAME=]DIR [--model ...] [--host ADDR ...] [--port N] [--allow-unspecified]\n"
+    "usage: sanctum serve [--model [NAME=]DIR ...] [--host ADDR ...] [--port N] [--allow-unspecified]\n"
     "                     [--max-queue N] [--stream-flush-tokens N] [--drain-timeout S] [--body-limit BYTES]\n"
     "                     [--default-max-tokens N] [--deep-health-timeout S] [--max-connections N]\n"
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
@@ -115,7 +116,6 @@ int run_serve(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  check(args.has("model"), ErrorKind::invalid_argument, "--model DIR is required\n" + std::string(kUsage));
   const std::string format = args.get_or("log-format", "text");
   check(format == "text" || format == "json", ErrorKind::invalid_argument, "--log-format must be text or json");
   log::set_format(format == "json" ? log::Format::json : log::Format::text);
@@ -159,6 +159,7 @@ int run_serve(int argc, char** argv) {
 
   std::vector<server::ModelSpec> models;
   for (const std::string& m : args.get_all("model")) models.push_back(server::parse_model_spec(m));
+  if (models.empty()) models.push_back(server::parse_model_spec("default=" + default_model_dir()));  // the embedded model
   std::vector<server::PreBindCheck> checks = manifest_checks(args, models);
   server::ListenerSecurity security = listener_security(args);
   return server::run_server(opt, models, checks, std::move(security));
