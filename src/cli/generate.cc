@@ -23,21 +23,22 @@ const char* kUsage =
     "usage: sanctum generate [--model DIR] (--prompt-ids 1,2,3 | --prompts-file FILE | --prompt TEXT | --chat TEXT)\n"
     "                        [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                        [--top-k K] [--min-p P] [--repetition-penalty R] [--seed S] [--ignore-eos]\n"
-    "                        [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N]\n"
+    "                        [--no-pld] [--pld-always] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N]\n"
     "                        [--matmul-precision f32|int8] [--threads N] [--timing]\n"
     "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line;\n"
     "                                                              line i samples with seed + i)\n"
     "Token-id input prints the generated ids, comma-separated, one stdout line per prompt; --prompt (raw\n"
     "text) and --chat (one user message through the model's chat template) print the generated text.\n"
     "Without --model the embedded default model is used.\n"
-    "Prompt-lookup speculation is on unless --no-pld; SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
+    "Prompt-lookup speculation is on unless --no-pld, drafting only while its measured cost pays\n"
+    "(--pld-always drafts at every step); SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
     "override its defaults (flags win over the environment).\n";
 
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt-ids", "prompts-file", "prompt", "chat", "max-tokens", "temperature", "top-p", "top-k", "min-p", "repetition-penalty",
              "seed", "threads", "pld-max-draft", "pld-ngram", "prompt-cache-mb", "matmul-precision"},
-            {"ignore-eos", "timing", "help", "no-pld"});
+            {"ignore-eos", "timing", "help", "no-pld", "pld-always"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -63,6 +64,7 @@ int run_generate(int argc, char** argv) {
   params.lookup = spec::with_environment_overrides(params.lookup);
   params.lookup.max_draft = static_cast<int>(args.get_int("pld-max-draft", params.lookup.max_draft));
   params.lookup.ngram = static_cast<int>(args.get_int("pld-ngram", params.lookup.ngram));
+  params.lookup.always = args.has("pld-always");
   check(params.lookup.max_draft >= 0 && params.lookup.ngram >= 1, ErrorKind::invalid_argument,
         "--pld-max-draft must be >= 0 and --pld-ngram >= 1");
 
@@ -94,6 +96,8 @@ int run_generate(int argc, char** argv) {
   std::unique_ptr<PrefixCache> cache;  // shared by the prompts of a --prompts-file, in order
   if (cache_mb > 0) cache = std::make_unique<PrefixCache>(static_cast<size_t>(cache_mb) << 20);
   auto model = load_model(model_dir);
+  spec::SpeculationStats speculation_stats;  // learned across the prompts of this run
+  params.speculation_stats = &speculation_stats;
   const uint64_t seed = params.sampling.seed;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto& prompt = prompts[i];

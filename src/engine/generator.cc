@@ -95,7 +95,8 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
 
   std::vector<int32_t> context;  // prompt + generated: what prompt lookup searches
   if (params.speculate) context.assign(prompt.begin(), prompt.end());
-  spec::DraftBackoff backoff;
+  spec::SpeculationStats local_stats;
+  spec::DraftGate gate(params.speculation_stats ? *params.speculation_stats : local_stats, params.lookup.always);
 
   int32_t token = sampler.sample(row_of(logits, 0), recent);
   result.prefill_seconds = seconds_since(t0);
@@ -106,20 +107,22 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     if (params.speculate) {
       context.push_back(token);
       const int budget = params.max_tokens - static_cast<int>(result.tokens.size()) - 1;  // the bonus token needs one
-      if (backoff.allowed()) draft = spec::propose(context, params.lookup, budget);
-      else backoff.on_step_without_draft();
+      if (gate.should_draft()) draft = spec::propose(context, params.lookup, budget);
     }
+    const auto step_start = std::chrono::steady_clock::now();
     if (draft.empty()) {
       const int32_t one[1] = {token};
       token = sampler.sample(row_of(model.forward(one, state, LogitsFor::last), 0), recent);
+      if (params.speculate) gate.on_plain_step(seconds_since(step_start));
       go_on = emit(token);
       continue;
     }
 
     // Verify: one forward over [token, d1..dk]; row j predicts what follows d_j.
     const int64_t base = state.length();
-    std::shared_ptr<const SequenceState> before;
-    if (state.has_recurrent_state()) before = state.snapshot();
+    const bool recurrent = state.has_recurrent_state();
+    SequenceState::Checkpoint before;
+    if (recurrent) before = state.checkpoint();
     std::vector<int32_t> fed{token};
     fed.insert(fed.end(), draft.begin(), draft.end());
     Tensor rows = model.forward(fed, state, LogitsFor::all);
@@ -141,19 +144,19 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     }
     result.drafted_tokens += static_cast<int64_t>(draft.size());
     result.accepted_tokens += static_cast<int64_t>(accepted);
-    backoff.on_verified(static_cast<int>(draft.size()), static_cast<int>(accepted));
 
     // Keep exactly [token, d1..d_accepted] in the state: the recurrent state cannot be truncated,
-    // so it is restored and the accepted tokens are replayed.
+    // so it is rewound and the accepted tokens are replayed.
     const int64_t keep = base + 1 + static_cast<int64_t>(accepted);
     if (keep < state.length()) {
-      if (before) {
-        state.restore(*before);
+      if (recurrent) {
+        state.rewind(before);
         model.forward(std::span<const int32_t>(fed).first(1 + accepted), state, LogitsFor::none);
       } else {
         state.truncate(keep);
       }
     }
+    gate.on_verified(static_cast<int>(accepted), seconds_since(step_start));
     for (size_t j = 0; j < out.size() && go_on; ++j) {
       token = out[j];
       if (j + 1 < out.size()) context.push_back(token);  // the last one is pushed when it is fed

@@ -26,6 +26,9 @@ struct GenerationParams {
   // tokens at temperature 0, the same distribution otherwise). Off when speculate is false.
   bool speculate = false;
   spec::PromptLookupParams lookup;
+  // Cost of speculation on this model, shared by the requests a caller runs on it (one per worker);
+  // null: a fresh estimate for this request alone.
+  spec::SpeculationStats* speculation_stats = nullptr;
   // Optional: absolute positions at which on_snapshot sees the state during prompt prefill (the
   // prompt-cache keeps them).
   std::vector<int64_t> snapshot_at;

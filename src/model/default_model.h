@@ -5,9 +5,10 @@
 
 namespace sanctum {
 
-// The first existing of: $SANCTUM_DEFAULT_MODEL; <binary dir>/../models/default/mlx-4bit (a build
-// tree or a source checkout); <binary dir>/../share/sanctum/models/default/mlx-4bit (an install);
-// the source tree this binary was built from. Throws Error(not_found) listing the places tried.
+// $SANCTUM_DEFAULT_MODEL when set (and then only that); otherwise the first existing of
+// <binary dir>/../models/default/mlx-4bit (a build tree or a source checkout),
+// <binary dir>/../share/sanctum/models/default/mlx-4bit (an install), and the source tree this binary
+// was built from. Throws Error(not_found) listing the places tried.
 std::string default_model_dir();
 
 }  // namespace sanctum

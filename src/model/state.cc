@@ -74,6 +74,24 @@ void SequenceState::restore(const SequenceState& snap, int64_t length) {
                   snap.linear_[i].recurrent ? snap.linear_[i].recurrent.clone() : Tensor{}};
 }
 
+SequenceState::Checkpoint SequenceState::checkpoint() const {
+  Checkpoint c;
+  c.length = length_;
+  for (const auto& l : linear_) c.linear.push_back({l.conv ? l.conv.clone() : Tensor{}, l.recurrent ? l.recurrent.clone() : Tensor{}});
+  return c;
+}
+
+void SequenceState::rewind(const Checkpoint& c) {
+  check(c.linear.size() == linear_.size() && c.length <= length_, ErrorKind::invalid_argument,
+        "rewind: checkpoint belongs to another sequence or lies ahead of it");
+  length_ = c.length;
+  for (size_t i = 0; i < linear_.size(); ++i) {
+    if (!c.linear[i].recurrent) continue;
+    std::memcpy(linear_[i].conv.raw(), c.linear[i].conv.raw(), c.linear[i].conv.nbytes());
+    std::memcpy(linear_[i].recurrent.raw(), c.linear[i].recurrent.raw(), c.linear[i].recurrent.nbytes());
+  }
+}
+
 size_t SequenceState::bytes() const {
   size_t b = 0;
   for (const auto& kv : kv_) b += kv.bytes();

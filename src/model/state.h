@@ -68,6 +68,16 @@ class SequenceState {
 
   size_t bytes() const;
 
+  // What cannot be truncated (GatedDeltaNet conv and recurrent state) plus the length. rewind()
+  // returns to it in one step: KV rows past that length are dropped and the recurrent state is
+  // restored — the cheap rollback for rejected speculative drafts (no KV copy).
+  struct Checkpoint {
+    int64_t length = 0;
+    std::vector<LinearAttentionState> linear;
+  };
+  Checkpoint checkpoint() const;
+  void rewind(const Checkpoint& checkpoint);
+
  private:
   std::vector<KvCache> kv_;
   std::vector<LinearAttentionState> linear_;

@@ -172,6 +172,7 @@ void InferenceWorker::run(InferenceJob& job) {
 
 GenerationResult InferenceWorker::run_choice(InferenceJob& job, GenerationParams& params, const TokenCallback& on_tokens) {
   int64_t reused = 0;
+  params.speculation_stats = &speculation_stats_;
   GenerationResult result = generate_with_cache(*model_, prompt_cache_.get(), job.prompt, params, on_tokens, &reused);
   if (prompt_cache_) {
     metrics_.prompt_cache_lookups.with({reused > 0 ? "hit" : "miss"}).inc();

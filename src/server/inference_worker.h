@@ -86,6 +86,7 @@ class InferenceWorker {
   ServerMetrics& metrics_;
   Gauge& queue_gauge_;
   std::unique_ptr<PrefixCache> prompt_cache_;  // null when disabled
+  spec::SpeculationStats speculation_stats_;   // what drafting costs on this model (worker thread only)
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -1,4 +1,5 @@
 """Phase build: the binary has the serve subcommand and its start-up checks fail loudly."""
+import os
 import socket
 import subprocess
 
@@ -11,10 +12,24 @@ def test_serve_help_lists_the_endpoints(sanctum_bin):
     assert "/v1/chat/completions" in r.stdout and "--allow-unspecified" in r.stdout
 
 
-def test_serve_without_a_model_exits_nonzero_with_one_line(sanctum_bin):
-    r = subprocess.run([sanctum_bin, "serve"], capture_output=True, text=True, timeout=30)
+def test_serve_without_a_model_serves_the_embedded_default_model(sanctum_bin, tmp_path):
+    server = sh.Server(sanctum_bin, [], tmp_path / "default.log")
+    try:
+        status, _, body = sh.post_json(server.port, "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "What is 2+2? Respond with only the number."}],
+            "max_tokens": 8, "temperature": 0})
+        assert status == 200
+        assert body["choices"][0]["message"]["content"].strip() == "4"
+    finally:
+        assert server.terminate() == 0
+
+
+def test_missing_default_model_exits_nonzero_with_one_line(sanctum_bin):
+    r = subprocess.run([sanctum_bin, "serve"], capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "SANCTUM_DEFAULT_MODEL": "/nonexistent/model"})
     assert r.returncode != 0
-    assert "--model" in r.stderr
+    assert "--model" in r.stderr and "/nonexistent/model" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_unspecified_address_needs_explicit_flag(sanctum_bin, tiny_model):

@@ -49,7 +49,7 @@ def test_cache_and_speculation_never_change_greedy_output(sanctum_bin, models, t
     assert len(prompts) >= 50
     reference, reused_off = run(sanctum_bin, model_dir, prompts, tmp_path, "--no-pld")
     assert reused_off == 0
-    for flags in (("--prompt-cache-mb", "256", "--no-pld"), ("--prompt-cache-mb", "256"), ()):
+    for flags in (("--prompt-cache-mb", "256", "--no-pld"), ("--prompt-cache-mb", "256", "--pld-always"), ("--pld-always",)):
         outs, reused = run(sanctum_bin, model_dir, prompts, tmp_path, *flags)
         assert outs == reference, f"{arch} {flags}"
         if "--prompt-cache-mb" in flags:

@@ -44,7 +44,7 @@ def test_greedy_output_identical_with_and_without_speculation(sanctum_bin, model
     model_dir, vocab = models[arch]
     prompts = battery(vocab)
     plain = generate(sanctum_bin, model_dir, prompts, tmp_path, "--no-pld")
-    spec, stderr = generate(sanctum_bin, model_dir, prompts, tmp_path, capture_stderr=True)
+    spec, stderr = generate(sanctum_bin, model_dir, prompts, tmp_path, "--pld-always", capture_stderr=True)
     assert spec == plain
     print(f"{arch}: {accepted_of(stderr)} draft tokens accepted over {len(prompts)} prompts")
 
@@ -55,7 +55,7 @@ def test_speculation_really_accepts_drafts_on_a_looping_model(sanctum_bin, model
     model_dir, vocab = models["qwen3_5"]
     prompts = battery(vocab, n=10, seed=1)
     plain = generate(sanctum_bin, model_dir, prompts, tmp_path, "--no-pld", max_tokens=96)
-    spec, stderr = generate(sanctum_bin, model_dir, prompts, tmp_path, max_tokens=96, capture_stderr=True)
+    spec, stderr = generate(sanctum_bin, model_dir, prompts, tmp_path, "--pld-always", max_tokens=96, capture_stderr=True)
     assert spec == plain
     assert accepted_of(stderr) > 0
 
@@ -63,7 +63,7 @@ def test_speculation_really_accepts_drafts_on_a_looping_model(sanctum_bin, model
 def test_same_request_repeated_gives_identical_output(sanctum_bin, models, tmp_path):
     model_dir, vocab = models["qwen3_5_moe"]
     prompt = battery(vocab, n=2, seed=4)[1]
-    out = generate(sanctum_bin, model_dir, [prompt] * 100, tmp_path)
+    out = generate(sanctum_bin, model_dir, [prompt] * 100, tmp_path, "--pld-always")
     assert len(set(out)) == 1
 
 
@@ -95,7 +95,7 @@ def test_sampled_distribution_unchanged_by_speculation(sanctum_bin, models, tmp_
     n = 2000
     flags = ("--temperature", "0.8", "--top-p", "0.95")
     plain = generate(sanctum_bin, model_dir, [prompt] * n, tmp_path, "--no-pld", "--seed", "1000", *flags, max_tokens=4)
-    spec, stderr = generate(sanctum_bin, model_dir, [prompt] * n, tmp_path, "--seed", "900000", *flags, max_tokens=4,
+    spec, stderr = generate(sanctum_bin, model_dir, [prompt] * n, tmp_path, "--pld-always", "--seed", "900000", *flags, max_tokens=4,
                             capture_stderr=True)
     for pos in range(4):
         a = [line.split(",")[pos] for line in plain]

@@ -26,16 +26,30 @@ std::vector<int32_t> propose(std::span<const int32_t> context, const PromptLooku
   return {};
 }
 
-void DraftBackoff::on_verified(int drafted, int accepted) {
-  if (accepted > 0) {
-    misses_ = 0;
-    next_pause_ = 8;
-    return;
+bool DraftGate::should_draft() {
+  if (always_) return true;
+  if (stats_.step_seconds == 0.0) return false;  // time a plain step first: the baseline
+  if (stats_.verify_ratio == 0.0 || acceptance_ + 1.0 >= stats_.verify_ratio) {
+    stats_.probe_interval = 16;
+    return true;
   }
-  if (drafted > 0 && ++misses_ >= 3) {
-    pause_ = next_pause_;
-    next_pause_ = std::min(next_pause_ * 2, 256);
-    misses_ = 0;
+  if (stats_.until_probe > 0) return false;
+  stats_.until_probe = stats_.probe_interval;
+  stats_.probe_interval = std::min(stats_.probe_interval * 2, 256);
+  return true;
+}
+
+void DraftGate::on_plain_step(double seconds) {
+  if (stats_.until_probe > 0) --stats_.until_probe;
+  stats_.step_seconds = stats_.step_seconds == 0.0 ? seconds : 0.9 * stats_.step_seconds + 0.1 * seconds;
+}
+
+void DraftGate::on_verified(int accepted, double seconds) {
+  acceptance_ = 0.5 * acceptance_ + 0.5 * accepted;
+  stats_.acceptance = 0.9 * stats_.acceptance + 0.1 * accepted;
+  if (stats_.step_seconds > 0.0) {
+    const double ratio = seconds / stats_.step_seconds;
+    stats_.verify_ratio = stats_.verify_ratio == 0.0 ? ratio : 0.8 * stats_.verify_ratio + 0.2 * ratio;
   }
 }
 
