@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "tokenizer/normalizer.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace sanctum {
 

@@ -5,7 +5,7 @@
 #include <queue>
 
 #include "base/error.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace sanctum {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace sanctum::byte_level {
 namespace {

@@ -5,7 +5,7 @@
 #include "base/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/regex.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace sanctum {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 #include "tokenizer/regex.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace sanctum {
 

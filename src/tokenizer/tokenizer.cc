@@ -4,7 +4,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/byte_level.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace sanctum {
 

@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace {
 

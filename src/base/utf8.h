@@ -1,5 +1,5 @@
 #pragma once
-// UTF-8 helpers shared by the tokenizer: validation (with the byte offset of the first bad sequence),
+// UTF-8 helpers shared by the tokenizer, chat templates and server: validation (with the byte offset of the first bad sequence),
 // code point iteration and encoding.
 #include <cstddef>
 #include <cstdint>
