@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/jsonl.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -71,29 +72,12 @@ int run_detokenize(int argc, char** argv) {
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;
   }
-  int status = 0;
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    nlohmann::json result;
-    try {
-      const nlohmann::json input = nlohmann::json::parse(line);
-      sanctum::check(input.is_array(), sanctum::ErrorKind::invalid_input, "each --jsonl line must be a JSON array of ids");
-      const auto ids = input.get<std::vector<int32_t>>();
-      if (stream)
-        result = stream_pieces(ids);
-      else
-        result = tok.decode(ids, skip);
-    } catch (const nlohmann::json::exception& e) {
-      result = {{"error", std::string("malformed JSON line: ") + e.what()}};
-      status = 1;
-    } catch (const sanctum::Error& e) {
-      result = {{"error", e.what()}};
-      status = 1;
-    }
-    const std::string s = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    std::fwrite(s.data(), 1, s.size(), stdout);
-  }
-  return status;
+  return sanctum::cli::for_each_jsonl_line([&](const nlohmann::ordered_json& input) -> nlohmann::ordered_json {
+    sanctum::check(input.is_array(), sanctum::ErrorKind::invalid_input, "each --jsonl line must be a JSON array of ids");
+    const auto ids = input.get<std::vector<int32_t>>();
+    if (stream) return stream_pieces(ids);
+    return tok.decode(ids, skip);
+  });
 }
 
 sanctum::cli::SubcommandRegistration reg("detokenize", "token ids on stdin -> text", run_detokenize);

@@ -13,6 +13,7 @@
 #include "base/mapped_file.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/jsonl.h"
 #include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,38 +39,25 @@ int run_chat(const sanctum::cli::Args& args) {
   if (auto file = args.get("template")) source = sanctum::read_file(*file);
   else if (tok) source = tok->chat_template();
   const sanctum::ChatTemplate tmpl(source);
-  int status = 0;
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    nlohmann::ordered_json result;
-    try {
-      nlohmann::ordered_json req = nlohmann::ordered_json::parse(line);
-      sanctum::check(req.is_object() && req.contains("messages"), sanctum::ErrorKind::invalid_input, "each --chat line must be an object with \"messages\"");
-      sanctum::ChatTemplateOptions options;
-      options.add_generation_prompt = req.value("add_generation_prompt", false);
-      if (tok) options.bos_token = tok->bos_token(), options.eos_token = tok->eos_token();
-      for (const auto& [key, value] : req.items()) {
-        if (key == "messages" || key == "add_generation_prompt") continue;
-        if (key == "tools") options.tools = value;
-        else if (key == "documents") options.documents = value;
-        else if (key == "bos_token" && value.is_string()) options.bos_token = value.get<std::string>();
-        else if (key == "eos_token" && value.is_string()) options.eos_token = value.get<std::string>();
-        else options.extra[key] = value;
-      }
-      const std::string text = tmpl.render(req["messages"], options);
-      result["text"] = text;
-      if (tok) result["ids"] = tok->encode(text, false, true);
-    } catch (const nlohmann::json::exception& e) {
-      result = {{"error", std::string("malformed JSON line: ") + e.what()}};
-      status = 1;
-    } catch (const sanctum::Error& e) {
-      result = {{"error", e.what()}};
-      status = 1;
+  return sanctum::cli::for_each_jsonl_line([&](const nlohmann::ordered_json& req) {
+    sanctum::check(req.is_object() && req.contains("messages"), sanctum::ErrorKind::invalid_input, "each --chat line must be an object with \"messages\"");
+    sanctum::ChatTemplateOptions options;
+    options.add_generation_prompt = req.value("add_generation_prompt", false);
+    if (tok) options.bos_token = tok->bos_token(), options.eos_token = tok->eos_token();
+    for (const auto& [key, value] : req.items()) {
+      if (key == "messages" || key == "add_generation_prompt") continue;
+      if (key == "tools") options.tools = value;
+      else if (key == "documents") options.documents = value;
+      else if (key == "bos_token" && value.is_string()) options.bos_token = value.get<std::string>();
+      else if (key == "eos_token" && value.is_string()) options.eos_token = value.get<std::string>();
+      else options.extra[key] = value;
     }
-    const std::string s = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    std::fwrite(s.data(), 1, s.size(), stdout);
-  }
-  return status;
+    nlohmann::ordered_json result;
+    const std::string text = tmpl.render(req["messages"], options);
+    result["text"] = text;
+    if (tok) result["ids"] = tok->encode(text, false, true);
+    return result;
+  });
 }
 
 int run_tokenize(int argc, char** argv) {
@@ -106,25 +94,10 @@ int run_tokenize(int argc, char** argv) {
     std::printf("%s\n", out.c_str());
     return 0;
   }
-  int status = 0;
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    nlohmann::json result;
-    try {
-      const nlohmann::json input = nlohmann::json::parse(line);
-      sanctum::check(input.is_string(), sanctum::ErrorKind::invalid_input, "each --jsonl line must be a JSON string");
-      result = tok.encode(input.get<std::string>(), add_special, parse_special);
-    } catch (const nlohmann::json::exception& e) {
-      result = {{"error", std::string("malformed JSON line: ") + e.what()}};
-      status = 1;
-    } catch (const sanctum::Error& e) {
-      result = {{"error", e.what()}};
-      status = 1;
-    }
-    const std::string s = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    std::fwrite(s.data(), 1, s.size(), stdout);
-  }
-  return status;
+  return sanctum::cli::for_each_jsonl_line([&](const nlohmann::ordered_json& input) -> nlohmann::ordered_json {
+    sanctum::check(input.is_string(), sanctum::ErrorKind::invalid_input, "each --jsonl line must be a JSON string");
+    return tok.encode(input.get<std::string>(), add_special, parse_special);
+  });
 }
 
 sanctum::cli::SubcommandRegistration reg("tokenize", "text on stdin -> token ids", run_tokenize);
