@@ -40,8 +40,15 @@
 #include "ops/cpu/kernels.h"
 
 HWY_BEFORE_NAMESPACE();
-#if HWY_TARGET == HWY_AVX3_DL && (HWY_COMPILER_GCC_ACTUAL || HWY_COMPILER_CLANG)
+// The VNNI kernels need the avx512vnni target feature, which Highway 1.0.3's AVX3_DL attribute does
+// not name. GCC adds it with `#pragma GCC target`; clang cannot extend Highway's attribute push, so
+// clang builds (the fuzzing configuration) run the portable int8 loops on every target.
+#undef SANCTUM_INT8_VNNI
+#if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_GCC_ACTUAL
+#define SANCTUM_INT8_VNNI 1
 #pragma GCC target("avx512vnni")
+#else
+#define SANCTUM_INT8_VNNI 0
 #endif
 namespace sanctum::ops::cpu {
 namespace HWY_NAMESPACE {
@@ -122,7 +129,7 @@ void GenericRun(const Tensor& x, const Weight& wt, Tensor& y) {
   });
 }
 
-#if HWY_TARGET == HWY_AVX3_DL
+#if SANCTUM_INT8_VNNI
 // ---------------------------------------------------------------------------------------------
 // AVX-512 VNNI path.
 
@@ -502,10 +509,10 @@ bool CpuHasVnni() {
   static const bool has = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
   return has;
 }
-#endif  // HWY_TARGET == HWY_AVX3_DL
+#endif  // SANCTUM_INT8_VNNI
 
 void MatmulQuantizedInt8(const Tensor& x, const Weight& w, Tensor& y) {
-#if HWY_TARGET == HWY_AVX3_DL
+#if SANCTUM_INT8_VNNI
   if (CpuHasVnni()) {
     if (w.quant.bits == 4)
       VnniRun<4>(x, w, y);
