@@ -46,7 +46,7 @@ class Server:
     """One `sanctum serve` child process; its stderr (the logs) goes to a file."""
 
     def __init__(self, binary: str, models: list[str], log_path: Path, extra: list[str] | None = None,
-                 port: int | None = None):
+                 port: int | None = None, ready_log: str | None = None):
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -56,13 +56,20 @@ class Server:
         args += extra or []
         self.log = open(log_path, "wb")
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log)
-        self._wait_ready()
+        self._wait_ready(ready_log)
 
-    def _wait_ready(self, timeout: float = 60.0) -> None:
+    def _wait_ready(self, ready_log: str | None, timeout: float = 60.0) -> None:
+        """Until GET /health answers on the plain port, or, with `ready_log`, until that message is
+        logged (a server without a plain listener has no plain /health)."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {self.logs()[-2000:]}")
+            if ready_log is not None:
+                if any(r.get("msg") == ready_log for r in self.log_records()):
+                    return
+                time.sleep(0.05)
+                continue
             try:
                 status, _, _ = request(self.port, "GET", "/health", timeout=1)
                 if status == 200:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -70,38 +69,16 @@ def tls_flags(pki: Pki, port: int, crl: bool = True) -> list[str]:
     return flags + (["--tls-crl", str(pki.crl)] if crl else [])
 
 
-class Serve:
-    """`sanctum serve` with the tiny model and the given flags; logs (JSON lines) go to a file."""
+class Serve(sh.Server):
+    """`sanctum serve` with the tiny model and the given flags, ready once it logs "listening" (it may
+    have no plain listener); logs (JSON lines) go to a file."""
 
     def __init__(self, binary: str, model_dir: Path, log_path: Path, extra: list[str], port: int | None = None):
-        self.port = port or sh.free_port()
-        self.log_path = log_path
-        self.log = open(log_path, "wb")
-        args = [binary, "serve", "--model", f"{sh.MODEL}={model_dir}", "--port", str(self.port), "--log-format", "json",
-                "--threads", "1", *extra]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.logs()[-2000:]}")
-            if any(r.get("msg") == "listening" for r in self.records()):
-                return
-            time.sleep(0.05)
-        raise RuntimeError("server did not start: " + self.logs()[-2000:])
-
-    def logs(self) -> str:
-        if not self.log.closed:
-            self.log.flush()
-        return self.log_path.read_text(errors="replace")
+        super().__init__(binary, [f"{sh.MODEL}={model_dir}"], log_path, ["--threads", "1", *extra], port=port,
+                         ready_log="listening")
 
     def records(self) -> list[dict]:
-        out = []
-        for line in self.logs().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-        return out
+        return self.log_records()
 
     def access(self, request_id: str) -> list[dict]:
         return [r for r in self.records() if r.get("msg") == "access" and r.get("request_id") == request_id]
@@ -113,17 +90,6 @@ class Serve:
                 return
             time.sleep(0.05)
         raise AssertionError(f"no {count}x '{msg}' in the log: {self.logs()[-2000:]}")
-
-    def terminate(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
 
 
 def client_context(ca: Path, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
