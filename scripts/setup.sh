@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libhwy-dev nlohmann-json3-dev libpcre2-dev libssl-dev libgtest-dev libgmock-dev
   python3 python3-venv python3-dev time
   libboost-dev libicu-dev zlib1g-dev
+  libyaml-cpp-dev systemd curl
 )
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
