@@ -13,24 +13,19 @@
 #include "server/exchange.h"
 #include "server/inference_worker.h"
 #include "server/openai_request.h"
+#include "server/request_handler.h"
 #include "server/server_metrics.h"
 #include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sanctum::server {
 
-struct ServerOptions {
-  std::vector<std::string> hosts{"127.0.0.1"};
-  int port = 8080;
-  bool allow_unspecified = false;
-  size_t body_limit = 8u << 20;
+struct ServerOptions : ListenOptions {
   size_t max_queue = 16;           // waiting requests per model (the running one not counted)
   int stream_flush_tokens = 1;
   double drain_timeout = 30.0;     // seconds in-flight requests get after SIGTERM
   int default_max_tokens = 512;
   double deep_health_timeout = 10.0;
-  size_t max_connections = 1024;
-  double keep_alive_timeout = 60.0;
   bool speculate = true;               // prompt-lookup speculation (exact; backs off when it does not pay)
   spec::PromptLookupParams lookup;     // --pld-max-draft / --pld-ngram, SANCTUM_PLD_* overrides
   size_t prompt_cache_bytes = 1u << 30;  // --prompt-cache-mb; 0 disables prompt-cache reuse
@@ -48,17 +43,19 @@ struct ServedModel {
   std::unique_ptr<InferenceWorker> worker;
 };
 
-class App {
+class App : public RequestHandler {
  public:
   App(ServerOptions options, ServerMetrics& metrics);
-  ~App();
+  ~App() override;
 
   void add_model(std::unique_ptr<ServedModel> model);
   // Answers one request; never throws (faults become 500s, logged with the request id).
-  void handle(Exchange& ex);
+  void handle(Exchange& ex) override;
 
   void begin_drain() { draining_ = true; }
-  bool draining() const { return draining_.load(); }
+  bool draining() const override { return draining_.load(); }
+  const ListenOptions& listen_options() const override { return options_; }
+  void observe_refused(const std::string& route, int status) override { metrics_.observe_http(route, "-", status, 0.0); }
   int inflight() const { return inflight_.load(); }
   void stop_workers();
 

@@ -10,15 +10,20 @@ const char* reason_phrase(int status) {
     case 200: return "OK";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
+    case 409: return "Conflict";
     case 413: return "Payload Too Large";
+    case 422: return "Unprocessable Entity";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 499: return "Client Closed Request";
     case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
     default: return "Unknown";
   }
 }
@@ -59,7 +64,7 @@ void Exchange::respond_error(const ApiError& error) {
   respond(error.status(), "application/json", error_body(error), headers);
 }
 
-bool Exchange::begin_stream() {
+bool Exchange::begin_stream(const std::vector<std::pair<std::string, std::string>>& headers) {
   if (responded_) return false;
   responded_ = true;
   streaming_ = true;
@@ -67,23 +72,33 @@ bool Exchange::begin_stream() {
   // HTTP/1.0 has no chunked encoding: the stream ends when the connection does.
   std::string framing = req_.version == 10 ? "" : "Transfer-Encoding: chunked\r\n";
   if (req_.version == 10) close_after_ = true;
-  std::string out = head(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, framing);
+  std::vector<std::pair<std::string, std::string>> all{{"Cache-Control", "no-cache"}};
+  all.insert(all.end(), headers.begin(), headers.end());
+  std::string out = head(200, "text/event-stream", all, framing);
   if (!stream_.write_all(out)) write_failed_ = true;
   return !write_failed_;
 }
 
 bool Exchange::send_event(std::string_view data) {
-  if (write_failed_) return false;
   std::string payload = "data: ";
   payload.append(data);
   payload += "\n\n";
+  return send_chunk(payload);
+}
+
+bool Exchange::send_chunk(std::string_view payload) {
+  if (write_failed_) return false;
+  if (payload.empty()) return true;  // a zero-length chunk would end the body
   std::string out;
   if (req_.version == 10) {
-    out = std::move(payload);
+    out = std::string(payload);
   } else {
     char size[32];
     std::snprintf(size, sizeof size, "%zx\r\n", payload.size());
-    out = size + payload + "\r\n";
+    out.reserve(payload.size() + 16);
+    out = size;
+    out.append(payload);
+    out += "\r\n";
   }
   if (!stream_.write_all(out)) write_failed_ = true;
   return !write_failed_;

@@ -20,6 +20,9 @@ struct HttpRequest {
   std::string body;
   std::string client;  // "address:port"; the certificate CN once mTLS lands
   std::string request_id;
+  std::string authorization;  // the Authorization header ("" when absent), for handlers that check their own tokens
+  bool loopback = false;      // the peer is a loopback address
+  bool tls = false;           // it came through the mTLS listener
   unsigned version = 11;
   bool keep_alive = true;
   std::chrono::steady_clock::time_point arrived;
@@ -37,8 +40,9 @@ class Exchange {
   void respond_error(const ApiError& error);
 
   // SSE: headers now, then events. send_event returns false once the peer is gone.
-  bool begin_stream();
+  bool begin_stream(const std::vector<std::pair<std::string, std::string>>& headers = {});
   bool send_event(std::string_view data);  // writes "data: <data>\n\n" as one chunk
+  bool send_chunk(std::string_view bytes);  // writes bytes as they are, as one chunk (a proxy relaying events)
   void end_stream();                      // the terminating zero-length chunk
 
   bool peer_closed() const { return stream_.peer_closed(); }

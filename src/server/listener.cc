@@ -22,7 +22,7 @@ namespace net = boost::asio;
 namespace http = boost::beast::http;
 using tcp = net::ip::tcp;
 
-Listener::Listener(App& app, ListenerSecurity security) : app_(app), security_(std::move(security)) {}
+Listener::Listener(RequestHandler& handler, ListenerSecurity security) : app_(handler), security_(std::move(security)) {}
 
 Listener::~Listener() {
   stop_accepting();
@@ -30,7 +30,7 @@ Listener::~Listener() {
 }
 
 void Listener::bind() {
-  const ServerOptions& opt = app_.options();
+  const ListenOptions& opt = app_.listen_options();
   check(security_.plain || security_.tls, ErrorKind::invalid_argument, "--no-plain needs the mTLS listener (--tls-cert ...)");
   if (security_.plain) bind_all(opt.hosts, opt.port, false);
   if (security_.tls) bind_all(security_.tls_hosts, security_.tls_port, true);
@@ -38,7 +38,7 @@ void Listener::bind() {
 }
 
 void Listener::bind_all(const std::vector<std::string>& hosts, int port, bool tls) {
-  const ServerOptions& opt = app_.options();
+  const ListenOptions& opt = app_.listen_options();
   const std::string flag = tls ? "--tls-host " : "--host ";
   for (const std::string& host : hosts) {
     boost::system::error_code ec;
@@ -108,7 +108,7 @@ void Listener::accept_next(Acceptor& acceptor) {
       info.loopback = !peer_ec && is_loopback(peer.address());
       info.tls = acceptor.tls;
       socket.set_option(tcp::no_delay(true), peer_ec);
-      if (connections_.load() >= app_.options().max_connections) {
+      if (connections_.load() >= app_.listen_options().max_connections) {
         static const char kBusy[] =
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 107\r\n"
             "Retry-After: 1\r\nConnection: close\r\n\r\n"
@@ -223,7 +223,7 @@ void Listener::serve_connection(int fd, ConnectionInfo info) {
 }
 
 void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffer, const ConnectionInfo& info, bool& keep_going) {
-  const ServerOptions& opt = app_.options();
+  const ListenOptions& opt = app_.listen_options();
   keep_going = false;
   const size_t read_before = stream.bytes_read();
   // Idle keep-alive connections close on their own when draining; a request already arriving is read.
@@ -245,7 +245,7 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
     Exchange ex(stream, req);
     ex.set_close_after();
     ex.respond_error(ApiError(status, "invalid_request_error", message, "", code));
-    app_.metrics().observe_http("unmatched", "-", status, 0.0);
+    app_.observe_refused("unmatched", status);
     log::info("access", {{"request_id", req.request_id}, {"client", info.address}, {"identity", info.identity.empty() ? "-" : info.identity},
                          {"status", std::to_string(status)}, {"error", message}});
     stream.linger_close();
@@ -285,7 +285,7 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
       ex.set_close_after();
       ex.respond(401, "application/json", error_body(error),
                  {{"WWW-Authenticate", missing ? "Bearer realm=\"sanctum\"" : "Bearer realm=\"sanctum\", error=\"invalid_token\""}});
-      app_.metrics().observe_http("unauthorized", "-", 401, 0.0);
+      app_.observe_refused("unauthorized", 401);
       log::info("access", {{"request_id", req.request_id}, {"client", info.address}, {"identity", "-"}, {"method", req.method},
                            {"path", req.path}, {"status", "401"}, {"error", missing ? "missing bearer token" : "wrong bearer token"}});
       stream.linger_close();
@@ -314,6 +314,10 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
   const auto rid = msg["x-request-id"];
   req.request_id = request_id_from(std::string_view(rid.data(), rid.size()));
   req.body = std::move(msg.body());
+  const auto authorization = msg[http::field::authorization];
+  req.authorization = std::string(authorization.data(), authorization.size());
+  req.loopback = info.loopback;
+  req.tls = info.tls;
   Exchange ex(stream, req);
   app_.handle(ex);
   keep_going = req.keep_alive && !ex.close_after() && !app_.draining() && !closing_;

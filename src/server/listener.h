@@ -22,7 +22,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
-#include "server/app.h"
+#include "server/request_handler.h"
 #include "server/auth.h"
 #include "server/socket_stream.h"
 #include "server/tls_context.h"
@@ -48,7 +48,7 @@ struct ConnectionInfo {
 
 class Listener {
  public:
-  Listener(App& app, ListenerSecurity security = {});
+  Listener(RequestHandler& handler, ListenerSecurity security = {});
   ~Listener();
 
   // Applies the bind policy; throws sanctum::Error when a required bind fails.
@@ -76,7 +76,7 @@ class Listener {
   void connection_finished();
   void handle_one(SocketStream& stream, boost::beast::flat_buffer& buffer, const ConnectionInfo& info, bool& keep_going);
 
-  App& app_;
+  RequestHandler& app_;
   ListenerSecurity security_;
   boost::asio::io_context io_;
   std::vector<Acceptor> acceptors_;
