@@ -32,7 +32,7 @@ def fire_alert(watcher: str, summary: str, details: dict, alert_cmd: str | None,
     result: dict = {}
     if alert_cmd:
         rc, out = run_command(alert_cmd, timeout, {"SANCTUM_ALERT_WATCHER": watcher, "SANCTUM_ALERT_SUMMARY": summary,
-                                                   "SANCTUM_ALERT_JSON": body}, stdin=body)
+                                                   "SANCTUM_ALERT_JSON": body}, stdin=body + "\n")
         result["alert_cmd_rc"] = rc
         if rc != 0:
             result["alert_cmd_output"] = out

@@ -89,9 +89,12 @@ class Store:
         return self.releases / rid
 
     def point(self, current: str, previous: str | None) -> None:
-        """Switch the links; relative targets keep the prefix relocatable."""
+        """Switch the links (no `previous` removes that link); relative targets keep the prefix
+        relocatable."""
         if previous:
             atomic_symlink(f"releases/{previous}", self.previous_link)
+        else:
+            self.previous_link.unlink(missing_ok=True)
         atomic_symlink(f"releases/{current}", self.current_link)
 
     def set_fallback(self, rid: str) -> None:
