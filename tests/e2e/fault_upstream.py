@@ -7,7 +7,8 @@ POST /_fault {"mode": ..., ...}; GET /_stats returns how many requests each path
 Modes:
   ok            answers normally with `answer` (stream or not)
   status        answers every completion with HTTP `status` (500, 503, 400, 429 ...)
-  hang          reads the request and never answers
+  hang          reads a completion request and never answers (GET probes still answer: the
+                process is up, the model is stuck)
   stall         (streams) sends `events` content events, then goes silent forever
   die           (streams) sends `events` content events, then drops the connection
   repeat        a degenerate loop: "190/ / " over and over
@@ -74,6 +75,16 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # quiet
         pass
 
+    def setup(self):
+        super().setup()
+        with self.server.live_lock:
+            self.server.live.add(self.connection)
+
+    def finish(self):
+        with self.server.live_lock:
+            self.server.live.discard(self.connection)
+        super().finish()
+
     def send_json(self, status: int, body: bytes) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -87,9 +98,6 @@ class Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 body = json.dumps(self.state.stats).encode()
             return self.send_json(200, body)
-        cfg = self.state.get()
-        if cfg["mode"] in ("hang",):
-            time.sleep(3600)
         if self.path == "/v1/models":
             return self.send_json(200, json.dumps({"object": "list", "data": [{"id": "fault", "object": "model"}]}).encode())
         if self.path == "/health":
@@ -180,8 +188,24 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class QuietServer(ThreadingHTTPServer):
+    def __init__(self, *args, **kw):
+        self.live: set[socket.socket] = set()
+        self.live_lock = threading.Lock()
+        super().__init__(*args, **kw)
+
     def handle_error(self, request, client_address):  # dropped connections are part of the job
         pass
+
+    def kill(self) -> None:
+        """Like a crashed process: stop listening and drop every open connection."""
+        self.shutdown()
+        self.server_close()
+        with self.live_lock:
+            for conn in list(self.live):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 
 def serve(port: int, mode: str = "ok", answer: str = "The answer is 4.", canary_answer: str = "4") -> ThreadingHTTPServer:

@@ -24,6 +24,7 @@ class Router(sh.Server):
         config.setdefault("listen", {})
         config["listen"] = {**config["listen"], "port": self.port}
         self.config_path = workdir / f"{name}.yaml"
+        self.config = config
         self.config_path.write_text(json.dumps(config, indent=2))
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"{name}.log"
@@ -32,8 +33,13 @@ class Router(sh.Server):
                                      stdout=subprocess.DEVNULL, stderr=self.log)
         self._wait_ready(None, timeout=20)
 
+    def config_dict(self) -> dict:
+        return self.config
+
+    admin_headers: dict = {}  # credentials for /metrics when the router requires tokens
+
     def metrics(self) -> str:
-        return sh.request(self.port, "GET", "/metrics")[2].decode()
+        return sh.request(self.port, "GET", "/metrics", headers=self.admin_headers)[2].decode()
 
     def metric(self, name: str, labels: dict | None = None) -> float:
         return sh.metric_value(self.metrics(), name, labels)
@@ -82,8 +88,9 @@ class Fault:
         return s.get("POST /v1/chat/completions", 0) + s.get("POST /v1/completions", 0)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        if self.server is not None:
+            self.server.kill()
+            self.server = None
 
 
 def dead_url() -> str:
