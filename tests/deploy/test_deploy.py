@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import answers, get_json
+from conftest import answers, free_port, get_json
 
 RELEASE_ID_LEN = 16
 
@@ -209,3 +209,26 @@ def test_history_records_every_move(installed, sanctum_bin, tmp_path):
     records = [json.loads(line) for line in (installed.prefix / "history.jsonl").read_text().splitlines()]
     assert [r["command"] for r in records] == ["install", "upgrade"]
     assert records[1]["outcome"] == "ok" and "downtime_s" in records[1]
+
+
+def test_template_seat_runs_and_restarts_with_its_own_settings(install_roots, sanctum_bin):
+    """sanctum@coder.service: its own env file (port), its own watcher settings for the post-flight."""
+    inst = install_roots
+    coder_port = free_port()
+    env = inst.checkout / "deploy/env"
+    (env / "seats").mkdir()
+    (env / "seats/coder.env").write_text((env / "sanctum.env").read_text()
+                                         .replace(f"SANCTUM_PORT={inst.port}", f"SANCTUM_PORT={coder_port}"))
+    (env / "watchers/coder.env").write_text(
+        (env / "watchers/main.env").read_text().replace(f"127.0.0.1:{inst.port}", f"127.0.0.1:{coder_port}")
+        .replace("SANCTUM_SEAT_UNIT=sanctum.service", "SANCTUM_SEAT_UNIT=sanctum@coder.service"))
+    drift_env = env / "drift.env"
+    drift_env.write_text(drift_env.read_text().replace("sanctum.service ", "sanctum.service sanctum@coder.service "))
+    rc, out, err = inst.deploy("install", "--binary", sanctum_bin, "--no-create-user")
+    assert rc == 0, err
+    assert "sanctum@coder.service" in out[0]["started"]
+    assert answers(coder_port) and answers(inst.port)
+    rc, out, err = inst.deploy("--seat-unit", "sanctum@coder.service", "restart")
+    assert rc == 0, err
+    assert seat_calls(inst) == ["start sanctum.service"]  # the main seat was not touched
+    assert "stop sanctum@coder.service" in inst.calls() and answers(coder_port)

@@ -36,10 +36,13 @@ def test_busy_seat_does_not_trip_the_guardian(seat, tmp_path):
         rc, out, _ = run_script("sanctum-canary", "--url", seat.url, "--state-dir", str(tmp_path / "canary"),
                                 "--timeout", "1")
         assert rc == 1 and "timed out" in out[0]["error"], out
+        latencies = []
         for _ in range(4):
             rc, out, err = guardian(seat.url, tmp_path / "g", tmp_path / "restarts", tmp_path / "alerts", "--timeout", "2")
             assert rc == 0, (out, err)
             assert out[0]["outcome"] == "ok" and out[0]["latency_ms"] < 2000
+            latencies.append(out[0]["latency_ms"])
+        print(f"\nguardian GET /v1/models under 3 in-flight 4000-token generations: {latencies} ms")
         assert len(done) < len(load), "every generation finished before the probes ran: the seat was not busy"
     finally:
         for t in load:
