@@ -243,3 +243,14 @@ def test_check_validates_without_starting(sanctum_bin, tmp_path):
     assert "backends[0].timeouts.conect_s: unknown key" in r.stderr
     r = subprocess.run([sanctum_bin, "route", "--config", str(tmp_path / "missing.yaml")], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "missing.yaml" in r.stderr
+
+
+def test_the_documented_example_config_is_valid(sanctum_bin):
+    example = rh.sh.ROOT / "docs" / "router.example.yaml"
+    env = {**os.environ, "COUNCIL_ROUTER_KEY": "k1", "CLOUD_API_KEY": "k2"}
+    r = subprocess.run([sanctum_bin, "route", "--check", str(example)], capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "5 backends, 6 upstream URLs, 2 aliases" in r.stdout
+    env.pop("CLOUD_API_KEY")
+    r = subprocess.run([sanctum_bin, "route", "--check", str(example)], capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 2 and "CLOUD_API_KEY is not set" in r.stderr
