@@ -4,7 +4,9 @@ after it, and a correct answer afterwards sends one recovery notice. It has no w
 from __future__ import annotations
 
 import json
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from conftest import run_script
 
@@ -75,3 +77,28 @@ def test_question_and_answer_are_configurable(seat, tmp_path):
     rc, out, _ = canary(seat.url, tmp_path / "c", tmp_path / "alerts", "--question", "What is the capital of France?",
                         "--expect", "Paris")
     assert rc == 0 and "Paris" in out[0]["answer"]
+
+
+def test_alert_reaches_a_webhook(seat, tmp_path):
+    received = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        hook = f"http://127.0.0.1:{server.server_address[1]}/notify"
+        for _ in range(2):
+            rc, out, _ = run_script("sanctum-canary", "--url", seat.url, "--state-dir", str(tmp_path), "--expect", "5",
+                                    "--alert-webhook", hook)
+    finally:
+        server.shutdown()
+    assert out[0]["alert"] == {"webhook_status": 204}
+    assert len(received) == 1 and received[0]["watcher"] == "canary" and received[0]["answer"].strip() == "4"

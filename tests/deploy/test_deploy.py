@@ -232,3 +232,11 @@ def test_template_seat_runs_and_restarts_with_its_own_settings(install_roots, sa
     assert rc == 0, err
     assert seat_calls(inst) == ["start sanctum.service"]  # the main seat was not touched
     assert "stop sanctum@coder.service" in inst.calls() and answers(coder_port)
+
+
+def test_failed_build_changes_nothing(installed, tmp_path):
+    (tmp_path / "src").mkdir()  # no CMakeLists.txt: cmake fails at configure
+    before = status(installed)["current"]
+    rc, out, err = installed.deploy("upgrade", "--build", "--source", str(tmp_path / "src"))
+    assert rc == 1 and "build failed" in err and "nothing changed" in err
+    assert status(installed)["current"] == before and answers(installed.port)

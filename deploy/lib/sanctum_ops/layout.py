@@ -74,13 +74,32 @@ def render(text: str, roots: Roots) -> str:
     return text
 
 
+SEAT_REQUIRED = ("SANCTUM_MODEL", "SANCTUM_MANIFEST", "SANCTUM_HOST", "SANCTUM_PORT", "SANCTUM_MEMORY_MAX")
+
+
+def parse_env(env_file: Path) -> dict[str, str]:
+    try:
+        return read_env_file(env_file)
+    except ValueError as e:
+        raise LayoutError(str(e))
+
+
+def check_seat_settings(env_file: Path) -> dict[str, str]:
+    """A seat's settings must give every value its ExecStart uses; systemd would otherwise start
+    `sanctum serve --model ''` and leave the reason in a log line."""
+    env = parse_env(env_file)
+    missing = [k for k in SEAT_REQUIRED if not env.get(k)]
+    if missing:
+        raise LayoutError(f"{env_file}: {', '.join(missing)} must be set")
+    if not env["SANCTUM_PORT"].isdigit() or not 0 < int(env["SANCTUM_PORT"]) < 65536:
+        raise LayoutError(f"{env_file}: SANCTUM_PORT={env['SANCTUM_PORT']!r} is not a TCP port")
+    return env
+
+
 def memory_dropin(env_file: Path) -> bytes:
     """The [Service] MemoryMax drop-in for a seat, from SANCTUM_MEMORY_MAX in its env file (systemd
     does not expand variables in MemoryMax=, so the setting is rendered into a drop-in)."""
-    try:
-        value = read_env_file(env_file).get("SANCTUM_MEMORY_MAX", "")
-    except ValueError as e:
-        raise LayoutError(str(e))
+    value = check_seat_settings(env_file)["SANCTUM_MEMORY_MAX"]
     if not MEMORY_VALUE.match(value):
         raise LayoutError(f"{env_file}: SANCTUM_MEMORY_MAX={value!r} is not a systemd size "
                           "(e.g. 6G, 512M, 80%, infinity)")
@@ -136,9 +155,11 @@ def artifacts(roots: Roots, include_model: bool = True) -> list[Artifact]:
 
     # Settings: readable by root only (they may name token files and keys).
     for f in _files(c / "env", "*.env"):
+        parse_env(f)
         text(f, roots.etc / f.name, 0o640, "config")
     for sub in ("seats", "watchers"):
         for f in _files(c / "env" / sub, "*.env"):
+            parse_env(f)
             text(f, roots.etc / sub / f.name, 0o640, "config")
     for f in _files(c, "parity-smoke.json"):
         verbatim(f, roots.etc / f.name, 0o644, "config")
