@@ -8,7 +8,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from conftest import run_script
+from deploy_harness import run_script
 
 
 def canary(url, state, alerts, *extra):

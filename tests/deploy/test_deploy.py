@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import answers, free_port, get_json
+from deploy_harness import answers, free_port, get_json
 
 RELEASE_ID_LEN = 16
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import run_script
+from deploy_harness import run_script
 from sanctum_env import env_of
 
 

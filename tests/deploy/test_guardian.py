@@ -6,7 +6,7 @@ import json
 import threading
 import urllib.request
 
-from conftest import run_script
+from deploy_harness import run_script
 
 
 def guardian(seat_url: str, state, restarts, alerts, *extra: str):

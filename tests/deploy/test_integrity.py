@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from conftest import answers, run_script
+from deploy_harness import answers, run_script
 
 
 def integrity(inst, state):

@@ -7,7 +7,7 @@ import json
 import shutil
 import subprocess
 
-from conftest import DEPLOY, ROOT, answers
+from deploy_harness import DEPLOY, ROOT, answers
 
 
 def test_committed_manifest_matches_the_default_model(sanctum_bin):

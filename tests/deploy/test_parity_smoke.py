@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import DEPLOY, ROOT, run_script
+from deploy_harness import DEPLOY, ROOT, run_script
 
 PROMPTS = DEPLOY / "parity-smoke.json"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEPLOY, Install, make_checkout, free_port
+from deploy_harness import DEPLOY, Install, make_checkout, free_port
 
 ANALYZE = shutil.which("systemd-analyze") or "systemd-analyze"
 

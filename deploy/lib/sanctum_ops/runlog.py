@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import NoReturn
 
 
 def emit(watcher: str, level: str, outcome: str, **fields) -> dict:
@@ -16,7 +17,7 @@ def emit(watcher: str, level: str, outcome: str, **fields) -> dict:
     return record
 
 
-def fail_config(watcher: str, message: str) -> "NoReturn":  # noqa: F821
+def fail_config(watcher: str, message: str) -> NoReturn:
     """Bad configuration: one error line, exit 2 (distinct from 1 = 'the check found a problem')."""
     emit(watcher, "error", "config_error", error=message)
     raise SystemExit(2)
