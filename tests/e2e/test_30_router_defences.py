@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -254,3 +256,23 @@ def test_the_documented_example_config_is_valid(sanctum_bin):
     env.pop("CLOUD_API_KEY")
     r = subprocess.run([sanctum_bin, "route", "--check", str(example)], capture_output=True, text=True, timeout=30, env=env)
     assert r.returncode == 2 and "CLOUD_API_KEY is not set" in r.stderr
+
+
+def test_sigterm_lets_an_in_flight_request_finish_then_exits_zero(router, faults):
+    slow = faults("ok", answer="worth the wait")
+    slow.set(delay=1.0)
+    r = router({"backends": [rh.backend("b", ["m"], slow.url)]})
+    result = {}
+
+    def call():
+        result["reply"] = rh.chat(r.port, "m")
+
+    t = threading.Thread(target=call)
+    t.start()
+    time.sleep(0.4)
+    r.proc.send_signal(signal.SIGTERM)
+    t.join(10)
+    status, _, body = result["reply"]
+    assert status == 200 and body["choices"][0]["message"]["content"] == "worth the wait"
+    assert r.proc.wait(10) == 0
+    assert r.records("stopped")
