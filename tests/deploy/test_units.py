@@ -152,3 +152,15 @@ def test_template_seat_gets_its_own_memory_dropin(tmp_path, sanctum_bin):
     assert rc == 0, err
     assert "MemoryMax=12G" in (tmp_path / "units/sanctum@coder.service.d/10-memory.conf").read_text()
     assert (tmp_path / "etc/seats/coder.env").is_file()
+
+
+def test_router_config_is_installed_and_checked_before_start(tmp_path, sanctum_bin):
+    inst = Install(make_checkout(tmp_path / "checkout", free_port()), tmp_path / "opt", tmp_path / "etc",
+                   tmp_path / "units", tmp_path / "fake", 0, 0)
+    (inst.checkout / "deploy/router.yaml").write_text("# site router config\n")
+    rc, _, err = inst.deploy("install", "--binary", sanctum_bin, "--no-create-user", "--no-start")
+    assert rc == 0, err
+    assert (tmp_path / "etc/router.yaml").read_text() == "# site router config\n"
+    unit = (tmp_path / "units/sanctum-router.service").read_text()
+    assert f"ExecStartPre={tmp_path}/opt/current/sanctum route --check {tmp_path}/etc/router.yaml" in unit
+    assert f"ConditionPathExists={tmp_path}/etc/router.yaml" in unit

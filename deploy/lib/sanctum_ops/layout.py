@@ -163,6 +163,9 @@ def artifacts(roots: Roots, include_model: bool = True) -> list[Artifact]:
             text(f, roots.etc / sub / f.name, 0o640, "config")
     for f in _files(c, "parity-smoke.json"):
         verbatim(f, roots.etc / f.name, 0o644, "config")
+    # The router reads its config itself as user sanctum; secrets stay in env vars and token files.
+    for f in _files(c, "router.yaml"):
+        text(f, roots.etc / f.name, 0o644, "config")
 
     # Watchers and their library.
     for f in _files(c / "bin", "sanctum-*"):
