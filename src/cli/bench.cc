@@ -14,15 +14,20 @@
 #include "base/thread_pool.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/device_flags.h"
 #include "model/model.h"
 #include "ops/precision.h"
+#include "tensor/device_memory.h"
 
 namespace sanctum::cli {
 namespace {
 
 const char* kUsage =
     "usage: sanctum bench --model DIR [--pp N ...] [--tg N] [--decode-context N] [--repetitions R] [--threads N]\n"
-    "                     [--matmul-precision f32|int8] [--memory-bandwidth] [--json]\n"
+    "                     [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
+    "                     [--memory-bandwidth] [--json]\n"
+    "  --memory-bandwidth measures streaming read bandwidth (cpu) or device copy bandwidth, read +\n"
+    "  written bytes (cuda), and reports decode as a fraction of weight bytes / bandwidth.\n"
     "--memory-bandwidth also measures streaming read GB/s and reports decode as a fraction of that floor.\n";
 
 struct Stat {
@@ -94,7 +99,7 @@ double time_decode(Model& model, const std::vector<int32_t>& context, const std:
 }
 
 int run_bench(int argc, char** argv) {
-  Args args(argc, argv, {"model", "pp", "tg", "decode-context", "repetitions", "threads", "matmul-precision"}, {"json", "help", "memory-bandwidth"});
+  Args args(argc, argv, {"model", "pp", "tg", "decode-context", "repetitions", "threads", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag}, {"json", "help", "memory-bandwidth"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -102,9 +107,12 @@ int run_bench(int argc, char** argv) {
   check(args.has("model"), ErrorKind::invalid_argument, std::string("--model DIR is required\n") + kUsage);
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
   if (args.has("matmul-precision")) ops::set_matmul_precision(ops::parse_matmul_precision(*args.get("matmul-precision")));
+  const Device device = apply_device_flags(args);
   const int reps = static_cast<int>(args.get_int("repetitions", 3));
   check(reps >= 1, ErrorKind::invalid_argument, "--repetitions must be >= 1");
-  const double bandwidth = args.has("memory-bandwidth") ? measure_read_bandwidth() : 0.0;
+  const double bandwidth = !args.has("memory-bandwidth") ? 0.0
+                           : device == Device::cuda       ? device_memory::cuda_copy_bandwidth() / 1e9
+                                                          : measure_read_bandwidth();
   std::vector<int64_t> pp;
   for (const auto& v : args.get_all("pp")) pp.push_back(std::stoll(v));
   if (pp.empty()) pp.push_back(512);
@@ -112,7 +120,7 @@ int run_bench(int argc, char** argv) {
   const int64_t decode_context = args.get_int("decode-context", 0);
 
   double t_load = now();
-  auto model = load_model(*args.get("model"));
+  auto model = load_model(*args.get("model"), device);
   t_load = now() - t_load;
   const int64_t vocab = model->vocab_size();
   const double weight_gb = static_cast<double>(model->weight_bytes_per_token()) / 1e9;
@@ -160,7 +168,9 @@ int run_bench(int argc, char** argv) {
     nlohmann::json out = {{"model", *args.get("model")}, {"model_type", model->config().model_type},
                           {"load_seconds", t_load}, {"weight_bytes_per_token", model->weight_bytes_per_token()},
                           {"threads", compute_pool().size()}, {"results", results},
-                          {"matmul_precision", ops::matmul_precision_name(ops::matmul_precision())}};
+                          {"matmul_precision", ops::matmul_precision_name(ops::matmul_precision())},
+                          {"device", device_name(device)}};
+    if (device == Device::cuda) out["gpu_memory_peak_bytes"] = device_memory::cuda_memory_peak();
     if (bandwidth > 0) out["memory_read_gb_per_second"] = bandwidth;
     std::printf("%s\n", out.dump(2).c_str());
   }

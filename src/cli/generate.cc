@@ -7,6 +7,7 @@
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
 #include "cli/args.h"
+#include "cli/device_flags.h"
 #include "cli/command.h"
 #include "cli/ids.h"
 #include "engine/cached_generation.h"
@@ -24,7 +25,8 @@ const char* kUsage =
     "                        [--max-tokens N] [--temperature T] [--top-p P]\n"
     "                        [--top-k K] [--min-p P] [--repetition-penalty R] [--seed S] [--ignore-eos]\n"
     "                        [--no-pld] [--pld-always] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N]\n"
-    "                        [--matmul-precision f32|int8] [--threads N] [--timing]\n"
+    "                        [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
+    "                        [--threads N] [--timing]\n"
     "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line;\n"
     "                                                              line i samples with seed + i)\n"
     "Token-id input prints the generated ids, comma-separated, one stdout line per prompt; --prompt (raw\n"
@@ -37,7 +39,7 @@ const char* kUsage =
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt-ids", "prompts-file", "prompt", "chat", "max-tokens", "temperature", "top-p", "top-k", "min-p", "repetition-penalty",
-             "seed", "threads", "pld-max-draft", "pld-ngram", "prompt-cache-mb", "matmul-precision"},
+             "seed", "threads", "pld-max-draft", "pld-ngram", "prompt-cache-mb", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag},
             {"ignore-eos", "timing", "help", "no-pld", "pld-always"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -50,6 +52,7 @@ int run_generate(int argc, char** argv) {
   const bool text_io = args.has("prompt") || args.has("chat");
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
   if (args.has("matmul-precision")) ops::set_matmul_precision(ops::parse_matmul_precision(*args.get("matmul-precision")));
+  const Device device = apply_device_flags(args);
 
   GenerationParams params;
   params.max_tokens = static_cast<int>(args.get_int("max-tokens", 128));
@@ -95,7 +98,7 @@ int run_generate(int argc, char** argv) {
   check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
   std::unique_ptr<PrefixCache> cache;  // shared by the prompts of a --prompts-file, in order
   if (cache_mb > 0) cache = std::make_unique<PrefixCache>(static_cast<size_t>(cache_mb) << 20);
-  auto model = load_model(model_dir);
+  auto model = load_model(model_dir, device);
   spec::SpeculationStats speculation_stats;  // learned across the prompts of this run
   params.speculation_stats = &speculation_stats;
   const uint64_t seed = params.sampling.seed;

@@ -12,8 +12,10 @@
 #include "base/thread_pool.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/device_flags.h"
 #include "cli/ids.h"
 #include "model/model.h"
+#include "ops/precision.h"
 
 namespace sanctum::cli {
 namespace {
@@ -37,13 +39,16 @@ void write_npy(const std::string& path, const std::vector<float>& data, int64_t 
 }
 
 int run_logits(int argc, char** argv) {
-  Args args(argc, argv, {"model", "prompt-ids", "out", "split", "step", "threads"}, {"help"});
+  Args args(argc, argv, {"model", "prompt-ids", "out", "split", "step", "threads", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag}, {"help"});
   if (args.has("help") || !args.has("model") || !args.has("prompt-ids") || !args.has("out")) {
-    std::fputs("usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K [--step S]] [--threads N]\n",
+    std::fputs("usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K [--step S]] [--threads N]\n"
+        "                      [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n",
                args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
+  if (args.has("matmul-precision")) ops::set_matmul_precision(ops::parse_matmul_precision(*args.get("matmul-precision")));
+  const Device device = apply_device_flags(args);
   std::vector<int32_t> prompt = parse_ids(*args.get("prompt-ids"));
   const int64_t n = static_cast<int64_t>(prompt.size());
   const int64_t split = args.get_int("split", n);
@@ -51,7 +56,7 @@ int run_logits(int argc, char** argv) {
   check(split >= 1 && split <= n, ErrorKind::invalid_argument, "--split must be in [1, number of prompt ids]");
   check(step >= 1, ErrorKind::invalid_argument, "--step must be >= 1");
 
-  auto model = load_model(*args.get("model"));
+  auto model = load_model(*args.get("model"), device);
   const int64_t vocab = model->vocab_size();
   for (int32_t id : prompt)
     check(id < vocab, ErrorKind::invalid_argument, "token id " + std::to_string(id) + " is outside the vocabulary");

@@ -28,6 +28,7 @@ struct LayerConfig {
 struct ModelConfig {
   std::string dir;
   std::string model_type;
+  Device device = Device::cpu;  // where the model's weights, scratch and state live (set by load_model)
   nlohmann::json raw;  // flattened config.json
 
   int64_t vocab_size = 0;

@@ -55,14 +55,15 @@ class DecoderModel final : public Model {
       layers_.push_back(std::move(layer));
     }
     rope_ = ops::RopeTable(c.rope);
+    ws_ = Workspace(c.device);
   }
 
   SequenceState new_state() const override {
     std::vector<KvCache> kv(layers_.size());
     std::vector<LinearAttentionState> linear(layers_.size());
     for (size_t i = 0; i < layers_.size(); ++i) {
-      if (layers_[i].gdn) linear[i] = layers_[i].gdn->new_state();
-      else kv[i] = KvCache(config_.num_key_value_heads, config_.head_dim);
+      if (layers_[i].gdn) linear[i] = layers_[i].gdn->new_state(config_.device);
+      else kv[i] = KvCache(config_.num_key_value_heads, config_.head_dim, config_.device);
     }
     return SequenceState(std::move(kv), std::move(linear));
   }
@@ -103,7 +104,10 @@ class DecoderModel final : public Model {
     ops::rms_norm(rows, final_norm_, eps(), normed, off);
     Tensor logits = ws_.get(kLogits, rows.dim(0), config_.vocab_size);
     ops::matmul(normed, lm_head_, logits);
-    return logits;
+    if (logits.device() == Device::cpu) return logits;
+    Tensor host = ws_.host(kLogits, rows.dim(0), config_.vocab_size);
+    host.copy_from(logits);  // waits for the step to finish
+    return host;
   }
 
   size_t weight_bytes_per_token() const override {

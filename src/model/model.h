@@ -36,8 +36,9 @@ class Model {
   ModelConfig config_;
 };
 
-// Loads the checkpoint in `dir` with the architecture its config.json names. Throws sanctum::Error
-// (unsupported model_type names the ones that load).
-std::unique_ptr<Model> load_model(const std::string& dir);
+// Loads the checkpoint in `dir` with the architecture its config.json names, with weights, scratch
+// and state on `device` (logits always come back to the host). Throws sanctum::Error
+// (unsupported model_type names the ones that load; cuda without a GPU says why).
+std::unique_ptr<Model> load_model(const std::string& dir, Device device = Device::cpu);
 
 }  // namespace sanctum

@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "tensor/device_memory.h"
 #include "model/arch/llama_like.h"
 
 namespace sanctum {
@@ -28,11 +29,15 @@ std::string supported_model_types() {
   return s;
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir) {
+std::unique_ptr<Model> load_model(const std::string& dir, Device device) {
+  if (device == Device::cuda)
+    check(device_memory::cuda_available(), ErrorKind::unsupported, "--device cuda: " + device_memory::cuda_unavailable_reason());
   ModelConfig config = load_model_config(dir);
+  config.device = device;
   for (const auto& a : architectures()) {
     if (config.model_type != a.model_type) continue;
     Checkpoint checkpoint(dir);
+    checkpoint.set_device(device);
     auto model = a.make(std::move(config), checkpoint);
     checkpoint.check_all_used();
     return model;

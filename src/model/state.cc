@@ -12,24 +12,23 @@ void KvCache::reserve(int64_t tokens) {
   int64_t cap = blocks * kBlockTokens;
   // Grow by at least half again, so long prompts fed in pieces do not copy quadratically.
   cap = std::max(cap, capacity() + capacity() / 2 / kBlockTokens * kBlockTokens);
-  Tensor k = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32);
-  Tensor v = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32);
+  Tensor k = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32, device_);
+  Tensor v = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32, device_);
   if (k_) {
-    std::memcpy(k.raw(), k_.raw(), k_.nbytes());
-    std::memcpy(v.raw(), v_.raw(), v_.nbytes());
+    k.slice(0, 0, k_.dim(0)).copy_from(k_);
+    v.slice(0, 0, v_.dim(0)).copy_from(v_);
   }
   k_ = std::move(k);
   v_ = std::move(v);
 }
 
 KvCache KvCache::clone_prefix(int64_t n) const {
-  KvCache c(n_kv_heads_, head_dim_);
+  KvCache c(n_kv_heads_, head_dim_, device_);
   if (n > 0 && k_) {  // a layer without attention (or never written) has nothing to copy
     check(n <= capacity(), ErrorKind::internal, "KvCache::clone_prefix: rows beyond capacity");
     c.reserve(n);
-    size_t row = static_cast<size_t>(n_kv_heads_ * head_dim_) * sizeof(float);
-    std::memcpy(c.k_.raw(), k_.raw(), row * static_cast<size_t>(n));
-    std::memcpy(c.v_.raw(), v_.raw(), row * static_cast<size_t>(n));
+    c.k_.slice(0, 0, n).copy_from(k_.slice(0, 0, n));
+    c.v_.slice(0, 0, n).copy_from(v_.slice(0, 0, n));
   }
   return c;
 }
@@ -87,8 +86,8 @@ void SequenceState::rewind(const Checkpoint& c) {
   length_ = c.length;
   for (size_t i = 0; i < linear_.size(); ++i) {
     if (!c.linear[i].recurrent) continue;
-    std::memcpy(linear_[i].conv.raw(), c.linear[i].conv.raw(), c.linear[i].conv.nbytes());
-    std::memcpy(linear_[i].recurrent.raw(), c.linear[i].recurrent.raw(), c.linear[i].recurrent.nbytes());
+    linear_[i].conv.copy_from(c.linear[i].conv);
+    linear_[i].recurrent.copy_from(c.linear[i].recurrent);
   }
 }
 

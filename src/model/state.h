@@ -17,7 +17,8 @@ class KvCache {
   static constexpr int64_t kBlockTokens = 256;
 
   KvCache() = default;
-  KvCache(int64_t n_kv_heads, int64_t head_dim) : n_kv_heads_(n_kv_heads), head_dim_(head_dim) {}
+  KvCache(int64_t n_kv_heads, int64_t head_dim, Device device = Device::cpu)
+      : n_kv_heads_(n_kv_heads), head_dim_(head_dim), device_(device) {}
 
   int64_t capacity() const { return k_ ? k_.dim(0) : 0; }
   // Grows storage (whole blocks, existing rows kept) so rows [0, tokens) exist.
@@ -33,6 +34,7 @@ class KvCache {
 
  private:
   int64_t n_kv_heads_ = 0, head_dim_ = 0;
+  Device device_ = Device::cpu;
   Tensor k_, v_;
 };
 

@@ -1,6 +1,7 @@
 #include "ops/activation.h"
 
 #include "ops/cpu/kernels.h"
+#include "ops/cuda/kernels.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
@@ -10,7 +11,7 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   detail::require_defined(kOp, "gate", gate);
   detail::require_defined(kOp, "up", up);
   detail::require_defined(kOp, "out", out);
-  detail::require_cpu(kOp, {{"gate", &gate}, {"up", &up}, {"out", &out}});
+  const Device device = detail::require_one_device(kOp, {{"gate", &gate}, {"up", &up}, {"out", &out}});
   for (const auto& [name, t] : {detail::Named{"gate", &gate}, detail::Named{"up", &up}, detail::Named{"out", &out}}) {
     detail::require_dtype(kOp, name, *t, DType::f32);
     detail::require_inner_contiguous(kOp, name, *t);
@@ -18,6 +19,7 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   detail::require(detail::same_shape(gate, up) && detail::same_shape(gate, out), kOp,
                   "gate " + gate.shape_string() + ", up " + up.shape_string() + " and out " + out.shape_string() +
                       " must have one shape");
+  if (device == Device::cuda) return cuda::silu_mul(gate, up, out);
   cpu::silu_mul(gate, up, out);
 }
 

@@ -1,6 +1,7 @@
 #include "ops/attention.h"
 
 #include "ops/cpu/kernels.h"
+#include "ops/cuda/kernels.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
@@ -11,7 +12,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   detail::require_defined(kOp, "k", k);
   detail::require_defined(kOp, "v", v);
   detail::require_defined(kOp, "out", out);
-  detail::require_cpu(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}});
+  const Device device = detail::require_one_device(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}});
   for (const auto& [name, t] : {detail::Named{"q", &q}, detail::Named{"k", &k}, detail::Named{"v", &v}, detail::Named{"out", &out}}) {
     detail::require_dtype(kOp, name, *t, DType::f32);
     detail::require(t->ndim() == 3, kOp, std::string(name) + " must be 3-D (tokens, heads, head_dim), got " + t->shape_string());
@@ -27,6 +28,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
                   "the cache holds " + std::to_string(k.dim(0)) + " rows, queries need " + std::to_string(q_pos0 + q.dim(0)) +
                       " (q_pos0 " + std::to_string(q_pos0) + " + " + std::to_string(q.dim(0)) + " queries)");
   if (q.dim(0) == 0 || q.dim(1) == 0) return;
+  if (device == Device::cuda) return cuda::attention(q, k, v, q_pos0, scale, out);
   cpu::attention(q, k, v, q_pos0, scale, out);
 }
 

@@ -1,6 +1,7 @@
 #include "ops/elementwise.h"
 
 #include "ops/cpu/kernels.h"
+#include "ops/cuda/kernels.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
@@ -10,7 +11,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
   detail::require_defined(kOp, "a", a);
   detail::require_defined(kOp, "b", b);
   detail::require_defined(kOp, "out", out);
-  detail::require_cpu(kOp, {{"a", &a}, {"b", &b}, {"out", &out}});
+  const Device device = detail::require_one_device(kOp, {{"a", &a}, {"b", &b}, {"out", &out}});
   for (const auto& [name, t] : {detail::Named{"a", &a}, detail::Named{"b", &b}, detail::Named{"out", &out}}) {
     detail::require_dtype(kOp, name, *t, DType::f32);
     detail::require(t->ndim() >= 1, kOp, std::string(name) + " must have at least one dim");
@@ -18,6 +19,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
   }
   detail::require(detail::same_shape(a, b) && detail::same_shape(a, out), kOp,
                   "a " + a.shape_string() + ", b " + b.shape_string() + " and out " + out.shape_string() + " must have one shape");
+  if (device == Device::cuda) return cuda::add(a, b, out);
   cpu::add(a, b, out);
 }
 
@@ -25,7 +27,7 @@ void add_bias(Tensor& y, const Tensor& bias) {
   constexpr const char* kOp = "add_bias";
   detail::require_defined(kOp, "y", y);
   detail::require_defined(kOp, "bias", bias);
-  detail::require_cpu(kOp, {{"y", &y}, {"bias", &bias}});
+  const Device device = detail::require_one_device(kOp, {{"y", &y}, {"bias", &bias}});
   detail::require_dtype(kOp, "y", y, DType::f32);
   detail::require_float(kOp, "bias", bias);
   detail::require(y.ndim() >= 1, kOp, "y must have at least one dim");
@@ -33,6 +35,7 @@ void add_bias(Tensor& y, const Tensor& bias) {
                   "bias has " + std::to_string(bias.numel()) + " elements, y rows have " + std::to_string(y.dim(-1)));
   detail::require_inner_contiguous(kOp, "y", y);
   detail::require_inner_contiguous(kOp, "bias", bias);
+  if (device == Device::cuda) return cuda::add_bias(y, bias);
   cpu::add_bias(y, bias);
 }
 
@@ -40,10 +43,11 @@ void copy(const Tensor& src, Tensor& dst) {
   constexpr const char* kOp = "copy";
   detail::require_defined(kOp, "src", src);
   detail::require_defined(kOp, "dst", dst);
-  detail::require_cpu(kOp, {{"src", &src}, {"dst", &dst}});
+  const Device device = detail::require_one_device(kOp, {{"src", &src}, {"dst", &dst}});
   detail::require(src.dtype() == dst.dtype(), kOp, "src " + src.shape_string() + " and dst " + dst.shape_string() + " differ in dtype",
                   ErrorKind::unsupported);
   detail::require(detail::same_shape(src, dst), kOp, "src " + src.shape_string() + " and dst " + dst.shape_string() + " differ in shape");
+  if (device == Device::cuda) return cuda::copy(src, dst);
   cpu::copy(src, dst);
 }
 

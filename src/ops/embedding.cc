@@ -1,6 +1,7 @@
 #include "ops/embedding.h"
 
 #include "ops/cpu/kernels.h"
+#include "ops/cuda/kernels.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
@@ -8,7 +9,7 @@ namespace sanctum::ops {
 void embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) {
   constexpr const char* kOp = "embedding";
   detail::require_defined(kOp, "out", out);
-  detail::require_cpu(kOp, {{"out", &out}});
+  const Device device = detail::require_one_device(kOp, {{"out", &out}, {"table", &table.data}});
   detail::require_weight(kOp, table);
   detail::require_inner_contiguous(kOp, "table", table.data);
   detail::require_dtype(kOp, "out", out, DType::f32);
@@ -20,6 +21,7 @@ void embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out) {
     detail::require(ids[i] >= 0 && ids[i] < table.rows, kOp,
                     "token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) + " is outside the vocabulary [0, " +
                         std::to_string(table.rows) + ")");
+  if (device == Device::cuda) return cuda::embedding(table, ids, out);
   cpu::embedding(table, ids, out);
 }
 

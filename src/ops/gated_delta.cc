@@ -3,6 +3,7 @@
 #include <string>
 
 #include "ops/cpu/gated_delta.h"
+#include "ops/cuda/kernels.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
@@ -70,7 +71,7 @@ void check_conv(const char* kOp, const Tensor& x, const Tensor& state, const Ten
   require_f32_matrix(kOp, "out", out);
   detail::require_defined(kOp, "state", state);
   detail::require_dtype(kOp, "state", state, DType::f32);
-  detail::require_cpu(kOp, {{"x", &x}, {"state", &state}, {w_name, &w}, {"out", &out}});
+  detail::require_one_device(kOp, {{"x", &x}, {"state", &state}, {w_name, &w}, {"out", &out}});
   const int64_t n = x.dim(0), channels = x.dim(1);
   detail::require(w_channels == channels, kOp,
                   std::string(w_name) + " " + dims(w) + " does not match the " + std::to_string(channels) + " channels of x");
@@ -92,6 +93,7 @@ void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Te
   detail::require(weight.ndim() == 2 && weight.dim(1) >= 1, kOp, "weight must be (channels, kernel), got " + dims(weight));
   detail::require_inner_contiguous(kOp, "weight", weight);
   check_conv(kOp, x, state, weight, "weight", weight.dim(1), weight.dim(0), out);
+  if (x.device() == Device::cuda) return cuda::causal_conv1d_silu_taps(x, state, conv1d_taps(weight), out);
   cpu::causal_conv1d_silu(x, state, weight, out);
 }
 
@@ -99,8 +101,9 @@ Tensor conv1d_taps(const Tensor& weight) {
   constexpr const char* kOp = "conv1d_taps";
   detail::require_defined(kOp, "weight", weight);
   detail::require_float(kOp, "weight", weight);
-  detail::require_cpu(kOp, {{"weight", &weight}});
   detail::require(weight.ndim() == 2 && weight.dim(1) >= 1, kOp, "weight must be (channels, kernel), got " + dims(weight));
+  // A load-time rearrangement: a GPU weight goes through the host and comes back.
+  if (weight.device() != Device::cpu) return conv1d_taps(weight.to(Device::cpu)).to(weight.device());
   const int64_t channels = weight.dim(0), kernel = weight.dim(1);
   Tensor taps = Tensor::zeros({kernel, channels}, DType::f32);
   for (int64_t c = 0; c < channels; ++c)
@@ -117,6 +120,7 @@ void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps,
   detail::require(taps.ndim() == 2 && taps.dim(0) >= 1, kOp, "taps must be (kernel, channels), got " + dims(taps));
   detail::require_inner_contiguous(kOp, "taps", taps);
   check_conv(kOp, x, state, taps, "taps", taps.dim(0), taps.dim(1), out);
+  if (x.device() == Device::cuda) return cuda::causal_conv1d_silu_taps(x, state, taps, out);
   cpu::causal_conv1d_silu_taps(x, state, taps, out);
 }
 
@@ -138,7 +142,7 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
   require_per_head(kOp, "dt_bias", dt_bias, hv);
   detail::require_defined(kOp, "state", state);
   detail::require_dtype(kOp, "state", state, DType::f32);
-  detail::require_cpu(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"a_log", &a_log},
+  const Device device = detail::require_one_device(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"a_log", &a_log},
                             {"dt_bias", &dt_bias}, {"state", &state}, {"out", &out}});
   const int64_t n = q.dim(0);
   auto want = [&](const char* name, const Tensor& t, int64_t cols) {
@@ -161,6 +165,7 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
     detail::require(!overlap(state, *t), kOp, std::string("state must not alias ") + name);
   if (algorithm == GatedDeltaAlgorithm::automatic)
     algorithm = n >= kChunkedFromTokens ? GatedDeltaAlgorithm::chunked : GatedDeltaAlgorithm::sequential;
+  if (device == Device::cuda) return cuda::gated_delta_rule(q, k, v, a, b, a_log, dt_bias, shape, state, out, algorithm);
   if (algorithm == GatedDeltaAlgorithm::chunked)
     cpu::gated_delta_chunked(q, k, v, a, b, a_log, dt_bias, shape, state, out);
   else
@@ -174,7 +179,7 @@ void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, floa
   require_f32_matrix(kOp, "out", out);
   detail::require_defined(kOp, "weight", weight);
   detail::require_float(kOp, "weight", weight);
-  detail::require_cpu(kOp, {{"x", &x}, {"z", &z}, {"weight", &weight}, {"out", &out}});
+  const Device device = detail::require_one_device(kOp, {{"x", &x}, {"z", &z}, {"weight", &weight}, {"out", &out}});
   detail::require(weight.ndim() == 1 && weight.dim(0) > 0, kOp, "weight must be a (d) vector, got " + dims(weight));
   detail::require_inner_contiguous(kOp, "weight", weight);
   const int64_t d = weight.dim(0);
@@ -185,6 +190,7 @@ void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, floa
   detail::require(eps >= 0.0f, kOp, "eps must be >= 0");
   detail::require(same_view(out, x) || !overlap(out, x), kOp, "out may alias x only exactly");
   detail::require(same_view(out, z) || !overlap(out, z), kOp, "out may alias z only exactly");
+  if (device == Device::cuda) return cuda::gated_rms_norm(x, z, weight, eps, out);
   cpu::gated_rms_norm(x, z, weight, eps, out);
 }
 

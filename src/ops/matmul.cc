@@ -1,6 +1,7 @@
 #include "ops/matmul.h"
 
 #include "ops/cpu/kernels.h"
+#include "ops/cuda/kernels.h"
 #include "ops/op_util.h"
 #include "ops/precision.h"
 
@@ -22,7 +23,7 @@ void check_weight_layout(const Weight& w) {
 void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   detail::require_defined(kOp, "x", x);
   detail::require_defined(kOp, "y", y);
-  detail::require_cpu(kOp, {{"x", &x}, {"y", &y}});
+  const Device device = detail::require_one_device(kOp, {{"x", &x}, {"y", &y}, {"weight", &w.data}});
   check_weight_layout(w);
   detail::require_dtype(kOp, "x", x, DType::f32);
   detail::require_dtype(kOp, "y", y, DType::f32);
@@ -36,6 +37,7 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   detail::require_inner_contiguous(kOp, "y", y);
   detail::require(x.raw() != y.raw(), kOp, "y must not alias x");
   if (x.dim(0) == 0 || w.rows == 0) return;
+  if (device == Device::cuda) return cuda::matmul(x, w, y);
   if (w.quantized() && matmul_precision() == MatmulPrecision::int8)
     cpu::matmul_quantized_int8(x, w, y);
   else if (w.quantized())
@@ -46,7 +48,7 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
 
 void prepare_weight(Weight& w) {
   check_weight_layout(w);
-  cpu::prepare_weight(w);
+  if (w.data.device() == Device::cpu) cpu::prepare_weight(w);
 }
 
 }  // namespace sanctum::ops

@@ -20,13 +20,22 @@ inline void require(bool condition, const char* op, const std::string& message,
   if (!condition) throw Error(kind, std::string("[") + op + "] " + message);
 }
 
-// Every tensor must be on the CPU: no other backend exists yet. Names the first offender.
-inline void require_cpu(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> tensors) {
+// Every defined tensor must be on one device, which is returned (cpu when none is defined). Names
+// the first tensor on another device: ops never move data between devices behind the caller's back.
+inline Device require_one_device(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> tensors) {
+  const char* first = nullptr;
+  Device device = Device::cpu;
   for (const auto& [name, t] : tensors) {
-    if (*t && t->device() != Device::cpu)
-      throw Error(ErrorKind::unsupported, std::string("[") + op + "] " + name + " is on " + device_name(t->device()) +
-                                              "; only the cpu backend is built (move the tensor to cpu)");
+    if (!*t) continue;
+    if (!first) {
+      first = name;
+      device = t->device();
+    } else if (t->device() != device) {
+      throw Error(ErrorKind::unsupported, std::string("[") + op + "] " + name + " is on " + device_name(t->device()) + " but " + first +
+                                              " is on " + device_name(device) + " (move both to one device)");
+    }
   }
+  return device;
 }
 
 inline void require_defined(const char* op, const char* name, const Tensor& t) {
@@ -90,7 +99,7 @@ inline void require_weight(const char* op, const Weight& w) {
   } catch (const Error& e) {
     throw Error(e.kind(), std::string("[") + op + "] " + e.what());
   }
-  require_cpu(op, {{"weight data", &w.data}, {"weight scales", &w.scales}, {"weight biases", &w.biases}});
+  require_one_device(op, {{"weight data", &w.data}, {"weight scales", &w.scales}, {"weight biases", &w.biases}});
 }
 
 }  // namespace sanctum::ops::detail

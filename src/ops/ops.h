@@ -8,6 +8,7 @@
 #include "ops/gated_delta.h"
 #include "ops/gating.h"
 #include "ops/matmul.h"
+#include "ops/moe.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
 #include "ops/softmax.h"

@@ -5,12 +5,15 @@
 //         multiplied with the integer weight codes (AVX-512 VNNI where the CPU has it). Faster,
 //         approximate: see matmul_int8.cc for the numerics and tests/ops/matmul_int8_test.cc for
 //         the error bound. Dense weights are unaffected.
-// Either mode gives each output row the same bits whatever the batch size n or thread count.
+//   bf16: on the GPU, matmuls over more than a few rows (prefill) run on bf16 tensor cores (weights
+//         dequantized to bf16, activations rounded to bf16, f32 accumulation); decode mat-vecs stay
+//         f32. The CPU computes bf16 like f32. The GPU default when nothing is set.
+// On the CPU either mode gives each output row the same bits whatever the batch size n or thread count.
 #include <string_view>
 
 namespace sanctum::ops {
 
-enum class MatmulPrecision { f32, int8 };
+enum class MatmulPrecision { f32, int8, bf16 };
 
 // Applies to every later ops::matmul call, on any thread.
 void set_matmul_precision(MatmulPrecision precision);
@@ -19,7 +22,9 @@ void set_matmul_precision(MatmulPrecision precision);
 MatmulPrecision matmul_precision();
 
 const char* matmul_precision_name(MatmulPrecision precision);
-// "f32" or "int8"; throws Error(invalid_argument) naming the accepted values otherwise.
+// True once set_matmul_precision was called or the environment names a precision.
+bool matmul_precision_chosen();
+// "f32", "int8" or "bf16"; throws Error(invalid_argument) naming the accepted values otherwise.
 MatmulPrecision parse_matmul_precision(std::string_view name);
 
 }  // namespace sanctum::ops

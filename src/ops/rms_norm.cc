@@ -1,6 +1,7 @@
 #include "ops/rms_norm.h"
 
 #include "ops/cpu/kernels.h"
+#include "ops/cuda/kernels.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
@@ -10,7 +11,7 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, flo
   detail::require_defined(kOp, "x", x);
   detail::require_defined(kOp, "weight", weight);
   detail::require_defined(kOp, "out", out);
-  detail::require_cpu(kOp, {{"x", &x}, {"weight", &weight}, {"out", &out}});
+  const Device device = detail::require_one_device(kOp, {{"x", &x}, {"weight", &weight}, {"out", &out}});
   detail::require_dtype(kOp, "x", x, DType::f32);
   detail::require_dtype(kOp, "out", out, DType::f32);
   detail::require_float(kOp, "weight", weight);
@@ -22,6 +23,7 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, flo
   detail::require_inner_contiguous(kOp, "out", out);
   detail::require_inner_contiguous(kOp, "weight", weight);
   detail::require(eps >= 0.0f, kOp, "eps must be >= 0");
+  if (device == Device::cuda) return cuda::rms_norm(x, weight, eps, out, weight_offset);
   cpu::rms_norm(x, weight, eps, out, weight_offset);
 }
 

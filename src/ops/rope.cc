@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "ops/cpu/kernels.h"
+#include "ops/cuda/kernels.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
@@ -89,7 +90,7 @@ RopeTable::RopeTable(const RopeConfig& c) {
 
 void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table) {
   detail::require_defined(kOp, "x", x);
-  detail::require_cpu(kOp, {{"x", &x}});
+  const Device device = detail::require_one_device(kOp, {{"x", &x}});
   detail::require_dtype(kOp, "x", x, DType::f32);
   detail::require(x.ndim() == 3, kOp, "x must be 3-D (tokens, heads, head_dim), got " + x.shape_string());
   detail::require_inner_contiguous(kOp, "x", x);
@@ -98,6 +99,7 @@ void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table)
                   "rotary_dim " + std::to_string(table.rotary_dim()) + " exceeds head_dim " + std::to_string(x.dim(2)));
   detail::require(static_cast<int64_t>(positions.size()) == x.dim(0), kOp,
                   std::to_string(positions.size()) + " positions for " + std::to_string(x.dim(0)) + " tokens");
+  if (device == Device::cuda) return cuda::rope(x, positions, table);
   cpu::rope(x, positions, table);
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "tensor/device_memory.h"
 
 namespace sanctum {
 
@@ -25,14 +26,13 @@ void check_shape(const int64_t* shape, int ndim) {
 
 Tensor Tensor::zeros_like_shape(const int64_t* shape, int ndim, DType dtype, Device device) {
   check_shape(shape, ndim);
-  check(device == Device::cpu, ErrorKind::unsupported, "Tensor::zeros: device allocation goes through the backend allocator");
   Tensor t;
   t.ndim_ = ndim;
   for (int i = 0; i < ndim; ++i) t.shape_[static_cast<size_t>(i)] = shape[i];
   t.dtype_ = dtype;
   t.device_ = device;
   t.set_contiguous_strides();
-  auto mem = allocate_host(t.nbytes());
+  auto mem = device == Device::cuda ? device_memory::cuda_allocate(t.nbytes()) : allocate_host(t.nbytes());
   t.data_ = mem.get();
   t.storage_ = std::move(mem);
   return t;
@@ -146,8 +146,76 @@ Tensor Tensor::reshape(std::initializer_list<int64_t> shape) const {
   return t;
 }
 
+namespace {
+// A tensor as rows of one stride with a contiguous last dim: (rows, row_elems, stride_elems).
+struct RowLayout {
+  int64_t rows = 0, row_elems = 0, stride = 0;
+};
+bool row_layout(const Tensor& t, RowLayout& out) {
+  if (t.ndim() == 0) return false;
+  const int n = t.ndim();
+  if (t.dim(-1) > 1 && t.stride(-1) != 1) return false;
+  out.row_elems = t.dim(-1);
+  out.rows = out.row_elems > 0 ? t.numel() / out.row_elems : 0;
+  if (n == 1) {
+    out.stride = out.row_elems;
+    return true;
+  }
+  // Leading dims must collapse into one uniform stride.
+  out.stride = t.stride(n - 2);
+  int64_t expect = t.stride(n - 2) * t.dim(n - 2);
+  for (int i = n - 3; i >= 0; --i) {
+    if (t.dim(i) != 1 && t.stride(i) != expect) return false;
+    expect = t.stride(i) * t.dim(i);
+  }
+  return true;
+}
+
+device_memory::CopyKind copy_kind(Device dst, Device src) {
+  if (dst == Device::cuda && src == Device::cuda) return device_memory::CopyKind::device_to_device;
+  return dst == Device::cuda ? device_memory::CopyKind::host_to_device : device_memory::CopyKind::device_to_host;
+}
+}  // namespace
+
+void Tensor::copy_from(const Tensor& src) {
+  check(ndim_ == src.ndim_ && numel() == src.numel() && dtype_ == src.dtype_, ErrorKind::invalid_argument,
+        "copy_from: " + src.shape_string() + " into " + shape_string());
+  for (int i = 0; i < ndim_; ++i)
+    check(shape_[static_cast<size_t>(i)] == src.shape_[static_cast<size_t>(i)], ErrorKind::invalid_argument,
+          "copy_from: " + src.shape_string() + " into " + shape_string());
+  if (numel() == 0) return;
+  if (device_ == Device::cpu && src.device_ == Device::cpu) {
+    if (is_contiguous() && src.is_contiguous()) {
+      std::memcpy(data_, src.data_, nbytes());
+      return;
+    }
+    Tensor tmp = src.clone();
+    check(is_contiguous(), ErrorKind::unsupported, "copy_from: the destination must be contiguous on cpu");
+    std::memcpy(data_, tmp.data_, nbytes());
+    return;
+  }
+  const auto kind = copy_kind(device_, src.device_);
+  if (is_contiguous() && src.is_contiguous()) {
+    if (kind == device_memory::CopyKind::host_to_device && nbytes() >= (size_t{1} << 20)) device_memory::cuda_upload(data_, src.data_, nbytes());
+    else device_memory::cuda_copy(data_, src.data_, nbytes(), kind);
+    return;
+  }
+  RowLayout d, s;
+  check(row_layout(*this, d) && row_layout(src, s), ErrorKind::unsupported,
+        "copy_from: cannot copy " + src.shape_string() + " across devices with this striding");
+  const size_t es = dtype_size(dtype_);
+  device_memory::cuda_copy_2d(data_, static_cast<size_t>(d.stride) * es, src.data_, static_cast<size_t>(s.stride) * es,
+                              static_cast<size_t>(d.row_elems) * es, static_cast<size_t>(d.rows), kind);
+}
+
+Tensor Tensor::to(Device device) const {
+  Tensor t = zeros_like_shape(shape_.data(), ndim_, dtype_, device);
+  t.copy_from(*this);
+  return t;
+}
+
 Tensor Tensor::clone() const {
-  check(device_ == Device::cpu, ErrorKind::unsupported, "clone: cpu tensors only");
+  if (device_ != Device::cpu) return to(device_);
   Tensor t = zeros_like_shape(shape_.data(), ndim_, dtype_, device_);
   size_t es = dtype_size(dtype_);
   if (is_contiguous()) {

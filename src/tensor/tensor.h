@@ -49,8 +49,12 @@ class Tensor {
   Tensor reshape(std::initializer_list<int64_t> shape) const;  // contiguous only; one -1 allowed
   Tensor squeeze0() const;  // drops a leading dim of size 1
 
-  // Deep copy into fresh contiguous storage of the same dtype.
+  // Deep copy into fresh contiguous storage of the same dtype, on the same device or on `device`.
   Tensor clone() const;
+  Tensor to(Device device) const;
+  // Copies src's elements into this tensor (same shape and dtype; any devices; each side contiguous
+  // or rows of a uniform stride with a contiguous last dim).
+  void copy_from(const Tensor& src);
 
  private:
   void* data_ = nullptr;

@@ -134,7 +134,10 @@ Tensor Checkpoint::tensor(const std::string& name) {
   const auto& [fi, ei] = index_.at(name);
   Tensor t = files_[fi]->view(ei);
   used_.insert(name);
-  return t;
+  if (device_ == Device::cpu) return t;
+  auto [it, fresh] = uploaded_.try_emplace(name);
+  if (fresh) it->second = t.to(device_);
+  return it->second;
 }
 
 Tensor Checkpoint::tensor(const std::string& name, std::initializer_list<int64_t> expected_shape) {

@@ -29,6 +29,11 @@ class Checkpoint {
   // Throws not_found naming it.
   const SafetensorsEntry& entry(const std::string& name) const;
 
+  // Where tensor()/linear()/experts() place what they return: views of the mapped files (cpu), or
+  // copies uploaded once to the GPU (each name at most once, so tied weights stay shared).
+  void set_device(Device device) { device_ = device; }
+  Device device() const { return device_; }
+
   // The tensor `name`; marks it used. Throws not_found naming it (and the directory) if absent.
   Tensor tensor(const std::string& name);
   // Same, and checks the shape; throws invalid_input "tensor X: expected (a, b), got (c, d) bf16".
@@ -59,6 +64,8 @@ class Checkpoint {
   std::map<std::string, std::pair<size_t, size_t>> index_;  // name -> (file index, entry index)
   std::set<std::string> used_;
   std::vector<std::string> ignored_prefixes_;
+  Device device_ = Device::cpu;
+  std::map<std::string, Tensor> uploaded_;
 
   std::string file_of(const std::string& name) const;  // the shard holding name, for messages
 };

@@ -1,5 +1,7 @@
 """Shared machinery of the mlx-lm parity suites: build a tiny random checkpoint with mlx-lm, run
 sanctum on it, compare logits and greedy generations with mlx-lm evaluated in float32."""
+import os
+import shlex
 import subprocess
 import zlib
 
@@ -11,6 +13,9 @@ FORMATS = {"bf16": (0, 64), "q4g64": (4, 64), "q8g64": (8, 64), "q4g32": (4, 32)
 PROMPT_LENGTHS = [1, 7, 64]
 GREEDY_TOKENS = 32
 TIE_GAP = 1e-3  # reference top-2 gaps below this are near-ties: reported, not asserted
+# Extra sanctum flags for every run, e.g. "--device cuda --matmul-precision f32" to hold the GPU
+# backend to the same references (scripts/gpu_check.sh sets it on a GPU machine).
+DEVICE_ARGS = shlex.split(os.environ.get("SANCTUM_PARITY_DEVICE_ARGS", ""))
 
 
 class CheckpointCache:
@@ -50,14 +55,14 @@ def sanctum_logits(sanctum_bin, model_dir, prompt, out_path, split=None, extra=(
     cmd = [sanctum_bin, "logits", "--model", str(model_dir), "--prompt-ids", ",".join(map(str, prompt)), "--out", str(out_path)]
     if split is not None:
         cmd += ["--split", str(split)]
-    cmd += list(extra)
+    cmd += list(extra) + DEVICE_ARGS
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
     return np.load(out_path)
 
 
 def sanctum_greedy(sanctum_bin, model_dir, prompt, max_tokens):
     r = subprocess.run([sanctum_bin, "generate", "--model", str(model_dir), "--prompt-ids", ",".join(map(str, prompt)),
-                        "--max-tokens", str(max_tokens), "--temperature", "0", "--ignore-eos"],
+                        "--max-tokens", str(max_tokens), "--temperature", "0", "--ignore-eos", *DEVICE_ARGS],
                        check=True, capture_output=True, text=True, timeout=300)
     return [int(t) for t in r.stdout.strip().split(",")]
 

@@ -37,10 +37,10 @@ GatedDeltaNetBlock::GatedDeltaNetBlock(Checkpoint& ckpt, const std::string& pref
   norm_ = ckpt.tensor(prefix + "norm.weight", {s.heads.value_dim});
 }
 
-LinearAttentionState GatedDeltaNetBlock::new_state() const {
+LinearAttentionState GatedDeltaNetBlock::new_state(Device device) const {
   LinearAttentionState st;
-  st.conv = Tensor::zeros({shape_.conv_kernel - 1, shape_.conv_dim()}, DType::f32);
-  st.recurrent = Tensor::zeros({shape_.heads.n_value_heads, shape_.heads.value_dim, shape_.heads.key_dim}, DType::f32);
+  st.conv = Tensor::zeros({shape_.conv_kernel - 1, shape_.conv_dim()}, DType::f32, device);
+  st.recurrent = Tensor::zeros({shape_.heads.n_value_heads, shape_.heads.value_dim, shape_.heads.key_dim}, DType::f32, device);
   return st;
 }
 

@@ -29,7 +29,7 @@ class GatedDeltaNetBlock {
                      const QuantConfig& quant);
 
   // Zeroed conv and recurrent state for a new sequence.
-  LinearAttentionState new_state() const;
+  LinearAttentionState new_state(Device device) const;
   // x: (n, hidden) for tokens at absolute positions pos0.. → out: (n, hidden); advances `state`.
   // Whole 64-token chunks aligned to absolute positions run in the chunked form, everything else
   // token by token, so the bits depend only on positions — not on how a prompt is split across

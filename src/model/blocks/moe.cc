@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "base/error.h"
 #include "ops/ops.h"
@@ -132,57 +131,71 @@ void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k;
   Tensor logits = ws.get(kRouter, n, config_.n_experts);
   ops::matmul(x, router_, logits);
+  Tensor shared_logit;
+  if (has_shared_) {
+    shared_logit = ws.get(kSharedGate, n, 1);
+    ops::matmul(x, shared_gate_, shared_logit);
+  }
+  // Routing is decided on the host; on a GPU this is the layer's one wait for the device.
+  if (logits.device() != Device::cpu) {
+    Tensor host = ws.host(kRouter, n, config_.n_experts);
+    host.copy_from(logits);
+    logits = host;
+    if (has_shared_) {
+      Tensor g = ws.host(kSharedGate, n, 1);
+      g.copy_from(shared_logit);
+      shared_logit = g;
+    }
+  }
 
   // Route every token, then group tokens by expert so each expert runs once over its rows.
   std::vector<std::vector<std::pair<int32_t, float>>> routes(static_cast<size_t>(n));
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> by_expert(static_cast<size_t>(config_.n_experts));  // (token, rank)
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> by_expert(static_cast<size_t>(config_.n_experts));  // (token, rank)
+  std::vector<float> weights(static_cast<size_t>(n * k));
   for (int64_t t = 0; t < n; ++t) {
-    route(logits.data<float>() + t * logits.stride(0), routes[static_cast<size_t>(t)]);
-    for (int64_t r = 0; r < k; ++r) by_expert[static_cast<size_t>(routes[static_cast<size_t>(t)][static_cast<size_t>(r)].first)].push_back({t, r});
+    auto& chosen = routes[static_cast<size_t>(t)];
+    route(logits.data<float>() + t * logits.stride(0), chosen);
+    for (int64_t r = 0; r < k; ++r) {
+      by_expert[static_cast<size_t>(chosen[static_cast<size_t>(r)].first)].push_back({static_cast<int32_t>(t), static_cast<int32_t>(r)});
+      weights[static_cast<size_t>(t * k + r)] = chosen[static_cast<size_t>(r)].second;
+    }
   }
   // Per (token, rank) expert outputs, summed in rank order afterwards: the result for a token does
   // not depend on which other tokens share the batch.
   Tensor per_rank = ws.get(kPerRank, n * k, H);
+  std::vector<int32_t> tokens, local, slots;
   for (int64_t e = 0; e < config_.n_experts; ++e) {
     const auto& rows = by_expert[static_cast<size_t>(e)];
     if (rows.empty()) continue;
     const int64_t m = static_cast<int64_t>(rows.size());
-    Tensor xe = ws.get(kRows, m, H);
-    for (int64_t i = 0; i < m; ++i) {
-      std::memcpy(xe.data<float>() + i * xe.stride(0), x.data<float>() + rows[static_cast<size_t>(i)].first * x.stride(0),
-                  static_cast<size_t>(H) * sizeof(float));
+    tokens.clear();
+    local.clear();
+    slots.clear();
+    for (int32_t i = 0; i < static_cast<int32_t>(m); ++i) {
+      tokens.push_back(rows[static_cast<size_t>(i)].first);
+      local.push_back(i);
+      slots.push_back(static_cast<int32_t>(rows[static_cast<size_t>(i)].first * k + rows[static_cast<size_t>(i)].second));
     }
+    Tensor xe = ws.get(kRows, m, H);
+    ops::copy_rows(x, tokens, xe, local);
     const Expert& ex = experts_[static_cast<size_t>(e)];
     Tensor gate = ws.get(kGate, m, I), up = ws.get(kUp, m, I), ye = ws.get(kExpertOut, m, H);
     ops::matmul(xe, ex.gate, gate);
     ops::matmul(xe, ex.up, up);
     ops::silu_mul(gate, up, gate);
     ops::matmul(gate, ex.down, ye);
-    for (int64_t i = 0; i < m; ++i) {
-      auto [t, r] = rows[static_cast<size_t>(i)];
-      std::memcpy(per_rank.data<float>() + (t * k + r) * H, ye.data<float>() + i * ye.stride(0), static_cast<size_t>(H) * sizeof(float));
-    }
+    ops::copy_rows(ye, local, per_rank, slots);
   }
-  for (int64_t t = 0; t < n; ++t) {
-    float* o = out.data<float>() + t * out.stride(0);
-    std::fill(o, o + H, 0.0f);
-    for (int64_t r = 0; r < k; ++r) {
-      const float w = routes[static_cast<size_t>(t)][static_cast<size_t>(r)].second;
-      const float* y = per_rank.data<float>() + (t * k + r) * H;
-      for (int64_t j = 0; j < H; ++j) o[j] += w * y[j];
-    }
+  if (!has_shared_) {
+    ops::moe_combine(per_rank, weights, nullptr, {}, out);
+    return;
   }
-  if (has_shared_) {
-    Tensor shared = ws.get(kShared, n, H), sgate = ws.get(kSharedGate, n, 1);
-    shared_.forward(x, ws, shared);
-    ops::matmul(x, shared_gate_, sgate);
-    for (int64_t t = 0; t < n; ++t) {
-      const float g = 1.0f / (1.0f + std::exp(-sgate.data<float>()[t * sgate.stride(0)]));
-      float* o = out.data<float>() + t * out.stride(0);
-      const float* s = shared.data<float>() + t * shared.stride(0);
-      for (int64_t j = 0; j < H; ++j) o[j] += g * s[j];
-    }
-  }
+  Tensor shared = ws.get(kShared, n, H);
+  shared_.forward(x, ws, shared);
+  std::vector<float> shared_weights(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t)
+    shared_weights[static_cast<size_t>(t)] = 1.0f / (1.0f + std::exp(-shared_logit.data<float>()[t * shared_logit.stride(0)]));
+  ops::moe_combine(per_rank, weights, &shared, shared_weights, out);
 }
 
 size_t MoeBlock::weight_bytes_per_token() const {

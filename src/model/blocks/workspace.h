@@ -10,15 +10,24 @@ namespace sanctum {
 
 class Workspace {
  public:
-  Tensor get(size_t slot, int64_t rows, int64_t cols) {
-    if (slot >= buffers_.size()) buffers_.resize(slot + 1);
-    Tensor& b = buffers_[slot];
-    if (!b || b.numel() < rows * cols) b = Tensor::zeros({rows * cols}, DType::f32);
+  explicit Workspace(Device device = Device::cpu) : device_(device) {}
+  Device device() const { return device_; }
+
+  Tensor get(size_t slot, int64_t rows, int64_t cols) { return get_on(device_, slot, rows, cols); }
+  // A host buffer whatever the model's device (results that must reach the host, e.g. logits).
+  Tensor host(size_t slot, int64_t rows, int64_t cols) { return get_on(Device::cpu, slot, rows, cols); }
+
+ private:
+  Tensor get_on(Device device, size_t slot, int64_t rows, int64_t cols) {
+    auto& buffers = device == Device::cpu && device_ != Device::cpu ? host_buffers_ : buffers_;
+    if (slot >= buffers.size()) buffers.resize(slot + 1);
+    Tensor& b = buffers[slot];
+    if (!b || b.numel() < rows * cols) b = Tensor::zeros({rows * cols}, DType::f32, device);
     return b.slice(0, 0, rows * cols).reshape({rows, cols});
   }
 
- private:
-  std::vector<Tensor> buffers_;
+  Device device_;
+  std::vector<Tensor> buffers_, host_buffers_;
 };
 
 }  // namespace sanctum

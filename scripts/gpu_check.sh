@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The GPU check in two halves, because the GPU machine has none of our build dependencies:
+#
+#   scripts/gpu_check.sh bundle          here: builds the CUDA backend (build-cuda/), packs the binary,
+#                                        the GPU op tests and the non-system shared libraries into
+#                                        dist/gpu/bundle.tar.xz, and fetches the mlx wheels the
+#                                        reference side of the parity suite needs into dist/gpu/wheels.
+#   scripts/gpu_check.sh run [stages]    on the GPU machine (Python with torch/transformers, CUDA 13):
+#                                        unpacks, runs the CUDA op tests and the mlx-lm and transformers
+#                                        parity suites with --device cuda, then each stage named:
+#                                        --large (27B-shape parity with transformers), --perf (kernel
+#                                        timings at production shapes), --bench (the GPU
+#                                        benchmark with the transformers peer), --bench-sanctum (without
+#                                        it); --no-checks first skips the op tests and parity suites.
+#                                        Logs go to $OUT when set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIST=dist/gpu
+
+bundle() {
+  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSANCTUM_CUDA=ON -DSANCTUM_WERROR=ON > /dev/null
+  cmake --build build-cuda -j "$(nproc)" --target sanctum cuda_ops_test cuda_perf_test
+  rm -rf "$DIST/stage" && mkdir -p "$DIST/stage/bin" "$DIST/stage/lib"
+  cp build-cuda/sanctum build-cuda/tests/cuda_ops_test build-cuda/tests/cuda_perf_test "$DIST/stage/bin/"
+  # Libraries the GPU machine's Ubuntu lacks or has under another soname. glibc, libstdc++, OpenSSL 3,
+  # zlib and PCRE2 are there in compatible versions; CUDA's own libraries come from its toolkit.
+  for lib in $(ldd build-cuda/sanctum build-cuda/tests/cuda_ops_test | awk '/=> \//{print $3}' | sort -u); do
+    case "$(basename "$lib")" in
+      libhwy*|libicu*|libyaml-cpp*) cp -L "$lib" "$DIST/stage/lib/" ;;
+    esac
+  done
+  tar -C "$DIST/stage" -cJf "$DIST/bundle.tar.xz" bin lib
+  rm -rf "$DIST/stage"
+  if [ ! -f "$DIST/wheels/.complete" ]; then
+    mkdir -p "$DIST/wheels"
+    .venv/bin/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_35_x86_64 -d "$DIST/wheels" mlx==0.32.4 mlx-cpu==0.32.4 mlx-lm==0.32.2
+    touch "$DIST/wheels/.complete"
+  fi
+  du -sh "$DIST"/bundle.tar.xz "$DIST"/wheels
+}
+
+cuda_lib_dirs() {
+  # cuBLAS 13 from the toolkit, the linker cache or the Python wheels, whichever exists.
+  local dirs=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -e "$d/libcublas.so.13" ] && dirs="$dirs:$d"; done
+  local py
+  py=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+  [ -n "$py" ] && [ -e "$py/libcublas.so.13" ] && dirs="$dirs:$py"
+  echo "${dirs#:}"
+}
+
+run() {
+  local out=${OUT:-/tmp/gpu_check}
+  mkdir -p "$out" /tmp/sanctum-gpu
+  tar -C /tmp/sanctum-gpu -xJf "$DIST/bundle.tar.xz"
+  export LD_LIBRARY_PATH="/tmp/sanctum-gpu/lib:$(cuda_lib_dirs)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export SANCTUM_BIN=/tmp/sanctum-gpu/bin/sanctum
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/sanctum-gpu/site "$DIST"/wheels/*.whl
+  export PYTHONPATH=/tmp/sanctum-gpu/site PYTHONUNBUFFERED=1
+  local status=0
+  if [ "${1:-}" = "--no-checks" ]; then
+    shift
+  else
+    echo "== CUDA op tests"
+    /tmp/sanctum-gpu/bin/cuda_ops_test --gtest_brief=1 2>&1 | tee "$out/ops.log" || status=1
+    echo "== parity with mlx-lm and transformers, --device cuda"
+    SANCTUM_PARITY_DEVICE_ARGS="--device cuda --matmul-precision f32" \
+      python3 -m pytest -q -p no:cacheprovider tests/parity/test_llama_like.py tests/parity/test_hybrid_moe.py \
+      tests/parity/test_hf_fixtures.py 2>&1 | tee "$out/parity.log" | tail -15 || status=1
+    grep -q " failed\| error" "$out/parity.log" && status=1
+  fi
+  for stage in "$@"; do
+    case "$stage" in
+      --large)
+        echo "== large-shape parity with transformers (Qwen3.5-27B layer shapes)"
+        python3 tests/gpu/large_shape_parity.py 2>&1 | tee "$out/large.log" | tail -3 || status=1
+        grep -q "PASS" "$out/large.log" || status=1 ;;
+      --perf)
+        echo "== kernel timings at production shapes"
+        /tmp/sanctum-gpu/bin/cuda_perf_test --gtest_also_run_disabled_tests --gtest_filter='*Perf*' 2>&1 | tee "$out/perf.log" || status=1 ;;
+      --bench)
+        echo "== benchmark"
+        python3 bench/gpu/run_bench.py --out "$out/bench.json" 2>&1 | tee "$out/bench.log" || status=1 ;;
+      --bench-sanctum)
+        echo "== benchmark (sanctum only)"
+        python3 bench/gpu/run_bench.py --no-peer --out "$out/bench.json" 2>&1 | tee "$out/bench.log" || status=1 ;;
+      *) echo "unknown stage $stage" >&2; status=1 ;;
+    esac
+  done
+  return $status
+}
+
+case "${1:-}" in
+  bundle) bundle ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--large] [--perf] [--bench | --bench-sanctum]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,24 @@
+#include "cli/device_flags.h"
+
+#include "base/error.h"
+#include "ops/precision.h"
+#include "tensor/device_memory.h"
+
+namespace sanctum::cli {
+
+Device apply_device_flags(const Args& args) {
+  const std::string name = args.get_or(kDeviceFlag, "cpu");
+  check(name == "cpu" || name == "cuda", ErrorKind::invalid_argument, "--device must be cpu or cuda, got '" + name + "'");
+  const long long limit = args.get_int(kGpuMemoryLimitFlag, 0);
+  check(limit >= 0, ErrorKind::invalid_argument, "--gpu-memory-limit-mb must be >= 0 (0: no limit)");
+  if (name == "cpu") {
+    check(!args.has(kGpuMemoryLimitFlag), ErrorKind::invalid_argument, "--gpu-memory-limit-mb needs --device cuda");
+    return Device::cpu;
+  }
+  check(device_memory::cuda_available(), ErrorKind::unsupported, "--device cuda: " + device_memory::cuda_unavailable_reason());
+  device_memory::set_cuda_memory_limit(static_cast<size_t>(limit) << 20);
+  if (!ops::matmul_precision_chosen()) ops::set_matmul_precision(ops::MatmulPrecision::bf16);
+  return Device::cuda;
+}
+
+}  // namespace sanctum::cli

@@ -1,0 +1,20 @@
+#pragma once
+// --device cpu|cuda and --gpu-memory-limit-mb, shared by the subcommands that load a model.
+#include <string>
+
+#include "cli/args.h"
+#include "tensor/dtype.h"
+
+namespace sanctum::cli {
+
+// The flag names, for Args' value-flag lists.
+inline constexpr const char* kDeviceFlag = "device";
+inline constexpr const char* kGpuMemoryLimitFlag = "gpu-memory-limit-mb";
+inline constexpr const char* kDeviceUsage = "[--device cpu|cuda] [--gpu-memory-limit-mb N]";
+
+// Parses the flags (cpu when absent), applies the GPU memory cap, and on cuda makes bf16 tensor-core
+// prefill the matmul precision unless one was chosen (--matmul-precision or the environment).
+// Throws Error(invalid_argument) for an unknown device, Error(unsupported) when cuda is not usable.
+Device apply_device_flags(const Args& args);
+
+}  // namespace sanctum::cli

@@ -1,0 +1,219 @@
+// Causal GQA attention over the KV cache, flash-style: a block takes 16 queries of one head (two per
+// warp) and walks the keys in tiles of 32 staged in shared memory, keeping a running max, sum and
+// output per query (online softmax), so nothing of size n × n_kv is ever stored. K/V of the query
+// head's KV head are read in place. When few blocks would run (decode), the keys are also split
+// across blocks (split-K) and a second kernel merges the partial results.
+#include <algorithm>
+
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/kernels.h"
+
+namespace sanctum::ops::cuda {
+
+namespace {
+
+constexpr int kWarps = 8, kQueriesPerWarp = 2, kQueries = kWarps * kQueriesPerWarp, kKeyTile = 32;
+
+struct AttnArgs {
+  const float* q;
+  int64_t q_s0, q_s1;
+  const float* k;
+  const float* v;
+  int64_t kv_s0, kv_s1, v_s0, v_s1;
+  float* out;
+  int64_t o_s0, o_s1;
+  int64_t n, q_pos0, n_heads;
+  int groups, d;
+  float scale;
+  int64_t keys_per_split;
+  int splits;
+  float* part;  // (n, heads, splits, d + 2): acc..., max, sum
+};
+
+template <int PL>  // PL = values of the head per lane; head_dim <= 32 * PL
+__global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
+  extern __shared__ float smem[];
+  const int D = a.d, DP = 32 * PL;
+  float* ks = smem;                          // kKeyTile × (DP + 1), padded against bank conflicts
+  float* vs = ks + kKeyTile * (DP + 1);      // kKeyTile × DP
+  float* qs = vs + kKeyTile * DP;            // kQueries × DP
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t h = blockIdx.y, kvh = h / a.groups, split = blockIdx.z, q0 = static_cast<int64_t>(blockIdx.x) * kQueries;
+  const int64_t q_last = (q0 + kQueries < a.n ? q0 + kQueries : a.n) - 1;
+
+  for (int i = threadIdx.x; i < kQueries * DP; i += blockDim.x) {
+    const int qi = i / DP, c = i % DP;
+    const int64_t t = q0 + qi;
+    qs[i] = (t < a.n && c < D) ? a.q[t * a.q_s0 + h * a.q_s1 + c] * a.scale : 0.0f;
+  }
+  const int64_t key_begin = split * a.keys_per_split;
+  const int64_t key_end = key_begin + a.keys_per_split < a.q_pos0 + q_last + 1 ? key_begin + a.keys_per_split : a.q_pos0 + q_last + 1;
+
+  float m[kQueriesPerWarp], l[kQueriesPerWarp], acc[kQueriesPerWarp][PL];
+#pragma unroll
+  for (int qi = 0; qi < kQueriesPerWarp; ++qi) {
+    m[qi] = -INFINITY;
+    l[qi] = 0.0f;
+#pragma unroll
+    for (int p = 0; p < PL; ++p) acc[qi][p] = 0.0f;
+  }
+  const float* kbase = a.k + kvh * a.kv_s1;
+  const float* vbase = a.v + kvh * a.v_s1;
+  for (int64_t t0 = key_begin; t0 < key_end; t0 += kKeyTile) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < kKeyTile * DP; i += blockDim.x) {
+      const int j = i / DP, c = i % DP;
+      const int64_t t = t0 + j;
+      const bool ok = t < key_end && c < D;
+      ks[j * (DP + 1) + c] = ok ? kbase[t * a.kv_s0 + c] : 0.0f;
+      vs[j * DP + c] = ok ? vbase[t * a.v_s0 + c] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int qi = 0; qi < kQueriesPerWarp; ++qi) {
+      const int local = warp * kQueriesPerWarp + qi;
+      const int64_t i = q0 + local;
+      if (i >= a.n) continue;
+      const int64_t pos = a.q_pos0 + i, key = t0 + lane;
+      float s = -INFINITY;
+      if (key < key_end && key <= pos) {
+        const float* kr = ks + lane * (DP + 1);
+        const float* qr = qs + local * DP;
+        float dot = 0.0f;
+        for (int c = 0; c < D; ++c) dot += qr[c] * kr[c];
+        s = dot;
+      }
+      const float tile_max = warp_max(s);
+      if (tile_max == -INFINITY) continue;  // every key of this tile is masked for this query
+      const float new_m = fmaxf(m[qi], tile_max);
+      const float p = s == -INFINITY ? 0.0f : expf(s - new_m);
+      const float corr = m[qi] == -INFINITY ? 0.0f : expf(m[qi] - new_m);
+      l[qi] = l[qi] * corr + warp_sum(p);
+#pragma unroll
+      for (int pp = 0; pp < PL; ++pp) acc[qi][pp] *= corr;
+      for (int j = 0; j < kKeyTile; ++j) {
+        const float pj = __shfl_sync(0xffffffffu, p, j);
+        if (pj == 0.0f) continue;  // warp-uniform
+        const float* vr = vs + j * DP;
+#pragma unroll
+        for (int pp = 0; pp < PL; ++pp) acc[qi][pp] += pj * vr[lane + 32 * pp];
+      }
+      m[qi] = new_m;
+    }
+  }
+#pragma unroll
+  for (int qi = 0; qi < kQueriesPerWarp; ++qi) {
+    const int64_t i = q0 + warp * kQueriesPerWarp + qi;
+    if (i >= a.n) continue;
+    if (a.splits == 1) {
+      const float inv = 1.0f / l[qi];
+      float* o = a.out + i * a.o_s0 + h * a.o_s1;
+#pragma unroll
+      for (int pp = 0; pp < PL; ++pp)
+        if (lane + 32 * pp < D) o[lane + 32 * pp] = acc[qi][pp] * inv;
+    } else {
+      float* part = a.part + ((i * a.n_heads + h) * a.splits + split) * (D + 2);
+#pragma unroll
+      for (int pp = 0; pp < PL; ++pp)
+        if (lane + 32 * pp < D) part[lane + 32 * pp] = acc[qi][pp];
+      if (lane == 0) {
+        part[D] = m[qi];
+        part[D + 1] = l[qi];
+      }
+    }
+  }
+}
+
+// Merges the splits of one (query, head): block of 32..256 threads over d.
+__global__ void attention_combine(AttnArgs a) {
+  const int64_t i = blockIdx.x, h = blockIdx.y;
+  const int D = a.d;
+  const float* part = a.part + (i * a.n_heads + h) * a.splits * (D + 2);
+  float M = -INFINITY;
+  for (int s = 0; s < a.splits; ++s) M = fmaxf(M, part[s * (D + 2) + D]);
+  float L = 0.0f;
+  for (int s = 0; s < a.splits; ++s) {
+    const float ms = part[s * (D + 2) + D];
+    if (ms != -INFINITY) L += part[s * (D + 2) + D + 1] * expf(ms - M);
+  }
+  float* o = a.out + i * a.o_s0 + h * a.o_s1;
+  for (int c = threadIdx.x; c < D; c += blockDim.x) {
+    float v = 0.0f;
+    for (int s = 0; s < a.splits; ++s) {
+      const float ms = part[s * (D + 2) + D];
+      if (ms != -INFINITY) v += part[s * (D + 2) + c] * expf(ms - M);
+    }
+    o[c] = v / L;
+  }
+}
+
+template <int PL>
+void launch(const AttnArgs& a, dim3 grid) {
+  const size_t smem = (static_cast<size_t>(kKeyTile) * (32 * PL + 1) + kKeyTile * 32 * PL + kQueries * 32 * PL) * sizeof(float);
+  static bool configured = false;
+  if (!configured) {
+    check_cuda(cudaFuncSetAttribute(attention_kernel<PL>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+               "attention smem");
+    configured = true;
+  }
+  attention_kernel<PL><<<grid, kWarps * 32, smem, stream()>>>(a);
+}
+
+Tensor& partial_scratch() {
+  static Tensor t;
+  return t;
+}
+
+}  // namespace
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out) {
+  AttnArgs a{};
+  a.n = q.dim(0);
+  a.n_heads = q.dim(1);
+  a.d = static_cast<int>(q.dim(2));
+  check(a.d <= 256, ErrorKind::unsupported, "[attention] cuda supports head_dim up to 256, got " + std::to_string(a.d));
+  a.groups = static_cast<int>(q.dim(1) / k.dim(1));
+  a.q = q.data<float>();
+  a.q_s0 = q.stride(0);
+  a.q_s1 = q.stride(1);
+  a.k = k.data<float>();
+  a.kv_s0 = k.stride(0);
+  a.kv_s1 = k.stride(1);
+  a.v = v.data<float>();
+  a.v_s0 = v.stride(0);
+  a.v_s1 = v.stride(1);
+  a.out = out.data<float>();
+  a.o_s0 = out.stride(0);
+  a.o_s1 = out.stride(1);
+  a.q_pos0 = q_pos0;
+  a.scale = scale;
+  const int64_t keys = q_pos0 + a.n;
+  const int64_t q_blocks = (a.n + kQueries - 1) / kQueries;
+  // Split the keys when the (query block, head) grid alone would leave most multiprocessors idle.
+  int64_t splits = 1;
+  if (q_blocks * a.n_heads < 132 && keys > 2 * kKeyTile * 4)
+    splits = std::min<int64_t>({(keys + 4 * kKeyTile - 1) / (4 * kKeyTile), (264 + q_blocks * a.n_heads - 1) / (q_blocks * a.n_heads), 64});
+  a.keys_per_split = (keys + splits - 1) / splits;
+  a.keys_per_split = (a.keys_per_split + kKeyTile - 1) / kKeyTile * kKeyTile;
+  splits = (keys + a.keys_per_split - 1) / a.keys_per_split;
+  a.splits = static_cast<int>(splits);
+  if (splits > 1) {
+    Tensor& part = partial_scratch();
+    const int64_t need = a.n * a.n_heads * splits * (a.d + 2);
+    if (!part || part.numel() < need) part = Tensor::zeros({need}, DType::f32, Device::cuda);
+    a.part = part.data<float>();
+  }
+  const dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(a.n_heads), static_cast<unsigned>(splits));
+  const int pl = (a.d + 31) / 32;
+  if (pl <= 1) launch<1>(a, grid);
+  else if (pl <= 2) launch<2>(a, grid);
+  else if (pl <= 4) launch<4>(a, grid);
+  else launch<8>(a, grid);
+  check_launch("attention");
+  if (splits > 1) {
+    attention_combine<<<dim3(static_cast<unsigned>(a.n), static_cast<unsigned>(a.n_heads)), 128, 0, stream()>>>(a);
+    check_launch("attention combine");
+  }
+}
+
+}  // namespace sanctum::ops::cuda

@@ -1,0 +1,96 @@
+#pragma once
+// Shared pieces of the CUDA kernels: 2-D row views of tensors, float loads of f32/bf16/f16 data, warp
+// and block reductions, and the launch check.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "base/error.h"
+#include "tensor/cuda/stream.h"
+#include "tensor/tensor.h"
+
+namespace sanctum::ops::cuda {
+
+using sanctum::cuda::check_cuda;
+using sanctum::cuda::stream;
+
+// A tensor seen as `rows` rows of `cols` elements, row r at data + r * stride (elements).
+template <class T>
+struct Rows {
+  T* data = nullptr;
+  int64_t rows = 0, cols = 0, stride = 0;
+};
+
+// Views t (any rank >= 1, contiguous last dim) as rows; the leading dims must collapse into one
+// uniform stride, which holds for every view the models make.
+template <class T>
+Rows<T> rows_of(const Tensor& t, const char* op) {
+  Rows<T> r;
+  r.data = t.data<T>();
+  r.cols = t.dim(-1);
+  r.rows = r.cols > 0 ? t.numel() / r.cols : 0;
+  r.stride = t.ndim() >= 2 ? t.stride(t.ndim() - 2) : r.cols;
+  int64_t expect = t.ndim() >= 2 ? t.stride(t.ndim() - 2) * t.dim(t.ndim() - 2) : 0;
+  for (int i = t.ndim() - 3; i >= 0; --i) {
+    if (t.dim(i) != 1 && t.stride(i) != expect)
+      fail(ErrorKind::unsupported, std::string("[") + op + "] cuda needs rows of one stride, got " + t.shape_string());
+    expect = t.stride(i) * t.dim(i);
+  }
+  return r;
+}
+
+// The element type tag of a float tensor, for kernels that read weights of any float dtype.
+enum class FloatKind : int { f32 = 0, bf16 = 1, f16 = 2 };
+inline FloatKind float_kind(const Tensor& t) {
+  return t.dtype() == DType::bf16 ? FloatKind::bf16 : t.dtype() == DType::f16 ? FloatKind::f16 : FloatKind::f32;
+}
+
+__device__ __forceinline__ float load_float(const void* p, FloatKind kind, int64_t i) {
+  switch (kind) {
+    case FloatKind::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case FloatKind::f16: return __half2float(static_cast<const __half*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over a block of up to 1024 threads; every thread gets the result. `scratch` holds 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = lane < warps ? scratch[lane] : 0.0f;
+  return warp_sum(total);
+}
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float m = lane < warps ? scratch[lane] : -INFINITY;
+  return warp_max(m);
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// Checks the last launch (configuration errors surface here; faults surface at the next sync).
+inline void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
+
+inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+}  // namespace sanctum::ops::cuda

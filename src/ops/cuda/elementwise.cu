@@ -1,0 +1,86 @@
+// Row-wise and elementwise kernels: add, add_bias, copy, silu_mul, sigmoid_mul, softmax.
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/kernels.h"
+
+namespace sanctum::ops::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// One grid-stride loop over rows × cols of up to three row views.
+template <class F>
+__global__ void rows_kernel(int64_t rows, int64_t cols, F f) {
+  const int64_t total = rows * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    f(i / cols, i % cols);
+}
+
+template <class F>
+void launch_rows(int64_t rows, int64_t cols, F f, const char* op) {
+  const int64_t total = rows * cols;
+  if (total == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 132 * 16));
+  rows_kernel<<<blocks, kThreads, 0, stream()>>>(rows, cols, f);
+  check_launch(op);
+}
+
+__global__ void softmax_kernel(Rows<float> x) {
+  __shared__ float scratch[32];
+  float* row = x.data + blockIdx.x * x.stride;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < x.cols; j += blockDim.x) m = fmaxf(m, row[j]);
+  m = block_max(m, scratch);
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < x.cols; j += blockDim.x) s += expf(row[j] - m);
+  s = block_sum(s, scratch);
+  const float inv = 1.0f / s;
+  for (int64_t j = threadIdx.x; j < x.cols; j += blockDim.x) row[j] = expf(row[j] - m) * inv;
+}
+
+}  // namespace
+
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  const auto ra = rows_of<const float>(a, "add"), rb = rows_of<const float>(b, "add");
+  const auto ro = rows_of<float>(out, "add");
+  launch_rows(ro.rows, ro.cols, [=] __device__(int64_t r, int64_t c) {
+    ro.data[r * ro.stride + c] = ra.data[r * ra.stride + c] + rb.data[r * rb.stride + c];
+  }, "add");
+}
+
+void add_bias(Tensor& y, const Tensor& bias) {
+  const auto ry = rows_of<float>(y, "add_bias");
+  const void* b = bias.raw();
+  const FloatKind kind = float_kind(bias);
+  launch_rows(ry.rows, ry.cols, [=] __device__(int64_t r, int64_t c) { ry.data[r * ry.stride + c] += load_float(b, kind, c); }, "add_bias");
+}
+
+void copy(const Tensor& src, Tensor& dst) {
+  if (src.numel() == 0) return;
+  dst.copy_from(src);  // a pitched device-to-device copy
+}
+
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  const auto rg = rows_of<const float>(gate, "silu_mul"), ru = rows_of<const float>(up, "silu_mul");
+  const auto ro = rows_of<float>(out, "silu_mul");
+  launch_rows(ro.rows, ro.cols, [=] __device__(int64_t r, int64_t c) {
+    ro.data[r * ro.stride + c] = silu(rg.data[r * rg.stride + c]) * ru.data[r * ru.stride + c];
+  }, "silu_mul");
+}
+
+void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) {
+  const auto rx = rows_of<const float>(x, "sigmoid_mul"), rg = rows_of<const float>(gate, "sigmoid_mul");
+  const auto ro = rows_of<float>(out, "sigmoid_mul");
+  launch_rows(ro.rows, ro.cols, [=] __device__(int64_t r, int64_t c) {
+    ro.data[r * ro.stride + c] = rx.data[r * rx.stride + c] / (1.0f + expf(-rg.data[r * rg.stride + c]));
+  }, "sigmoid_mul");
+}
+
+void softmax(Tensor& x) {
+  const auto rx = rows_of<float>(x, "softmax");
+  if (rx.rows == 0) return;
+  softmax_kernel<<<static_cast<unsigned>(rx.rows), kThreads, 0, stream()>>>(rx);
+  check_launch("softmax");
+}
+
+}  // namespace sanctum::ops::cuda

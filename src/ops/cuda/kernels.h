@@ -1,0 +1,35 @@
+#pragma once
+// Entry points of the CUDA backend (src/ops/cuda/*.cu). Same signatures as the ops; arguments are
+// already checked by the front ends in src/ops/*.cc, and every tensor is on the GPU. Work is queued
+// on the process's stream (tensor/cuda/stream.h) and nothing here waits for it, except where a
+// result must reach the host.
+#include <cstdint>
+#include <span>
+
+#include "ops/gated_delta.h"
+#include "ops/rope.h"
+#include "tensor/tensor.h"
+#include "tensor/weight.h"
+
+namespace sanctum::ops::cuda {
+
+void matmul(const Tensor& x, const Weight& w, Tensor& y);
+void embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset);
+void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table);
+void softmax(Tensor& x);
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void add_bias(Tensor& y, const Tensor& bias);
+void copy(const Tensor& src, Tensor& dst);
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out);
+void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps, Tensor& out);
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                      const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out, GatedDeltaAlgorithm algorithm);
+void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out);
+void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst, std::span<const int32_t> dst_rows);
+void moe_combine(const Tensor& per_rank, std::span<const float> weights, const Tensor* shared, std::span<const float> shared_weights,
+                 Tensor& out);
+
+}  // namespace sanctum::ops::cuda

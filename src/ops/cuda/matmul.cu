@@ -1,0 +1,347 @@
+// y = x · wᵀ on the GPU.
+//   Few rows (decode, speculative verify: n <= kMatvecRows): one warp per output row streams the
+//   weight once with 16-byte loads, reading MLX 4/8-bit codes (or bf16) directly and accumulating
+//   in f32 for up to 8 x rows at a time — the weight-bandwidth-bound path.
+//   More rows (prefill): with MatmulPrecision::f32 the same mat-vec kernels, 8 rows per launch, so
+//   results are bitwise independent of n; otherwise cuBLAS on the tensor cores, the weight dequantized
+//   to bf16 and x rounded to bf16, accumulating in f32.
+#include <algorithm>
+#include <mutex>
+
+#include "ops/cuda/blas.cuh"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/kernels.h"
+#include "ops/precision.h"
+
+namespace sanctum::ops::cuda {
+
+namespace {
+
+constexpr int kMatvecRows = 8;
+constexpr int kWarpsPerBlock = 8;
+
+template <class S>
+__device__ __forceinline__ float to_f(S v);
+template <>
+__device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+
+// Streaming load: the weight is read once per step, so keep it out of L1 (x lives there).
+__device__ __forceinline__ uint4 load_stream(const uint4* p) { return __ldcs(p); }
+
+// dot and sum of 4 x values with the 4 codes (bits each) at the low end of `word` >> shift.
+template <int BITS>
+__device__ __forceinline__ void dot4(uint32_t word, int shift, float4 x, float& dot, float& xs) {
+  constexpr uint32_t mask = (1u << BITS) - 1u;
+  dot += static_cast<float>((word >> shift) & mask) * x.x;
+  dot += static_cast<float>((word >> (shift + BITS)) & mask) * x.y;
+  dot += static_cast<float>((word >> (shift + 2 * BITS)) & mask) * x.z;
+  dot += static_cast<float>((word >> (shift + 3 * BITS)) & mask) * x.w;
+  xs += (x.x + x.y) + (x.z + x.w);
+}
+
+// Quantized mat-vec. Each uint4 holds VALS = 128 / BITS codes of one row; a group (>= 32 values)
+// spans whole uint4s, so one scale/bias pair serves each uint4.
+template <int BITS, class S, int NB>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) quantized_matvec(const uint4* __restrict__ w, int64_t w_stride4,
+                                                                        const S* __restrict__ scales, const S* __restrict__ biases,
+                                                                        int64_t s_stride, int group, int64_t rows, int64_t k,
+                                                                        const float* __restrict__ x, int64_t x_stride, int n,
+                                                                        float* __restrict__ y, int64_t y_stride) {
+  constexpr int VALS = 128 / BITS, PER_WORD = 32 / BITS;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const uint4* wr = w + row * w_stride4;
+  const S* sr = scales + row * s_stride;
+  const S* br = biases + row * s_stride;
+  const int64_t chunks = k / VALS;
+  float acc[NB];
+#pragma unroll
+  for (int b = 0; b < NB; ++b) acc[b] = 0.0f;
+  int64_t c = lane;
+  // Two weight loads in flight per lane before any arithmetic.
+  for (; c + 32 < chunks; c += 64) {
+    const uint4 q0 = load_stream(wr + c), q1 = load_stream(wr + c + 32);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const uint4 q = half == 0 ? q0 : q1;
+      const int64_t cc = c + half * 32, col0 = cc * VALS;
+      const float s = to_f(sr[col0 / group]), bias = to_f(br[col0 / group]);
+      const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        if (b < n) {
+          const float4* xv = reinterpret_cast<const float4*>(x + b * x_stride + col0);
+          float dot = 0.0f, xs = 0.0f;
+#pragma unroll
+          for (int wi = 0; wi < 4; ++wi)
+#pragma unroll
+            for (int j = 0; j < PER_WORD; j += 4) dot4<BITS>(words[wi], j * BITS, xv[(wi * PER_WORD + j) / 4], dot, xs);
+          acc[b] += s * dot + bias * xs;
+        }
+      }
+    }
+  }
+  for (; c < chunks; c += 32) {
+    const uint4 q = load_stream(wr + c);
+    const int64_t col0 = c * VALS;
+    const float s = to_f(sr[col0 / group]), bias = to_f(br[col0 / group]);
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+      if (b < n) {
+        const float4* xv = reinterpret_cast<const float4*>(x + b * x_stride + col0);
+        float dot = 0.0f, xs = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < 4; ++wi)
+#pragma unroll
+          for (int j = 0; j < PER_WORD; j += 4) dot4<BITS>(words[wi], j * BITS, xv[(wi * PER_WORD + j) / 4], dot, xs);
+        acc[b] += s * dot + bias * xs;
+      }
+    }
+  }
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+    const float v = warp_sum(acc[b]);
+    if (lane == 0 && b < n) y[b * y_stride + row] = v;
+  }
+}
+
+// bf16 mat-vec: each uint4 holds 8 weights.
+template <int NB>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) bf16_matvec(const uint4* __restrict__ w, int64_t w_stride4, int64_t rows, int64_t k,
+                                                                   const float* __restrict__ x, int64_t x_stride, int n,
+                                                                   float* __restrict__ y, int64_t y_stride) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const uint4* wr = w + row * w_stride4;
+  float acc[NB];
+#pragma unroll
+  for (int b = 0; b < NB; ++b) acc[b] = 0.0f;
+  for (int64_t c = lane; c < k / 8; c += 32) {
+    const uint4 q = load_stream(wr + c);
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+    float wf[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      wf[2 * i] = __uint_as_float(words[i] << 16);
+      wf[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+      if (b < n) {
+        const float4* xv = reinterpret_cast<const float4*>(x + b * x_stride + c * 8);
+        const float4 x0 = xv[0], x1 = xv[1];
+        acc[b] += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w + wf[4] * x1.x + wf[5] * x1.y + wf[6] * x1.z + wf[7] * x1.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+    const float v = warp_sum(acc[b]);
+    if (lane == 0 && b < n) y[b * y_stride + row] = v;
+  }
+}
+
+// Any layout the fast kernels do not take (f32/f16 weights, odd alignment): one warp per (row, x row).
+__global__ void generic_matvec(const void* w, FloatKind w_kind, int64_t w_stride, const uint32_t* qw, int bits, const void* scales,
+                               const void* biases, FloatKind s_kind, int64_t s_stride, int group, int64_t rows, int64_t k,
+                               const float* x, int64_t x_stride, float* y, int64_t y_stride) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int64_t b = blockIdx.y;
+  if (row >= rows) return;
+  float acc = 0.0f;
+  for (int64_t c = lane; c < k; c += 32) {
+    float wv;
+    if (qw != nullptr) {
+      const int per = 32 / bits;
+      const uint32_t word = qw[row * w_stride + c / per];
+      const uint32_t code = (word >> ((c % per) * bits)) & ((1u << bits) - 1u);
+      wv = load_float(scales, s_kind, row * s_stride + c / group) * static_cast<float>(code) + load_float(biases, s_kind, row * s_stride + c / group);
+    } else {
+      wv = load_float(w, w_kind, row * w_stride + c);
+    }
+    acc += wv * x[b * x_stride + c];
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) y[b * y_stride + row] = acc;
+}
+
+// Dequantize (or convert) a weight into a dense (rows, k) buffer of T for cuBLAS.
+template <class T>
+__global__ void dequantize(const void* w, FloatKind w_kind, int64_t w_stride, const uint32_t* qw, int bits, const void* scales,
+                           const void* biases, FloatKind s_kind, int64_t s_stride, int group, int64_t rows, int64_t k, T* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= rows * k) return;
+  const int64_t row = i / k, c = i % k;
+  float v;
+  if (qw != nullptr) {
+    const int per = 32 / bits;
+    const uint32_t code = (qw[row * w_stride + c / per] >> ((c % per) * bits)) & ((1u << bits) - 1u);
+    v = load_float(scales, s_kind, row * s_stride + c / group) * static_cast<float>(code) + load_float(biases, s_kind, row * s_stride + c / group);
+  } else {
+    v = load_float(w, w_kind, row * w_stride + c);
+  }
+  if constexpr (sizeof(T) == 2) out[i] = __float2bfloat16(v);
+  else out[i] = v;
+}
+
+__global__ void to_bf16(const float* x, int64_t x_stride, int64_t n, int64_t k, __nv_bfloat16* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n * k) return;
+  out[i] = __float2bfloat16(x[(i / k) * x_stride + i % k]);
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <int BITS, class S>
+void launch_quantized(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
+  const unsigned blocks = blocks_for(w.rows, kWarpsPerBlock);
+  const auto* wd = reinterpret_cast<const uint4*>(w.data.raw());
+  const int64_t w4 = w.data.stride(0) / 4;
+  const S* s = w.scales.data<S>();
+  const S* b = w.biases.data<S>();
+  const int64_t ss = w.scales.stride(0);
+  const int g = w.quant.group_size;
+  for (int done = 0; done < n; done += kMatvecRows) {
+    const int m = std::min(kMatvecRows, n - done);
+    const float* xb = x + done * xs;
+    float* yb = y + done * ys;
+    if (m == 1) quantized_matvec<BITS, S, 1><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, g, w.rows, w.cols, xb, xs, m, yb, ys);
+    else if (m == 2) quantized_matvec<BITS, S, 2><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, g, w.rows, w.cols, xb, xs, m, yb, ys);
+    else if (m <= 4) quantized_matvec<BITS, S, 4><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, g, w.rows, w.cols, xb, xs, m, yb, ys);
+    else quantized_matvec<BITS, S, 8><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, g, w.rows, w.cols, xb, xs, m, yb, ys);
+  }
+}
+
+template <int BITS>
+void launch_quantized_bits(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
+  switch (w.scales.dtype()) {
+    case DType::bf16: return launch_quantized<BITS, __nv_bfloat16>(w, x, xs, n, y, ys);
+    case DType::f16: return launch_quantized<BITS, __half>(w, x, xs, n, y, ys);
+    default: return launch_quantized<BITS, float>(w, x, xs, n, y, ys);
+  }
+}
+
+void launch_bf16(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
+  const unsigned blocks = blocks_for(w.rows, kWarpsPerBlock);
+  const auto* wd = reinterpret_cast<const uint4*>(w.data.raw());
+  const int64_t w4 = w.data.stride(0) / 8;
+  for (int done = 0; done < n; done += kMatvecRows) {
+    const int m = std::min(kMatvecRows, n - done);
+    const float* xb = x + done * xs;
+    float* yb = y + done * ys;
+    if (m == 1) bf16_matvec<1><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, w.rows, w.cols, xb, xs, m, yb, ys);
+    else if (m == 2) bf16_matvec<2><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, w.rows, w.cols, xb, xs, m, yb, ys);
+    else if (m <= 4) bf16_matvec<4><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, w.rows, w.cols, xb, xs, m, yb, ys);
+    else bf16_matvec<8><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, w.rows, w.cols, xb, xs, m, yb, ys);
+  }
+}
+
+struct WeightArgs {
+  const void* dense = nullptr;
+  FloatKind dense_kind = FloatKind::f32;
+  int64_t stride = 0;
+  const uint32_t* codes = nullptr;
+  int bits = 0;
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+  FloatKind scale_kind = FloatKind::f32;
+  int64_t scale_stride = 0;
+  int group = 1;
+};
+
+WeightArgs weight_args(const Weight& w) {
+  WeightArgs a;
+  a.stride = w.data.stride(0);
+  if (w.quantized()) {
+    a.codes = w.data.data<uint32_t>();
+    a.bits = w.quant.bits;
+    a.scales = w.scales.raw();
+    a.biases = w.biases.raw();
+    a.scale_kind = float_kind(w.scales);
+    a.scale_stride = w.scales.stride(0);
+    a.group = w.quant.group_size;
+  } else {
+    a.dense = w.data.raw();
+    a.dense_kind = float_kind(w.data);
+  }
+  return a;
+}
+
+bool fast_matvec_ok(const Weight& w, const Tensor& x) {
+  if (!aligned16(w.data.raw()) || !aligned16(x.raw()) || x.stride(0) % 4 != 0) return false;
+  if (w.quantized()) return (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 && w.cols % 32 == 0 && w.quant.group_size % 32 == 0;
+  return w.data.dtype() == DType::bf16 && w.data.stride(0) % 8 == 0 && w.cols % 8 == 0;
+}
+
+void matvec(const Tensor& x, const Weight& w, Tensor& y) {
+  const int n = static_cast<int>(x.dim(0));
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  if (fast_matvec_ok(w, x)) {
+    if (!w.quantized()) launch_bf16(w, xp, x.stride(0), n, yp, y.stride(0));
+    else if (w.quant.bits == 4) launch_quantized_bits<4>(w, xp, x.stride(0), n, yp, y.stride(0));
+    else launch_quantized_bits<8>(w, xp, x.stride(0), n, yp, y.stride(0));
+  } else {
+    const WeightArgs a = weight_args(w);
+    const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), static_cast<unsigned>(n));
+    generic_matvec<<<grid, kWarpsPerBlock * 32, 0, stream()>>>(a.dense, a.dense_kind, a.stride, a.codes, a.bits, a.scales, a.biases,
+                                                                a.scale_kind, a.scale_stride, a.group, w.rows, w.cols, xp, x.stride(0), yp,
+                                                                y.stride(0));
+  }
+  check_launch("matmul");
+}
+
+// Scratch for dequantized weights and bf16 activations.
+Tensor& weight_scratch() {
+  static Tensor t;
+  return t;
+}
+Tensor& x_scratch() {
+  static Tensor t;
+  return t;
+}
+
+void gemm(const Tensor& x, const Weight& w, Tensor& y) {
+  const int64_t n = x.dim(0), m = w.rows, k = w.cols;
+  const float one = 1.0f, zero = 0.0f;
+  const WeightArgs a = weight_args(w);
+  const unsigned deq_blocks = blocks_for(m * k, 256);
+  const __nv_bfloat16* wp;
+  int64_t ld = k;
+  if (!w.quantized() && w.data.dtype() == DType::bf16) {
+    wp = static_cast<const __nv_bfloat16*>(w.data.raw());
+    ld = w.data.stride(0);
+  } else {
+    auto* buf = static_cast<__nv_bfloat16*>(scratch_bytes(weight_scratch(), static_cast<size_t>(m * k) * 2));
+    dequantize<__nv_bfloat16><<<deq_blocks, 256, 0, stream()>>>(a.dense, a.dense_kind, a.stride, a.codes, a.bits, a.scales, a.biases,
+                                                                a.scale_kind, a.scale_stride, a.group, m, k, buf);
+    check_launch("matmul dequantize");
+    wp = buf;
+  }
+  auto* xb = static_cast<__nv_bfloat16*>(scratch_bytes(x_scratch(), static_cast<size_t>(n * k) * 2));
+  to_bf16<<<blocks_for(n * k, 256), 256, 0, stream()>>>(x.data<float>(), x.stride(0), n, k, xb);
+  check_launch("matmul to_bf16");
+  check_blas(cublasGemmEx(blas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, wp,
+                          CUDA_R_16BF, static_cast<int>(ld), xb, CUDA_R_16BF, static_cast<int>(k), &zero, y.data<float>(), CUDA_R_32F,
+                          static_cast<int>(y.stride(0)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             "matmul");
+}
+
+}  // namespace
+
+void matmul(const Tensor& x, const Weight& w, Tensor& y) {
+  // Exact mode stays on the mat-vec kernels at every n (8 rows per launch): each row's sums then run
+  // in one fixed order, so a row's result does not depend on how many rows a forward carries.
+  if (x.dim(0) <= kMatvecRows || matmul_precision() == MatmulPrecision::f32) matvec(x, w, y);
+  else gemm(x, w, y);
+}
+
+}  // namespace sanctum::ops::cuda

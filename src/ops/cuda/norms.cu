@@ -1,0 +1,59 @@
+// RMSNorm (optionally with the "w - 1" storage offset) and the GatedDeltaNet output norm gated by
+// silu(z). One block per row (rms_norm) or per (row, head) (gated_rms_norm); sums in f32.
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/kernels.h"
+
+namespace sanctum::ops::cuda {
+
+namespace {
+
+__global__ void rms_norm_kernel(Rows<const float> x, const void* w, FloatKind kind, float eps, float offset, Rows<float> out) {
+  __shared__ float scratch[32];
+  const float* xr = x.data + blockIdx.x * x.stride;
+  float* o = out.data + blockIdx.x * out.stride;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) ss += xr[c] * xr[c];
+  ss = block_sum(ss, scratch);
+  const float inv = rsqrtf(ss / static_cast<float>(x.cols) + eps);
+  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) o[c] = xr[c] * inv * (load_float(w, kind, c) + offset);
+}
+
+// Block (row, head): d threads or fewer, looping.
+__global__ void gated_rms_norm_kernel(Rows<const float> x, Rows<const float> z, const void* w, FloatKind kind, int64_t d, float eps,
+                                      Rows<float> out) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x, h = blockIdx.y;
+  const float* xr = x.data + r * x.stride + h * d;
+  const float* zr = z.data + r * z.stride + h * d;
+  float* o = out.data + r * out.stride + h * d;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_sum(ss, scratch);  // its barriers also order every read of x before out (which may alias x) is written
+  const float inv = rsqrtf(ss / static_cast<float>(d) + eps);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = xr[i] * inv * load_float(w, kind, i) * silu(zr[i]);
+}
+
+int threads_for(int64_t cols) { return cols >= 1024 ? 1024 : cols >= 256 ? 256 : 128; }
+
+}  // namespace
+
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
+  const auto rx = rows_of<const float>(x, "rms_norm");
+  const auto ro = rows_of<float>(out, "rms_norm");
+  if (rx.rows == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(rx.rows), threads_for(rx.cols), 0, stream()>>>(rx, weight.raw(), float_kind(weight), eps,
+                                                                                         weight_offset, ro);
+  check_launch("rms_norm");
+}
+
+void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {
+  const auto rx = rows_of<const float>(x, "gated_rms_norm"), rz = rows_of<const float>(z, "gated_rms_norm");
+  const auto ro = rows_of<float>(out, "gated_rms_norm");
+  const int64_t d = weight.dim(0);
+  if (rx.rows == 0) return;
+  const dim3 grid(static_cast<unsigned>(rx.rows), static_cast<unsigned>(rx.cols / d));
+  gated_rms_norm_kernel<<<grid, d >= 256 ? 256 : 128, 0, stream()>>>(rx, rz, weight.raw(), float_kind(weight), d, eps, ro);
+  check_launch("gated_rms_norm");
+}
+
+}  // namespace sanctum::ops::cuda

@@ -1,0 +1,34 @@
+// Stand-ins for a build without the CUDA backend. The op front ends only call these for tensors on
+// the GPU, which such a build cannot create, so each one just says what is missing.
+#include "base/error.h"
+#include "ops/cuda/kernels.h"
+
+namespace sanctum::ops::cuda {
+
+namespace {
+[[noreturn]] void no_cuda(const char* op) {
+  fail(ErrorKind::unsupported, std::string("[") + op + "] this sanctum was built without CUDA");
+}
+}  // namespace
+
+void matmul(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
+void embedding(const Weight&, std::span<const int32_t>, Tensor&) { no_cuda("embedding"); }
+void rms_norm(const Tensor&, const Tensor&, float, Tensor&, float) { no_cuda("rms_norm"); }
+void rope(Tensor&, std::span<const int32_t>, const RopeTable&) { no_cuda("rope"); }
+void softmax(Tensor&) { no_cuda("softmax"); }
+void silu_mul(const Tensor&, const Tensor&, Tensor&) { no_cuda("silu_mul"); }
+void sigmoid_mul(const Tensor&, const Tensor&, Tensor&) { no_cuda("sigmoid_mul"); }
+void add(const Tensor&, const Tensor&, Tensor&) { no_cuda("add"); }
+void add_bias(Tensor&, const Tensor&) { no_cuda("add_bias"); }
+void copy(const Tensor&, Tensor&) { no_cuda("copy"); }
+void attention(const Tensor&, const Tensor&, const Tensor&, int64_t, float, Tensor&) { no_cuda("attention"); }
+void causal_conv1d_silu_taps(const Tensor&, Tensor&, const Tensor&, Tensor&) { no_cuda("causal_conv1d_silu_taps"); }
+void gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                      const GatedDeltaShape&, Tensor&, Tensor&, GatedDeltaAlgorithm) {
+  no_cuda("gated_delta_rule");
+}
+void gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) { no_cuda("gated_rms_norm"); }
+void copy_rows(const Tensor&, std::span<const int32_t>, Tensor&, std::span<const int32_t>) { no_cuda("copy_rows"); }
+void moe_combine(const Tensor&, std::span<const float>, const Tensor*, std::span<const float>, Tensor&) { no_cuda("moe_combine"); }
+
+}  // namespace sanctum::ops::cuda

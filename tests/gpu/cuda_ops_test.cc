@@ -1,0 +1,332 @@
+// Every CUDA op against the scalar references in src/ops/ref, on fresh random inputs with odd sizes.
+// The whole suite skips itself on machines without a usable GPU (CI builds it there, so the CUDA
+// code cannot rot); scripts/gpu_check.sh runs it on a GPU machine.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+#include "../ops/op_test_util.h"
+#include "base/error.h"
+#include "ops/ops.h"
+#include "ops/precision.h"
+#include "ops/ref/activation.h"
+#include "ops/ref/attention.h"
+#include "ops/ref/elementwise.h"
+#include "ops/ref/embedding.h"
+#include "ops/ref/gated_delta.h"
+#include "ops/ref/matmul.h"
+#include "ops/ref/rms_norm.h"
+#include "ops/ref/rope.h"
+#include "ops/ref/softmax.h"
+#include "tensor/device_memory.h"
+
+namespace sanctum {
+namespace {
+
+using test::Rng;
+
+class Cuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU: " << device_memory::cuda_unavailable_reason();
+  }
+};
+
+Tensor gpu(const Tensor& t) { return t.to(Device::cuda); }
+Tensor host(const Tensor& t) { return t.to(Device::cpu); }
+Weight gpu(const Weight& w) {
+  Weight g = w;
+  g.data = gpu(w.data);
+  if (w.quantized()) {
+    g.scales = gpu(w.scales);
+    g.biases = gpu(w.biases);
+  }
+  return g;
+}
+
+// max |a - b| / (max |b| + floor) over all elements of two same-shape tensors.
+double relative_error(const Tensor& a_in, const Tensor& b_in, double floor = 1e-6) {
+  Tensor a = a_in.device() == Device::cpu ? a_in.clone() : host(a_in);
+  Tensor b = b_in.device() == Device::cpu ? b_in.clone() : host(b_in);
+  double worst = 0.0, scale = floor;
+  for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, static_cast<double>(std::abs(b.data<float>()[i])));
+  for (int64_t i = 0; i < a.numel(); ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(a.data<float>()[i] - b.data<float>()[i])));
+  return worst / scale;
+}
+
+// Matmul error relative to sum_c |x_c| |w_rc| per output (the magnitude f32 sums handle).
+double matmul_error(const Tensor& x, const Weight& w, const Tensor& y_gpu, const Tensor& ref) {
+  Tensor y = host(y_gpu);
+  double worst = 0.0;
+  for (int64_t i = 0; i < x.dim(0); ++i)
+    for (int64_t r = 0; r < w.rows; ++r) {
+      double mag = 1e-30;
+      for (int64_t c = 0; c < w.cols; ++c) mag += std::abs(test::at(x, i, c) * ops::ref::weight_at(w, r, c));
+      worst = std::max(worst, std::abs(static_cast<double>(test::at(y, i, r)) - test::at(ref, i, r)) / mag);
+    }
+  return worst;
+}
+
+// printf-style test labels (GCC 12 warns falsely on some "literal" + std::string chains).
+template <class... A>
+std::string label(const char* format, A... args) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, format, args...);
+  return buf;
+}
+
+struct PrecisionScope {
+  explicit PrecisionScope(ops::MatmulPrecision p) : saved(ops::matmul_precision()) { ops::set_matmul_precision(p); }
+  ~PrecisionScope() { ops::set_matmul_precision(saved); }
+  ops::MatmulPrecision saved;
+};
+
+void check_matmul(const Weight& w, int64_t n, Rng& rng, double tolerance, const std::string& what) {
+  Tensor x = test::random_tensor({n, w.cols}, DType::f32, rng);
+  Tensor ref = Tensor::zeros({n, w.rows}, DType::f32);
+  ops::ref::matmul(x, w, ref);
+  Tensor y = Tensor::zeros({n, w.rows}, DType::f32, Device::cuda);
+  ops::matmul(gpu(x), gpu(w), y);
+  EXPECT_LE(matmul_error(x, w, y, ref), tolerance) << what << " n=" << n << " " << test::seed_note();
+}
+
+TEST_F(Cuda, quantized_matmul_matches_ref_for_bits_groups_scale_types_and_row_counts) {
+  Rng rng(11);
+  PrecisionScope exact(ops::MatmulPrecision::f32);
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128})
+      for (DType st : {DType::bf16, DType::f16, DType::f32})
+        for (auto [m, k] : {std::pair<int64_t, int64_t>{37, 256}, {129, 640}, {5, 4096}}) {
+          if (k % group) continue;
+          Weight w = test::random_quantized(m, k, bits, group, st, rng);
+          for (int64_t n : {1, 3, 8, 9, 37})
+            check_matmul(w, n, rng, 2e-5, label("q%d g%d %s", bits, group, dtype_name(st)));
+        }
+}
+
+TEST_F(Cuda, dense_matmul_matches_ref_for_every_dtype) {
+  Rng rng(12);
+  PrecisionScope exact(ops::MatmulPrecision::f32);
+  for (DType dt : {DType::bf16, DType::f16, DType::f32})
+    for (auto [m, k] : {std::pair<int64_t, int64_t>{33, 31}, {65, 256}, {7, 1000}}) {
+      Weight w = dense_weight(test::random_tensor({m, k}, dt, rng), "w");
+      for (int64_t n : {1, 2, 8, 17}) check_matmul(w, n, rng, 2e-5, label("dense %s", dtype_name(dt)));
+    }
+}
+
+TEST_F(Cuda, bf16_tensor_core_prefill_stays_within_bf16_rounding) {
+  Rng rng(13);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  Weight q = test::random_quantized(300, 512, 4, 64, DType::bf16, rng);
+  Weight d = dense_weight(test::random_tensor({300, 512}, DType::bf16, rng), "w");
+  for (int64_t n : {9, 64, 133}) {
+    check_matmul(q, n, rng, 1e-2, "q4 bf16 gemm");
+    check_matmul(d, n, rng, 1e-2, "dense bf16 gemm");
+  }
+}
+
+TEST_F(Cuda, strided_rows_in_and_out) {
+  Rng rng(14);
+  PrecisionScope exact(ops::MatmulPrecision::f32);
+  Weight w = test::random_quantized(48, 128, 4, 32, DType::bf16, rng);
+  Tensor base = Tensor::zeros({5, 128 + 4}, DType::f32);
+  Tensor x = base.slice(1, 4, 132);
+  test::fill_normal(x, rng);
+  Tensor ref = Tensor::zeros({5, 48}, DType::f32);
+  ops::ref::matmul(x, w, ref);
+  Tensor ybase = Tensor::zeros({5, 60}, DType::f32, Device::cuda);
+  Tensor y = ybase.slice(1, 8, 56);
+  Tensor xg = Tensor::zeros({5, 132}, DType::f32, Device::cuda);
+  xg.copy_from(base);
+  ops::matmul(xg.slice(1, 4, 132), gpu(w), y);
+  EXPECT_LE(matmul_error(x, w, y, ref), 2e-5);
+}
+
+TEST_F(Cuda, embedding_dense_and_quantized) {
+  Rng rng(15);
+  std::vector<int32_t> ids = {0, 5, 5, 99, 17, 3, 98};
+  for (int bits : {0, 4, 8}) {
+    Weight w = bits ? test::random_quantized(100, 96, bits, 32, DType::bf16, rng) : dense_weight(test::random_tensor({100, 96}, DType::bf16, rng));
+    Tensor ref = Tensor::zeros({7, 96}, DType::f32), out = Tensor::zeros({7, 96}, DType::f32, Device::cuda);
+    ops::ref::embedding(w, ids, ref);
+    ops::embedding(gpu(w), ids, out);
+    EXPECT_LE(relative_error(out, ref), 1e-6) << bits;
+  }
+}
+
+TEST_F(Cuda, rms_norm_with_and_without_offset) {
+  Rng rng(16);
+  for (int64_t d : {1, 33, 256, 5120})
+    for (float offset : {0.0f, 1.0f}) {
+      Tensor x = test::random_tensor({7, d}, DType::f32, rng), w = test::random_tensor({d}, DType::bf16, rng);
+      Tensor ref = Tensor::zeros({7, d}, DType::f32), out = Tensor::zeros({7, d}, DType::f32, Device::cuda);
+      ops::ref::rms_norm(x, w, 1e-6f, ref, offset);
+      ops::rms_norm(gpu(x), gpu(w), 1e-6f, out, offset);
+      EXPECT_LE(relative_error(out, ref), 1e-5) << d;
+    }
+}
+
+TEST_F(Cuda, rope_partial_and_yarn) {
+  Rng rng(17);
+  for (auto [type, rotary] : {std::pair{ops::RopeConfig::Type::standard, 64}, {ops::RopeConfig::Type::standard, 16},
+                              {ops::RopeConfig::Type::yarn, 64}}) {
+    ops::RopeConfig c;
+    c.type = type;
+    c.head_dim = 64;
+    c.rotary_dim = rotary;
+    c.theta = 1e6;
+    c.factor = type == ops::RopeConfig::Type::yarn ? 4.0 : 1.0;
+    c.original_max_position = 4096;
+    ops::RopeTable table(c);
+    std::vector<int32_t> pos = {0, 1, 7, 4095, 70000};
+    Tensor x = test::random_tensor({5, 3, 64}, DType::f32, rng);
+    Tensor g = gpu(x);
+    ops::ref::rope(x, pos, table);
+    ops::rope(g, pos, table);
+    EXPECT_LE(relative_error(g, x), 2e-6) << rotary;
+  }
+}
+
+TEST_F(Cuda, elementwise_ops_and_softmax) {
+  Rng rng(18);
+  Tensor a = test::random_tensor({9, 77}, DType::f32, rng), b = test::random_tensor({9, 77}, DType::f32, rng);
+  Tensor ref = Tensor::zeros({9, 77}, DType::f32), out = Tensor::zeros({9, 77}, DType::f32, Device::cuda);
+  ops::ref::add(a, b, ref);
+  ops::add(gpu(a), gpu(b), out);
+  EXPECT_LE(relative_error(out, ref), 1e-7);
+  ops::ref::silu_mul(a, b, ref);
+  ops::silu_mul(gpu(a), gpu(b), out);
+  EXPECT_LE(relative_error(out, ref), 1e-6);
+  Tensor sm = a.clone(), smg = gpu(a);
+  ops::ref::softmax(sm);
+  ops::softmax(smg);
+  EXPECT_LE(relative_error(smg, sm), 1e-6);
+  Tensor bias = test::random_tensor({77}, DType::bf16, rng);
+  Tensor y = a.clone(), yg = gpu(a);
+  ops::ref::add_bias(y, bias);
+  ops::add_bias(yg, gpu(bias));
+  EXPECT_LE(relative_error(yg, y), 1e-7);
+  // sigmoid_mul against its definition, and a strided copy.
+  Tensor sg = Tensor::zeros({9, 77}, DType::f32, Device::cuda);
+  ops::sigmoid_mul(gpu(a), gpu(b), sg);
+  Tensor expect = Tensor::zeros({9, 77}, DType::f32);
+  for (int64_t i = 0; i < a.numel(); ++i) expect.data<float>()[i] = a.data<float>()[i] / (1.0f + std::exp(-b.data<float>()[i]));
+  EXPECT_LE(relative_error(sg, expect), 1e-6);
+  Tensor wide = gpu(test::random_tensor({4, 3, 10}, DType::f32, rng));
+  Tensor narrow = Tensor::zeros({4, 3, 5}, DType::f32, Device::cuda);
+  ops::copy(wide.slice(2, 5, 10), narrow);
+  EXPECT_LE(relative_error(narrow, host(wide).slice(2, 5, 10).clone()), 0.0);
+}
+
+TEST_F(Cuda, attention_prefill_decode_split_k_and_gqa) {
+  Rng rng(19);
+  struct Case {
+    int64_t n, pos0, heads, kv_heads, d;
+  };
+  for (Case c : {Case{1, 0, 4, 2, 64}, Case{1, 3000, 8, 2, 128}, Case{37, 0, 4, 4, 64}, Case{17, 100, 6, 2, 256}, Case{5, 40, 4, 1, 48},
+                 Case{70, 200, 2, 1, 32}}) {
+    const int64_t total = c.pos0 + c.n;
+    Tensor q = test::random_tensor({c.n, c.heads, c.d}, DType::f32, rng);
+    Tensor k = test::random_tensor({total + 3, c.kv_heads, c.d}, DType::f32, rng).slice(0, 0, total);
+    Tensor v = test::random_tensor({total + 3, c.kv_heads, c.d}, DType::f32, rng).slice(0, 0, total);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    Tensor ref = Tensor::zeros({c.n, c.heads, c.d}, DType::f32), out = Tensor::zeros({c.n, c.heads, c.d}, DType::f32, Device::cuda);
+    ops::ref::attention(q, k, v, c.pos0, scale, ref);
+    Tensor kg = gpu(k), vg = gpu(v);
+    ops::attention(gpu(q), kg, vg, c.pos0, scale, out);
+    EXPECT_LE(relative_error(out, ref), 1e-5) << "n=" << c.n << " pos0=" << c.pos0 << " d=" << c.d;
+  }
+}
+
+TEST_F(Cuda, conv1d_with_rolling_state_across_calls) {
+  Rng rng(20);
+  for (int64_t channels : {5, 130, 1024}) {
+    const int64_t kernel = 4;
+    Tensor w = test::random_tensor({channels, kernel}, DType::bf16, rng);
+    Tensor taps = ops::conv1d_taps(w);
+    Tensor state_ref = test::random_tensor({kernel - 1, channels}, DType::f32, rng);
+    Tensor state_gpu = gpu(state_ref);
+    for (int64_t n : {1, 9, 64}) {
+      Tensor x = test::random_tensor({n, channels}, DType::f32, rng);
+      Tensor ref = Tensor::zeros({n, channels}, DType::f32), out = Tensor::zeros({n, channels}, DType::f32, Device::cuda);
+      ops::ref::causal_conv1d_silu(x, state_ref, w, ref);
+      ops::causal_conv1d_silu_taps(gpu(x), state_gpu, gpu(taps), out);
+      EXPECT_LE(relative_error(out, ref), 1e-5) << channels << " n=" << n;
+      EXPECT_LE(relative_error(state_gpu, state_ref), 0.0);
+    }
+  }
+}
+
+TEST_F(Cuda, gated_delta_rule_decode_and_prefill_including_odd_key_dims) {
+  Rng rng(21);
+  for (auto [hk, dk, hv, dv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 32, 4, 32}, {2, 128, 6, 128}, {1, 48, 3, 40}}) {
+    ops::GatedDeltaShape s{hk, dk, hv, dv};
+    Tensor a_log = test::random_tensor({hv}, DType::f32, rng, 0.5f), dt_bias = test::random_tensor({hv}, DType::bf16, rng, 0.5f);
+    Tensor state_ref = test::random_tensor({hv, dv, dk}, DType::f32, rng, 0.1f);
+    Tensor state_gpu = gpu(state_ref);
+    for (int64_t n : {1, 7, 130}) {
+      Tensor q = test::random_tensor({n, hk * dk}, DType::f32, rng), k = test::random_tensor({n, hk * dk}, DType::f32, rng);
+      Tensor v = test::random_tensor({n, hv * dv}, DType::f32, rng), a = test::random_tensor({n, hv}, DType::f32, rng);
+      Tensor b = test::random_tensor({n, hv}, DType::f32, rng);
+      Tensor ref = Tensor::zeros({n, hv * dv}, DType::f32), out = Tensor::zeros({n, hv * dv}, DType::f32, Device::cuda);
+      ops::ref::gated_delta_rule(q, k, v, a, b, a_log, dt_bias, s, state_ref, ref);
+      ops::gated_delta_rule(gpu(q), gpu(k), gpu(v), gpu(a), gpu(b), gpu(a_log), gpu(dt_bias), s, state_gpu, out);
+      EXPECT_LE(relative_error(out, ref), 1e-4) << "dk=" << dk << " n=" << n;
+      EXPECT_LE(relative_error(state_gpu, state_ref), 1e-4) << "dk=" << dk << " n=" << n;
+    }
+  }
+}
+
+TEST_F(Cuda, gated_rms_norm_in_place) {
+  Rng rng(22);
+  Tensor x = test::random_tensor({5, 4 * 48}, DType::f32, rng), z = test::random_tensor({5, 4 * 48}, DType::f32, rng);
+  Tensor w = test::random_tensor({48}, DType::f32, rng);
+  Tensor ref = Tensor::zeros({5, 4 * 48}, DType::f32);
+  ops::ref::gated_rms_norm(x, z, w, 1e-6f, ref);
+  Tensor xg = gpu(x);
+  ops::gated_rms_norm(xg, gpu(z), gpu(w), 1e-6f, xg);
+  EXPECT_LE(relative_error(xg, ref), 1e-5);
+}
+
+TEST_F(Cuda, moe_row_moves_and_combine) {
+  Rng rng(23);
+  Tensor x = test::random_tensor({6, 40}, DType::f32, rng);
+  std::vector<int32_t> src = {5, 0, 3}, dst = {0, 2, 1};
+  Tensor out = Tensor::zeros({3, 40}, DType::f32, Device::cuda), expect = Tensor::zeros({3, 40}, DType::f32);
+  ops::copy_rows(gpu(x), src, out, dst);
+  ops::copy_rows(x, src, expect, dst);
+  EXPECT_LE(relative_error(out, expect), 0.0);
+  Tensor per_rank = test::random_tensor({6, 40}, DType::f32, rng), shared = test::random_tensor({3, 40}, DType::f32, rng);
+  std::vector<float> w = {0.5f, 0.25f, 1.0f, -0.5f, 0.1f, 0.2f}, sw = {0.3f, 0.6f, 0.9f};
+  Tensor combined = Tensor::zeros({3, 40}, DType::f32, Device::cuda), ref = Tensor::zeros({3, 40}, DType::f32);
+  Tensor shared_gpu = gpu(shared);
+  ops::moe_combine(gpu(per_rank), w, &shared_gpu, sw, combined);
+  ops::moe_combine(per_rank, w, &shared, sw, ref);
+  EXPECT_LE(relative_error(combined, ref), 1e-6);
+}
+
+TEST_F(Cuda, ops_refuse_tensors_on_two_devices) {
+  Rng rng(24);
+  Tensor a = test::random_tensor({2, 8}, DType::f32, rng);
+  Tensor out = Tensor::zeros({2, 8}, DType::f32, Device::cuda);
+  EXPECT_THROW(ops::add(a, gpu(a), out), Error);
+}
+
+TEST_F(Cuda, memory_limit_is_enforced_with_a_clear_error) {
+  const size_t before = device_memory::cuda_memory_in_use();
+  device_memory::set_cuda_memory_limit(before + (size_t{1} << 20));
+  try {
+    (void)Tensor::zeros({int64_t{1} << 24}, DType::f32, Device::cuda);
+    ADD_FAILURE() << "a 64 MiB allocation passed a 1 MiB headroom";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu-memory-limit-mb"), std::string::npos) << e.what();
+  }
+  device_memory::set_cuda_memory_limit(0);
+}
+
+}  // namespace
+}  // namespace sanctum

@@ -1,0 +1,86 @@
+// Timings of the CUDA kernels at production shapes, for tuning (not assertions: machines are noisy).
+// Disabled by default; run on a GPU machine with --gtest_also_run_disabled_tests --gtest_filter='*Perf*'.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+
+#include "../ops/op_test_util.h"
+#include "ops/ops.h"
+#include "tensor/device_memory.h"
+
+namespace sanctum {
+namespace {
+
+using test::Rng;
+
+// Mean seconds per call of f over `reps` calls after 3 warm-ups, synchronised at both ends.
+double time_calls(const std::function<void()>& f, int reps) {
+  for (int i = 0; i < 3; ++i) f();
+  device_memory::cuda_synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) f();
+  device_memory::cuda_synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
+Weight to_gpu(const Weight& w) {
+  Weight g = w;
+  g.data = w.data.to(Device::cuda);
+  if (w.quantized()) {
+    g.scales = w.scales.to(Device::cuda);
+    g.biases = w.biases.to(Device::cuda);
+  }
+  return g;
+}
+
+TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
+  if (!device_memory::cuda_available()) GTEST_SKIP();
+  Rng rng(1);
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{17408, 5120}, {5120, 17408}, {10240, 5120}, {48, 5120}, {248320, 5120}}) {
+    Weight w = to_gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
+    for (int64_t n : {1, 4}) {
+      Tensor x = Tensor::zeros({n, k}, DType::f32, Device::cuda), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+      const double s = time_calls([&] { ops::matmul(x, w, y); }, 50);
+      std::printf("matvec q4g64 %6lld x %6lld n=%lld: %8.1f us  %7.0f GB/s\n", static_cast<long long>(m), static_cast<long long>(k),
+                  static_cast<long long>(n), s * 1e6, static_cast<double>(w.nbytes()) / s / 1e9);
+    }
+  }
+  // Host cost of launching one tiny op (no waiting): what a decode step pays per op without a graph.
+  Tensor a = Tensor::zeros({1, 64}, DType::f32, Device::cuda);
+  const double launch = time_calls([&] { ops::add(a, a, a); }, 2000);
+  std::printf("ops::add on 64 floats: %.1f us per call\n", launch * 1e6);
+  Tensor nw = Tensor::zeros({5120}, DType::bf16, Device::cuda), xr = Tensor::zeros({1, 5120}, DType::f32, Device::cuda);
+  std::printf("rms_norm 5120: %.1f us\n", time_calls([&] { ops::rms_norm(xr, nw, 1e-6f, xr, 0.0f); }, 500) * 1e6);
+  // Attention decode at 512 and 4096 keys, 24 heads / 4 KV heads of 256.
+  for (int64_t keys : {512, 4096}) {
+    Tensor q = Tensor::zeros({1, 24, 256}, DType::f32, Device::cuda), o = Tensor::zeros({1, 24, 256}, DType::f32, Device::cuda);
+    Tensor kv = Tensor::zeros({keys, 4, 256}, DType::f32, Device::cuda);
+    std::printf("attention decode %lld keys: %.1f us\n", static_cast<long long>(keys),
+                time_calls([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6);
+  }
+  for (int64_t n : {1, 4096}) {
+    Tensor q = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda), o = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda);
+    Tensor kv = Tensor::zeros({n, 4, 256}, DType::f32, Device::cuda);
+    if (n > 1)
+      std::printf("attention prefill %lld: %.1f ms\n", static_cast<long long>(n),
+                  time_calls([&] { ops::attention(q, kv, kv, 0, 0.0625f, o); }, 3) * 1e3);
+  }
+  // GatedDeltaNet: 16 key / 48 value heads of 128.
+  ops::GatedDeltaShape s{16, 128, 48, 128};
+  Tensor a_log = Tensor::zeros({48}, DType::f32, Device::cuda), state = Tensor::zeros({48, 128, 128}, DType::f32, Device::cuda);
+  for (int64_t n : {1, 4096}) {
+    Tensor qk = Tensor::zeros({n, 2048}, DType::f32, Device::cuda), v = Tensor::zeros({n, 6144}, DType::f32, Device::cuda);
+    Tensor ab = Tensor::zeros({n, 48}, DType::f32, Device::cuda), out = Tensor::zeros({n, 6144}, DType::f32, Device::cuda);
+    std::printf("gated_delta_rule n=%lld: %.1f us\n", static_cast<long long>(n),
+                time_calls([&] { ops::gated_delta_rule(qk, qk, v, ab, ab, a_log, a_log, s, state, out); }, n > 1 ? 3 : 200) * 1e6);
+    Tensor conv_state = Tensor::zeros({3, 10240}, DType::f32, Device::cuda), taps = Tensor::zeros({4, 10240}, DType::f32, Device::cuda);
+    Tensor cx = Tensor::zeros({n, 10240}, DType::f32, Device::cuda), cy = Tensor::zeros({n, 10240}, DType::f32, Device::cuda);
+    std::printf("conv1d n=%lld: %.1f us\n", static_cast<long long>(n),
+                time_calls([&] { ops::causal_conv1d_silu_taps(cx, conv_state, taps, cy); }, n > 1 ? 3 : 200) * 1e6);
+  }
+}
+
+}  // namespace
+}  // namespace sanctum
