@@ -224,6 +224,7 @@ TEST_F(Cuda, elementwise_ops_and_softmax) {
 
 TEST_F(Cuda, attention_prefill_decode_split_k_and_gqa) {
   Rng rng(19);
+  PrecisionScope exact(ops::MatmulPrecision::f32);
   struct Case {
     int64_t n, pos0, heads, kv_heads, d;
   };
@@ -240,6 +241,43 @@ TEST_F(Cuda, attention_prefill_decode_split_k_and_gqa) {
     ops::attention(gpu(q), kg, vg, c.pos0, scale, out);
     EXPECT_LE(relative_error(out, ref), 1e-5) << "n=" << c.n << " pos0=" << c.pos0 << " d=" << c.d;
   }
+}
+
+// One attention case against the reference. K/V sit in a cache with a spare head and spare rows, so
+// the token stride exceeds kv_heads * d, as in the model's KV cache.
+void check_attention(int64_t n, int64_t pos0, int64_t heads, int64_t kv_heads, int64_t d, double tolerance, Rng& rng) {
+  const int64_t total = pos0 + n;
+  Tensor q = test::random_tensor({n, heads, d}, DType::f32, rng);
+  Tensor kbase = test::random_tensor({total + 3, kv_heads + 1, d}, DType::f32, rng);
+  Tensor vbase = test::random_tensor({total + 3, kv_heads + 1, d}, DType::f32, rng);
+  Tensor k = kbase.slice(0, 0, total).slice(1, 0, kv_heads), v = vbase.slice(0, 0, total).slice(1, 1, kv_heads + 1);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  Tensor ref = Tensor::zeros({n, heads, d}, DType::f32), out = Tensor::zeros({n, heads, d}, DType::f32, Device::cuda);
+  ops::ref::attention(q, k, v, pos0, scale, ref);
+  Tensor kg = gpu(kbase), vg = gpu(vbase);
+  ops::attention(gpu(q), kg.slice(0, 0, total).slice(1, 0, kv_heads), vg.slice(0, 0, total).slice(1, 1, kv_heads + 1), pos0, scale, out);
+  EXPECT_LE(relative_error(out, ref), tolerance)
+      << "n=" << n << " pos0=" << pos0 << " heads=" << heads << "/" << kv_heads << " d=" << d << " " << test::seed_note();
+}
+
+TEST_F(Cuda, attention_decode_kernel_for_one_to_eight_queries) {
+  Rng rng(25);
+  PrecisionScope exact(ops::MatmulPrecision::f32);
+  // d=30 takes the 4-byte-load path; 48 and 256 the 16-byte one; long caches split the keys.
+  for (int64_t n = 1; n <= 8; ++n)
+    for (auto [heads, kv_heads, d] : {std::tuple<int64_t, int64_t, int64_t>{24, 4, 256}, {4, 4, 48}, {6, 2, 30}, {8, 1, 128}, {2, 2, 64}})
+      for (int64_t pos0 : {int64_t{0}, int64_t{5}, int64_t{700}, int64_t{4100}}) check_attention(n, pos0, heads, kv_heads, d, 1e-5, rng);
+}
+
+TEST_F(Cuda, attention_fast_mode_long_prefill_on_cublas) {
+  Rng rng(26);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  // TF32 inputs: errors of about 1e-3 of the largest output; n < 64 stays on the flash kernel.
+  check_attention(300, 0, 6, 2, 128, 1e-2, rng);
+  check_attention(130, 700, 4, 1, 256, 1e-2, rng);
+  check_attention(64, 3, 3, 3, 48, 1e-2, rng);
+  check_attention(2100, 0, 2, 1, 64, 1e-2, rng);  // several query blocks
+  check_attention(40, 10, 4, 2, 64, 1e-5, rng);   // flash kernel, exact
 }
 
 TEST_F(Cuda, conv1d_with_rolling_state_across_calls) {

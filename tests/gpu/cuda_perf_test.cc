@@ -8,6 +8,7 @@
 
 #include "../ops/op_test_util.h"
 #include "ops/ops.h"
+#include "ops/precision.h"
 #include "tensor/device_memory.h"
 
 namespace sanctum {
@@ -67,6 +68,24 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
       std::printf("attention prefill %lld: %.1f ms\n", static_cast<long long>(n),
                   time_calls([&] { ops::attention(q, kv, kv, 0, 0.0625f, o); }, 3) * 1e3);
   }
+  // Short decode batches (speculative decoding) at 4096 keys, and prefill in both precision modes.
+  for (int64_t n : {2, 4, 8}) {
+    Tensor q = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda), o = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda);
+    Tensor kv = Tensor::zeros({4096, 4, 256}, DType::f32, Device::cuda);
+    std::printf("attention decode n=%lld, 4096 keys: %.1f us\n", static_cast<long long>(n),
+                time_calls([&] { ops::attention(q, kv, kv, 4096 - n, 0.0625f, o); }, 100) * 1e6);
+  }
+  const ops::MatmulPrecision saved = ops::matmul_precision();
+  for (ops::MatmulPrecision p : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16})
+    for (int64_t n : {512, 4096}) {
+      ops::set_matmul_precision(p);
+      Tensor q = test::random_tensor({n, 24, 256}, DType::f32, rng).to(Device::cuda);
+      Tensor kv = test::random_tensor({n, 4, 256}, DType::f32, rng).to(Device::cuda);
+      Tensor o = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda);
+      std::printf("attention prefill %lld (%s): %.2f ms\n", static_cast<long long>(n), ops::matmul_precision_name(p),
+                  time_calls([&] { ops::attention(q, kv, kv, 0, 0.0625f, o); }, 5) * 1e3);
+    }
+  ops::set_matmul_precision(saved);
   // GatedDeltaNet: 16 key / 48 value heads of 128.
   ops::GatedDeltaShape s{16, 128, 48, 128};
   Tensor a_log = Tensor::zeros({48}, DType::f32, Device::cuda), state = Tensor::zeros({48, 128, 128}, DType::f32, Device::cuda);

@@ -1,12 +1,15 @@
 // Causal GQA attention over the KV cache, flash-style: a block takes 16 queries of one head (two per
 // warp) and walks the keys in tiles of 32 staged in shared memory, keeping a running max, sum and
 // output per query (online softmax), so nothing of size n × n_kv is ever stored. K/V of the query
-// head's KV head are read in place. When few blocks would run (decode), the keys are also split
-// across blocks (split-K) and a second kernel merges the partial results.
+// head's KV head are read in place. When few blocks would run, the keys are also split across
+// blocks (split-K) and a second kernel merges the partial results. This kernel is the exact-mode
+// prefill; attention() sends decode and fast-mode long prefill to attention_paths.cuh.
 #include <algorithm>
 
+#include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/precision.h"
 
 namespace sanctum::ops::cuda {
 
@@ -166,12 +169,21 @@ Tensor& partial_scratch() {
 
 }  // namespace
 
+// Fast-mode prefill at or above this many queries goes to cuBLAS; below it the GEMMs are too thin.
+constexpr int64_t kGemmMinQueries = 64;
+
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out) {
+  check(q.dim(2) <= 256, ErrorKind::unsupported, "[attention] cuda supports head_dim up to 256, got " + std::to_string(q.dim(2)));
+  if (q.dim(0) == 0) return;
+  const AttnView view{q.data<float>(), q.stride(0), q.stride(1), k.data<float>(), v.data<float>(), k.stride(0), k.stride(1),
+                      v.stride(0),     v.stride(1), out.data<float>(), out.stride(0), out.stride(1), q.dim(0), q_pos0,
+                      q.dim(1),        k.dim(1),    static_cast<int>(q.dim(2)), scale};
+  if (view.n <= kDecodeMaxQueries) return attention_decode(view);
+  if (view.n >= kGemmMinQueries && matmul_precision() != MatmulPrecision::f32) return attention_gemm(view);
   AttnArgs a{};
   a.n = q.dim(0);
   a.n_heads = q.dim(1);
   a.d = static_cast<int>(q.dim(2));
-  check(a.d <= 256, ErrorKind::unsupported, "[attention] cuda supports head_dim up to 256, got " + std::to_string(a.d));
   a.groups = static_cast<int>(q.dim(1) / k.dim(1));
   a.q = q.data<float>();
   a.q_s0 = q.stride(0);

@@ -1,0 +1,295 @@
+// Attention for a few queries (decode): bandwidth-bound on K/V, so a block takes every query head of
+// one KV head ("rows" = query × head-in-group, up to RB of them, q in registers) and reads each K/V
+// row once for all of them. The block's keys are split across its warps in batches of KB keys read
+// straight from global (16-byte loads where aligned); each warp keeps an online softmax per row, the
+// warps merge in shared memory, and when the keys are also split across blocks (split-K) a second
+// kernel merges the splits.
+#include <algorithm>
+
+#include "ops/cuda/attention_paths.cuh"
+#include "ops/cuda/common.cuh"
+#include "tensor/tensor.h"
+
+namespace sanctum::ops::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+
+struct DecodeArgs {
+  AttnView a;
+  int groups;  // query heads per KV head
+  int rows;    // n * groups: rows of one KV head
+  int64_t keys_per_split;
+  int splits;
+  float* part;  // (n, heads, splits, d + 2): unnormalised acc..., max, sum
+};
+
+template <int VEC>
+struct Chunk {
+  float x[VEC];
+};
+
+template <int VEC>
+__device__ __forceinline__ Chunk<VEC> load_chunk(const float* p) {
+  Chunk<VEC> c;
+  if constexpr (VEC == 4) {
+    const float4 f = __ldg(reinterpret_cast<const float4*>(p));
+    c.x[0] = f.x;
+    c.x[1] = f.y;
+    c.x[2] = f.z;
+    c.x[3] = f.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) c.x[e] = __ldg(p + e);
+  }
+  return c;
+}
+
+template <int VEC>
+__device__ __forceinline__ Chunk<VEC> zero_chunk() {
+  Chunk<VEC> c;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) c.x[e] = 0.0f;
+  return c;
+}
+
+// Lane `lane` holds chunks lane + 32 p (p < P) of VEC floats each: elements (lane + 32 p) * VEC + e.
+// Grid: (splits, kv heads, row groups).
+template <int VEC, int P, int RB, int KB>
+__global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArgs args) {
+  constexpr int DP = 32 * P * VEC;
+  __shared__ float red_acc[kWarps][RB][DP];
+  __shared__ float red_m[kWarps][RB], red_l[kWarps][RB];
+  const AttnView& a = args.a;
+  const int D = a.d, G = args.groups;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t split = blockIdx.x, g = blockIdx.y;
+  const int row0 = static_cast<int>(blockIdx.z) * RB;
+
+  float q[RB][P][VEC];
+  int64_t limit[RB];  // keys [0, limit) are visible to the row; 0 for rows past the end
+  int64_t block_limit = 0;
+#pragma unroll
+  for (int r = 0; r < RB; ++r) {
+    const int row = row0 + r;
+    const bool valid = row < args.rows;
+    const int64_t i = valid ? row / G : 0, h = g * G + (valid ? row % G : 0);
+    limit[r] = valid ? a.q_pos0 + i + 1 : 0;
+    block_limit = limit[r] > block_limit ? limit[r] : block_limit;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int c = (lane + 32 * p) * VEC;
+      const Chunk<VEC> qc = (valid && c < D) ? load_chunk<VEC>(a.q + i * a.q_s0 + h * a.q_s1 + c) : zero_chunk<VEC>();
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) q[r][p][e] = qc.x[e] * a.scale;
+    }
+  }
+
+  float m[RB], l[RB], acc[RB][P][VEC];
+#pragma unroll
+  for (int r = 0; r < RB; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc[r][p][e] = 0.0f;
+  }
+
+  const int64_t key_begin = split * args.keys_per_split;
+  const int64_t key_end = key_begin + args.keys_per_split < block_limit ? key_begin + args.keys_per_split : block_limit;
+  const float* kbase = a.k + g * a.k_s1;
+  const float* vbase = a.v + g * a.v_s1;
+  // Warps take interleaved batches of KB consecutive keys, so the block's loads stay contiguous.
+  for (int64_t t0 = key_begin + static_cast<int64_t>(warp) * KB; t0 < key_end; t0 += kWarps * KB) {
+    Chunk<VEC> kc[KB][P], vc[KB][P];
+#pragma unroll
+    for (int j = 0; j < KB; ++j)
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        const int c = (lane + 32 * p) * VEC;
+        const bool ok = t0 + j < key_end && c < D;
+        kc[j][p] = ok ? load_chunk<VEC>(kbase + (t0 + j) * a.k_s0 + c) : zero_chunk<VEC>();
+        vc[j][p] = ok ? load_chunk<VEC>(vbase + (t0 + j) * a.v_s0 + c) : zero_chunk<VEC>();
+      }
+    float s[RB][KB];
+#pragma unroll
+    for (int r = 0; r < RB; ++r)
+#pragma unroll
+      for (int j = 0; j < KB; ++j) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int p = 0; p < P; ++p)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) dot += q[r][p][e] * kc[j][p].x[e];
+        s[r][j] = dot;
+      }
+#pragma unroll
+    for (int r = 0; r < RB; ++r) {
+      if (row0 + r >= args.rows) continue;  // block-uniform
+#pragma unroll
+      for (int j = 0; j < KB; ++j) s[r][j] = warp_sum(s[r][j]);
+      float batch_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < KB; ++j) {
+        if (!(t0 + j < key_end && t0 + j < limit[r])) s[r][j] = -INFINITY;
+        batch_max = fmaxf(batch_max, s[r][j]);
+      }
+      if (batch_max == -INFINITY) continue;  // warp-uniform: every key of the batch is masked for this row
+      const float new_m = fmaxf(m[r], batch_max);
+      const float corr = m[r] == -INFINITY ? 0.0f : expf(m[r] - new_m);
+      l[r] *= corr;
+#pragma unroll
+      for (int p = 0; p < P; ++p)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) acc[r][p][e] *= corr;
+#pragma unroll
+      for (int j = 0; j < KB; ++j) {
+        const float pj = s[r][j] == -INFINITY ? 0.0f : expf(s[r][j] - new_m);
+        l[r] += pj;
+#pragma unroll
+        for (int p = 0; p < P; ++p)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) acc[r][p][e] += pj * vc[j][p].x[e];
+      }
+      m[r] = new_m;
+    }
+  }
+
+  // Merge the warps: each publishes (m, l, acc) per row, then the block combines per element.
+#pragma unroll
+  for (int r = 0; r < RB; ++r) {
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) red_acc[warp][r][(lane + 32 * p) * VEC + e] = acc[r][p][e];
+    if (lane == 0) {
+      red_m[warp][r] = m[r];
+      red_l[warp][r] = l[r];
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < RB * D; idx += blockDim.x) {
+    const int r = idx / D, c = idx % D, row = row0 + r;
+    if (row >= args.rows) break;  // rows ascend with idx
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, red_m[w][r]);
+    float L = 0.0f, A = 0.0f;
+    if (M != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        if (red_m[w][r] == -INFINITY) continue;
+        const float f = expf(red_m[w][r] - M);
+        L += red_l[w][r] * f;
+        A += red_acc[w][r][c] * f;
+      }
+    }
+    const int64_t i = row / G, h = g * G + row % G;
+    if (args.splits == 1) {
+      a.out[i * a.o_s0 + h * a.o_s1 + c] = A / L;
+    } else {
+      float* part = args.part + ((i * a.heads + h) * args.splits + split) * (D + 2);
+      part[c] = A;
+      if (c == 0) {
+        part[D] = M;
+        part[D + 1] = L;
+      }
+    }
+  }
+}
+
+// Merges the splits of one (query, head).
+__global__ void decode_combine(DecodeArgs args) {
+  const AttnView& a = args.a;
+  const int64_t i = blockIdx.x, h = blockIdx.y;
+  const int D = a.d, S = args.splits;
+  const float* part = args.part + (i * a.heads + h) * S * (D + 2);
+  float M = -INFINITY;
+  for (int s = 0; s < S; ++s) M = fmaxf(M, part[s * (D + 2) + D]);
+  float L = 0.0f;
+  for (int s = 0; s < S; ++s) {
+    const float ms = part[s * (D + 2) + D];
+    if (ms != -INFINITY) L += part[s * (D + 2) + D + 1] * expf(ms - M);
+  }
+  float* o = a.out + i * a.o_s0 + h * a.o_s1;
+  for (int c = threadIdx.x; c < D; c += blockDim.x) {
+    float v = 0.0f;
+    for (int s = 0; s < S; ++s) {
+      const float ms = part[s * (D + 2) + D];
+      if (ms != -INFINITY) v += part[s * (D + 2) + c] * expf(ms - M);
+    }
+    o[c] = v / L;
+  }
+}
+
+int multiprocessors() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
+    return n;
+  }();
+  return count;
+}
+
+Tensor& partial_scratch() {
+  static Tensor t;
+  return t;
+}
+
+template <int VEC, int P, int RB>
+void launch(DecodeArgs args) {
+  constexpr int KB = RB >= 8 ? 2 : 4;
+  const AttnView& a = args.a;
+  const int64_t keys = a.q_pos0 + a.n;
+  const int64_t row_groups = (args.rows + RB - 1) / RB;
+  const int64_t base = a.kv_heads * row_groups;
+  // Enough blocks for two per multiprocessor, but no split under 32 keys (the merge costs traffic).
+  constexpr int64_t kMinKeysPerSplit = 32;
+  int64_t splits = std::min<int64_t>((2 * multiprocessors() + base - 1) / base, (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
+  splits = std::max<int64_t>(splits, 1);
+  args.keys_per_split = (keys + splits - 1) / splits;
+  splits = (keys + args.keys_per_split - 1) / args.keys_per_split;
+  args.splits = static_cast<int>(splits);
+  if (splits > 1) {
+    const int64_t need = a.n * a.heads * splits * (a.d + 2);
+    Tensor& part = partial_scratch();
+    if (!part || part.numel() < need) part = Tensor::zeros({need}, DType::f32, Device::cuda);
+    args.part = part.data<float>();
+  }
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(row_groups));
+  attention_decode_kernel<VEC, P, RB, KB><<<grid, kWarps * 32, 0, stream()>>>(args);
+  check_launch("attention decode");
+  if (splits > 1) {
+    decode_combine<<<dim3(static_cast<unsigned>(a.n), static_cast<unsigned>(a.heads)), 64, 0, stream()>>>(args);
+    check_launch("attention decode combine");
+  }
+}
+
+template <int VEC, int P>
+void launch_rows(const DecodeArgs& args) {
+  if (args.rows <= 2) launch<VEC, P, 2>(args);
+  else if (args.rows <= 4) launch<VEC, P, 4>(args);
+  else launch<VEC, P, 8>(args);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+void attention_decode(const AttnView& a) {
+  DecodeArgs args{};
+  args.a = a;
+  args.groups = static_cast<int>(a.heads / a.kv_heads);
+  args.rows = static_cast<int>(a.n * args.groups);
+  // 16-byte loads need every row start of q, k and v on a 16-byte boundary.
+  const bool vec4 = a.d % 4 == 0 && a.q_s0 % 4 == 0 && a.q_s1 % 4 == 0 && a.k_s0 % 4 == 0 && a.k_s1 % 4 == 0 && a.v_s0 % 4 == 0 &&
+                    a.v_s1 % 4 == 0 && aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
+  if (vec4 && a.d <= 128) launch_rows<4, 1>(args);
+  else if (vec4) launch_rows<4, 2>(args);
+  else launch_rows<1, 8>(args);
+}
+
+}  // namespace sanctum::ops::cuda

@@ -1,0 +1,32 @@
+#pragma once
+// The arguments of ops::attention as the CUDA attention paths see them, and the paths besides the
+// flash kernel of attention.cu, which picks one per call.
+#include <cstdint>
+
+namespace sanctum::ops::cuda {
+
+struct AttnView {
+  const float* q;
+  int64_t q_s0, q_s1;
+  const float* k;
+  const float* v;
+  int64_t k_s0, k_s1, v_s0, v_s1;
+  float* out;
+  int64_t o_s0, o_s1;
+  int64_t n, q_pos0, heads, kv_heads;
+  int d;
+  float scale;
+};
+
+// Up to this many queries go to the decode kernel.
+constexpr int64_t kDecodeMaxQueries = 8;
+
+// Few queries (decode, short speculative batches): every query head of one KV head at once, keys
+// split across warps and blocks, K/V read once per (KV head, row group) straight from global.
+void attention_decode(const AttnView& a);
+
+// Long prefill in the fast precision mode: per KV head and query block, S = scale * Q K^T and
+// O = P V on cuBLAS (TF32 inputs, f32 accumulation) with a causal softmax kernel between them.
+void attention_gemm(const AttnView& a);
+
+}  // namespace sanctum::ops::cuda
