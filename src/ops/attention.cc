@@ -15,16 +15,16 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   const Device device = detail::require_one_device(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}});
   for (const auto& [name, t] : {detail::Named{"q", &q}, detail::Named{"k", &k}, detail::Named{"v", &v}, detail::Named{"out", &out}}) {
     detail::require_dtype(kOp, name, *t, DType::f32);
-    detail::require(t->ndim() == 3, kOp, std::string(name) + " must be 3-D (tokens, heads, head_dim), got " + t->shape_string());
+    SANCTUM_REQUIRE(t->ndim() == 3, kOp, std::string(name) + " must be 3-D (tokens, heads, head_dim), got " + t->shape_string());
     detail::require_inner_contiguous(kOp, name, *t);
   }
-  detail::require(detail::same_shape(q, out), kOp, "out " + out.shape_string() + " must match q " + q.shape_string());
-  detail::require(detail::same_shape(k, v), kOp, "k " + k.shape_string() + " and v " + v.shape_string() + " must have one shape");
-  detail::require(k.dim(2) == q.dim(2), kOp,
+  SANCTUM_REQUIRE(detail::same_shape(q, out), kOp, "out " + out.shape_string() + " must match q " + q.shape_string());
+  SANCTUM_REQUIRE(detail::same_shape(k, v), kOp, "k " + k.shape_string() + " and v " + v.shape_string() + " must have one shape");
+  SANCTUM_REQUIRE(k.dim(2) == q.dim(2), kOp,
                   "head_dim differs: q has " + std::to_string(q.dim(2)) + ", k has " + std::to_string(k.dim(2)));
-  detail::require(k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0, kOp,
+  SANCTUM_REQUIRE(k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0, kOp,
                   "n_heads " + std::to_string(q.dim(1)) + " is not a multiple of n_kv_heads " + std::to_string(k.dim(1)));
-  detail::require(q_pos0 >= 0 && k.dim(0) >= q_pos0 + q.dim(0), kOp,
+  SANCTUM_REQUIRE(q_pos0 >= 0 && k.dim(0) >= q_pos0 + q.dim(0), kOp,
                   "the cache holds " + std::to_string(k.dim(0)) + " rows, queries need " + std::to_string(q_pos0 + q.dim(0)) +
                       " (q_pos0 " + std::to_string(q_pos0) + " + " + std::to_string(q.dim(0)) + " queries)");
   if (q.dim(0) == 0 || q.dim(1) == 0) return;

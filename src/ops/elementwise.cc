@@ -14,10 +14,10 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
   const Device device = detail::require_one_device(kOp, {{"a", &a}, {"b", &b}, {"out", &out}});
   for (const auto& [name, t] : {detail::Named{"a", &a}, detail::Named{"b", &b}, detail::Named{"out", &out}}) {
     detail::require_dtype(kOp, name, *t, DType::f32);
-    detail::require(t->ndim() >= 1, kOp, std::string(name) + " must have at least one dim");
+    SANCTUM_REQUIRE(t->ndim() >= 1, kOp, std::string(name) + " must have at least one dim");
     detail::require_inner_contiguous(kOp, name, *t);
   }
-  detail::require(detail::same_shape(a, b) && detail::same_shape(a, out), kOp,
+  SANCTUM_REQUIRE(detail::same_shape(a, b) && detail::same_shape(a, out), kOp,
                   "a " + a.shape_string() + ", b " + b.shape_string() + " and out " + out.shape_string() + " must have one shape");
   if (device == Device::cuda) return cuda::add(a, b, out);
   cpu::add(a, b, out);
@@ -30,8 +30,8 @@ void add_bias(Tensor& y, const Tensor& bias) {
   const Device device = detail::require_one_device(kOp, {{"y", &y}, {"bias", &bias}});
   detail::require_dtype(kOp, "y", y, DType::f32);
   detail::require_float(kOp, "bias", bias);
-  detail::require(y.ndim() >= 1, kOp, "y must have at least one dim");
-  detail::require(bias.ndim() == 1 && bias.dim(0) == y.dim(-1), kOp,
+  SANCTUM_REQUIRE(y.ndim() >= 1, kOp, "y must have at least one dim");
+  SANCTUM_REQUIRE(bias.ndim() == 1 && bias.dim(0) == y.dim(-1), kOp,
                   "bias has " + std::to_string(bias.numel()) + " elements, y rows have " + std::to_string(y.dim(-1)));
   detail::require_inner_contiguous(kOp, "y", y);
   detail::require_inner_contiguous(kOp, "bias", bias);
@@ -44,9 +44,9 @@ void copy(const Tensor& src, Tensor& dst) {
   detail::require_defined(kOp, "src", src);
   detail::require_defined(kOp, "dst", dst);
   const Device device = detail::require_one_device(kOp, {{"src", &src}, {"dst", &dst}});
-  detail::require(src.dtype() == dst.dtype(), kOp, "src " + src.shape_string() + " and dst " + dst.shape_string() + " differ in dtype",
+  SANCTUM_REQUIRE(src.dtype() == dst.dtype(), kOp, "src " + src.shape_string() + " and dst " + dst.shape_string() + " differ in dtype",
                   ErrorKind::unsupported);
-  detail::require(detail::same_shape(src, dst), kOp, "src " + src.shape_string() + " and dst " + dst.shape_string() + " differ in shape");
+  SANCTUM_REQUIRE(detail::same_shape(src, dst), kOp, "src " + src.shape_string() + " and dst " + dst.shape_string() + " differ in shape");
   if (device == Device::cuda) return cuda::copy(src, dst);
   cpu::copy(src, dst);
 }

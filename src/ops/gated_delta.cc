@@ -49,14 +49,14 @@ bool same_view(const Tensor& a, const Tensor& b) {
 void require_f32_matrix(const char* op, const char* name, const Tensor& t) {
   detail::require_defined(op, name, t);
   detail::require_dtype(op, name, t, DType::f32);
-  detail::require(t.ndim() == 2, op, std::string(name) + " must be 2-D, got " + dims(t));
+  SANCTUM_REQUIRE(t.ndim() == 2, op, std::string(name) + " must be 2-D, got " + dims(t));
   detail::require_inner_contiguous(op, name, t);
 }
 
 void require_per_head(const char* op, const char* name, const Tensor& t, int64_t heads) {
   detail::require_defined(op, name, t);
   detail::require_float(op, name, t);
-  detail::require(t.ndim() == 1 && t.dim(0) == heads && (heads <= 1 || t.stride(0) == 1), op,
+  SANCTUM_REQUIRE(t.ndim() == 1 && t.dim(0) == heads && (heads <= 1 || t.stride(0) == 1), op,
                   std::string(name) + " must be a contiguous (" + std::to_string(heads) + ") vector, got " + dims(t));
 }
 
@@ -73,15 +73,15 @@ void check_conv(const char* kOp, const Tensor& x, const Tensor& state, const Ten
   detail::require_dtype(kOp, "state", state, DType::f32);
   detail::require_one_device(kOp, {{"x", &x}, {"state", &state}, {w_name, &w}, {"out", &out}});
   const int64_t n = x.dim(0), channels = x.dim(1);
-  detail::require(w_channels == channels, kOp,
+  SANCTUM_REQUIRE(w_channels == channels, kOp,
                   std::string(w_name) + " " + dims(w) + " does not match the " + std::to_string(channels) + " channels of x");
-  detail::require(state.ndim() == 2 && state.dim(0) == kernel - 1 && state.dim(1) == channels, kOp,
+  SANCTUM_REQUIRE(state.ndim() == 2 && state.dim(0) == kernel - 1 && state.dim(1) == channels, kOp,
                   "state must be (kernel - 1, channels) = (" + std::to_string(kernel - 1) + ", " +
                       std::to_string(channels) + "), got " + dims(state));
   if (kernel > 1) detail::require_inner_contiguous(kOp, "state", state);
-  detail::require(out.dim(0) == n && out.dim(1) == channels, kOp, "out " + dims(out) + " must match x " + dims(x));
-  detail::require(!overlap(out, x), kOp, "out must not alias x");
-  detail::require(!overlap(state, x) && !overlap(state, out), kOp, "state must not alias x or out");
+  SANCTUM_REQUIRE(out.dim(0) == n && out.dim(1) == channels, kOp, "out " + dims(out) + " must match x " + dims(x));
+  SANCTUM_REQUIRE(!overlap(out, x), kOp, "out must not alias x");
+  SANCTUM_REQUIRE(!overlap(state, x) && !overlap(state, out), kOp, "state must not alias x or out");
 }
 
 }  // namespace
@@ -90,7 +90,7 @@ void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Te
   constexpr const char* kOp = "causal_conv1d_silu";
   detail::require_defined(kOp, "weight", weight);
   detail::require_float(kOp, "weight", weight);
-  detail::require(weight.ndim() == 2 && weight.dim(1) >= 1, kOp, "weight must be (channels, kernel), got " + dims(weight));
+  SANCTUM_REQUIRE(weight.ndim() == 2 && weight.dim(1) >= 1, kOp, "weight must be (channels, kernel), got " + dims(weight));
   detail::require_inner_contiguous(kOp, "weight", weight);
   check_conv(kOp, x, state, weight, "weight", weight.dim(1), weight.dim(0), out);
   if (x.device() == Device::cuda) return cuda::causal_conv1d_silu_taps(x, state, conv1d_taps(weight), out);
@@ -101,7 +101,7 @@ Tensor conv1d_taps(const Tensor& weight) {
   constexpr const char* kOp = "conv1d_taps";
   detail::require_defined(kOp, "weight", weight);
   detail::require_float(kOp, "weight", weight);
-  detail::require(weight.ndim() == 2 && weight.dim(1) >= 1, kOp, "weight must be (channels, kernel), got " + dims(weight));
+  SANCTUM_REQUIRE(weight.ndim() == 2 && weight.dim(1) >= 1, kOp, "weight must be (channels, kernel), got " + dims(weight));
   // A load-time rearrangement: a GPU weight goes through the host and comes back.
   if (weight.device() != Device::cpu) return conv1d_taps(weight.to(Device::cpu)).to(weight.device());
   const int64_t channels = weight.dim(0), kernel = weight.dim(1);
@@ -117,7 +117,7 @@ void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps,
   constexpr const char* kOp = "causal_conv1d_silu_taps";
   detail::require_defined(kOp, "taps", taps);
   detail::require_dtype(kOp, "taps", taps, DType::f32);
-  detail::require(taps.ndim() == 2 && taps.dim(0) >= 1, kOp, "taps must be (kernel, channels), got " + dims(taps));
+  SANCTUM_REQUIRE(taps.ndim() == 2 && taps.dim(0) >= 1, kOp, "taps must be (kernel, channels), got " + dims(taps));
   detail::require_inner_contiguous(kOp, "taps", taps);
   check_conv(kOp, x, state, taps, "taps", taps.dim(0), taps.dim(1), out);
   if (x.device() == Device::cuda) return cuda::causal_conv1d_silu_taps(x, state, taps, out);
@@ -129,8 +129,8 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
                       Tensor& out, GatedDeltaAlgorithm algorithm) {
   constexpr const char* kOp = "gated_delta_rule";
   const int64_t hk = shape.n_key_heads, dk = shape.key_dim, hv = shape.n_value_heads, dv = shape.value_dim;
-  detail::require(hk > 0 && dk > 0 && hv > 0 && dv > 0, kOp, "head counts and dims must be positive");
-  detail::require(hv % hk == 0, kOp,
+  SANCTUM_REQUIRE(hk > 0 && dk > 0 && hv > 0 && dv > 0, kOp, "head counts and dims must be positive");
+  SANCTUM_REQUIRE(hv % hk == 0, kOp,
                   "value heads (" + std::to_string(hv) + ") must be a multiple of key heads (" + std::to_string(hk) + ")");
   require_f32_matrix(kOp, "q", q);
   require_f32_matrix(kOp, "k", k);
@@ -146,7 +146,7 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
                             {"dt_bias", &dt_bias}, {"state", &state}, {"out", &out}});
   const int64_t n = q.dim(0);
   auto want = [&](const char* name, const Tensor& t, int64_t cols) {
-    detail::require(t.dim(0) == n && t.dim(1) == cols, kOp,
+    SANCTUM_REQUIRE(t.dim(0) == n && t.dim(1) == cols, kOp,
                     std::string(name) + " must be (" + std::to_string(n) + ", " + std::to_string(cols) + "), got " + dims(t));
   };
   want("q", q, hk * dk);
@@ -155,14 +155,14 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
   want("a", a, hv);
   want("b", b, hv);
   want("out", out, hv * dv);
-  detail::require(state.ndim() == 3 && state.dim(0) == hv && state.dim(1) == dv && state.dim(2) == dk &&
+  SANCTUM_REQUIRE(state.ndim() == 3 && state.dim(0) == hv && state.dim(1) == dv && state.dim(2) == dk &&
                       state.is_contiguous(),
                   kOp, "state must be a contiguous (Hv, Dv, Dk) = (" + std::to_string(hv) + ", " + std::to_string(dv) +
                            ", " + std::to_string(dk) + ") tensor, got " + dims(state));
   for (const auto& [name, t] : {detail::Named{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"state", &state}})
-    detail::require(!overlap(out, *t), kOp, std::string("out must not alias ") + name);
+    SANCTUM_REQUIRE(!overlap(out, *t), kOp, std::string("out must not alias ") + name);
   for (const auto& [name, t] : {detail::Named{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}})
-    detail::require(!overlap(state, *t), kOp, std::string("state must not alias ") + name);
+    SANCTUM_REQUIRE(!overlap(state, *t), kOp, std::string("state must not alias ") + name);
   if (algorithm == GatedDeltaAlgorithm::automatic)
     algorithm = n >= kChunkedFromTokens ? GatedDeltaAlgorithm::chunked : GatedDeltaAlgorithm::sequential;
   if (device == Device::cuda) return cuda::gated_delta_rule(q, k, v, a, b, a_log, dt_bias, shape, state, out, algorithm);
@@ -180,16 +180,16 @@ void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, floa
   detail::require_defined(kOp, "weight", weight);
   detail::require_float(kOp, "weight", weight);
   const Device device = detail::require_one_device(kOp, {{"x", &x}, {"z", &z}, {"weight", &weight}, {"out", &out}});
-  detail::require(weight.ndim() == 1 && weight.dim(0) > 0, kOp, "weight must be a (d) vector, got " + dims(weight));
+  SANCTUM_REQUIRE(weight.ndim() == 1 && weight.dim(0) > 0, kOp, "weight must be a (d) vector, got " + dims(weight));
   detail::require_inner_contiguous(kOp, "weight", weight);
   const int64_t d = weight.dim(0);
-  detail::require(x.dim(1) % d == 0, kOp,
+  SANCTUM_REQUIRE(x.dim(1) % d == 0, kOp,
                   "x rows (" + std::to_string(x.dim(1)) + ") must be whole heads of " + std::to_string(d));
-  detail::require(detail::same_shape(x, z) && detail::same_shape(x, out), kOp,
+  SANCTUM_REQUIRE(detail::same_shape(x, z) && detail::same_shape(x, out), kOp,
                   "x " + dims(x) + ", z " + dims(z) + " and out " + dims(out) + " must have one shape");
-  detail::require(eps >= 0.0f, kOp, "eps must be >= 0");
-  detail::require(same_view(out, x) || !overlap(out, x), kOp, "out may alias x only exactly");
-  detail::require(same_view(out, z) || !overlap(out, z), kOp, "out may alias z only exactly");
+  SANCTUM_REQUIRE(eps >= 0.0f, kOp, "eps must be >= 0");
+  SANCTUM_REQUIRE(same_view(out, x) || !overlap(out, x), kOp, "out may alias x only exactly");
+  SANCTUM_REQUIRE(same_view(out, z) || !overlap(out, z), kOp, "out may alias z only exactly");
   if (device == Device::cuda) return cuda::gated_rms_norm(x, z, weight, eps, out);
   cpu::gated_rms_norm(x, z, weight, eps, out);
 }

@@ -27,15 +27,15 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   check_weight_layout(w);
   detail::require_dtype(kOp, "x", x, DType::f32);
   detail::require_dtype(kOp, "y", y, DType::f32);
-  detail::require(x.ndim() == 2 && y.ndim() == 2, kOp, "x and y must be 2-D (n, k) and (n, m), got x " +
+  SANCTUM_REQUIRE(x.ndim() == 2 && y.ndim() == 2, kOp, "x and y must be 2-D (n, k) and (n, m), got x " +
                                                            x.shape_string() + ", y " + y.shape_string());
-  detail::require(x.dim(1) == w.cols, kOp, "x rows have " + std::to_string(x.dim(1)) + " elements, weight '" + w.name +
+  SANCTUM_REQUIRE(x.dim(1) == w.cols, kOp, "x rows have " + std::to_string(x.dim(1)) + " elements, weight '" + w.name +
                                                "' has " + std::to_string(w.cols) + " in-features");
-  detail::require(y.dim(0) == x.dim(0) && y.dim(1) == w.rows, kOp,
+  SANCTUM_REQUIRE(y.dim(0) == x.dim(0) && y.dim(1) == w.rows, kOp,
                   "y must be (" + std::to_string(x.dim(0)) + ", " + std::to_string(w.rows) + "), got " + y.shape_string());
   detail::require_inner_contiguous(kOp, "x", x);
   detail::require_inner_contiguous(kOp, "y", y);
-  detail::require(x.raw() != y.raw(), kOp, "y must not alias x");
+  SANCTUM_REQUIRE(x.raw() != y.raw(), kOp, "y must not alias x");
   if (x.dim(0) == 0 || w.rows == 0) return;
   if (device == Device::cuda) return cuda::matmul(x, w, y);
   if (w.quantized() && matmul_precision() == MatmulPrecision::int8)

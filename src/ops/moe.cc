@@ -13,7 +13,7 @@ namespace {
 void require_rows(const char* op, const char* name, const Tensor& t) {
   detail::require_defined(op, name, t);
   detail::require_dtype(op, name, t, DType::f32);
-  detail::require(t.ndim() == 2, op, std::string(name) + " must be 2-D, got " + t.shape_string());
+  SANCTUM_REQUIRE(t.ndim() == 2, op, std::string(name) + " must be 2-D, got " + t.shape_string());
   detail::require_inner_contiguous(op, name, t);
 }
 }  // namespace
@@ -23,10 +23,10 @@ void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst
   require_rows(kOp, "src", src);
   require_rows(kOp, "dst", dst);
   const Device device = detail::require_one_device(kOp, {{"src", &src}, {"dst", &dst}});
-  detail::require(src.dim(1) == dst.dim(1), kOp, "src " + src.shape_string() + " and dst " + dst.shape_string() + " differ in width");
-  detail::require(src_rows.size() == dst_rows.size(), kOp, "src_rows and dst_rows differ in length");
+  SANCTUM_REQUIRE(src.dim(1) == dst.dim(1), kOp, "src " + src.shape_string() + " and dst " + dst.shape_string() + " differ in width");
+  SANCTUM_REQUIRE(src_rows.size() == dst_rows.size(), kOp, "src_rows and dst_rows differ in length");
   for (size_t i = 0; i < src_rows.size(); ++i)
-    detail::require(src_rows[i] >= 0 && src_rows[i] < src.dim(0) && dst_rows[i] >= 0 && dst_rows[i] < dst.dim(0), kOp,
+    SANCTUM_REQUIRE(src_rows[i] >= 0 && src_rows[i] < src.dim(0) && dst_rows[i] >= 0 && dst_rows[i] < dst.dim(0), kOp,
                     "row index out of range at " + std::to_string(i));
   if (src_rows.empty() || src.dim(1) == 0) return;
   if (device == Device::cuda) return cuda::copy_rows(src, src_rows, dst, dst_rows);
@@ -44,13 +44,13 @@ void moe_combine(const Tensor& per_rank, std::span<const float> weights, const T
   const Tensor none;
   const Device device = detail::require_one_device(kOp, {{"per_rank", &per_rank}, {"out", &out}, {"shared", shared ? shared : &none}});
   const int64_t n = out.dim(0), d = out.dim(1);
-  detail::require(n > 0 ? per_rank.dim(0) % n == 0 : per_rank.dim(0) == 0, kOp, "per_rank rows must be n * k");
+  SANCTUM_REQUIRE(n > 0 ? per_rank.dim(0) % n == 0 : per_rank.dim(0) == 0, kOp, "per_rank rows must be n * k");
   const int64_t k = n > 0 ? per_rank.dim(0) / n : 0;
-  detail::require(per_rank.dim(1) == d && static_cast<int64_t>(weights.size()) == n * k, kOp,
+  SANCTUM_REQUIRE(per_rank.dim(1) == d && static_cast<int64_t>(weights.size()) == n * k, kOp,
                   "per_rank " + per_rank.shape_string() + " and " + std::to_string(weights.size()) + " weights do not fit out " +
                       out.shape_string());
   if (shared)
-    detail::require(shared->dim(0) == n && shared->dim(1) == d && static_cast<int64_t>(shared_weights.size()) == n, kOp,
+    SANCTUM_REQUIRE(shared->dim(0) == n && shared->dim(1) == d && static_cast<int64_t>(shared_weights.size()) == n, kOp,
                     "shared " + shared->shape_string() + " with " + std::to_string(shared_weights.size()) + " weights does not fit out " +
                         out.shape_string());
   if (n == 0 || d == 0) return;

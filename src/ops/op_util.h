@@ -15,10 +15,18 @@ namespace sanctum::ops::detail {
 using Named = std::pair<const char*, const Tensor*>;
 
 // "[op] message"; kind defaults to invalid_argument.
-inline void require(bool condition, const char* op, const std::string& message,
-                    ErrorKind kind = ErrorKind::invalid_argument) {
-  if (!condition) throw Error(kind, std::string("[") + op + "] " + message);
+[[noreturn]] inline void require_failed(const char* op, const std::string& message, ErrorKind kind = ErrorKind::invalid_argument) {
+  throw Error(kind, std::string("[") + op + "] " + message);
 }
+inline void require(bool condition, const char* op, const std::string& message, ErrorKind kind = ErrorKind::invalid_argument) {
+  if (!condition) require_failed(op, message, kind);
+}
+// The same check with the message built only on failure: ops run thousands of times per token on
+// a GPU, where the host's argument checks are part of every step's latency.
+#define SANCTUM_REQUIRE(condition, ...)                                      \
+  do {                                                                       \
+    if (!(condition)) ::sanctum::ops::detail::require_failed(__VA_ARGS__);   \
+  } while (0)
 
 // Every defined tensor must be on one device, which is returned (cpu when none is defined). Names
 // the first tensor on another device: ops never move data between devices behind the caller's back.
@@ -39,22 +47,22 @@ inline Device require_one_device(const char* op, std::initializer_list<std::pair
 }
 
 inline void require_defined(const char* op, const char* name, const Tensor& t) {
-  require(static_cast<bool>(t), op, std::string(name) + " is an empty tensor");
+  SANCTUM_REQUIRE(static_cast<bool>(t), op, std::string(name) + " is an empty tensor");
 }
 
 inline void require_dtype(const char* op, const char* name, const Tensor& t, DType dtype) {
-  require(t.dtype() == dtype, op, std::string(name) + " must be " + dtype_name(dtype) + ", got " + t.shape_string(),
+  SANCTUM_REQUIRE(t.dtype() == dtype, op, std::string(name) + " must be " + dtype_name(dtype) + ", got " + t.shape_string(),
           ErrorKind::unsupported);
 }
 
 inline void require_float(const char* op, const char* name, const Tensor& t) {
-  require(is_float(t.dtype()), op, std::string(name) + " must be f32, bf16 or f16, got " + t.shape_string(),
+  SANCTUM_REQUIRE(is_float(t.dtype()), op, std::string(name) + " must be f32, bf16 or f16, got " + t.shape_string(),
           ErrorKind::unsupported);
 }
 
 // The last dim must be contiguous (stride 1); leading dims may have any stride.
 inline void require_inner_contiguous(const char* op, const char* name, const Tensor& t) {
-  require(t.ndim() >= 1 && (t.dim(-1) <= 1 || t.stride(-1) == 1), op,
+  SANCTUM_REQUIRE(t.ndim() >= 1 && (t.dim(-1) <= 1 || t.stride(-1) == 1), op,
           std::string(name) + " needs a contiguous last dim, got " + t.shape_string());
 }
 

@@ -15,14 +15,14 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, flo
   detail::require_dtype(kOp, "x", x, DType::f32);
   detail::require_dtype(kOp, "out", out, DType::f32);
   detail::require_float(kOp, "weight", weight);
-  detail::require(x.ndim() >= 1, kOp, "x must have at least one dim");
-  detail::require(detail::same_shape(x, out), kOp, "out " + out.shape_string() + " must match x " + x.shape_string());
-  detail::require(weight.ndim() == 1 && weight.dim(0) == x.dim(-1), kOp,
+  SANCTUM_REQUIRE(x.ndim() >= 1, kOp, "x must have at least one dim");
+  SANCTUM_REQUIRE(detail::same_shape(x, out), kOp, "out " + out.shape_string() + " must match x " + x.shape_string());
+  SANCTUM_REQUIRE(weight.ndim() == 1 && weight.dim(0) == x.dim(-1), kOp,
                   "weight has " + std::to_string(weight.numel()) + " elements, x rows have " + std::to_string(x.dim(-1)));
   detail::require_inner_contiguous(kOp, "x", x);
   detail::require_inner_contiguous(kOp, "out", out);
   detail::require_inner_contiguous(kOp, "weight", weight);
-  detail::require(eps >= 0.0f, kOp, "eps must be >= 0");
+  SANCTUM_REQUIRE(eps >= 0.0f, kOp, "eps must be >= 0");
   if (device == Device::cuda) return cuda::rms_norm(x, weight, eps, out, weight_offset);
   cpu::rms_norm(x, weight, eps, out, weight_offset);
 }

@@ -47,11 +47,11 @@ void yarn_inv_freq(const RopeConfig& c, int dims, std::vector<float>& inv_freq, 
 }  // namespace
 
 RopeTable::RopeTable(const RopeConfig& c) {
-  detail::require(c.head_dim > 0, kOp, "head_dim must be positive, got " + std::to_string(c.head_dim));
+  SANCTUM_REQUIRE(c.head_dim > 0, kOp, "head_dim must be positive, got " + std::to_string(c.head_dim));
   const int dims = c.rotary_dim > 0 ? c.rotary_dim : c.head_dim;
-  detail::require(dims % 2 == 0 && dims <= c.head_dim, kOp,
+  SANCTUM_REQUIRE(dims % 2 == 0 && dims <= c.head_dim, kOp,
                   "rotary_dim " + std::to_string(dims) + " must be even and at most head_dim " + std::to_string(c.head_dim));
-  detail::require(c.theta > 0.0, kOp, "theta must be positive");
+  SANCTUM_REQUIRE(c.theta > 0.0, kOp, "theta must be positive");
   rotary_dim_ = dims;
   const int half = dims / 2;
   inv_freq_.resize(static_cast<size_t>(half));
@@ -61,11 +61,11 @@ RopeTable::RopeTable(const RopeConfig& c) {
       break;
     case RopeConfig::Type::linear:
       // mlx nn.RoPE(scale = 1/factor) scales positions; folding it into the frequencies is the same angle.
-      detail::require(c.factor > 0.0, kOp, "linear scaling needs factor > 0");
+      SANCTUM_REQUIRE(c.factor > 0.0, kOp, "linear scaling needs factor > 0");
       for (float& f : inv_freq_) f = static_cast<float>(f / c.factor);
       break;
     case RopeConfig::Type::llama3: {
-      detail::require(c.factor > 0.0 && c.high_freq_factor != c.low_freq_factor, kOp,
+      SANCTUM_REQUIRE(c.factor > 0.0 && c.high_freq_factor != c.low_freq_factor, kOp,
                       "llama3 scaling needs factor > 0 and high_freq_factor != low_freq_factor");
       const double old_len = c.original_max_position > 0 ? c.original_max_position : 8192;  // mlx-lm default
       const double low_wavelen = old_len / c.low_freq_factor, high_wavelen = old_len / c.high_freq_factor;
@@ -82,7 +82,7 @@ RopeTable::RopeTable(const RopeConfig& c) {
       break;
     }
     case RopeConfig::Type::yarn:
-      detail::require(c.factor > 0.0, kOp, "yarn scaling needs factor > 0");
+      SANCTUM_REQUIRE(c.factor > 0.0, kOp, "yarn scaling needs factor > 0");
       yarn_inv_freq(c, dims, inv_freq_, magnitude_);
       break;
   }
@@ -92,12 +92,12 @@ void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table)
   detail::require_defined(kOp, "x", x);
   const Device device = detail::require_one_device(kOp, {{"x", &x}});
   detail::require_dtype(kOp, "x", x, DType::f32);
-  detail::require(x.ndim() == 3, kOp, "x must be 3-D (tokens, heads, head_dim), got " + x.shape_string());
+  SANCTUM_REQUIRE(x.ndim() == 3, kOp, "x must be 3-D (tokens, heads, head_dim), got " + x.shape_string());
   detail::require_inner_contiguous(kOp, "x", x);
-  detail::require(table.rotary_dim() > 0, kOp, "the RopeTable is empty (build it from a RopeConfig)");
-  detail::require(table.rotary_dim() <= x.dim(2), kOp,
+  SANCTUM_REQUIRE(table.rotary_dim() > 0, kOp, "the RopeTable is empty (build it from a RopeConfig)");
+  SANCTUM_REQUIRE(table.rotary_dim() <= x.dim(2), kOp,
                   "rotary_dim " + std::to_string(table.rotary_dim()) + " exceeds head_dim " + std::to_string(x.dim(2)));
-  detail::require(static_cast<int64_t>(positions.size()) == x.dim(0), kOp,
+  SANCTUM_REQUIRE(static_cast<int64_t>(positions.size()) == x.dim(0), kOp,
                   std::to_string(positions.size()) + " positions for " + std::to_string(x.dim(0)) + " tokens");
   if (device == Device::cuda) return cuda::rope(x, positions, table);
   cpu::rope(x, positions, table);

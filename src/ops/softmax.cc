@@ -11,7 +11,7 @@ void softmax(Tensor& x) {
   detail::require_defined(kOp, "x", x);
   const Device device = detail::require_one_device(kOp, {{"x", &x}});
   detail::require_dtype(kOp, "x", x, DType::f32);
-  detail::require(x.ndim() >= 1, kOp, "x must have at least one dim");
+  SANCTUM_REQUIRE(x.ndim() >= 1, kOp, "x must have at least one dim");
   detail::require_inner_contiguous(kOp, "x", x);
   if (x.dim(-1) == 0) return;
   if (device == Device::cuda) return cuda::softmax(x);

@@ -19,7 +19,7 @@ std::shared_ptr<void> allocate_host(size_t bytes) {
 
 namespace {
 void check_shape(const int64_t* shape, int ndim) {
-  check(ndim >= 0 && ndim <= kMaxDims, ErrorKind::invalid_argument, "tensor rank must be 0.." + std::to_string(kMaxDims));
+  SANCTUM_CHECK(ndim >= 0 && ndim <= kMaxDims, ErrorKind::invalid_argument, "tensor rank must be 0.." + std::to_string(kMaxDims));
   for (int i = 0; i < ndim; ++i) check(shape[i] >= 0, ErrorKind::invalid_argument, "negative tensor dimension");
 }
 }  // namespace
@@ -99,9 +99,9 @@ std::string Tensor::shape_string() const {
 
 Tensor Tensor::slice(int dim, int64_t begin, int64_t end) const {
   if (dim < 0) dim += ndim_;
-  check(dim >= 0 && dim < ndim_, ErrorKind::invalid_argument, "slice: dim out of range for " + shape_string());
+  SANCTUM_CHECK(dim >= 0 && dim < ndim_, ErrorKind::invalid_argument, "slice: dim out of range for " + shape_string());
   auto d = static_cast<size_t>(dim);
-  check(0 <= begin && begin <= end && end <= shape_[d], ErrorKind::invalid_argument,
+  SANCTUM_CHECK(0 <= begin && begin <= end && end <= shape_[d], ErrorKind::invalid_argument,
         "slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") out of range for " + shape_string());
   Tensor t = *this;
   t.shape_[d] = end - begin;
@@ -110,7 +110,7 @@ Tensor Tensor::slice(int dim, int64_t begin, int64_t end) const {
 }
 
 Tensor Tensor::squeeze0() const {
-  check(ndim_ >= 1 && shape_[0] == 1, ErrorKind::invalid_argument, "squeeze0 needs a leading dim of 1, got " + shape_string());
+  SANCTUM_CHECK(ndim_ >= 1 && shape_[0] == 1, ErrorKind::invalid_argument, "squeeze0 needs a leading dim of 1, got " + shape_string());
   Tensor t = *this;
   for (int i = 0; i + 1 < ndim_; ++i) {
     t.shape_[static_cast<size_t>(i)] = shape_[static_cast<size_t>(i + 1)];
@@ -121,8 +121,8 @@ Tensor Tensor::squeeze0() const {
 }
 
 Tensor Tensor::reshape(std::initializer_list<int64_t> shape) const {
-  check(is_contiguous(), ErrorKind::invalid_argument, "reshape needs a contiguous tensor, got " + shape_string());
-  check(static_cast<int>(shape.size()) <= kMaxDims, ErrorKind::invalid_argument, "reshape: too many dims");
+  SANCTUM_CHECK(is_contiguous(), ErrorKind::invalid_argument, "reshape needs a contiguous tensor, got " + shape_string());
+  SANCTUM_CHECK(static_cast<int>(shape.size()) <= kMaxDims, ErrorKind::invalid_argument, "reshape: too many dims");
   Tensor t = *this;
   t.ndim_ = static_cast<int>(shape.size());
   int64_t known = 1;
@@ -130,7 +130,7 @@ Tensor Tensor::reshape(std::initializer_list<int64_t> shape) const {
   int i = 0;
   for (int64_t s : shape) {
     if (s == -1) {
-      check(infer < 0, ErrorKind::invalid_argument, "reshape: more than one -1");
+      SANCTUM_CHECK(infer < 0, ErrorKind::invalid_argument, "reshape: more than one -1");
       infer = i;
     } else {
       known *= s;
@@ -138,10 +138,10 @@ Tensor Tensor::reshape(std::initializer_list<int64_t> shape) const {
     t.shape_[static_cast<size_t>(i++)] = s;
   }
   if (infer >= 0) {
-    check(known > 0 && numel() % known == 0, ErrorKind::invalid_argument, "reshape: cannot infer dim for " + shape_string());
+    SANCTUM_CHECK(known > 0 && numel() % known == 0, ErrorKind::invalid_argument, "reshape: cannot infer dim for " + shape_string());
     t.shape_[static_cast<size_t>(infer)] = numel() / known;
   }
-  check(t.numel() == numel(), ErrorKind::invalid_argument, "reshape: element count differs from " + shape_string());
+  SANCTUM_CHECK(t.numel() == numel(), ErrorKind::invalid_argument, "reshape: element count differs from " + shape_string());
   t.set_contiguous_strides();
   return t;
 }
@@ -178,10 +178,10 @@ device_memory::CopyKind copy_kind(Device dst, Device src) {
 }  // namespace
 
 void Tensor::copy_from(const Tensor& src) {
-  check(ndim_ == src.ndim_ && numel() == src.numel() && dtype_ == src.dtype_, ErrorKind::invalid_argument,
+  SANCTUM_CHECK(ndim_ == src.ndim_ && numel() == src.numel() && dtype_ == src.dtype_, ErrorKind::invalid_argument,
         "copy_from: " + src.shape_string() + " into " + shape_string());
   for (int i = 0; i < ndim_; ++i)
-    check(shape_[static_cast<size_t>(i)] == src.shape_[static_cast<size_t>(i)], ErrorKind::invalid_argument,
+    SANCTUM_CHECK(shape_[static_cast<size_t>(i)] == src.shape_[static_cast<size_t>(i)], ErrorKind::invalid_argument,
           "copy_from: " + src.shape_string() + " into " + shape_string());
   if (numel() == 0) return;
   if (device_ == Device::cpu && src.device_ == Device::cpu) {
@@ -190,7 +190,7 @@ void Tensor::copy_from(const Tensor& src) {
       return;
     }
     Tensor tmp = src.clone();
-    check(is_contiguous(), ErrorKind::unsupported, "copy_from: the destination must be contiguous on cpu");
+    SANCTUM_CHECK(is_contiguous(), ErrorKind::unsupported, "copy_from: the destination must be contiguous on cpu");
     std::memcpy(data_, tmp.data_, nbytes());
     return;
   }
@@ -201,7 +201,7 @@ void Tensor::copy_from(const Tensor& src) {
     return;
   }
   RowLayout d, s;
-  check(row_layout(*this, d) && row_layout(src, s), ErrorKind::unsupported,
+  SANCTUM_CHECK(row_layout(*this, d) && row_layout(src, s), ErrorKind::unsupported,
         "copy_from: cannot copy " + src.shape_string() + " across devices with this striding");
   const size_t es = dtype_size(dtype_);
   device_memory::cuda_copy_2d(data_, static_cast<size_t>(d.stride) * es, src.data_, static_cast<size_t>(s.stride) * es,

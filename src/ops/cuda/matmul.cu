@@ -32,83 +32,102 @@ __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v)
 // Streaming load: the weight is read once per step, so keep it out of L1 (x lives there).
 __device__ __forceinline__ uint4 load_stream(const uint4* p) { return __ldcs(p); }
 
-// dot and sum of 4 x values with the 4 codes (bits each) at the low end of `word` >> shift.
+// The codes of one 32-bit word as exact floats, without integer-to-float conversions (a slow
+// instruction class): each code is placed in the low mantissa of 2^23 with a byte permute, and 2^23
+// is subtracted again.
 template <int BITS>
-__device__ __forceinline__ void dot4(uint32_t word, int shift, float4 x, float& dot, float& xs) {
-  constexpr uint32_t mask = (1u << BITS) - 1u;
-  dot += static_cast<float>((word >> shift) & mask) * x.x;
-  dot += static_cast<float>((word >> (shift + BITS)) & mask) * x.y;
-  dot += static_cast<float>((word >> (shift + 2 * BITS)) & mask) * x.z;
-  dot += static_cast<float>((word >> (shift + 3 * BITS)) & mask) * x.w;
-  xs += (x.x + x.y) + (x.z + x.w);
+__device__ __forceinline__ void decode_word(uint32_t w, float (&v)[32 / BITS]) {
+  constexpr float kMagic = 8388608.0f;  // 2^23 = 0x4B000000
+  if constexpr (BITS == 4) {
+    const uint32_t lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;  // codes 0,2,4,6 and 1,3,5,7
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v[2 * k] = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7440u | k)) - kMagic;
+      v[2 * k + 1] = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7440u | k)) - kMagic;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | k)) - kMagic;
+  }
 }
 
-// Quantized mat-vec. Each uint4 holds VALS = 128 / BITS codes of one row; a group (>= 32 values)
-// spans whole uint4s, so one scale/bias pair serves each uint4.
-template <int BITS, class S, int NB>
+__device__ __forceinline__ uint32_t word_of(const uint4& q, int i) { return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w; }
+
+// Quantized mat-vec. A warp computes R weight rows for NB x rows: each lane takes uint4 chunks
+// (VALS = 128 / BITS codes of one row, within one group since groups are >= 32 values) and reuses
+// the x values it loads for all R rows. w = scale * code + bias, so a chunk adds
+// scale * sum(code * x) + bias * sum(x).
+template <int BITS, class S, int NB, int R>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) quantized_matvec(const uint4* __restrict__ w, int64_t w_stride4,
                                                                         const S* __restrict__ scales, const S* __restrict__ biases,
-                                                                        int64_t s_stride, int group, int64_t rows, int64_t k,
+                                                                        int64_t s_stride, int group_shift, int64_t rows, int k,
                                                                         const float* __restrict__ x, int64_t x_stride, int n,
                                                                         float* __restrict__ y, int64_t y_stride) {
   constexpr int VALS = 128 / BITS, PER_WORD = 32 / BITS;
   const int lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (row >= rows) return;
-  const uint4* wr = w + row * w_stride4;
-  const S* sr = scales + row * s_stride;
-  const S* br = biases + row * s_stride;
-  const int64_t chunks = k / VALS;
-  float acc[NB];
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * R;
+  if (row0 >= rows) return;
+  int64_t row[R];
 #pragma unroll
-  for (int b = 0; b < NB; ++b) acc[b] = 0.0f;
-  int64_t c = lane;
-  // Two weight loads in flight per lane before any arithmetic.
-  for (; c + 32 < chunks; c += 64) {
-    const uint4 q0 = load_stream(wr + c), q1 = load_stream(wr + c + 32);
+  for (int r = 0; r < R; ++r) row[r] = row0 + r < rows ? row0 + r : rows - 1;  // past the end: recompute the last row, not written
+  float acc[R][NB];
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const uint4 q = half == 0 ? q0 : q1;
-      const int64_t cc = c + half * 32, col0 = cc * VALS;
-      const float s = to_f(sr[col0 / group]), bias = to_f(br[col0 / group]);
-      const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int b = 0; b < NB; ++b) {
-        if (b < n) {
-          const float4* xv = reinterpret_cast<const float4*>(x + b * x_stride + col0);
-          float dot = 0.0f, xs = 0.0f;
+    for (int b = 0; b < NB; ++b) acc[r][b] = 0.0f;
+  const int chunks = k / VALS;
+  for (int c = lane; c < chunks; c += 32) {
+    uint4 q[R];
 #pragma unroll
-          for (int wi = 0; wi < 4; ++wi)
-#pragma unroll
-            for (int j = 0; j < PER_WORD; j += 4) dot4<BITS>(words[wi], j * BITS, xv[(wi * PER_WORD + j) / 4], dot, xs);
-          acc[b] += s * dot + bias * xs;
-        }
-      }
-    }
-  }
-  for (; c < chunks; c += 32) {
-    const uint4 q = load_stream(wr + c);
-    const int64_t col0 = c * VALS;
-    const float s = to_f(sr[col0 / group]), bias = to_f(br[col0 / group]);
-    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+    for (int r = 0; r < R; ++r) q[r] = load_stream(w + row[r] * w_stride4 + c);
+    const int col0 = c * VALS, g = col0 >> group_shift;
+    float dot[R][NB], xs[NB];
 #pragma unroll
     for (int b = 0; b < NB; ++b) {
-      if (b < n) {
-        const float4* xv = reinterpret_cast<const float4*>(x + b * x_stride + col0);
-        float dot = 0.0f, xs = 0.0f;
+      xs[b] = 0.0f;
 #pragma unroll
-        for (int wi = 0; wi < 4; ++wi)
+      for (int r = 0; r < R; ++r) dot[r][b] = 0.0f;
+    }
 #pragma unroll
-          for (int j = 0; j < PER_WORD; j += 4) dot4<BITS>(words[wi], j * BITS, xv[(wi * PER_WORD + j) / 4], dot, xs);
-        acc[b] += s * dot + bias * xs;
+    for (int wi = 0; wi < 4; ++wi) {
+      float xv[NB][PER_WORD];
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        const float4* xp = reinterpret_cast<const float4*>(x + (b < n ? b : 0) * x_stride + col0 + wi * PER_WORD);
+#pragma unroll
+        for (int j = 0; j < PER_WORD / 4; ++j) {
+          const float4 v = xp[j];
+          xv[b][4 * j] = v.x;
+          xv[b][4 * j + 1] = v.y;
+          xv[b][4 * j + 2] = v.z;
+          xv[b][4 * j + 3] = v.w;
+          xs[b] += (v.x + v.y) + (v.z + v.w);
+        }
       }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float v[PER_WORD];
+        decode_word<BITS>(word_of(q[r], wi), v);
+#pragma unroll
+        for (int b = 0; b < NB; ++b)
+#pragma unroll
+          for (int j = 0; j < PER_WORD; ++j) dot[r][b] = fmaf(v[j], xv[b][j], dot[r][b]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float s = to_f(scales[row[r] * s_stride + g]), bias = to_f(biases[row[r] * s_stride + g]);
+#pragma unroll
+      for (int b = 0; b < NB; ++b) acc[r][b] += s * dot[r][b] + bias * xs[b];
     }
   }
 #pragma unroll
-  for (int b = 0; b < NB; ++b) {
-    const float v = warp_sum(acc[b]);
-    if (lane == 0 && b < n) y[b * y_stride + row] = v;
-  }
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+      const float v = warp_sum(acc[r][b]);
+      if (lane == 0 && b < n && row0 + r < rows) y[b * y_stride + row0 + r] = v;
+    }
 }
 
 // bf16 mat-vec: each uint4 holds 8 weights.
@@ -200,24 +219,34 @@ __global__ void to_bf16(const float* x, int64_t x_stride, int64_t n, int64_t k, 
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-template <int BITS, class S>
-void launch_quantized(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
-  const unsigned blocks = blocks_for(w.rows, kWarpsPerBlock);
+template <int BITS, class S, int R>
+void launch_quantized_rows(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
+  const unsigned blocks = static_cast<unsigned>((w.rows + kWarpsPerBlock * R - 1) / (kWarpsPerBlock * R));
   const auto* wd = reinterpret_cast<const uint4*>(w.data.raw());
   const int64_t w4 = w.data.stride(0) / 4;
   const S* s = w.scales.data<S>();
   const S* b = w.biases.data<S>();
   const int64_t ss = w.scales.stride(0);
-  const int g = w.quant.group_size;
+  const int shift = __builtin_ctz(static_cast<unsigned>(w.quant.group_size));
+  const int k = static_cast<int>(w.cols);
   for (int done = 0; done < n; done += kMatvecRows) {
     const int m = std::min(kMatvecRows, n - done);
     const float* xb = x + done * xs;
     float* yb = y + done * ys;
-    if (m == 1) quantized_matvec<BITS, S, 1><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, g, w.rows, w.cols, xb, xs, m, yb, ys);
-    else if (m == 2) quantized_matvec<BITS, S, 2><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, g, w.rows, w.cols, xb, xs, m, yb, ys);
-    else if (m <= 4) quantized_matvec<BITS, S, 4><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, g, w.rows, w.cols, xb, xs, m, yb, ys);
-    else quantized_matvec<BITS, S, 8><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, g, w.rows, w.cols, xb, xs, m, yb, ys);
+    if (m == 1) quantized_matvec<BITS, S, 1, R><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, shift, w.rows, k, xb, xs, m, yb, ys);
+    else if (m == 2) quantized_matvec<BITS, S, 2, R><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, shift, w.rows, k, xb, xs, m, yb, ys);
+    else if (m <= 4) quantized_matvec<BITS, S, 4, R><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, shift, w.rows, k, xb, xs, m, yb, ys);
+    else quantized_matvec<BITS, S, 8, 1><<<static_cast<unsigned>((w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, shift, w.rows, k, xb, xs, m, yb, ys);
   }
+}
+
+// Rows per warp: several where there are rows enough to keep every multiprocessor busy (x loads are
+// then shared), one for small weights.
+template <int BITS, class S>
+void launch_quantized(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
+  if (w.rows >= 16384) launch_quantized_rows<BITS, S, 4>(w, x, xs, n, y, ys);
+  else if (w.rows >= 4096) launch_quantized_rows<BITS, S, 2>(w, x, xs, n, y, ys);
+  else launch_quantized_rows<BITS, S, 1>(w, x, xs, n, y, ys);
 }
 
 template <int BITS>
@@ -277,7 +306,8 @@ WeightArgs weight_args(const Weight& w) {
 
 bool fast_matvec_ok(const Weight& w, const Tensor& x) {
   if (!aligned16(w.data.raw()) || !aligned16(x.raw()) || x.stride(0) % 4 != 0) return false;
-  if (w.quantized()) return (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 && w.cols % 32 == 0 && w.quant.group_size % 32 == 0;
+  if (w.quantized()) return (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 && w.cols % 32 == 0 && w.cols < (int64_t{1} << 30) &&
+           (w.quant.group_size == 32 || w.quant.group_size == 64 || w.quant.group_size == 128);
   return w.data.dtype() == DType::bf16 && w.data.stride(0) % 8 == 0 && w.cols % 8 == 0;
 }
 
