@@ -319,6 +319,46 @@ TEST_F(Cuda, gated_delta_rule_decode_and_prefill_including_odd_key_dims) {
   }
 }
 
+TEST_F(Cuda, conv1d_parallel_prefill_for_other_kernel_sizes) {
+  Rng rng(27);
+  for (int64_t kernel : {2, 8})
+    for (int64_t channels : {7, 300}) {
+      Tensor w = test::random_tensor({channels, kernel}, DType::f32, rng);
+      Tensor taps = ops::conv1d_taps(w);
+      Tensor state_ref = test::random_tensor({kernel - 1, channels}, DType::f32, rng);
+      Tensor state_gpu = gpu(state_ref);
+      for (int64_t n : {300, 3, 17, 1}) {  // parallel, sequential, parallel with a partial run, decode
+        Tensor x = test::random_tensor({n, channels}, DType::f32, rng);
+        Tensor ref = Tensor::zeros({n, channels}, DType::f32), out = Tensor::zeros({n, channels}, DType::f32, Device::cuda);
+        ops::ref::causal_conv1d_silu(x, state_ref, w, ref);
+        ops::causal_conv1d_silu_taps(gpu(x), state_gpu, gpu(taps), out);
+        EXPECT_LE(relative_error(out, ref), 1e-5) << "kernel=" << kernel << " channels=" << channels << " n=" << n;
+        EXPECT_LE(relative_error(state_gpu, state_ref), 0.0) << "kernel=" << kernel << " channels=" << channels << " n=" << n;
+      }
+    }
+}
+
+TEST_F(Cuda, gated_delta_rule_long_prefill_and_wide_key_heads) {
+  Rng rng(28);
+  // 1000 tokens cross many staged tiles with a partial last one; dk=256 takes the 8-token tiles.
+  for (auto [hk, dk, hv, dv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 128, 6, 128}, {1, 256, 2, 72}, {2, 64, 2, 20}}) {
+    ops::GatedDeltaShape s{hk, dk, hv, dv};
+    Tensor a_log = test::random_tensor({hv}, DType::f32, rng, 0.5f), dt_bias = test::random_tensor({hv}, DType::f32, rng, 0.5f);
+    Tensor state_ref = test::random_tensor({hv, dv, dk}, DType::f32, rng, 0.1f);
+    Tensor state_gpu = gpu(state_ref);
+    for (int64_t n : {1000, 1, 65}) {
+      Tensor q = test::random_tensor({n, hk * dk}, DType::f32, rng), k = test::random_tensor({n, hk * dk}, DType::f32, rng);
+      Tensor v = test::random_tensor({n, hv * dv}, DType::f32, rng), a = test::random_tensor({n, hv}, DType::f32, rng);
+      Tensor b = test::random_tensor({n, hv}, DType::f32, rng);
+      Tensor ref = Tensor::zeros({n, hv * dv}, DType::f32), out = Tensor::zeros({n, hv * dv}, DType::f32, Device::cuda);
+      ops::ref::gated_delta_rule(q, k, v, a, b, a_log, dt_bias, s, state_ref, ref);
+      ops::gated_delta_rule(gpu(q), gpu(k), gpu(v), gpu(a), gpu(b), gpu(a_log), gpu(dt_bias), s, state_gpu, out);
+      EXPECT_LE(relative_error(out, ref), 1e-4) << "dk=" << dk << " n=" << n;
+      EXPECT_LE(relative_error(state_gpu, state_ref), 1e-4) << "dk=" << dk << " n=" << n;
+    }
+  }
+}
+
 TEST_F(Cuda, gated_rms_norm_in_place) {
   Rng rng(22);
   Tensor x = test::random_tensor({5, 4 * 48}, DType::f32, rng), z = test::random_tensor({5, 4 * 48}, DType::f32, rng);
