@@ -9,6 +9,7 @@
 #include "../ops/op_test_util.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
+#include "tensor/cuda/stream.h"
 #include "tensor/device_memory.h"
 
 namespace sanctum {
@@ -24,6 +25,29 @@ double time_calls(const std::function<void()>& f, int reps) {
   for (int i = 0; i < reps; ++i) f();
   device_memory::cuda_synchronize();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
+// GPU seconds per call without the host's launch costs: `reps` calls captured into one CUDA graph,
+// replayed once after a warm-up replay. For ops that allocate nothing once warmed up.
+double time_graph(const std::function<void()>& f, int reps) {
+  f();
+  device_memory::cuda_synchronize();
+  cudaStream_t s = cuda::stream();
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cuda::check_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+  for (int i = 0; i < reps; ++i) f();
+  cuda::check_cuda(cudaStreamEndCapture(s, &graph), "end capture");
+  cuda::check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  cuda::check_cuda(cudaGraphLaunch(exec, s), "replay");
+  device_memory::cuda_synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  cuda::check_cuda(cudaGraphLaunch(exec, s), "replay");
+  device_memory::cuda_synchronize();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return seconds;
 }
 
 Weight to_gpu(const Weight& w) {
@@ -58,8 +82,9 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
   for (int64_t keys : {512, 4096}) {
     Tensor q = Tensor::zeros({1, 24, 256}, DType::f32, Device::cuda), o = Tensor::zeros({1, 24, 256}, DType::f32, Device::cuda);
     Tensor kv = Tensor::zeros({keys, 4, 256}, DType::f32, Device::cuda);
-    std::printf("attention decode %lld keys: %.1f us\n", static_cast<long long>(keys),
-                time_calls([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6);
+    std::printf("attention decode %lld keys: %.1f us (%.1f us in a graph)\n", static_cast<long long>(keys),
+                time_calls([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6,
+                time_graph([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6);
   }
   for (int64_t n : {1, 4096}) {
     Tensor q = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda), o = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda);
@@ -72,8 +97,8 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
   for (int64_t n : {2, 4, 8}) {
     Tensor q = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda), o = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda);
     Tensor kv = Tensor::zeros({4096, 4, 256}, DType::f32, Device::cuda);
-    std::printf("attention decode n=%lld, 4096 keys: %.1f us\n", static_cast<long long>(n),
-                time_calls([&] { ops::attention(q, kv, kv, 4096 - n, 0.0625f, o); }, 100) * 1e6);
+    std::printf("attention decode n=%lld, 4096 keys: %.1f us in a graph\n", static_cast<long long>(n),
+                time_graph([&] { ops::attention(q, kv, kv, 4096 - n, 0.0625f, o); }, 100) * 1e6);
   }
   const ops::MatmulPrecision saved = ops::matmul_precision();
   for (ops::MatmulPrecision p : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16})
@@ -92,12 +117,14 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
   for (int64_t n : {1, 4096}) {
     Tensor qk = Tensor::zeros({n, 2048}, DType::f32, Device::cuda), v = Tensor::zeros({n, 6144}, DType::f32, Device::cuda);
     Tensor ab = Tensor::zeros({n, 48}, DType::f32, Device::cuda), out = Tensor::zeros({n, 6144}, DType::f32, Device::cuda);
-    std::printf("gated_delta_rule n=%lld: %.1f us\n", static_cast<long long>(n),
-                time_calls([&] { ops::gated_delta_rule(qk, qk, v, ab, ab, a_log, a_log, s, state, out); }, n > 1 ? 3 : 200) * 1e6);
+    std::printf("gated_delta_rule n=%lld: %.1f us (%.1f us in a graph)\n", static_cast<long long>(n),
+                time_calls([&] { ops::gated_delta_rule(qk, qk, v, ab, ab, a_log, a_log, s, state, out); }, n > 1 ? 3 : 200) * 1e6,
+                time_graph([&] { ops::gated_delta_rule(qk, qk, v, ab, ab, a_log, a_log, s, state, out); }, n > 1 ? 3 : 200) * 1e6);
     Tensor conv_state = Tensor::zeros({3, 10240}, DType::f32, Device::cuda), taps = Tensor::zeros({4, 10240}, DType::f32, Device::cuda);
     Tensor cx = Tensor::zeros({n, 10240}, DType::f32, Device::cuda), cy = Tensor::zeros({n, 10240}, DType::f32, Device::cuda);
-    std::printf("conv1d n=%lld: %.1f us\n", static_cast<long long>(n),
-                time_calls([&] { ops::causal_conv1d_silu_taps(cx, conv_state, taps, cy); }, n > 1 ? 3 : 200) * 1e6);
+    std::printf("conv1d n=%lld: %.1f us (%.1f us in a graph)\n", static_cast<long long>(n),
+                time_calls([&] { ops::causal_conv1d_silu_taps(cx, conv_state, taps, cy); }, n > 1 ? 3 : 200) * 1e6,
+                time_graph([&] { ops::causal_conv1d_silu_taps(cx, conv_state, taps, cy); }, n > 1 ? 3 : 200) * 1e6);
   }
 }
 

@@ -200,27 +200,34 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
   }
 }
 
-// Merges the splits of one (query, head).
-__global__ void decode_combine(DecodeArgs args) {
+constexpr int kMaxSplits = 256;
+
+// Merges the splits of one (query, head) for 32 of its d values (blockIdx.z): the 8 warps take
+// every 8th split each, so no thread walks all splits in a row.
+__global__ void __launch_bounds__(256) decode_combine(DecodeArgs args) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float partial[8][32];
+  __shared__ float scratch[32];
   const AttnView& a = args.a;
   const int64_t i = blockIdx.x, h = blockIdx.y;
-  const int D = a.d, S = args.splits;
+  const int D = a.d, S = args.splits, tid = threadIdx.x, slice = tid >> 5, c = static_cast<int>(blockIdx.z) * 32 + (tid & 31);
   const float* part = args.part + (i * a.heads + h) * S * (D + 2);
-  float M = -INFINITY;
-  for (int s = 0; s < S; ++s) M = fmaxf(M, part[s * (D + 2) + D]);
-  float L = 0.0f;
-  for (int s = 0; s < S; ++s) {
-    const float ms = part[s * (D + 2) + D];
-    if (ms != -INFINITY) L += part[s * (D + 2) + D + 1] * expf(ms - M);
-  }
-  float* o = a.out + i * a.o_s0 + h * a.o_s1;
-  for (int c = threadIdx.x; c < D; c += blockDim.x) {
-    float v = 0.0f;
-    for (int s = 0; s < S; ++s) {
-      const float ms = part[s * (D + 2) + D];
-      if (ms != -INFINITY) v += part[s * (D + 2) + c] * expf(ms - M);
-    }
-    o[c] = v / L;
+  const float ms = tid < S ? part[tid * (D + 2) + D] : -INFINITY;
+  const float M = block_max(ms, scratch);  // finite: key 0 is in some split
+  const float w = ms == -INFINITY ? 0.0f : expf(ms - M);
+  const float L = block_sum(tid < S ? w * part[tid * (D + 2) + D + 1] : 0.0f, scratch);
+  if (tid < S) weight[tid] = w / L;
+  __syncthreads();
+  float v = 0.0f;
+  if (c < D)
+    for (int s = slice; s < S; s += 8) v += part[s * (D + 2) + c] * weight[s];
+  partial[slice][tid & 31] = v;
+  __syncthreads();
+  if (slice == 0 && c < D) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) sum += partial[k][tid & 31];
+    a.out[i * a.o_s0 + h * a.o_s1 + c] = sum;
   }
 }
 
@@ -249,7 +256,7 @@ void launch(DecodeArgs args) {
   // Enough blocks for two per multiprocessor, but no split under 32 keys (the merge costs traffic).
   constexpr int64_t kMinKeysPerSplit = 32;
   int64_t splits = std::min<int64_t>((2 * multiprocessors() + base - 1) / base, (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
-  splits = std::max<int64_t>(splits, 1);
+  splits = std::clamp<int64_t>(splits, 1, kMaxSplits);
   args.keys_per_split = (keys + splits - 1) / splits;
   splits = (keys + args.keys_per_split - 1) / args.keys_per_split;
   args.splits = static_cast<int>(splits);
@@ -263,7 +270,8 @@ void launch(DecodeArgs args) {
   attention_decode_kernel<VEC, P, RB, KB><<<grid, kWarps * 32, 0, stream()>>>(args);
   check_launch("attention decode");
   if (splits > 1) {
-    decode_combine<<<dim3(static_cast<unsigned>(a.n), static_cast<unsigned>(a.heads)), 64, 0, stream()>>>(args);
+    decode_combine<<<dim3(static_cast<unsigned>(a.n), static_cast<unsigned>(a.heads), static_cast<unsigned>((a.d + 31) / 32)), 256, 0,
+                     stream()>>>(args);
     check_launch("attention decode combine");
   }
 }
