@@ -1,10 +1,12 @@
 #include "ops/moe.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "ops/cuda/kernels.h"
+#include "ops/matmul.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
@@ -69,6 +71,124 @@ void moe_combine(const Tensor& per_rank, std::span<const float> weights, const T
       for (int64_t j = 0; j < d; ++j) o[j] += g * s[j];
     }
   }
+}
+
+void route_token(const float* logits, int64_t n_experts, const MoeRouting& routing, int32_t* ids, float* weights) {
+  const int64_t E = n_experts, k = routing.top_k;
+  std::vector<std::pair<float, int32_t>> order(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = {logits[e], static_cast<int32_t>(e)};
+  auto better = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
+  const float max_logit = order[0].first;
+  for (int64_t i = 0; i < k; ++i) ids[i] = order[static_cast<size_t>(i)].second;
+  if (routing.softmax_first) {
+    double total = 0.0;
+    for (int64_t e = 0; e < E; ++e) total += std::exp(static_cast<double>(logits[e] - max_logit));
+    double kept = 0.0;
+    for (int64_t i = 0; i < k; ++i) {
+      weights[i] = static_cast<float>(std::exp(static_cast<double>(order[static_cast<size_t>(i)].first - max_logit)) / total);
+      kept += weights[i];
+    }
+    if (routing.normalize)
+      for (int64_t i = 0; i < k; ++i) weights[i] = static_cast<float>(weights[i] / kept);
+  } else {
+    double total = 0.0;
+    for (int64_t i = 0; i < k; ++i) total += std::exp(static_cast<double>(order[static_cast<size_t>(i)].first - max_logit));
+    for (int64_t i = 0; i < k; ++i)
+      weights[i] = static_cast<float>(std::exp(static_cast<double>(order[static_cast<size_t>(i)].first - max_logit)) / total);
+  }
+}
+
+void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights) {
+  constexpr const char* kOp = "moe_route";
+  require_rows(kOp, "logits", logits);
+  detail::require_dtype(kOp, "ids", ids, DType::i32);
+  detail::require_dtype(kOp, "weights", weights, DType::f32);
+  const Device device = detail::require_one_device(kOp, {{"logits", &logits}, {"ids", &ids}, {"weights", &weights}});
+  const int64_t n = logits.dim(0), E = logits.dim(1), k = routing.top_k;
+  SANCTUM_REQUIRE(k >= 1 && k <= E && k <= 32, kOp, "top_k must be in [1, min(experts, 32)], got " + std::to_string(k));
+  SANCTUM_REQUIRE(ids.is_contiguous() && weights.is_contiguous() && ids.numel() == n * k && weights.numel() == n * k, kOp,
+                  "ids and weights must be contiguous with n * top_k = " + std::to_string(n * k) + " elements");
+  if (n == 0) return;
+  if (device == Device::cuda) return cuda::moe_route(logits, routing, ids, weights);
+  for (int64_t t = 0; t < n; ++t)
+    route_token(logits.data<float>() + t * logits.stride(0), E, routing, ids.data<int32_t>() + t * k, weights.data<float>() + t * k);
+}
+
+ExpertSet::ExpertSet(std::vector<Weight> experts) : experts_(std::move(experts)) {
+  constexpr const char* kOp = "ExpertSet";
+  SANCTUM_REQUIRE(!experts_.empty(), kOp, "no experts");
+  const Weight& a = experts_[0];
+  for (const Weight& w : experts_) {
+    detail::require_weight(kOp, w);
+    SANCTUM_REQUIRE(w.rows == a.rows && w.cols == a.cols && w.quant.bits == a.quant.bits && w.quant.group_size == a.quant.group_size &&
+                        w.data.dtype() == a.data.dtype() && w.data.stride(0) == a.data.stride(0) && w.data.device() == a.data.device() &&
+                        (!w.quantized() || (w.scales.dtype() == a.scales.dtype() && w.scales.stride(0) == a.scales.stride(0))),
+                    kOp, "expert '" + w.name + "' differs in shape, format or layout from '" + a.name + "'");
+  }
+  if (a.data.device() != Device::cuda) return;
+  Tensor host = Tensor::zeros({size(), 3}, DType::i64);
+  for (int64_t e = 0; e < size(); ++e) {
+    const Weight& w = experts_[static_cast<size_t>(e)];
+    int64_t* row = host.data<int64_t>() + e * 3;
+    row[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.data.raw()));
+    row[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.quantized() ? w.scales.raw() : nullptr));
+    row[2] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(w.quantized() ? w.biases.raw() : nullptr));
+  }
+  table_ = host.to(Device::cuda);
+}
+
+void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y) {
+  constexpr const char* kOp = "expert_matmul";
+  require_rows(kOp, "x", x);
+  require_rows(kOp, "y", y);
+  detail::require_dtype(kOp, "ids", ids, DType::i32);
+  SANCTUM_REQUIRE(experts.size() > 0, kOp, "empty expert set");
+  const Tensor& w0 = experts[0].data;
+  const Device device = detail::require_one_device(kOp, {{"x", &x}, {"ids", &ids}, {"y", &y}, {"experts", &w0}});
+  const int64_t m = y.dim(0);
+  SANCTUM_REQUIRE(ids.is_contiguous() && ids.numel() == m, kOp, "ids must hold one expert per row of y (" + std::to_string(m) + ")");
+  SANCTUM_REQUIRE(x.dim(0) > 0 ? m % x.dim(0) == 0 : m == 0, kOp, "rows of y must be a multiple of rows of x");
+  SANCTUM_REQUIRE(x.dim(1) == experts[0].cols && y.dim(1) == experts[0].rows, kOp,
+                  "x " + x.shape_string() + " / y " + y.shape_string() + " do not fit experts of (" + std::to_string(experts[0].rows) +
+                      ", " + std::to_string(experts[0].cols) + ")");
+  if (m == 0) return;
+  if (device == Device::cuda) return cuda::expert_matmul(x, experts, ids, y);
+  const int64_t fan = m / x.dim(0);
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t e = ids.data<int32_t>()[i];
+    SANCTUM_REQUIRE(e >= 0 && e < experts.size(), kOp, "expert id " + std::to_string(e) + " out of range");
+    Tensor yr = y.slice(0, i, i + 1);
+    matmul(x.slice(0, i / fan, i / fan + 1), experts[e], yr);
+  }
+}
+
+void moe_combine(const Tensor& per_rank, const Tensor& weights, const Tensor* shared, const Tensor* shared_logit, Tensor& out) {
+  constexpr const char* kOp = "moe_combine";
+  detail::require_dtype(kOp, "weights", weights, DType::f32);
+  SANCTUM_REQUIRE(weights.is_contiguous(), kOp, "weights must be contiguous");
+  SANCTUM_REQUIRE((shared == nullptr) == (shared_logit == nullptr), kOp, "shared and shared_logit go together");
+  const int64_t n = out.dim(0);
+  if (shared_logit) {
+    detail::require_dtype(kOp, "shared_logit", *shared_logit, DType::f32);
+    SANCTUM_REQUIRE(shared_logit->ndim() == 2 && shared_logit->dim(0) == n && shared_logit->dim(1) == 1, kOp,
+                    "shared_logit must be (n, 1), got " + shared_logit->shape_string());
+  }
+  if (weights.device() == Device::cuda) {
+    require_rows(kOp, "per_rank", per_rank);
+    require_rows(kOp, "out", out);
+    detail::require_one_device(kOp, {{"per_rank", &per_rank}, {"weights", &weights}, {"out", &out}, {"shared", shared ? shared : &weights},
+                                     {"shared_logit", shared_logit ? shared_logit : &weights}});
+    SANCTUM_REQUIRE(n > 0 && per_rank.dim(0) == weights.numel() && weights.numel() % n == 0 && per_rank.dim(1) == out.dim(1), kOp,
+                    "per_rank " + per_rank.shape_string() + " and weights " + weights.shape_string() + " do not fit out " + out.shape_string());
+    if (shared) SANCTUM_REQUIRE(shared->dim(0) == n && shared->dim(1) == out.dim(1), kOp, "shared must be (n, d)");
+    return cuda::moe_combine_device(per_rank, weights, shared, shared_logit, out);
+  }
+  std::vector<float> shared_weights;
+  if (shared_logit)
+    for (int64_t t = 0; t < n; ++t)
+      shared_weights.push_back(1.0f / (1.0f + std::exp(-shared_logit->data<float>()[t * shared_logit->stride(0)])));
+  moe_combine(per_rank, std::span<const float>(weights.data<float>(), static_cast<size_t>(weights.numel())), shared, shared_weights, out);
 }
 
 }  // namespace sanctum::ops

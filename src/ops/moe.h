@@ -3,8 +3,10 @@
 // device: the routing decision is made on the host, these ops move the rows it names.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "tensor/tensor.h"
+#include "tensor/weight.h"
 
 namespace sanctum::ops {
 
@@ -18,5 +20,43 @@ void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst
 //   out: (n, d) f32.
 void moe_combine(const Tensor& per_rank, std::span<const float> weights, const Tensor* shared, std::span<const float> shared_weights,
                  Tensor& out);
+
+// How a token's router logits pick its experts.
+struct MoeRouting {
+  int64_t top_k = 0;
+  bool softmax_first = true;  // softmax over all experts, then top-k (qwen3_5_moe); else top-k, then softmax over k (mixtral)
+  bool normalize = true;      // softmax_first: rescale the k probabilities to sum to 1
+};
+
+// One token: the top_k experts by logit (ties → lower id) with their weights, ordered by logit.
+// Softmax in double. The host side of the routing and the reference of moe_route.
+void route_token(const float* logits, int64_t n_experts, const MoeRouting& routing, int32_t* ids, float* weights);
+
+// Every token on the logits' device: logits (n, E) f32 → ids (n, k) i32, weights (n, k) f32.
+void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights);
+
+// One projection of every expert of a layer, addressable by expert id from device code (all experts
+// share one shape and format). Built once at load.
+class ExpertSet {
+ public:
+  ExpertSet() = default;
+  explicit ExpertSet(std::vector<Weight> experts);
+  int64_t size() const { return static_cast<int64_t>(experts_.size()); }
+  const Weight& operator[](int64_t e) const { return experts_[static_cast<size_t>(e)]; }
+  // (E, 3) i64 on the GPU: addresses of each expert's data, scales and biases (empty on the CPU).
+  const Tensor& device_table() const { return table_; }
+
+ private:
+  std::vector<Weight> experts_;
+  Tensor table_;
+};
+
+// y row i = experts[ids[i]] · (x row i / fan), fan = rows of y per row of x (1, or k to feed each
+// token to its k experts). x: (m / fan, cols) f32; ids: (m) i32 on x's device; y: (m, rows) f32.
+void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y);
+
+// moe_combine with the weights in a tensor on the rows' device, and the shared expert's weight given
+// as its gate logit (weight = sigmoid(logit)): weights (n, k) f32, shared_logit (n, 1) f32.
+void moe_combine(const Tensor& per_rank, const Tensor& weights, const Tensor* shared, const Tensor* shared_logit, Tensor& out);
 
 }  // namespace sanctum::ops

@@ -9,7 +9,10 @@
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kRouter = 500, kRows, kGate, kUp, kExpertOut, kPerRank, kShared, kSharedGate };
+enum Slot : size_t { kRouter = 500, kRows, kGate, kUp, kExpertOut, kPerRank, kShared, kSharedGate, kIds, kWeights };
+// Up to this many tokens a GPU forward routes on the device (decode, speculative verification);
+// longer prompts group tokens by expert on the host, so each expert's weights are read once.
+constexpr int64_t kDeviceRoutedTokens = 8;
 
 // Expert e of a (E, rows, cols') grid as a 2-D weight; rows [row0, row0 + rows) of that expert.
 Weight expert_view(const Tensor& data, const Tensor& scales, const Tensor& biases, int64_t e, int64_t row0, int64_t rows,
@@ -58,6 +61,15 @@ MoeBlock::MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig&
         "MoE config: need 0 < num_experts_per_tok <= num_experts");
   router_ = ckpt.linear(prefix + "gate", c.n_experts, c.hidden, quant);
   load_experts(ckpt, prefix, quant);
+  std::vector<Weight> gates, ups, downs;
+  for (const Expert& e : experts_) {
+    gates.push_back(e.gate);
+    ups.push_back(e.up);
+    downs.push_back(e.down);
+  }
+  gate_set_ = ops::ExpertSet(std::move(gates));
+  up_set_ = ops::ExpertSet(std::move(ups));
+  down_set_ = ops::ExpertSet(std::move(downs));
   if (c.shared_expert_intermediate > 0) {
     has_shared_ = true;
     shared_ = MlpBlock(ckpt, prefix + "shared_expert.", c.hidden, c.shared_expert_intermediate, quant);
@@ -99,32 +111,8 @@ void MoeBlock::load_experts(Checkpoint& ckpt, const std::string& prefix, const Q
   }
 }
 
-void MoeBlock::route(const float* logits, std::vector<std::pair<int32_t, float>>& chosen) const {
-  const int64_t E = config_.n_experts, k = config_.top_k;
-  std::vector<std::pair<float, int32_t>> order(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = {logits[e], static_cast<int32_t>(e)};
-  auto better = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
-  chosen.clear();
-  float max_logit = order[0].first;
-  if (config_.routing == MoeConfig::Routing::softmax_then_top_k) {
-    double total = 0.0;
-    for (int64_t e = 0; e < E; ++e) total += std::exp(static_cast<double>(logits[e] - max_logit));
-    double kept = 0.0;
-    for (int64_t i = 0; i < k; ++i) {
-      float p = static_cast<float>(std::exp(static_cast<double>(order[static_cast<size_t>(i)].first - max_logit)) / total);
-      chosen.push_back({order[static_cast<size_t>(i)].second, p});
-      kept += p;
-    }
-    if (config_.normalize_top_k)
-      for (auto& c : chosen) c.second = static_cast<float>(c.second / kept);
-  } else {
-    double total = 0.0;
-    for (int64_t i = 0; i < k; ++i) total += std::exp(static_cast<double>(order[static_cast<size_t>(i)].first - max_logit));
-    for (int64_t i = 0; i < k; ++i)
-      chosen.push_back({order[static_cast<size_t>(i)].second,
-                        static_cast<float>(std::exp(static_cast<double>(order[static_cast<size_t>(i)].first - max_logit)) / total)});
-  }
+ops::MoeRouting MoeBlock::routing() const {
+  return {config_.top_k, config_.routing == MoeConfig::Routing::softmax_then_top_k, config_.normalize_top_k};
 }
 
 void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
@@ -136,6 +124,7 @@ void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
     shared_logit = ws.get(kSharedGate, n, 1);
     ops::matmul(x, shared_gate_, shared_logit);
   }
+  if (logits.device() == Device::cuda && n <= kDeviceRoutedTokens) return forward_on_device(x, logits, shared_logit, ws, out);
   // Routing is decided on the host; on a GPU this is the layer's one wait for the device.
   if (logits.device() != Device::cpu) {
     Tensor host = ws.host(kRouter, n, config_.n_experts);
@@ -149,16 +138,14 @@ void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   }
 
   // Route every token, then group tokens by expert so each expert runs once over its rows.
-  std::vector<std::vector<std::pair<int32_t, float>>> routes(static_cast<size_t>(n));
   std::vector<std::vector<std::pair<int32_t, int32_t>>> by_expert(static_cast<size_t>(config_.n_experts));  // (token, rank)
   std::vector<float> weights(static_cast<size_t>(n * k));
+  std::vector<int32_t> ids(static_cast<size_t>(n * k));
+  const ops::MoeRouting how = routing();
   for (int64_t t = 0; t < n; ++t) {
-    auto& chosen = routes[static_cast<size_t>(t)];
-    route(logits.data<float>() + t * logits.stride(0), chosen);
-    for (int64_t r = 0; r < k; ++r) {
-      by_expert[static_cast<size_t>(chosen[static_cast<size_t>(r)].first)].push_back({static_cast<int32_t>(t), static_cast<int32_t>(r)});
-      weights[static_cast<size_t>(t * k + r)] = chosen[static_cast<size_t>(r)].second;
-    }
+    ops::route_token(logits.data<float>() + t * logits.stride(0), config_.n_experts, how, ids.data() + t * k, weights.data() + t * k);
+    for (int64_t r = 0; r < k; ++r)
+      by_expert[static_cast<size_t>(ids[static_cast<size_t>(t * k + r)])].push_back({static_cast<int32_t>(t), static_cast<int32_t>(r)});
   }
   // Per (token, rank) expert outputs, summed in rank order afterwards: the result for a token does
   // not depend on which other tokens share the batch.
@@ -196,6 +183,22 @@ void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   for (int64_t t = 0; t < n; ++t)
     shared_weights[static_cast<size_t>(t)] = 1.0f / (1.0f + std::exp(-shared_logit.data<float>()[t * shared_logit.stride(0)]));
   ops::moe_combine(per_rank, weights, &shared, shared_weights, out);
+}
+
+void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, Tensor& out) const {
+  const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k;
+  Tensor ids = ws.get_typed(kIds, n, k, DType::i32), weights = ws.get(kWeights, n, k);
+  ops::moe_route(logits, routing(), ids, weights);
+  Tensor flat_ids = ids.reshape({n * k});
+  Tensor gate = ws.get(kGate, n * k, I), up = ws.get(kUp, n * k, I), per_rank = ws.get(kPerRank, n * k, H);
+  ops::expert_matmul(x, gate_set_, flat_ids, gate);  // row t*k + r: token t through its r-th expert
+  ops::expert_matmul(x, up_set_, flat_ids, up);
+  ops::silu_mul(gate, up, gate);
+  ops::expert_matmul(gate, down_set_, flat_ids, per_rank);
+  if (!has_shared_) return ops::moe_combine(per_rank, weights, nullptr, nullptr, out);
+  Tensor shared = ws.get(kShared, n, H);
+  shared_.forward(x, ws, shared);
+  ops::moe_combine(per_rank, weights, &shared, &shared_logit, out);
 }
 
 size_t MoeBlock::weight_bytes_per_token() const {

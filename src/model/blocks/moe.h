@@ -12,6 +12,7 @@
 
 #include "model/blocks/mlp.h"
 #include "model/blocks/workspace.h"
+#include "ops/moe.h"
 #include "tensor/weight.h"
 #include "weights/checkpoint.h"
 
@@ -39,12 +40,15 @@ class MoeBlock {
     Weight gate, up, down;
   };
   void load_experts(Checkpoint& ckpt, const std::string& prefix, const QuantConfig& quant);
-  // Top-k experts of one token and their weights, ordered by weight (desc), then expert id.
-  void route(const float* logits, std::vector<std::pair<int32_t, float>>& chosen) const;
+  ops::MoeRouting routing() const;
+  // Few tokens on a GPU: routing and the experts' mat-vecs stay on the device (expert ids are read
+  // there), so a decode step never waits for the host.
+  void forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, Tensor& out) const;
 
   MoeConfig config_;
   Weight router_;
   std::vector<Expert> experts_;
+  ops::ExpertSet gate_set_, up_set_, down_set_;  // the same weights, indexable by expert id on the device
   bool has_shared_ = false;
   MlpBlock shared_;
   Weight shared_gate_;

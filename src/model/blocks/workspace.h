@@ -14,6 +14,13 @@ class Workspace {
   Device device() const { return device_; }
 
   Tensor get(size_t slot, int64_t rows, int64_t cols) { return get_on(device_, slot, rows, cols); }
+  // A (rows, cols) buffer of another element type (e.g. i32 expert ids); same reuse rules.
+  Tensor get_typed(size_t slot, int64_t rows, int64_t cols, DType dtype) {
+    if (slot >= typed_.size()) typed_.resize(slot + 1);
+    Tensor& b = typed_[slot];
+    if (!b || b.numel() < rows * cols || b.dtype() != dtype) b = Tensor::zeros({rows * cols}, dtype, device_);
+    return b.slice(0, 0, rows * cols).reshape({rows, cols});
+  }
   // A host buffer whatever the model's device (results that must reach the host, e.g. logits).
   Tensor host(size_t slot, int64_t rows, int64_t cols) { return get_on(Device::cpu, slot, rows, cols); }
 
@@ -27,7 +34,7 @@ class Workspace {
   }
 
   Device device_;
-  std::vector<Tensor> buffers_, host_buffers_;
+  std::vector<Tensor> buffers_, host_buffers_, typed_;
 };
 
 }  // namespace sanctum

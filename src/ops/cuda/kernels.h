@@ -7,6 +7,7 @@
 #include <span>
 
 #include "ops/gated_delta.h"
+#include "ops/moe.h"
 #include "ops/rope.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
@@ -31,5 +32,8 @@ void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, floa
 void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst, std::span<const int32_t> dst_rows);
 void moe_combine(const Tensor& per_rank, std::span<const float> weights, const Tensor* shared, std::span<const float> shared_weights,
                  Tensor& out);
+void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights);
+void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y);
+void moe_combine_device(const Tensor& per_rank, const Tensor& weights, const Tensor* shared, const Tensor* shared_logit, Tensor& out);
 
 }  // namespace sanctum::ops::cuda

@@ -58,7 +58,7 @@ __device__ __forceinline__ uint32_t word_of(const uint4& q, int i) { return i ==
 // the x values it loads for all R rows. w = scale * code + bias, so a chunk adds
 // scale * sum(code * x) + bias * sum(x).
 template <int BITS, class S, int NB, int R>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) quantized_matvec(const uint4* __restrict__ w, int64_t w_stride4,
+__device__ __forceinline__ void quantized_matvec_body(const uint4* __restrict__ w, int64_t w_stride4,
                                                                         const S* __restrict__ scales, const S* __restrict__ biases,
                                                                         int64_t s_stride, int group_shift, int64_t rows, int k,
                                                                         const float* __restrict__ x, int64_t x_stride, int n,
@@ -76,11 +76,31 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) quantized_matvec(const ui
 #pragma unroll
     for (int b = 0; b < NB; ++b) acc[r][b] = 0.0f;
   const int chunks = k / VALS;
-  for (int c = lane; c < chunks; c += 32) {
-    uint4 q[R];
+  // Software pipeline: the next chunk's codes, scales and biases are in flight while this one is
+  // computed, so a lane never waits a full memory latency per chunk.
+  uint4 q[R];
+  float s[R], bias[R];
+  auto fetch = [&](int c) {
+    const int g = (c * VALS) >> group_shift;
 #pragma unroll
-    for (int r = 0; r < R; ++r) q[r] = load_stream(w + row[r] * w_stride4 + c);
-    const int col0 = c * VALS, g = col0 >> group_shift;
+    for (int r = 0; r < R; ++r) {
+      q[r] = load_stream(w + row[r] * w_stride4 + c);
+      s[r] = to_f(scales[row[r] * s_stride + g]);
+      bias[r] = to_f(biases[row[r] * s_stride + g]);
+    }
+  };
+  if (lane < chunks) fetch(lane);
+  for (int c = lane; c < chunks; c += 32) {
+    uint4 cq[R];
+    float cs[R], cb[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      cq[r] = q[r];
+      cs[r] = s[r];
+      cb[r] = bias[r];
+    }
+    if (c + 32 < chunks) fetch(c + 32);
+    const int col0 = c * VALS;
     float dot[R][NB], xs[NB];
 #pragma unroll
     for (int b = 0; b < NB; ++b) {
@@ -107,7 +127,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) quantized_matvec(const ui
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float v[PER_WORD];
-        decode_word<BITS>(word_of(q[r], wi), v);
+        decode_word<BITS>(word_of(cq[r], wi), v);
 #pragma unroll
         for (int b = 0; b < NB; ++b)
 #pragma unroll
@@ -115,11 +135,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) quantized_matvec(const ui
       }
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float s = to_f(scales[row[r] * s_stride + g]), bias = to_f(biases[row[r] * s_stride + g]);
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int b = 0; b < NB; ++b) acc[r][b] += s * dot[r][b] + bias * xs[b];
-    }
+      for (int b = 0; b < NB; ++b) acc[r][b] += cs[r] * dot[r][b] + cb[r] * xs[b];
   }
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -128,6 +146,57 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) quantized_matvec(const ui
       const float v = warp_sum(acc[r][b]);
       if (lane == 0 && b < n && row0 + r < rows) y[b * y_stride + row0 + r] = v;
     }
+}
+
+template <int BITS, class S, int NB, int R>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) quantized_matvec(const uint4* __restrict__ w, int64_t w_stride4,
+                                                                        const S* __restrict__ scales, const S* __restrict__ biases,
+                                                                        int64_t s_stride, int group_shift, int64_t rows, int k,
+                                                                        const float* __restrict__ x, int64_t x_stride, int n,
+                                                                        float* __restrict__ y, int64_t y_stride) {
+  quantized_matvec_body<BITS, S, NB, R>(w, w_stride4, scales, biases, s_stride, group_shift, rows, k, x, x_stride, n, y, y_stride);
+}
+
+// The same for MoE experts chosen on the device: block row y = blockIdx.y is output row `slot`, whose
+// expert ids[slot] is looked up in a table of (data, scales, biases) addresses; x row is slot / fan.
+template <int BITS, class S, int R>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) expert_quantized_matvec(const int64_t* __restrict__ table, const int32_t* __restrict__ ids,
+                                                                               int64_t w_stride4, int64_t s_stride, int group_shift, int64_t rows,
+                                                                               int k, const float* __restrict__ x, int64_t x_stride, int fan,
+                                                                               float* __restrict__ y, int64_t y_stride) {
+  const int slot = blockIdx.y;
+  const int64_t* e = table + 3 * ids[slot];
+  quantized_matvec_body<BITS, S, 1, R>(reinterpret_cast<const uint4*>(e[0]), w_stride4, reinterpret_cast<const S*>(e[1]),
+                                        reinterpret_cast<const S*>(e[2]), s_stride, group_shift, rows, k, x + (slot / fan) * x_stride, x_stride,
+                                        1, y + static_cast<int64_t>(slot) * y_stride, y_stride);
+}
+
+// Any expert format (dense experts, odd layouts): warp per (output row, slot).
+__global__ void expert_generic_matvec(const int64_t* __restrict__ table, const int32_t* __restrict__ ids, FloatKind w_kind, int64_t w_stride,
+                                      int bits, FloatKind s_kind, int64_t s_stride, int group, int64_t rows, int64_t k,
+                                      const float* __restrict__ x, int64_t x_stride, int fan, float* __restrict__ y, int64_t y_stride) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int slot = blockIdx.y;
+  if (row >= rows) return;
+  const int64_t* e = table + 3 * ids[slot];
+  const void* data = reinterpret_cast<const void*>(e[0]);
+  const float* xr = x + (slot / fan) * x_stride;
+  float acc = 0.0f;
+  for (int64_t c = lane; c < k; c += 32) {
+    float wv;
+    if (bits != 0) {
+      const int per = 32 / bits;
+      const uint32_t code = (static_cast<const uint32_t*>(data)[row * w_stride + c / per] >> ((c % per) * bits)) & ((1u << bits) - 1u);
+      wv = load_float(reinterpret_cast<const void*>(e[1]), s_kind, row * s_stride + c / group) * static_cast<float>(code) +
+           load_float(reinterpret_cast<const void*>(e[2]), s_kind, row * s_stride + c / group);
+    } else {
+      wv = load_float(data, w_kind, row * w_stride + c);
+    }
+    acc += wv * xr[c];
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) y[static_cast<int64_t>(slot) * y_stride + row] = acc;
 }
 
 // bf16 mat-vec: each uint4 holds 8 weights.
@@ -372,6 +441,47 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   // in one fixed order, so a row's result does not depend on how many rows a forward carries.
   if (x.dim(0) <= kMatvecRows || matmul_precision() == MatmulPrecision::f32) matvec(x, w, y);
   else gemm(x, w, y);
+}
+
+namespace {
+template <int BITS, class S>
+void launch_expert_quantized(const ExpertSet& set, const int32_t* ids, const Tensor& x, int fan, Tensor& y) {
+  const Weight& w = set[0];
+  constexpr int R = 2;
+  const dim3 grid(static_cast<unsigned>((w.rows + kWarpsPerBlock * R - 1) / (kWarpsPerBlock * R)), static_cast<unsigned>(y.dim(0)));
+  expert_quantized_matvec<BITS, S, R><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(
+      set.device_table().data<int64_t>(), ids, w.data.stride(0) / 4, w.scales.stride(0), __builtin_ctz(static_cast<unsigned>(w.quant.group_size)),
+      w.rows, static_cast<int>(w.cols), x.data<float>(), x.stride(0), fan, y.data<float>(), y.stride(0));
+}
+template <int BITS>
+void launch_expert_bits(const ExpertSet& set, const int32_t* ids, const Tensor& x, int fan, Tensor& y) {
+  switch (set[0].scales.dtype()) {
+    case DType::bf16: return launch_expert_quantized<BITS, __nv_bfloat16>(set, ids, x, fan, y);
+    case DType::f16: return launch_expert_quantized<BITS, __half>(set, ids, x, fan, y);
+    default: return launch_expert_quantized<BITS, float>(set, ids, x, fan, y);
+  }
+}
+}  // namespace
+
+void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y) {
+  const Weight& w = experts[0];
+  const int fan = static_cast<int>(y.dim(0) / x.dim(0));
+  const int32_t* id = ids.data<int32_t>();
+  check(y.dim(0) <= 65535, ErrorKind::unsupported, "[expert_matmul] at most 65535 rows per call on cuda");
+  bool fast = w.quantized() && (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 && w.cols % 32 == 0 &&
+              (w.quant.group_size == 32 || w.quant.group_size == 64 || w.quant.group_size == 128) && aligned16(x.raw()) && x.stride(0) % 4 == 0;
+  for (int64_t e = 0; fast && e < experts.size(); ++e) fast = aligned16(experts[e].data.raw());
+  if (fast) {
+    if (w.quant.bits == 4) launch_expert_bits<4>(experts, id, x, fan, y);
+    else launch_expert_bits<8>(experts, id, x, fan, y);
+  } else {
+    const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), static_cast<unsigned>(y.dim(0)));
+    expert_generic_matvec<<<grid, kWarpsPerBlock * 32, 0, stream()>>>(
+        experts.device_table().data<int64_t>(), id, float_kind(w.data), w.data.stride(0), w.quant.bits,
+        w.quantized() ? float_kind(w.scales) : FloatKind::f32, w.quantized() ? w.scales.stride(0) : 0, w.quantized() ? w.quant.group_size : 1,
+        w.rows, w.cols, x.data<float>(), x.stride(0), fan, y.data<float>(), y.stride(0));
+  }
+  check_launch("expert_matmul");
 }
 
 }  // namespace sanctum::ops::cuda
