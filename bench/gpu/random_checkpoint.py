@@ -105,13 +105,14 @@ class _Pool:
         self.data = np.random.default_rng(seed).integers(0, 256, size=size, dtype=np.uint8).tobytes()
         self.pos = 0
 
-    def take(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.data[self.pos:self.pos + n - len(out)]
-            out += chunk
+    def write(self, f, n: int) -> None:
+        """Writes n bytes straight from the pool (no copies in Python)."""
+        view = memoryview(self.data)
+        while n > 0:
+            chunk = view[self.pos:self.pos + n]
+            f.write(chunk)
+            n -= len(chunk)
             self.pos = (self.pos + len(chunk) + 4093) % len(self.data)
-        return bytes(out)
 
 
 def _bf16(x: np.ndarray) -> bytes:
@@ -144,11 +145,11 @@ def write_mlx_4bit(out_dir, config: dict, seed: int = 0) -> Path:
             rows = int(np.prod(lead))
             packed = list(lead) + [cols * BITS // 32]
             groups = list(lead) + [cols // GROUP]
-            add(name + ".weight", "U32", packed, rows * cols * BITS // 8, lambda n: pool.take(n))
+            add(name + ".weight", "U32", packed, rows * cols * BITS // 8, lambda f, n: pool.write(f, n))
             s = _bf16(np.full(rows * (cols // GROUP), scale))
             b = _bf16(np.full(rows * (cols // GROUP), -7.5 * scale))
-            add(name + ".scales", "BF16", groups, len(s), lambda n, s=s: s)
-            add(name + ".biases", "BF16", groups, len(b), lambda n, b=b: b)
+            add(name + ".scales", "BF16", groups, len(s), lambda f, n, s=s: f.write(s))
+            add(name + ".biases", "BF16", groups, len(b), lambda f, n, b=b: f.write(b))
         else:
             count = int(np.prod(shape))
             if kind == "norm":
@@ -160,12 +161,12 @@ def write_mlx_4bit(out_dir, config: dict, seed: int = 0) -> Path:
             else:  # conv
                 vals = rng.normal(0, 0.2, count)
             data = _bf16(vals)
-            add(name, "BF16", shape, len(data), lambda n, d=data: d)
+            add(name, "BF16", shape, len(data), lambda f, n, d=data: f.write(d))
     header = json.dumps(entries, separators=(",", ":")).encode()
     header += b" " * (-len(header) % 8)
     with open(out / "model.safetensors", "wb") as f:
         f.write(struct.pack("<Q", len(header)))
         f.write(header)
         for nbytes, producer in blobs:
-            f.write(producer(nbytes))
+            producer(f, nbytes)
     return out
