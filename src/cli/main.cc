@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
     print_usage();
     return argc < 2 ? 2 : 0;
   }
-  const std::string name = argv[1];
+  // `sanctum --version` is `sanctum version`.
+  const std::string name = !std::strcmp(argv[1], "--version") ? "version" : argv[1];
   for (const auto& c : sanctum::cli::subcommands()) {
     if (c.name != name) continue;
     try {

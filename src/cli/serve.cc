@@ -8,6 +8,7 @@
 #include "base/thread_pool.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/device_flags.h"
 #include "model/default_model.h"
 #include "security/gate.h"
 #include "server/serve_main.h"
@@ -21,6 +22,7 @@ const char* kUsage =
     "                     [--default-max-tokens N] [--deep-health-timeout S] [--max-connections N]\n"
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
     "                     [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N] [--threads N]\n"
+    "                     [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
     "                     [--manifest M [--manifest-sig S] [--manifest-pubkey P]]\n"
     "                     [--tls-cert C --tls-key K --tls-client-ca CA [--tls-crl CRL] [--tls-host ADDR ...]\n"
     "                      [--tls-port N] [--no-plain]] [--auth-token-file F [--auth-loopback-bypass]]\n"
@@ -37,7 +39,9 @@ const char* kUsage =
     "required, their CN is logged as the request's identity; SIGHUP reloads certificates and CRL);\n"
     "--no-plain drops the plain listener. --auth-token-file (mode 0600) requires Authorization: Bearer\n"
     "on the plain listener (GET /health stays open); loopback clients skip it only with\n"
-    "--auth-loopback-bypass.\n";
+    "--auth-loopback-bypass.\n"
+    "--device puts every --model on that device (default cpu); cuda fails at start-up when this binary\n"
+    "has no CUDA backend or no GPU is usable. --gpu-memory-limit-mb caps GPU memory (0: no cap).\n";
 
 // One "manifest_verify" check per --manifest, paired in order with --model.
 std::vector<server::PreBindCheck> manifest_checks(const Args& args, const std::vector<server::ModelSpec>& models) {
@@ -110,7 +114,7 @@ int run_serve(int argc, char** argv) {
             {"model", "host", "port", "max-queue", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
-             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file"},
+             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", kDeviceFlag, kGpuMemoryLimitFlag},
             {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -127,6 +131,7 @@ int run_serve(int argc, char** argv) {
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
 
   server::ServerOptions opt;
+  opt.device = apply_device_flags(args);
   if (args.has("host")) opt.hosts = args.get_all("host");
   opt.port = static_cast<int>(args.get_int("port", 8080));
   check(opt.port >= 0 && opt.port <= 65535, ErrorKind::invalid_argument, "--port must be in 0..65535");

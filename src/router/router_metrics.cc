@@ -46,6 +46,8 @@ RouterMetrics::RouterMetrics()
       time_to_first_byte(registry.histogram("sanctum_router_time_to_first_byte_seconds",
                                             "Arrival at the router to the first response byte sent to the client.", latency_buckets(),
                                             {"backend"})),
-      tokens(registry.counter("sanctum_router_tokens_total", "Prompt + completion tokens of relayed responses.", {"backend"})) {}
+      tokens(registry.counter("sanctum_router_tokens_total", "Prompt + completion tokens of relayed responses.", {"backend"})) {
+  server::add_build_info(registry);
+}
 
 }  // namespace sanctum::router

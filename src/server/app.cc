@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "server/auth.h"
 
 namespace sanctum::server {
@@ -102,7 +103,10 @@ void App::health(Exchange& ex) {
     ex.respond_json(503, {{"status", "draining"}});
     return;
   }
-  ex.respond_json(200, {{"status", "ok"}});
+  ex.respond_json(200, {{"status", "ok"},
+                        {"version", build::version()},
+                        {"commit", build::commit()},
+                        {"device", device_name(options_.device)}});
 }
 
 namespace {

@@ -16,6 +16,7 @@
 #include "server/request_handler.h"
 #include "server/server_metrics.h"
 #include "chat/chat_template.h"
+#include "tensor/dtype.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sanctum::server {
@@ -29,6 +30,7 @@ struct ServerOptions : ListenOptions {
   bool speculate = true;               // prompt-lookup speculation (exact; backs off when it does not pay)
   spec::PromptLookupParams lookup;     // --pld-max-draft / --pld-ngram, SANCTUM_PLD_* overrides
   size_t prompt_cache_bytes = 1u << 30;  // --prompt-cache-mb; 0 disables prompt-cache reuse
+  Device device = Device::cpu;           // --device: where every served model's weights and state live
 };
 
 struct ServedModel {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "base/version.h"
 
 namespace sanctum::server {
 
@@ -189,6 +190,13 @@ std::string Registry::render() const {
     }
   }
   return out;
+}
+
+void add_build_info(Registry& registry) {
+  registry.gauge("sanctum_build_info", "The running build: version, git commit, CUDA backend built in (always 1).",
+                 {"version", "commit", "cuda"})
+      .with({build::version(), build::commit(), build::cuda_built() ? "on" : "off"})
+      .set(1);
 }
 
 }  // namespace sanctum::server

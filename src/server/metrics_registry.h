@@ -99,6 +99,10 @@ class Registry {
   std::vector<std::pair<MetricType, size_t>> order_;  // (type, index into its vector)
 };
 
+// sanctum_build_info{version, commit, cuda="on|off"} 1: which build this process runs, for joining
+// against other series (the server's and the router's registries both carry it).
+void add_build_info(Registry& registry);
+
 // Text-format helpers (exposed for tests).
 std::string escape_label_value(const std::string& value);
 std::string escape_help(const std::string& help);

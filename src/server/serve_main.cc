@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "model/model.h"
 #include "server/listener.h"
 
@@ -44,7 +45,7 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
   m->dir = spec.dir;
   m->created = static_cast<int64_t>(std::time(nullptr));
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(spec.dir));
-  std::unique_ptr<Model> model = load_model(spec.dir);
+  std::unique_ptr<Model> model = load_model(spec.dir, options.device);
   const ModelConfig& cfg = model->config();
   check(static_cast<int64_t>(m->tokenizer->vocab_size()) <= cfg.vocab_size, ErrorKind::invalid_input,
         spec.dir + ": the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) +
@@ -78,6 +79,10 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  log::info("starting", {{"version", build::version()},
+                         {"commit", build::commit()},
+                         {"cuda", build::cuda_built() ? "on" : "off"},
+                         {"device", device_name(options.device)}});
   ServerMetrics metrics;
   metrics.model_loaded.set(0);
   for (const PreBindCheck& c : checks) {
@@ -92,7 +97,10 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
     const auto t0 = std::chrono::steady_clock::now();
     app.add_model(load_served_model(spec, options, metrics));
     metrics.startup_seconds.with({"model_load"}).observe(seconds_since(t0));
-    log::info("model loaded", {{"model", spec.id}, {"dir", spec.dir}, {"seconds", std::to_string(seconds_since(t0))}});
+    log::info("model loaded", {{"model", spec.id},
+                               {"dir", spec.dir},
+                               {"device", device_name(options.device)},
+                               {"seconds", std::to_string(seconds_since(t0))}});
   }
 
   std::shared_ptr<TlsContext> tls = security.tls;

@@ -44,7 +44,9 @@ ServerMetrics::ServerMetrics()
       pld_drafted_tokens(registry.counter("sanctum_mlx_pld_drafted_tokens_total",
                                           "Prompt-lookup speculation: draft tokens proposed.").with({})),
       pld_accepted_tokens(registry.counter("sanctum_mlx_pld_accepted_tokens_total",
-                                           "Prompt-lookup speculation: draft tokens accepted.").with({})) {}
+                                           "Prompt-lookup speculation: draft tokens accepted.").with({})) {
+  add_build_info(registry);
+}
 
 void ServerMetrics::observe_http(const std::string& route, const std::string& method, int status, double seconds) {
   std::vector<std::string> labels{route, method, std::to_string(status)};

@@ -10,7 +10,9 @@ from server_harness import MODEL
 def test_health_is_ok_json(server):
     status, headers, body = sh.request(server.port, "GET", "/health")
     assert status == 200
-    assert json.loads(body) == {"status": "ok"}
+    health = json.loads(body)
+    assert health["status"] == "ok"
+    assert set(health) == {"status", "version", "commit", "device"}  # test_13_version checks the values
     assert headers["content-type"] == "application/json"
 
 

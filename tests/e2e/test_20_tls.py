@@ -55,7 +55,7 @@ def mtls(sanctum_bin, tiny_model, pki, tmp_path_factory):
 def test_a_valid_certificate_gets_200_over_tls13_and_its_cn_is_logged(mtls, pki):
     ctx = th.client_context(pki.ca, *pki.client("guardian"))
     status, headers, body, version = th.tls_request(mtls.tls_port, ctx, headers={"X-Request-Id": "tls-ok-1"})
-    assert status == 200 and json.loads(body) == {"status": "ok"}
+    assert status == 200 and json.loads(body)["status"] == "ok"
     assert version == "TLSv1.3"
     status, _, body, _ = th.tls_request(mtls.tls_port, ctx, "POST", "/v1/chat/completions", sh.chat_body(MODEL, max_tokens=2),
                                         headers={"X-Request-Id": "tls-ok-2"})

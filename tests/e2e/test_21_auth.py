@@ -73,7 +73,7 @@ def test_the_openai_sdk_authenticates_with_its_api_key(guarded):
 
 def test_health_stays_open_but_deep_health_and_metrics_do_not(guarded):
     status, _, body = sh.request(guarded.port, "GET", "/health")
-    assert status == 200 and json.loads(body) == {"status": "ok"}
+    assert status == 200 and json.loads(body)["status"] == "ok"
     for path in ["/health/deep", "/metrics"]:
         assert_401(*sh.request(guarded.port, "GET", path))
 
