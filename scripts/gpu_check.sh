@@ -19,12 +19,14 @@ DIST=dist/gpu
 
 bundle() {
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSANCTUM_CUDA=ON -DSANCTUM_WERROR=ON > /dev/null
-  cmake --build build-cuda -j "$(nproc)" --target sanctum cuda_ops_test cuda_perf_test
+  local tests=(cuda_ops_test cuda_moe_test cuda_perf_test)
+  cmake --build build-cuda -j "$(nproc)" --target sanctum "${tests[@]}"
   rm -rf "$DIST/stage" && mkdir -p "$DIST/stage/bin" "$DIST/stage/lib"
-  cp build-cuda/sanctum build-cuda/tests/cuda_ops_test build-cuda/tests/cuda_perf_test "$DIST/stage/bin/"
+  cp build-cuda/sanctum "$DIST/stage/bin/"
+  for t in "${tests[@]}"; do cp "build-cuda/tests/$t" "$DIST/stage/bin/"; done
   # Libraries the GPU machine's Ubuntu lacks or has under another soname. glibc, libstdc++, OpenSSL 3,
   # zlib and PCRE2 are there in compatible versions; CUDA's own libraries come from its toolkit.
-  for lib in $(ldd build-cuda/sanctum build-cuda/tests/cuda_ops_test | awk '/=> \//{print $3}' | sort -u); do
+  for lib in $(ldd build-cuda/sanctum build-cuda/tests/cuda_*_test | awk '/=> \//{print $3}' | sort -u); do
     case "$(basename "$lib")" in
       libhwy*|libicu*|libyaml-cpp*) cp -L "$lib" "$DIST/stage/lib/" ;;
     esac
@@ -64,7 +66,9 @@ run() {
     shift
   else
     echo "== CUDA op tests"
-    /tmp/sanctum-gpu/bin/cuda_ops_test --gtest_brief=1 2>&1 | tee "$out/ops.log" || status=1
+    for t in cuda_ops_test cuda_moe_test; do
+      /tmp/sanctum-gpu/bin/$t --gtest_brief=1 2>&1 | tee -a "$out/ops.log" || status=1
+    done
     echo "== parity with mlx-lm and transformers, --device cuda"
     SANCTUM_PARITY_DEVICE_ARGS="--device cuda --matmul-precision f32" \
       python3 -m pytest -q -p no:cacheprovider tests/parity/test_llama_like.py tests/parity/test_hybrid_moe.py \

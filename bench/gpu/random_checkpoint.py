@@ -27,6 +27,13 @@ SHAPES = {
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
                             "mrope_section": [11, 11, 10], "mrope_interleaved": True},
     },
+    # Devstral-Small-24B (Mistral Small 3.x text): 40 layers, GQA 32/8, head_dim 128.
+    "mistral-24b": {
+        "model_type": "mistral", "architectures": ["MistralForCausalLM"], "hidden_size": 5120, "intermediate_size": 32768,
+        "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072,
+        "rms_norm_eps": 1e-5, "rope_theta": 100000000.0, "tie_word_embeddings": False, "max_position_embeddings": 131072,
+        "sliding_window": None,
+    },
     # Qwen3.6-35B-A3B: 40 layers, 256 experts, 8 routed + 1 shared.
     "qwen3_5_moe-35b-a3b": {
         "model_type": "qwen3_5_moe_text", "architectures": ["Qwen3_5MoeForCausalLM"], "hidden_size": 2048,
@@ -37,13 +44,6 @@ SHAPES = {
         "norm_topk_prob": True, "tie_word_embeddings": False, "max_position_embeddings": 262144,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
                             "mrope_section": [11, 11, 10], "mrope_interleaved": True},
-    },
-    # Devstral-Small-24B (Mistral Small 3.x text): 40 layers, GQA 32/8, head_dim 128.
-    "mistral-24b": {
-        "model_type": "mistral", "architectures": ["MistralForCausalLM"], "hidden_size": 5120, "intermediate_size": 32768,
-        "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072,
-        "rms_norm_eps": 1e-5, "rope_theta": 100000000.0, "tie_word_embeddings": False, "max_position_embeddings": 131072,
-        "sliding_window": None,
     },
 }
 

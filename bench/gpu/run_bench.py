@@ -23,6 +23,7 @@ sys.path.insert(0, str(HERE))
 import random_checkpoint  # noqa: E402
 
 WORK = Path(os.environ.get("SANCTUM_BENCH_DIR", "/tmp/sanctum-bench"))
+PEER_TIMEOUT = int(os.environ.get("SANCTUM_PEER_TIMEOUT", "200"))  # seconds per shape; the MoE peer can be very slow
 
 
 def sanctum_bench(model_dir: Path) -> dict:
@@ -40,8 +41,11 @@ def sanctum_bench(model_dir: Path) -> dict:
 
 def peer(shape: str) -> dict:
     out = WORK / f"{shape}-peer.json"
-    r = subprocess.run([sys.executable, str(HERE / "transformers_peer.py"), "--shape", shape, "--out", str(out)], capture_output=True,
-                       text=True, timeout=1200)
+    try:
+        r = subprocess.run([sys.executable, str(HERE / "transformers_peer.py"), "--shape", shape, "--out", str(out)], capture_output=True,
+                           text=True, timeout=PEER_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return {"error": f"did not finish in {PEER_TIMEOUT} s"}
     if r.returncode != 0:
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
     return json.loads(out.read_text())

@@ -224,12 +224,16 @@ TEST_F(Cuda, elementwise_ops_and_softmax) {
 
 TEST_F(Cuda, attention_prefill_decode_split_k_and_gqa) {
   Rng rng(19);
-  PrecisionScope exact(ops::MatmulPrecision::f32);
   struct Case {
     int64_t n, pos0, heads, kv_heads, d;
   };
+  // Exact mode: the flash kernel at every n, unsplit. Fast mode: the decode kernel up to 8 queries,
+  // the flash kernel with key splits between 9 and 63 (n = 17 at 700 keys splits), cuBLAS beyond.
+  for (auto precision : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16})
   for (Case c : {Case{1, 0, 4, 2, 64}, Case{1, 3000, 8, 2, 128}, Case{37, 0, 4, 4, 64}, Case{17, 100, 6, 2, 256}, Case{5, 40, 4, 1, 48},
-                 Case{70, 200, 2, 1, 32}}) {
+                 Case{70, 200, 2, 1, 32}, Case{17, 700, 2, 1, 64}}) {
+    PrecisionScope scope(precision);
+    if (precision != ops::MatmulPrecision::f32 && c.n >= 64) continue;  // the cuBLAS path has its own test and tolerance
     const int64_t total = c.pos0 + c.n;
     Tensor q = test::random_tensor({c.n, c.heads, c.d}, DType::f32, rng);
     Tensor k = test::random_tensor({total + 3, c.kv_heads, c.d}, DType::f32, rng).slice(0, 0, total);
@@ -262,7 +266,7 @@ void check_attention(int64_t n, int64_t pos0, int64_t heads, int64_t kv_heads, i
 
 TEST_F(Cuda, attention_decode_kernel_for_one_to_eight_queries) {
   Rng rng(25);
-  PrecisionScope exact(ops::MatmulPrecision::f32);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);  // exact mode sends every n to the flash kernel
   // d=30 takes the 4-byte-load path; 48 and 256 the 16-byte one; long caches split the keys.
   for (int64_t n = 1; n <= 8; ++n)
     for (auto [heads, kv_heads, d] : {std::tuple<int64_t, int64_t, int64_t>{24, 4, 256}, {4, 4, 48}, {6, 2, 30}, {8, 1, 128}, {2, 2, 64}})

@@ -178,7 +178,10 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   const AttnView view{q.data<float>(), q.stride(0), q.stride(1), k.data<float>(), v.data<float>(), k.stride(0), k.stride(1),
                       v.stride(0),     v.stride(1), out.data<float>(), out.stride(0), out.stride(1), q.dim(0), q_pos0,
                       q.dim(1),        k.dim(1),    static_cast<int>(q.dim(2)), scale};
-  if (view.n <= kDecodeMaxQueries) return attention_decode(view);
+  // Exact mode keeps every query on the flash kernel without key splits, so a query's bits do not
+  // depend on how many queries share its forward (prefill k + decode == full prefill, bitwise).
+  const bool exact = matmul_precision() == MatmulPrecision::f32;
+  if (view.n <= kDecodeMaxQueries && !exact) return attention_decode(view);
   if (view.n >= kGemmMinQueries && matmul_precision() != MatmulPrecision::f32) return attention_gemm(view);
   AttnArgs a{};
   a.n = q.dim(0);
@@ -203,7 +206,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   const int64_t q_blocks = (a.n + kQueries - 1) / kQueries;
   // Split the keys when the (query block, head) grid alone would leave most multiprocessors idle.
   int64_t splits = 1;
-  if (q_blocks * a.n_heads < 132 && keys > 2 * kKeyTile * 4)
+  if (!exact && q_blocks * a.n_heads < 132 && keys > 2 * kKeyTile * 4)
     splits = std::min<int64_t>({(keys + 4 * kKeyTile - 1) / (4 * kKeyTile), (264 + q_blocks * a.n_heads - 1) / (q_blocks * a.n_heads), 64});
   a.keys_per_split = (keys + splits - 1) / splits;
   a.keys_per_split = (a.keys_per_split + kKeyTile - 1) / kKeyTile * kKeyTile;

@@ -137,7 +137,8 @@ __device__ __forceinline__ void quantized_matvec_body(const uint4* __restrict__ 
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int b = 0; b < NB; ++b) acc[r][b] += cs[r] * dot[r][b] + cb[r] * xs[b];
+      for (int b = 0; b < NB; ++b) acc[r][b] = fmaf(cs[r], dot[r][b], fmaf(cb[r], xs[b], acc[r][b]));  // explicit: no
+                                                                                                     // contraction choices per NB
   }
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -193,7 +194,7 @@ __global__ void expert_generic_matvec(const int64_t* __restrict__ table, const i
     } else {
       wv = load_float(data, w_kind, row * w_stride + c);
     }
-    acc += wv * xr[c];
+    acc = fmaf(wv, xr[c], acc);
   }
   acc = warp_sum(acc);
   if (lane == 0) y[static_cast<int64_t>(slot) * y_stride + row] = acc;
@@ -223,9 +224,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) bf16_matvec(const uint4* 
 #pragma unroll
     for (int b = 0; b < NB; ++b) {
       if (b < n) {
-        const float4* xv = reinterpret_cast<const float4*>(x + b * x_stride + c * 8);
-        const float4 x0 = xv[0], x1 = xv[1];
-        acc[b] += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w + wf[4] * x1.x + wf[5] * x1.y + wf[6] * x1.z + wf[7] * x1.w;
+        const float4* xp = reinterpret_cast<const float4*>(x + b * x_stride + c * 8);
+        const float4 x0 = xp[0], x1 = xp[1];
+        const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[b] = fmaf(wf[j], xv[j], acc[b]);
       }
     }
   }
@@ -255,7 +258,7 @@ __global__ void generic_matvec(const void* w, FloatKind w_kind, int64_t w_stride
     } else {
       wv = load_float(w, w_kind, row * w_stride + c);
     }
-    acc += wv * x[b * x_stride + c];
+    acc = fmaf(wv, x[b * x_stride + c], acc);
   }
   acc = warp_sum(acc);
   if (lane == 0) y[b * y_stride + row] = acc;
