@@ -27,6 +27,27 @@ SHAPES = {
         "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936, "rms_norm_eps": 1e-6,
         "max_position_embeddings": 32768, "rope_theta": 1000000.0, "tie_word_embeddings": True,
     },
+    # Qwen3.5-0.8B: 24 layers (every 4th full attention), 8 / 2 heads of 256, GatedDeltaNet 16 / 16 of 128.
+    "qwen3_5-0.8b": {
+        "model_type": "qwen3_5", "hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 24,
+        "full_attention_interval": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 16, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4, "vocab_size": 248320, "rms_norm_eps": 1e-6, "max_position_embeddings": 262144,
+        "tie_word_embeddings": True,
+        "rope_parameters": {"type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                            "mrope_section": [11, 11, 10], "mrope_interleaved": True},
+    },
+    # A small hybrid MoE: the 0.8B trunk with 64 experts of 256, top 4, plus a shared expert of 512.
+    "qwen3_5_moe-small": {
+        "model_type": "qwen3_5_moe", "hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 24,
+        "full_attention_interval": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 16, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4, "vocab_size": 248320, "rms_norm_eps": 1e-6, "max_position_embeddings": 262144,
+        "num_experts": 64, "num_experts_per_tok": 4, "moe_intermediate_size": 256, "shared_expert_intermediate_size": 512,
+        "decoder_sparse_step": 1, "norm_topk_prob": True, "tie_word_embeddings": True,
+        "rope_parameters": {"type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                            "mrope_section": [11, 11, 10], "mrope_interleaved": True},
+    },
 }
 
 
@@ -78,12 +99,16 @@ def SHAPES_FROM_DIR(model_dir):
 
 
 def run_sanctum(bin_path: str, model_dir: Path, prompt_len: int, gen: int, threads: int, reps: int, precision: str) -> dict:
-    cmd = ["/usr/bin/time", "-f", "%M", bin_path, "bench", "--model", str(model_dir), "--pp", str(prompt_len),
-           "--tg", str(gen), "--decode-context", str(prompt_len), "--repetitions", str(reps), "--threads", str(threads),
-           "--matmul-precision", precision, "--memory-bandwidth", "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    cmd = [bin_path, "bench", "--model", str(model_dir), "--pp", str(prompt_len), "--tg", str(gen), "--decode-context",
+           str(prompt_len), "--repetitions", str(reps), "--threads", str(threads), "--matmul-precision", precision, "--json"]
+    r = subprocess.run(cmd + ["--memory-bandwidth"], capture_output=True, text=True, check=True)
     data = json.loads(r.stdout)
-    peak_kb = int(r.stderr.strip().splitlines()[-1])
+    # Peak RSS from a run without --memory-bandwidth, whose 1 GiB probe buffer would count as the
+    # process's own memory: a prefill of the prompt and a few decode steps at the same context.
+    rss_cmd = ["/usr/bin/time", "-f", "%M", *cmd[:cmd.index("--tg") + 1], "8", *cmd[cmd.index("--tg") + 2:]]
+    rss_cmd[rss_cmd.index("--repetitions") + 1] = "1"
+    rss = subprocess.run(rss_cmd, capture_output=True, text=True, check=True)
+    peak_kb = int(rss.stderr.strip().splitlines()[-1])
     res = {x["test"].split("@")[0][:2]: x for x in data["results"]}
     return {"pp": res["pp"]["tokens_per_second"], "tg": res["tg"]["tokens_per_second"],
             "floor_fraction": res["tg"].get("fraction_of_bandwidth_floor"), "bandwidth": data.get("memory_read_gb_per_second"),
@@ -98,6 +123,9 @@ def main() -> int:
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--mlx-reps", type=int, default=1)
+    ap.add_argument("--mlx-prompt", type=int, help="mlx-lm's prompt length (default: --prompt); shorter runs favour it")
+    ap.add_argument("--mlx-gen", type=int, help="mlx-lm's decode tokens (default: --gen)")
+    ap.add_argument("--mlx-timeout", type=int, default=1800, help="seconds before mlx-lm is reported as not finishing")
     ap.add_argument("--sanctum", default=str(ROOT / "build" / "sanctum"))
     ap.add_argument("--mlx-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -109,12 +137,20 @@ def main() -> int:
     files = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
     ours = {p: run_sanctum(a.sanctum, model_dir, a.prompt, a.gen, a.threads, a.reps, p) for p in ("f32", "int8")}
     env = dict(os.environ)
-    r = subprocess.run([sys.executable, __file__, "--mlx-child", str(model_dir), "--prompt", str(a.prompt), "--gen", str(a.gen),
-                        "--reps", str(a.mlx_reps)], capture_output=True, text=True, check=True, env=env)
-    mlx = json.loads(r.stdout.strip().splitlines()[-1])
+    mlx_prompt, mlx_gen = a.mlx_prompt or a.prompt, a.mlx_gen or a.gen
+    try:
+        r = subprocess.run([sys.executable, __file__, "--mlx-child", str(model_dir), "--prompt", str(mlx_prompt), "--gen", str(mlx_gen),
+                            "--reps", str(a.mlx_reps)], capture_output=True, text=True, check=True, env=env, timeout=a.mlx_timeout)
+        mlx = json.loads(r.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        # An upper bound: it did not even finish one prefill and decode in the time allowed.
+        bound = (mlx_prompt + mlx_gen) / a.mlx_timeout
+        print(f"mlx-lm did not finish {mlx_prompt}+{mlx_gen} tokens in {a.mlx_timeout} s: below {bound:.2f} tok/s")
+        mlx = {"pp": bound, "tg": bound, "peak_rss": 0, "bound": True}
 
     print(f"shape {a.shape} MLX 4-bit g64, weights {files / 1e6:.0f} MB, {a.threads} threads, "
-          f"prompt {a.prompt}, decode {a.gen} after the prompt")
+          f"prompt {a.prompt}, decode {a.gen} after the prompt (mlx-lm: {mlx_prompt} / {mlx_gen})"
+          + ("; mlx-lm figures are upper bounds" if mlx.get("bound") else ""))
     print(f"{'':22}{'prefill tok/s':>14}{'vs mlx':>8}{'decode tok/s':>14}{'vs mlx':>8}{'peak RSS MB':>13}{'% floor':>9}")
     for name, x in [("sanctum f32", ours["f32"]), ("sanctum int8-act", ours["int8"]), ("mlx-lm", mlx)]:
         floor = f"{x['floor_fraction'] * 100:8.0f}%" if x.get("floor_fraction") else f"{'':9}"

@@ -431,7 +431,7 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
   auto* xb = static_cast<__nv_bfloat16*>(scratch_bytes(x_scratch(), static_cast<size_t>(n * k) * 2));
   to_bf16<<<blocks_for(n * k, 256), 256, 0, stream()>>>(x.data<float>(), x.stride(0), n, k, xb);
   check_launch("matmul to_bf16");
-  check_blas(cublasGemmEx(blas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, wp,
+  check_blas(blas_gemm_ex(blas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, wp,
                           CUDA_R_16BF, static_cast<int>(ld), xb, CUDA_R_16BF, static_cast<int>(k), &zero, y.data<float>(), CUDA_R_32F,
                           static_cast<int>(y.stride(0)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
              "matmul");
