@@ -2,8 +2,8 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "tensor/device_memory.h"
 #include "model/arch/llama_like.h"
+#include "tensor/device_memory.h"
 
 namespace sanctum {
 

@@ -18,11 +18,8 @@ using Named = std::pair<const char*, const Tensor*>;
 [[noreturn]] inline void require_failed(const char* op, const std::string& message, ErrorKind kind = ErrorKind::invalid_argument) {
   throw Error(kind, std::string("[") + op + "] " + message);
 }
-inline void require(bool condition, const char* op, const std::string& message, ErrorKind kind = ErrorKind::invalid_argument) {
-  if (!condition) require_failed(op, message, kind);
-}
-// The same check with the message built only on failure: ops run thousands of times per token on
-// a GPU, where the host's argument checks are part of every step's latency.
+// Throws "[op] message" unless condition holds; the message is built only on failure, since ops run
+// thousands of times per token on a GPU, where the host's argument checks are part of every step.
 #define SANCTUM_REQUIRE(condition, ...)                                      \
   do {                                                                       \
     if (!(condition)) ::sanctum::ops::detail::require_failed(__VA_ARGS__);   \
