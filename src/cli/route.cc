@@ -3,9 +3,9 @@
 #include <string>
 
 #include "base/error.h"
-#include "base/log.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/log_flags.h"
 #include "router/route_main.h"
 #include "router/router_config.h"
 
@@ -45,14 +45,7 @@ int run_route(int argc, char** argv) {
     return 0;
   }
   check(args.has("config"), ErrorKind::invalid_argument, "--config FILE is required (or --check FILE); see sanctum route --help");
-  const std::string format = args.get_or("log-format", "text");
-  check(format == "text" || format == "json", ErrorKind::invalid_argument, "--log-format must be text or json");
-  log::set_format(format == "json" ? log::Format::json : log::Format::text);
-  const std::string level = args.get_or("log-level", "info");
-  if (level == "debug") log::set_level(log::Level::debug);
-  else if (level == "warn") log::set_level(log::Level::warn);
-  else if (level == "error") log::set_level(log::Level::error);
-  else check(level == "info", ErrorKind::invalid_argument, "--log-level must be debug, info, warn or error");
+  apply_log_flags(args);
 
   router::RouteOverrides overrides;
   if (args.has("host")) overrides.hosts = args.get_all("host");

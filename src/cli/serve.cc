@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/device_flags.h"
+#include "cli/log_flags.h"
 #include "model/default_model.h"
 #include "security/gate.h"
 #include "server/serve_main.h"
@@ -120,14 +121,7 @@ int run_serve(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  const std::string format = args.get_or("log-format", "text");
-  check(format == "text" || format == "json", ErrorKind::invalid_argument, "--log-format must be text or json");
-  log::set_format(format == "json" ? log::Format::json : log::Format::text);
-  const std::string level = args.get_or("log-level", "info");
-  if (level == "debug") log::set_level(log::Level::debug);
-  else if (level == "warn") log::set_level(log::Level::warn);
-  else if (level == "error") log::set_level(log::Level::error);
-  else check(level == "info", ErrorKind::invalid_argument, "--log-level must be debug, info, warn or error");
+  apply_log_flags(args);
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
 
   server::ServerOptions opt;

@@ -1,9 +1,6 @@
 #include "router/route_main.h"
 
-#include <csignal>
 #include <cstdio>
-#include <pthread.h>
-#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -11,6 +8,7 @@
 #include "router/prober.h"
 #include "router/router_app.h"
 #include "server/listener.h"
+#include "server/process_lifecycle.h"
 
 namespace sanctum::router {
 
@@ -35,13 +33,7 @@ int run_router(RouterConfig config, const RouteOverrides& overrides) {
   if (overrides.hosts) config.listen.hosts = *overrides.hosts;
   if (overrides.port) config.listen.port = *overrides.port;
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  const sigset_t signals = server::block_process_signals();
 
   RouterMetrics metrics;
   Fleet fleet(config, metrics);
@@ -61,41 +53,20 @@ int run_router(RouterConfig config, const RouteOverrides& overrides) {
   Prober prober(fleet);
   prober.start();
   listener.start();
-  auto joined = [](const std::vector<std::string>& list) {
-    std::string out;
-    for (const std::string& e : list) out += (out.empty() ? "" : ",") + e;
-    return out.empty() ? std::string("-") : out;
-  };
   size_t urls = 0;
   for (const auto& b : config.backends) urls += b.urls.size();
-  log::info("listening", {{"addresses", joined(listener.endpoints(false))},
-                          {"tls_addresses", joined(listener.endpoints(true))},
+  log::info("listening", {{"addresses", server::join_addresses(listener.endpoints(false))},
+                          {"tls_addresses", server::join_addresses(listener.endpoints(true))},
                           {"backends", std::to_string(config.backends.size())},
                           {"upstreams", std::to_string(urls)}});
 
-  int sig = 0;
-  for (;;) {
-    sigwait(&signals, &sig);
-    if (sig != SIGHUP) break;
-    if (!tls) {
-      log::info("SIGHUP: no TLS listener, nothing to reload");
-      continue;
-    }
-    try {
-      tls->reload();
-      log::info("SIGHUP: TLS certificates and CRL reloaded", {{"generation", std::to_string(tls->generation())}});
-    } catch (const std::exception& e) {
-      log::error("SIGHUP: reload failed, the previous certificates stay in use", {{"error", e.what()}});
-    }
-  }
+  const int sig = server::wait_for_stop_signal(signals, tls.get());
   log::info("shutting down: draining in-flight requests",
             {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}, {"inflight", std::to_string(app.inflight())}});
   app.begin_drain();
   listener.stop_accepting();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                                std::chrono::duration<double>(config.listen.drain_timeout_s));
-  while (app.inflight() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (app.inflight() > 0) log::warn("drain timeout: closing what is left", {{"inflight", std::to_string(app.inflight())}});
+  if (const int left = server::wait_for_drain([&] { return app.inflight(); }, config.listen.drain_timeout_s); left > 0)
+    log::warn("drain timeout: closing what is left", {{"inflight", std::to_string(left)}});
   prober.stop();
   listener.close_connections(2.0);
   log::info("stopped");

@@ -1,18 +1,17 @@
 #include "server/serve_main.h"
 
 #include <algorithm>
-#include <csignal>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <pthread.h>
-#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "base/version.h"
 #include "model/model.h"
 #include "server/listener.h"
+#include "server/process_lifecycle.h"
 
 namespace sanctum::server {
 
@@ -71,13 +70,7 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
       check(models[i].id != models[j].id, ErrorKind::invalid_argument, "two models are named '" + models[i].id + "'; use NAME=DIR");
 
   // Signals are taken by sigwait on this thread only: block them before any other thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  const sigset_t signals = block_process_signals();
 
   log::info("starting", {{"version", build::version()},
                          {"commit", build::commit()},
@@ -108,39 +101,17 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
   listener.bind();
   listener.start();
   metrics.model_loaded.set(1);
-  auto joined = [](const std::vector<std::string>& list) {
-    std::string out;
-    for (const std::string& e : list) out += (out.empty() ? "" : ",") + e;
-    return out.empty() ? std::string("-") : out;
-  };
-  log::info("listening", {{"addresses", joined(listener.endpoints(false))},
-                          {"tls_addresses", joined(listener.endpoints(true))},
+  log::info("listening", {{"addresses", join_addresses(listener.endpoints(false))},
+                          {"tls_addresses", join_addresses(listener.endpoints(true))},
                           {"models", std::to_string(models.size())}});
 
-  int sig = 0;
-  for (;;) {
-    sigwait(&signals, &sig);
-    if (sig != SIGHUP) break;
-    if (!tls) {
-      log::info("SIGHUP: no TLS listener, nothing to reload");
-      continue;
-    }
-    try {
-      tls->reload();
-      log::info("SIGHUP: TLS certificates and CRL reloaded", {{"generation", std::to_string(tls->generation())}});
-    } catch (const std::exception& e) {
-      log::error("SIGHUP: reload failed, the previous certificates stay in use", {{"error", e.what()}});
-    }
-  }
+  const int sig = wait_for_stop_signal(signals, tls.get());
   log::info("shutting down: draining in-flight requests",
             {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}, {"inflight", std::to_string(app.inflight())}});
   app.begin_drain();
   listener.stop_accepting();
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options.drain_timeout));
-  while (app.inflight() > 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (app.inflight() > 0) log::warn("drain timeout: cancelling what is left", {{"inflight", std::to_string(app.inflight())}});
+  if (const int left = wait_for_drain([&] { return app.inflight(); }, options.drain_timeout); left > 0)
+    log::warn("drain timeout: cancelling what is left", {{"inflight", std::to_string(left)}});
   app.stop_workers();
   listener.close_connections(2.0);
   metrics.model_loaded.set(0);
