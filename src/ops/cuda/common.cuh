@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/tensor.h"
+#include "tensor/weight.h"
 
 namespace sanctum::ops::cuda {
 
@@ -54,6 +55,48 @@ __device__ __forceinline__ float load_float(const void* p, FloatKind kind, int64
     case FloatKind::f16: return __half2float(static_cast<const __half*>(p)[i]);
     default: return static_cast<const float*>(p)[i];
   }
+}
+
+// Any weight as the general kernels read it (generic mat-vecs, dequantization, embeddings): MLX
+// affine codes with their scales and biases, or a dense f32/bf16/f16 matrix.
+struct WeightView {
+  const void* dense = nullptr;  // dense weights
+  FloatKind dense_kind = FloatKind::f32;
+  int64_t stride = 0;              // row stride of data, in elements (u32 words when quantized)
+  const uint32_t* codes = nullptr;  // quantized weights
+  int bits = 0;
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+  FloatKind scale_kind = FloatKind::f32;
+  int64_t scale_stride = 0;
+  int group = 1;
+};
+
+inline WeightView weight_view(const Weight& w) {
+  WeightView v;
+  v.stride = w.data.stride(0);
+  if (w.quantized()) {
+    v.codes = w.data.data<uint32_t>();
+    v.bits = w.quant.bits;
+    v.scales = w.scales.raw();
+    v.biases = w.biases.raw();
+    v.scale_kind = float_kind(w.scales);
+    v.scale_stride = w.scales.stride(0);
+    v.group = w.quant.group_size;
+  } else {
+    v.dense = w.data.raw();
+    v.dense_kind = float_kind(w.data);
+  }
+  return v;
+}
+
+// Element (row, c): scale * code + bias, or the dense value.
+__device__ __forceinline__ float weight_at(const WeightView& w, int64_t row, int64_t c) {
+  if (w.codes == nullptr) return load_float(w.dense, w.dense_kind, row * w.stride + c);
+  const int per = 32 / w.bits;
+  const uint32_t code = (w.codes[row * w.stride + c / per] >> ((c % per) * w.bits)) & ((1u << w.bits) - 1u);
+  const int64_t g = row * w.scale_stride + c / w.group;
+  return load_float(w.scales, w.scale_kind, g) * static_cast<float>(code) + load_float(w.biases, w.scale_kind, g);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -17,6 +17,21 @@ namespace {
 
 constexpr int kMaxKernel = 8;
 
+// One token of the conv for one channel: the input x joins the window (window[j] = input at
+// t - hist + j), the output is silu of the taps' dot product, and the window moves on by one.
+__device__ __forceinline__ float conv_step(float (&window)[kMaxKernel], const float (&w)[kMaxKernel], int kernel, float x) {
+  const int hist = kernel - 1;
+  window[hist] = x;
+  float acc = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMaxKernel; ++j)
+    if (j < kernel) acc += w[j] * window[j];
+#pragma unroll
+  for (int j = 0; j + 1 < kMaxKernel; ++j)
+    if (j < hist) window[j] = window[j + 1];
+  return silu(acc);
+}
+
 // Thread per channel, sequential over tokens with the window in registers.
 __global__ void conv1d_silu_kernel(Rows<const float> x, float* state, int64_t state_stride, const float* taps, int kernel,
                                    int64_t channels, Rows<float> out) {
@@ -31,15 +46,7 @@ __global__ void conv1d_silu_kernel(Rows<const float> x, float* state, int64_t st
     w[j] = j < kernel ? taps[j * channels + c] : 0.0f;
   }
   for (int64_t t = 0; t < x.rows; ++t) {
-    window[hist] = x.data[t * x.stride + c];
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kMaxKernel; ++j)
-      if (j < kernel) acc += w[j] * window[j];
-    out.data[t * out.stride + c] = silu(acc);
-#pragma unroll
-    for (int j = 0; j + 1 < kMaxKernel; ++j)
-      if (j < hist) window[j] = window[j + 1];
+    out.data[t * out.stride + c] = conv_step(window, w, kernel, x.data[t * x.stride + c]);
   }
 #pragma unroll
   for (int j = 0; j < kMaxKernel; ++j)
@@ -68,15 +75,7 @@ __global__ void conv1d_silu_parallel(Rows<const float> x, const float* state, in
   for (int tt = 0; tt < kConvRun; ++tt) {
     const int64_t t = t0 + tt;
     if (t >= x.rows) break;
-    window[hist] = x.data[t * x.stride + c];
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kMaxKernel; ++j)
-      if (j < kernel) acc += w[j] * window[j];
-    out.data[t * out.stride + c] = silu(acc);
-#pragma unroll
-    for (int j = 0; j + 1 < kMaxKernel; ++j)
-      if (j < hist) window[j] = window[j + 1];
+    out.data[t * out.stride + c] = conv_step(window, w, kernel, x.data[t * x.stride + c]);
   }
 }
 

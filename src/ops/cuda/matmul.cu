@@ -172,30 +172,26 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) expert_quantized_matvec(c
                                         1, y + static_cast<int64_t>(slot) * y_stride, y_stride);
 }
 
-// Any expert format (dense experts, odd layouts): warp per (output row, slot).
-__global__ void expert_generic_matvec(const int64_t* __restrict__ table, const int32_t* __restrict__ ids, FloatKind w_kind, int64_t w_stride,
-                                      int bits, FloatKind s_kind, int64_t s_stride, int group, int64_t rows, int64_t k,
-                                      const float* __restrict__ x, int64_t x_stride, int fan, float* __restrict__ y, int64_t y_stride) {
+// Any expert format (dense experts, odd layouts): warp per (output row, slot). `w` describes every
+// expert but the addresses, which come from the table.
+__global__ void expert_generic_matvec(const int64_t* __restrict__ table, const int32_t* __restrict__ ids, WeightView w, int64_t rows,
+                                      int64_t k, const float* __restrict__ x, int64_t x_stride, int fan, float* __restrict__ y,
+                                      int64_t y_stride) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int slot = blockIdx.y;
   if (row >= rows) return;
   const int64_t* e = table + 3 * ids[slot];
-  const void* data = reinterpret_cast<const void*>(e[0]);
+  if (w.codes != nullptr) {
+    w.codes = reinterpret_cast<const uint32_t*>(e[0]);
+    w.scales = reinterpret_cast<const void*>(e[1]);
+    w.biases = reinterpret_cast<const void*>(e[2]);
+  } else {
+    w.dense = reinterpret_cast<const void*>(e[0]);
+  }
   const float* xr = x + (slot / fan) * x_stride;
   float acc = 0.0f;
-  for (int64_t c = lane; c < k; c += 32) {
-    float wv;
-    if (bits != 0) {
-      const int per = 32 / bits;
-      const uint32_t code = (static_cast<const uint32_t*>(data)[row * w_stride + c / per] >> ((c % per) * bits)) & ((1u << bits) - 1u);
-      wv = load_float(reinterpret_cast<const void*>(e[1]), s_kind, row * s_stride + c / group) * static_cast<float>(code) +
-           load_float(reinterpret_cast<const void*>(e[2]), s_kind, row * s_stride + c / group);
-    } else {
-      wv = load_float(data, w_kind, row * w_stride + c);
-    }
-    acc = fmaf(wv, xr[c], acc);
-  }
+  for (int64_t c = lane; c < k; c += 32) acc = fmaf(weight_at(w, row, c), xr[c], acc);
   acc = warp_sum(acc);
   if (lane == 0) y[static_cast<int64_t>(slot) * y_stride + row] = acc;
 }
@@ -240,47 +236,22 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) bf16_matvec(const uint4* 
 }
 
 // Any layout the fast kernels do not take (f32/f16 weights, odd alignment): one warp per (row, x row).
-__global__ void generic_matvec(const void* w, FloatKind w_kind, int64_t w_stride, const uint32_t* qw, int bits, const void* scales,
-                               const void* biases, FloatKind s_kind, int64_t s_stride, int group, int64_t rows, int64_t k,
-                               const float* x, int64_t x_stride, float* y, int64_t y_stride) {
+__global__ void generic_matvec(WeightView w, int64_t rows, int64_t k, const float* x, int64_t x_stride, float* y, int64_t y_stride) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int64_t b = blockIdx.y;
   if (row >= rows) return;
   float acc = 0.0f;
-  for (int64_t c = lane; c < k; c += 32) {
-    float wv;
-    if (qw != nullptr) {
-      const int per = 32 / bits;
-      const uint32_t word = qw[row * w_stride + c / per];
-      const uint32_t code = (word >> ((c % per) * bits)) & ((1u << bits) - 1u);
-      wv = load_float(scales, s_kind, row * s_stride + c / group) * static_cast<float>(code) + load_float(biases, s_kind, row * s_stride + c / group);
-    } else {
-      wv = load_float(w, w_kind, row * w_stride + c);
-    }
-    acc = fmaf(wv, x[b * x_stride + c], acc);
-  }
+  for (int64_t c = lane; c < k; c += 32) acc = fmaf(weight_at(w, row, c), x[b * x_stride + c], acc);
   acc = warp_sum(acc);
   if (lane == 0) y[b * y_stride + row] = acc;
 }
 
-// Dequantize (or convert) a weight into a dense (rows, k) buffer of T for cuBLAS.
-template <class T>
-__global__ void dequantize(const void* w, FloatKind w_kind, int64_t w_stride, const uint32_t* qw, int bits, const void* scales,
-                           const void* biases, FloatKind s_kind, int64_t s_stride, int group, int64_t rows, int64_t k, T* out) {
+// Dequantize (or convert) a weight into a dense (rows, k) bf16 buffer for cuBLAS.
+__global__ void dequantize_bf16(WeightView w, int64_t rows, int64_t k, __nv_bfloat16* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= rows * k) return;
-  const int64_t row = i / k, c = i % k;
-  float v;
-  if (qw != nullptr) {
-    const int per = 32 / bits;
-    const uint32_t code = (qw[row * w_stride + c / per] >> ((c % per) * bits)) & ((1u << bits) - 1u);
-    v = load_float(scales, s_kind, row * s_stride + c / group) * static_cast<float>(code) + load_float(biases, s_kind, row * s_stride + c / group);
-  } else {
-    v = load_float(w, w_kind, row * w_stride + c);
-  }
-  if constexpr (sizeof(T) == 2) out[i] = __float2bfloat16(v);
-  else out[i] = v;
+  out[i] = __float2bfloat16(weight_at(w, i / k, i % k));
 }
 
 __global__ void to_bf16(const float* x, int64_t x_stride, int64_t n, int64_t k, __nv_bfloat16* out) {
@@ -345,41 +316,15 @@ void launch_bf16(const Weight& w, const float* x, int64_t xs, int n, float* y, i
   }
 }
 
-struct WeightArgs {
-  const void* dense = nullptr;
-  FloatKind dense_kind = FloatKind::f32;
-  int64_t stride = 0;
-  const uint32_t* codes = nullptr;
-  int bits = 0;
-  const void* scales = nullptr;
-  const void* biases = nullptr;
-  FloatKind scale_kind = FloatKind::f32;
-  int64_t scale_stride = 0;
-  int group = 1;
-};
-
-WeightArgs weight_args(const Weight& w) {
-  WeightArgs a;
-  a.stride = w.data.stride(0);
-  if (w.quantized()) {
-    a.codes = w.data.data<uint32_t>();
-    a.bits = w.quant.bits;
-    a.scales = w.scales.raw();
-    a.biases = w.biases.raw();
-    a.scale_kind = float_kind(w.scales);
-    a.scale_stride = w.scales.stride(0);
-    a.group = w.quant.group_size;
-  } else {
-    a.dense = w.data.raw();
-    a.dense_kind = float_kind(w.data);
-  }
-  return a;
+// MLX codes the fast quantized kernels read: 4 or 8 bits, whole uint4s per row, groups of 32-128.
+bool quantized_fast_ok(const Weight& w) {
+  return w.quantized() && (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 && w.cols % 32 == 0 &&
+         w.cols < (int64_t{1} << 30) && (w.quant.group_size == 32 || w.quant.group_size == 64 || w.quant.group_size == 128);
 }
 
 bool fast_matvec_ok(const Weight& w, const Tensor& x) {
   if (!aligned16(w.data.raw()) || !aligned16(x.raw()) || x.stride(0) % 4 != 0) return false;
-  if (w.quantized()) return (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 && w.cols % 32 == 0 && w.cols < (int64_t{1} << 30) &&
-           (w.quant.group_size == 32 || w.quant.group_size == 64 || w.quant.group_size == 128);
+  if (w.quantized()) return quantized_fast_ok(w);
   return w.data.dtype() == DType::bf16 && w.data.stride(0) % 8 == 0 && w.cols % 8 == 0;
 }
 
@@ -392,11 +337,8 @@ void matvec(const Tensor& x, const Weight& w, Tensor& y) {
     else if (w.quant.bits == 4) launch_quantized_bits<4>(w, xp, x.stride(0), n, yp, y.stride(0));
     else launch_quantized_bits<8>(w, xp, x.stride(0), n, yp, y.stride(0));
   } else {
-    const WeightArgs a = weight_args(w);
     const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), static_cast<unsigned>(n));
-    generic_matvec<<<grid, kWarpsPerBlock * 32, 0, stream()>>>(a.dense, a.dense_kind, a.stride, a.codes, a.bits, a.scales, a.biases,
-                                                                a.scale_kind, a.scale_stride, a.group, w.rows, w.cols, xp, x.stride(0), yp,
-                                                                y.stride(0));
+    generic_matvec<<<grid, kWarpsPerBlock * 32, 0, stream()>>>(weight_view(w), w.rows, w.cols, xp, x.stride(0), yp, y.stride(0));
   }
   check_launch("matmul");
 }
@@ -414,8 +356,6 @@ Tensor& x_scratch() {
 void gemm(const Tensor& x, const Weight& w, Tensor& y) {
   const int64_t n = x.dim(0), m = w.rows, k = w.cols;
   const float one = 1.0f, zero = 0.0f;
-  const WeightArgs a = weight_args(w);
-  const unsigned deq_blocks = blocks_for(m * k, 256);
   const __nv_bfloat16* wp;
   int64_t ld = k;
   if (!w.quantized() && w.data.dtype() == DType::bf16) {
@@ -423,8 +363,7 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
     ld = w.data.stride(0);
   } else {
     auto* buf = static_cast<__nv_bfloat16*>(scratch_bytes(weight_scratch(), static_cast<size_t>(m * k) * 2));
-    dequantize<__nv_bfloat16><<<deq_blocks, 256, 0, stream()>>>(a.dense, a.dense_kind, a.stride, a.codes, a.bits, a.scales, a.biases,
-                                                                a.scale_kind, a.scale_stride, a.group, m, k, buf);
+    dequantize_bf16<<<blocks_for(m * k, 256), 256, 0, stream()>>>(weight_view(w), m, k, buf);
     check_launch("matmul dequantize");
     wp = buf;
   }
@@ -471,18 +410,15 @@ void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids,
   const int fan = static_cast<int>(y.dim(0) / x.dim(0));
   const int32_t* id = ids.data<int32_t>();
   check(y.dim(0) <= 65535, ErrorKind::unsupported, "[expert_matmul] at most 65535 rows per call on cuda");
-  bool fast = w.quantized() && (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 && w.cols % 32 == 0 &&
-              (w.quant.group_size == 32 || w.quant.group_size == 64 || w.quant.group_size == 128) && aligned16(x.raw()) && x.stride(0) % 4 == 0;
+  bool fast = quantized_fast_ok(w) && aligned16(x.raw()) && x.stride(0) % 4 == 0;
   for (int64_t e = 0; fast && e < experts.size(); ++e) fast = aligned16(experts[e].data.raw());
   if (fast) {
     if (w.quant.bits == 4) launch_expert_bits<4>(experts, id, x, fan, y);
     else launch_expert_bits<8>(experts, id, x, fan, y);
   } else {
     const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), static_cast<unsigned>(y.dim(0)));
-    expert_generic_matvec<<<grid, kWarpsPerBlock * 32, 0, stream()>>>(
-        experts.device_table().data<int64_t>(), id, float_kind(w.data), w.data.stride(0), w.quant.bits,
-        w.quantized() ? float_kind(w.scales) : FloatKind::f32, w.quantized() ? w.scales.stride(0) : 0, w.quantized() ? w.quant.group_size : 1,
-        w.rows, w.cols, x.data<float>(), x.stride(0), fan, y.data<float>(), y.stride(0));
+    expert_generic_matvec<<<grid, kWarpsPerBlock * 32, 0, stream()>>>(experts.device_table().data<int64_t>(), id, weight_view(w), w.rows,
+                                                                       w.cols, x.data<float>(), x.stride(0), fan, y.data<float>(), y.stride(0));
   }
   check_launch("expert_matmul");
 }
