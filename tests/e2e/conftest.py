@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import router_harness as rh  # noqa: E402
 import server_harness as sh  # noqa: E402
 
 MODEL = sh.MODEL
+# Router health probes fast enough that tests see upstreams change state within a second.
+FAST_HEALTH = {"interval_s": 0.2, "timeout_s": 0.5}
 
 
 @pytest.fixture(scope="session")
@@ -46,3 +49,34 @@ def start_server(sanctum_bin, tiny_model, tmp_path):
     yield start
     for s in started:
         s.terminate()
+
+
+@pytest.fixture
+def faults():
+    """Fault-injecting upstreams (router_harness.Fault) made by the test; all closed after it."""
+    made = []
+
+    def make(mode: str = "ok", **kw) -> rh.Fault:
+        f = rh.Fault(mode, **kw)
+        made.append(f)
+        return f
+
+    yield make
+    for f in made:
+        f.close()
+
+
+@pytest.fixture
+def router(sanctum_bin, tmp_path):
+    """Starts `sanctum route` processes on configs (fast health probes unless given); all stopped after."""
+    started = []
+
+    def start(config: dict) -> rh.Router:
+        config.setdefault("health", FAST_HEALTH)
+        r = rh.Router(sanctum_bin, config, tmp_path, name=f"router{len(started)}")
+        started.append(r)
+        return r
+
+    yield start
+    for r in started:
+        r.terminate()

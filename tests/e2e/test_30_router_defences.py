@@ -16,37 +16,6 @@ import pytest
 import router_harness as rh
 import server_harness as sh
 
-FAST_HEALTH = {"interval_s": 0.2, "timeout_s": 0.5}
-
-
-@pytest.fixture
-def faults():
-    made = []
-
-    def make(mode: str = "ok", **kw) -> rh.Fault:
-        f = rh.Fault(mode, **kw)
-        made.append(f)
-        return f
-
-    yield make
-    for f in made:
-        f.close()
-
-
-@pytest.fixture
-def router(sanctum_bin, tmp_path):
-    started = []
-
-    def start(config: dict) -> rh.Router:
-        config.setdefault("health", FAST_HEALTH)
-        r = rh.Router(sanctum_bin, config, tmp_path, name=f"router{len(started)}")
-        started.append(r)
-        return r
-
-    yield start
-    for r in started:
-        r.terminate()
-
 
 def test_breaker_opens_after_consecutive_failures_and_closes_after_a_good_probe(router, faults):
     sick, spare = faults("status"), faults("ok", answer="from the spare")

@@ -15,8 +15,6 @@ import router_harness as rh
 import server_harness as sh
 from server_harness import MODEL
 
-FAST_HEALTH = {"interval_s": 0.2, "timeout_s": 0.5}
-
 
 @pytest.fixture(scope="module")
 def seats(sanctum_bin, tiny_model, tmp_path_factory):
@@ -27,35 +25,6 @@ def seats(sanctum_bin, tiny_model, tmp_path_factory):
     yield a, b
     a.terminate()
     b.terminate()
-
-
-@pytest.fixture
-def faults():
-    made = []
-
-    def make(mode: str = "ok", **kw) -> rh.Fault:
-        f = rh.Fault(mode, **kw)
-        made.append(f)
-        return f
-
-    yield make
-    for f in made:
-        f.close()
-
-
-@pytest.fixture
-def router(sanctum_bin, tmp_path):
-    started = []
-
-    def start(config: dict) -> rh.Router:
-        config.setdefault("health", FAST_HEALTH)
-        r = rh.Router(sanctum_bin, config, tmp_path, name=f"router{len(started)}")
-        started.append(r)
-        return r
-
-    yield start
-    for r in started:
-        r.terminate()
 
 
 def completions_served(seat: sh.Server) -> int:

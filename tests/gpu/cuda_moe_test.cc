@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../ops/op_test_util.h"
+#include "gpu_test_util.h"
 #include "ops/ops.h"
 #include "tensor/device_memory.h"
 
@@ -14,22 +15,7 @@ namespace {
 
 using test::Rng;
 
-class CudaMoe : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU: " << device_memory::cuda_unavailable_reason();
-  }
-};
-
-Weight on_gpu(const Weight& w) {
-  Weight g = w;
-  g.data = w.data.to(Device::cuda);
-  if (w.quantized()) {
-    g.scales = w.scales.to(Device::cuda);
-    g.biases = w.biases.to(Device::cuda);
-  }
-  return g;
-}
+class CudaMoe : public test::RequiresGpu {};
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
@@ -63,7 +49,7 @@ TEST_F(CudaMoe, expert_matmul_by_device_ids_matches_per_expert_matmul) {
     for (int e = 0; e < 6; ++e) {
       Weight w = bits ? test::random_quantized(72, 128, bits, 64, DType::bf16, rng) : dense_weight(test::random_tensor({72, 128}, DType::bf16, rng));
       host.push_back(w);
-      dev.push_back(on_gpu(w));
+      dev.push_back(test::gpu(w));
     }
     ops::ExpertSet hs(host), ds(dev);
     const int64_t n = 3, k = 2;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../ops/op_test_util.h"
+#include "gpu_test_util.h"
 #include "base/error.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
@@ -28,24 +29,10 @@ namespace {
 
 using test::Rng;
 
-class Cuda : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU: " << device_memory::cuda_unavailable_reason();
-  }
-};
+class Cuda : public test::RequiresGpu {};
 
-Tensor gpu(const Tensor& t) { return t.to(Device::cuda); }
-Tensor host(const Tensor& t) { return t.to(Device::cpu); }
-Weight gpu(const Weight& w) {
-  Weight g = w;
-  g.data = gpu(w.data);
-  if (w.quantized()) {
-    g.scales = gpu(w.scales);
-    g.biases = gpu(w.biases);
-  }
-  return g;
-}
+using test::gpu;
+using test::host;
 
 // max |a - b| / (max |b| + floor) over all elements of two same-shape tensors.
 double relative_error(const Tensor& a_in, const Tensor& b_in, double floor = 1e-6) {

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "../ops/op_test_util.h"
+#include "gpu_test_util.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "tensor/cuda/stream.h"
@@ -50,21 +51,11 @@ double time_graph(const std::function<void()>& f, int reps) {
   return seconds;
 }
 
-Weight to_gpu(const Weight& w) {
-  Weight g = w;
-  g.data = w.data.to(Device::cuda);
-  if (w.quantized()) {
-    g.scales = w.scales.to(Device::cuda);
-    g.biases = w.biases.to(Device::cuda);
-  }
-  return g;
-}
-
 TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
   if (!device_memory::cuda_available()) GTEST_SKIP();
   Rng rng(1);
   for (auto [m, k] : {std::pair<int64_t, int64_t>{17408, 5120}, {5120, 17408}, {10240, 5120}, {48, 5120}, {248320, 5120}}) {
-    Weight w = to_gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
+    Weight w = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
     for (int64_t n : {1, 4}) {
       Tensor x = Tensor::zeros({n, k}, DType::f32, Device::cuda), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
       const double s = time_calls([&] { ops::matmul(x, w, y); }, 50);

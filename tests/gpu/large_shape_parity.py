@@ -18,10 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "gpu"))
-import random_checkpoint  # noqa: E402
+import transformers_peer  # noqa: E402
 
 TIE_GAP = 1e-3
 TOKENS = 32
@@ -33,13 +32,7 @@ def main() -> int:
     ap.add_argument("--work", default="/tmp/sanctum-large-parity")
     args = ap.parse_args()
     work = Path(args.work)
-    cfg = random_checkpoint.hf_config("qwen3_5-27b", args.layers)
-    model_type = cfg.pop("model_type")
-    cfg.pop("architectures", None)
-    config = transformers.AutoConfig.for_model(model_type, **cfg)
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model, config = transformers_peer.build("qwen3_5-27b", args.layers)  # random bf16 weights, seeded
     model.save_pretrained(work)
     model = model.float().eval()
 
