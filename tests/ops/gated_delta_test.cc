@@ -225,6 +225,28 @@ TEST(GatedDeltaRule, chunked_matches_sequential_recurrence) {
   }
 }
 
+TEST(GatedDeltaRule, chunked_split_over_key_or_value_heads_gives_the_same_bits) {
+  // The chunked kernel splits work over key heads (sharing their K K^T and Q K^T between value
+  // heads) when there are at least as many as threads, else over value heads. One call with two key
+  // heads and one call per key head (a single key head: split over value heads whenever there are
+  // two or more threads) must give the same bits.
+  const GatedDeltaShape s{2, 40, 6, 24}, one{1, 40, 3, 24};
+  const int64_t n = 150, g = 3;
+  const Inputs in = make_inputs(s, n, 77);
+  Tensor state = in.state.clone(), out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32);
+  run(in, state, out, 0, n, kChunk);
+  Tensor state2 = in.state.clone(), out2 = out.clone();
+  for (int64_t j = 0; j < 2; ++j) {
+    Tensor st = state2.slice(0, j * g, (j + 1) * g), o = out2.slice(1, j * g * 24, (j + 1) * g * 24);
+    gated_delta_rule(in.q.slice(1, j * 40, (j + 1) * 40), in.k.slice(1, j * 40, (j + 1) * 40),
+                     in.v.slice(1, j * g * 24, (j + 1) * g * 24), in.a.slice(1, j * g, (j + 1) * g),
+                     in.b.slice(1, j * g, (j + 1) * g), in.a_log.slice(0, j * g, (j + 1) * g),
+                     in.dt_bias.slice(0, j * g, (j + 1) * g), one, st, o, GatedDeltaAlgorithm::chunked);
+  }
+  EXPECT_EQ(max_abs_diff(out2, out), 0.0);
+  EXPECT_EQ(max_abs_diff(state2.reshape({-1}), state.reshape({-1})), 0.0);
+}
+
 TEST(GatedDeltaRule, zero_initial_state_and_slow_decay) {
   // Decay close to 1 (A_log very negative) lets the state grow over many tokens: the hard case for
   // the chunked form's cancellation.

@@ -1,12 +1,11 @@
-// GatedDeltaNet CPU kernels: causal depthwise conv1d + SiLU, the gated delta rule (a fused
-// sequential sweep and the chunked WY / UT form) and the gated RMSNorm. Highway dynamic dispatch;
-// every reduction runs in f32 in an order fixed by the shapes alone (never by the thread count).
+// GatedDeltaNet CPU kernels: causal depthwise conv1d + SiLU, the token-by-token gated delta rule (a
+// fused sequential sweep; the chunked form is in gated_delta_chunked.cc) and the gated RMSNorm.
+// Highway dynamic dispatch; every reduction runs in f32 in an order fixed by the shapes alone (never
+// by the thread count).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/gated_delta.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "hwy/aligned_allocator.h"
-#include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 
 #include <algorithm>
@@ -14,23 +13,9 @@
 #include <cstring>
 
 #include "base/thread_pool.h"
+#include "ops/cpu/gated_delta-inl.h"
 #include "ops/cpu/gated_delta.h"
 #include "ops/op_util.h"
-
-#ifndef SANCTUM_OPS_CPU_GATED_DELTA_ARGS_
-#define SANCTUM_OPS_CPU_GATED_DELTA_ARGS_
-namespace sanctum::ops::cpu {
-// What the recurrence kernels share (one call of gated_delta_rule).
-struct GdnArgs {
-  const Tensor *q, *k, *v, *a, *b;
-  const float* decay_rate;  // (Hv) exp(A_log)
-  const float* dt_bias;     // (Hv)
-  GatedDeltaShape shape;
-  float* state;  // (Hv, Dv, Dk)
-  Tensor* out;
-};
-}  // namespace sanctum::ops::cpu
-#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace sanctum::ops::cpu {
@@ -38,63 +23,10 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 
-// Scratch rows are padded with zeros to a multiple of kPad floats (at least the widest x86 vector),
-// so vector loops over them need no tails and the padding stays zero through every product.
-constexpr int64_t kPad = 16;
-inline int64_t Padded(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
-
-// Zero-filled aligned scratch of n floats.
-inline hwy::AlignedFreeUniquePtr<float[]> Scratch(int64_t n) {
-  auto p = hwy::AllocateAligned<float>(static_cast<size_t>(std::max<int64_t>(n, 1)));
-  std::memset(p.get(), 0, static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float));
-  return p;
-}
-
-inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-// torch's softplus (threshold 20); mlx's logaddexp(x, 0) agrees to rounding.
-inline float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
-// Per-token log decay of value head h: -exp(A_log) * softplus(a + dt_bias).
-inline float LogDecay(const GdnArgs& p, int64_t t, int64_t h) {
-  return -p.decay_rate[h] * Softplus(detail::row_ptr<const float>(*p.a, t)[h] + p.dt_bias[h]);
-}
-inline float Beta(const GdnArgs& p, int64_t t, int64_t h) { return Sigmoid(detail::row_ptr<const float>(*p.b, t)[h]); }
-
 // silu(x) = x / (1 + exp(-x)); Highway's Exp is specified up to +104 and silu(x < -88) is 0 in f32.
 HWY_INLINE hn::Vec<DF> Silu(DF df, hn::Vec<DF> x) {
   const auto e = hn::Exp(df, hn::Min(hn::Neg(x), hn::Set(df, 88.0f)));
   return hn::Div(x, hn::Add(hn::Set(df, 1.0f), e));
-}
-
-// exp(x), flushed to 0 below -80 (exp(-80) ~ 1.8e-35): keeps denormals out of the products.
-HWY_INLINE hn::Vec<DF> ExpFlush(DF df, hn::Vec<DF> x) {
-  const auto lo = hn::Set(df, -80.0f);
-  return hn::IfThenZeroElse(hn::Lt(x, lo), hn::Exp(df, hn::Max(x, lo)));
-}
-inline float ExpFlush(float x) { return x < -80.0f ? 0.0f : std::exp(x); }
-
-// Sum over d of a[i] * b[i]: lanes in vector order, then the tail.
-HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t d) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto acc = hn::Zero(df);
-  int64_t c = 0;
-  for (; c + N <= d; c += N) acc = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc);
-  float s = hn::GetLane(hn::SumOfLanes(df, acc));
-  for (; c < d; ++c) s += a[c] * b[c];
-  return s;
-}
-
-// out[0..d) = x * scale / sqrt(sum x^2 + 1e-6); out[d..dp) = 0.
-HWY_INLINE void L2Normalize(const float* HWY_RESTRICT x, int64_t d, int64_t dp, float scale, float* HWY_RESTRICT out) {
-  const float inv = scale / std::sqrt(Dot(x, x, d) + 1e-6f);
-  for (int64_t c = 0; c < d; ++c) out[c] = x[c] * inv;
-  for (int64_t c = d; c < dp; ++c) out[c] = 0.0f;
-}
-
-// Brings [p, p + count) floats towards L1, one request per cache line.
-HWY_INLINE void Prefetch(const float* p, int64_t count) {
-  for (int64_t i = 0; i < count; i += 16) hwy::Prefetch(p + i);
 }
 
 // ---------------------------------------------------------------- conv
@@ -317,231 +249,19 @@ void SequentialHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
   }
 }
 
-// ---------------------------------------------------------------- chunked recurrence (WY / UT form)
-//
-// Per value head, chunk of L tokens, carried state S0 (Dv, Dk) kept transposed as St = S0^T
-// (Dk, Dv) so every product below is a row-major GEMM with a broadcast A and vector rows of B.
-// G_i = sum_{t<=i} log g_t (in f64: differences of large cumulative sums must not cancel).
-//   M[i][j] = beta_i exp(G_i - G_j) k_i.k_j (j < i),  (I + M) [U | W] = [beta v | beta exp(G) k]
-//   u   = U - W St                           (the deltas, L x Dv)
-//   out = (q exp(G)) St + P u,  P[i][j] = exp(G_i - G_j) q_i.k_j (j <= i)
-//   St  = exp(G_last) St + (K diag(exp(G_last - G)))^T u
-// Solving (I + M) X = B by forward substitution is the UT transform T = (I + M)^-1 applied to B.
-
-enum class Acc { set, add, sub };
-
-// C (MR x NV vectors) = / += / -= A (MR x kk) B (kk x NV vectors), row-major with leading dims.
-template <int MR, int NV>
-HWY_INLINE void Tile(const float* HWY_RESTRICT A, int64_t lda, const float* HWY_RESTRICT B, int64_t ldb,
-                     float* HWY_RESTRICT C, int64_t ldc, int64_t kk, Acc acc) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  hn::Vec<DF> c[MR][NV];
-  for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) c[r][v] = hn::Zero(df);
-  for (int64_t p = 0; p < kk; ++p) {
-    hn::Vec<DF> b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = hn::LoadU(df, B + p * ldb + v * N);
-    for (int r = 0; r < MR; ++r) {
-      const auto a = hn::Set(df, A[r * lda + p]);
-      for (int v = 0; v < NV; ++v) c[r][v] = hn::MulAdd(a, b[v], c[r][v]);
-    }
-  }
-  for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v) {
-      float* cp = C + r * ldc + v * N;
-      if (acc == Acc::set) hn::StoreU(c[r][v], df, cp);
-      else if (acc == Acc::add) hn::StoreU(hn::Add(hn::LoadU(df, cp), c[r][v]), df, cp);
-      else hn::StoreU(hn::Sub(hn::LoadU(df, cp), c[r][v]), df, cp);
-    }
-}
-
-template <int MR>
-HWY_INLINE void TileRows(int nv, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                         int64_t kk, Acc acc) {
-  switch (nv) {
-    case 1: return Tile<MR, 1>(A, lda, B, ldb, C, ldc, kk, acc);
-    case 2: return Tile<MR, 2>(A, lda, B, ldb, C, ldc, kk, acc);
-    case 3: return Tile<MR, 3>(A, lda, B, ldb, C, ldc, kk, acc);
-    default: return Tile<MR, 4>(A, lda, B, ldb, C, ldc, kk, acc);
-  }
-}
-
-// Column tile width in vectors: 4 rows x kNV accumulators plus kNV rows of B fit the register file
-// (32 vector registers with AVX-512, 16 below it).
-#if HWY_TARGET <= HWY_AVX3
-constexpr int kNV = 4;
-#else
-constexpr int kNV = 2;
-#endif
-
-// C (m x n) =/+=/-= A (m x kk) B (kk x n); n a multiple of the vector width (padded scratch).
-// lower_a: A[i][p] = 0 for p > i, so a row block stops its reduction after its last row.
-// lower_c: only C[i][j] for j <= i is wanted (other entries are left unspecified).
-void Gemm(int64_t m, int64_t n, int64_t kk, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-          int64_t ldc, Acc acc, bool lower_a = false, bool lower_c = false) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), nvec = n / N;
-  constexpr int64_t MR = 4;
-  for (int64_t i0 = 0; i0 < m; i0 += MR) {
-    const int64_t mr = std::min(MR, m - i0);
-    const int64_t kend = lower_a ? std::min(kk, i0 + mr) : kk;
-    const int64_t vend = lower_c ? std::min(nvec, (i0 + mr + N - 1) / N) : nvec;
-    for (int64_t v0 = 0; v0 < vend; v0 += kNV) {
-      const int nv = static_cast<int>(std::min<int64_t>(kNV, vend - v0));
-      const float* a = A + i0 * lda;
-      const float* b = B + v0 * N;
-      float* c = C + i0 * ldc + v0 * N;
-      switch (mr) {
-        case 1: TileRows<1>(nv, a, lda, b, ldb, c, ldc, kend, acc); break;
-        case 2: TileRows<2>(nv, a, lda, b, ldb, c, ldc, kend, acc); break;
-        case 3: TileRows<3>(nv, a, lda, b, ldb, c, ldc, kend, acc); break;
-        default: TileRows<4>(nv, a, lda, b, ldb, c, ldc, kend, acc); break;
-      }
-    }
-  }
-}
-
-void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  constexpr int64_t CL = kGatedDeltaChunk;
-  const int64_t n = p.q->dim(0), dk = p.shape.key_dim, dv = p.shape.value_dim, dkp = Padded(dk), dvp = Padded(dv),
-                wb = dvp + dkp, lp = Padded(CL), group = p.shape.n_value_heads / p.shape.n_key_heads;
-  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  // Chunks outer, this task's heads inner: consecutive heads read neighbouring columns of the same
-  // input rows (TLB and prefetch friendly); each head's transposed state lives in `states`.
-  auto states = Scratch((h1 - h0) * dk * dvp);
-  auto buf = Scratch(2 * CL * dkp + dk * lp + 2 * CL * lp + CL * wb + CL * dvp + lp);
-  float* kn = buf.get();      // (CL, dkp) normalised keys
-  float* qn = kn + CL * dkp;  // (CL, dkp) normalised, scaled queries (then times exp(G_i))
-  float* kt = qn + CL * dkp;  // (dk, lp) keys transposed (then times exp(G_last - G_j))
-  float* mm = kt + dk * lp;   // (CL, lp) K K^T, then M
-  float* pq = mm + CL * lp;   // (CL, lp) Q K^T, then P
-  float* bw = pq + CL * lp;   // (CL, wb) [beta v | beta exp(G) k], then [U | W], then [u | W]
-  float* o = bw + CL * wb;    // (CL, dvp) outputs of the chunk
-  float* drow = o + CL * dvp;  // (lp) G_i - G_j, then exp of it
-  double G[CL];
-  float beta[CL], e[CL], el[CL];
-  for (int64_t h = h0; h < h1; ++h) {
-    const float* S = p.state + h * dv * dk;
-    float* st = states.get() + (h - h0) * dk * dvp;  // (dk, dvp) the state, transposed
-    for (int64_t c = 0; c < dk; ++c)
-      for (int64_t r = 0; r < dv; ++r) st[c * dvp + r] = S[r * dk + c];
-  }
-  for (int64_t t0 = 0; t0 < n; t0 += CL) {
-    for (int64_t h = h0; h < h1; ++h) {
-      const int64_t kh = h / group;
-      float* st = states.get() + (h - h0) * dk * dvp;
-      const int64_t L = std::min(CL, n - t0), lpad = Padded(L);
-      // The next head's columns of this chunk (or the first head's of the next chunk) arrive while
-      // this one computes: rows are far apart in the fused projection output.
-      {
-        const int64_t nh = h + 1 < h1 ? h + 1 : h0, nt = h + 1 < h1 ? t0 : t0 + CL, nkh = nh / group;
-        for (int64_t i = nt; i < std::min(n, nt + CL); ++i) {
-          Prefetch(detail::row_ptr<const float>(*p.q, i) + nkh * dk, dk);
-          Prefetch(detail::row_ptr<const float>(*p.k, i) + nkh * dk, dk);
-          Prefetch(detail::row_ptr<const float>(*p.v, i) + nh * dv, dv);
-        }
-      }
-      double cum = 0.0;
-      for (int64_t i = 0; i < L; ++i) {
-        L2Normalize(detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk, dk, dkp, q_scale, qn + i * dkp);
-        L2Normalize(detail::row_ptr<const float>(*p.k, t0 + i) + kh * dk, dk, dkp, 1.0f, kn + i * dkp);
-        beta[i] = Beta(p, t0 + i, h);
-        cum += static_cast<double>(LogDecay(p, t0 + i, h));
-        G[i] = cum;
-      }
-      for (int64_t i = L; i < lpad; ++i) G[i] = cum;
-      for (int64_t i = 0; i < L; ++i) {
-        e[i] = ExpFlush(static_cast<float>(G[i]));
-        el[i] = ExpFlush(static_cast<float>(G[L - 1] - G[i]));
-      }
-      for (int64_t c = 0; c < dk; ++c) {
-        for (int64_t i = 0; i < L; ++i) kt[c * lp + i] = kn[i * dkp + c];
-        for (int64_t i = L; i < lpad; ++i) kt[c * lp + i] = 0.0f;
-      }
-      Gemm(L, lpad, dk, kn, dkp, kt, lp, mm, lp, Acc::set, false, true);
-      Gemm(L, lpad, dk, qn, dkp, kt, lp, pq, lp, Acc::set, false, true);
-      for (int64_t i = 0; i < L; ++i) {
-        // exp(G_i - G_j) for j <= i (G past the chunk end repeats G[L-1]; those columns are masked).
-        for (int64_t j = 0; j < lpad; ++j) drow[j] = static_cast<float>(G[i] - G[j]);
-        float* mi = mm + i * lp;
-        float* pi = pq + i * lp;
-        const auto vb = hn::Set(df, beta[i]), vi = hn::Set(df, static_cast<float>(i));
-        for (int64_t j = 0; j < lpad; j += N) {
-          const auto idx = hn::Iota(df, static_cast<float>(j));
-          const auto dj = ExpFlush(df, hn::Load(df, drow + j));
-          hn::Store(hn::IfThenElseZero(hn::Lt(idx, vi), hn::Mul(hn::Mul(vb, dj), hn::Load(df, mi + j))), df, mi + j);
-          hn::Store(hn::IfThenElseZero(hn::Le(idx, vi), hn::Mul(dj, hn::Load(df, pi + j))), df, pi + j);
-        }
-        float* bi = bw + i * wb;
-        const float* vr = detail::row_ptr<const float>(*p.v, t0 + i) + h * dv;
-        for (int64_t r = 0; r < dv; ++r) bi[r] = beta[i] * vr[r];
-        for (int64_t r = dv; r < dvp; ++r) bi[r] = 0.0f;
-        const float be = beta[i] * e[i];
-        for (int64_t c = 0; c < dkp; ++c) bi[dvp + c] = be * kn[i * dkp + c];
-      }
-      // Forward substitution, row i after rows j < i: X_i = B_i - sum_j M[i][j] X_j.
-      for (int64_t i = 1; i < L; ++i) Gemm(1, wb, i, mm + i * lp, lp, bw, wb, bw + i * wb, wb, Acc::sub);
-      // u = U - W St (into the U columns).
-      Gemm(L, dvp, dk, bw + dvp, wb, st, dvp, bw, wb, Acc::sub);
-      // out = (q exp(G)) St + P u.
-      for (int64_t i = 0; i < L; ++i) {
-        const auto ve = hn::Set(df, e[i]);
-        for (int64_t c = 0; c < dkp; c += N) hn::Store(hn::Mul(hn::Load(df, qn + i * dkp + c), ve), df, qn + i * dkp + c);
-      }
-      Gemm(L, dvp, dk, qn, dkp, st, dvp, o, dvp, Acc::set);
-      Gemm(L, dvp, L, pq, lp, bw, wb, o, dvp, Acc::add, true, false);
-      for (int64_t i = 0; i < L; ++i)
-        std::memcpy(detail::row_ptr<float>(*p.out, t0 + i) + h * dv, o + i * dvp, static_cast<size_t>(dv) * sizeof(float));
-      // St = exp(G_last) St + (K diag(exp(G_last - G)))^T u.
-      const auto vl = hn::Set(df, e[L - 1]);
-      for (int64_t c = 0; c < dk * dvp; c += N) hn::Store(hn::Mul(hn::Load(df, st + c), vl), df, st + c);
-      for (int64_t c = 0; c < dk; ++c)
-        for (int64_t j = 0; j < L; ++j) kt[c * lp + j] *= el[j];
-      Gemm(dk, dvp, L, kt, lp, bw, wb, st, dvp, Acc::add);
-    }
-  }
-  for (int64_t h = h0; h < h1; ++h) {
-    float* S = p.state + h * dv * dk;
-    const float* st = states.get() + (h - h0) * dk * dvp;
-    for (int64_t r = 0; r < dv; ++r)
-      for (int64_t c = 0; c < dk; ++c) S[r * dk + c] = st[c * dvp + r];
-  }
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace sanctum::ops::cpu
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <vector>
-#if HWY_ARCH_X86
-#include <xmmintrin.h>
-#endif
 
 namespace sanctum::ops::cpu {
 HWY_EXPORT(ConvChannels);
 HWY_EXPORT(GatedNormRows);
 HWY_EXPORT(SequentialHeads);
-HWY_EXPORT(ChunkedHeads);
 
 namespace {
-
-// Flush-to-zero and denormals-are-zero for the duration of a kernel task (on this thread). Strong
-// decays push products through the denormal range, where x86 cores without FTZ take a microcode
-// assist per instruction (hundreds of cycles on Intel); values below 1e-38 carry nothing here.
-class FlushDenormals {
- public:
-#if HWY_ARCH_X86
-  FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
-  ~FlushDenormals() { _mm_setcsr(saved_); }
-
- private:
-  unsigned saved_;
-#endif
-};
 
 // Channels per conv task: a multiple of every vector width, so only the last block has a tail.
 constexpr int64_t kConvBlock = 64;
@@ -550,16 +270,6 @@ GdnArgs make_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
                   const std::vector<float>& rate, const std::vector<float>& bias, const GatedDeltaShape& shape,
                   Tensor& state, Tensor& out) {
   return GdnArgs{&q, &k, &v, &a, &b, rate.data(), bias.data(), shape, state.data<float>(), &out};
-}
-
-void per_head_params(const Tensor& a_log, const Tensor& dt_bias, int64_t hv, std::vector<float>& rate,
-                     std::vector<float>& bias) {
-  rate.resize(static_cast<size_t>(hv));
-  bias.resize(static_cast<size_t>(hv));
-  for (int64_t h = 0; h < hv; ++h) {
-    rate[static_cast<size_t>(h)] = std::exp(load_as_f32(a_log.raw(), a_log.dtype(), h));
-    bias[static_cast<size_t>(h)] = load_as_f32(dt_bias.raw(), dt_bias.dtype(), h);
-  }
 }
 
 // [state; x] as row pointers, then the conv over channel blocks with taps from `taps_of(c0, c1)`,
@@ -635,19 +345,6 @@ void gated_delta_sequential(const Tensor& q, const Tensor& k, const Tensor& v, c
   compute_pool().parallel_for(shape.n_value_heads, 1, [&](int64_t h0, int64_t h1) {
     const FlushDenormals ftz;
     HWY_DYNAMIC_DISPATCH(SequentialHeads)(args, h0, h1);
-  });
-}
-
-void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
-                         const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
-                         Tensor& out) {
-  if (q.dim(0) == 0) return;
-  std::vector<float> rate, bias;
-  per_head_params(a_log, dt_bias, shape.n_value_heads, rate, bias);
-  const GdnArgs args = make_args(q, k, v, a, b, rate, bias, shape, state, out);
-  compute_pool().parallel_for(shape.n_value_heads, 1, [&](int64_t h0, int64_t h1) {
-    const FlushDenormals ftz;
-    HWY_DYNAMIC_DISPATCH(ChunkedHeads)(args, h0, h1);
   });
 }
 

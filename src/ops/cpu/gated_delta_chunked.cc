@@ -1,0 +1,217 @@
+// The gated delta rule in chunks of kGatedDeltaChunk tokens (WY / UT form): per chunk, the work is a
+// handful of small dense products (chunk x 128 by 128 x 128 and chunk x chunk) run by a
+// register-tiled GEMM, instead of one pass over the whole state per token.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/gated_delta_chunked.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/thread_pool.h"
+#include "ops/cpu/gated_delta-inl.h"
+#include "ops/cpu/gated_delta.h"
+#include "ops/cpu/small_gemm-inl.h"
+#include "ops/op_util.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace sanctum::ops::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Brings [p, p + count) floats towards L2 (not L1: a chunk's rows are larger than L1).
+HWY_INLINE void PrefetchL2(const float* p, int64_t count) {
+  for (int64_t i = 0; i < count; i += 16) __builtin_prefetch(p + i, 0, 2);
+}
+
+// Per value head, chunk of L tokens, carried state S0 (Dv, Dk) kept transposed as St = S0^T
+// (Dk, Dv) so every product is a row-major GEMM with a broadcast A and vector rows of B.
+// G_i = sum_{t<=i} log g_t (in f64: differences of large cumulative sums must not cancel).
+//   M[i][j] = beta_i exp(G_i - G_j) k_i.k_j (j < i),  P[i][j] = exp(G_i - G_j) q_i.k_j (j <= i)
+//   [Yk; Yq] = [K; Q] St                        (one GEMM: the chunk's keys and queries against S0)
+//   (I + M) u = beta (v - exp(G) Yk)            (the deltas; forward substitution = the UT transform)
+//   out = exp(G) Yq + P u
+//   St  = exp(G_last) St + (K diag(exp(G_last - G)))^T u
+// K K^T and Q K^T depend only on the key head, so value heads sharing one (GQA) reuse them.
+// Solving for u directly (rather than for W = T beta exp(G) K, then u = T beta v - W St) keeps the
+// triangular solve at Dv columns instead of Dv + Dk.
+
+// Rows per block of the triangular solve: the rows above a block are applied by one GEMM, the
+// block's own lower triangle row by row.
+constexpr int64_t kSolveBlock = kGemmMR;
+
+// (I + M) u = R in place (R: L rows of ldr floats, n of them used), M strictly lower (ldm).
+void SolveUnitLower(int64_t L, int64_t n, const float* HWY_RESTRICT m, int64_t ldm, float* HWY_RESTRICT r,
+                    int64_t ldr) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t i0 = 0; i0 < L; i0 += kSolveBlock) {
+    const int64_t i1 = std::min(L, i0 + kSolveBlock);
+    if (i0 > 0) SmallGemm(i1 - i0, n, i0, m + i0 * ldm, ldm, r, ldr, r + i0 * ldr, ldr, Acc::sub);
+    for (int64_t i = i0 + 1; i < i1; ++i) {
+      float* ri = r + i * ldr;
+      for (int64_t c = 0; c < n; c += N) {
+        auto x = hn::Load(df, ri + c);
+        for (int64_t j = i0; j < i; ++j) x = hn::NegMulAdd(hn::Set(df, m[i * ldm + j]), hn::Load(df, r + j * ldr + c), x);
+        hn::Store(x, df, ri + c);
+      }
+    }
+  }
+}
+
+// Value heads [h0, h1); runs of heads that share a key head share its chunk products.
+void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  constexpr int64_t CL = kGatedDeltaChunk;
+  const int64_t n = p.q->dim(0), dk = p.shape.key_dim, dv = p.shape.value_dim, dkp = Padded(dk), dvp = Padded(dv),
+                lp = Padded(CL), group = p.shape.n_value_heads / p.shape.n_key_heads;
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  auto states = Scratch((h1 - h0) * dk * dvp);
+  auto buf = Scratch(2 * CL * dkp + dk * lp + 4 * CL * lp + 2 * CL * dvp + lp);
+  float* x = buf.get();       // (2L, dkp) normalised keys, then normalised scaled queries
+  float* kt = x + 2 * CL * dkp;  // (dk, lp) the keys transposed
+  float* kk = kt + dk * lp;  // (CL, lp) K K^T (lower triangle)
+  float* qk = kk + CL * lp;   // (CL, lp) Q K^T (lower triangle)
+  float* mm = qk + CL * lp;   // (CL, lp) M
+  float* pm = mm + CL * lp;   // (CL, lp) P
+  float* y = pm + CL * lp;    // (2L, dvp) [Yk; Yq], then [u; out]
+  float* drow = y + 2 * CL * dvp;  // (lp) G_i - G_j
+  double G[CL];
+  float beta[CL], e[CL], el[CL];
+  for (int64_t h = h0; h < h1; ++h) {
+    const float* S = p.state + h * dv * dk;
+    float* st = states.get() + (h - h0) * dk * dvp;
+    for (int64_t c = 0; c < dk; ++c)
+      for (int64_t r = 0; r < dv; ++r) st[c * dvp + r] = S[r * dk + c];
+  }
+  // Chunks outer, heads inner: consecutive heads read neighbouring columns of the same input rows
+  // (whole DRAM pages, prefetcher-friendly); each head's transposed state lives in `states`.
+  auto run_end = [&](int64_t h) { return std::min(h1, (h / group + 1) * group); };
+  for (int64_t t0 = 0; t0 < n; t0 += CL) {
+    const int64_t L = std::min(CL, n - t0), lpad = Padded(L);
+    for (int64_t ha = h0, hb = run_end(h0); ha < h1; ha = hb, hb = run_end(hb)) {
+      const int64_t kh = ha / group;
+      // The next run's rows (or the first run's of the next chunk) come into L2 while this one
+      // computes: rows of the fused projection output are far apart.
+      {
+        const int64_t na = hb < h1 ? hb : h0, nb = run_end(na), nt = hb < h1 ? t0 : t0 + CL, nkh = na / group;
+        for (int64_t i = nt; i < std::min(n, nt + CL); ++i) {
+          PrefetchL2(detail::row_ptr<const float>(*p.q, i) + nkh * dk, dk);
+          PrefetchL2(detail::row_ptr<const float>(*p.k, i) + nkh * dk, dk);
+          PrefetchL2(detail::row_ptr<const float>(*p.v, i) + na * dv, (nb - na) * dv);
+        }
+      }
+      float* xq = x + L * dkp;  // queries right after the L keys: [K; Q] is one A operand
+      for (int64_t i = 0; i < L; ++i) {
+        L2Normalize(detail::row_ptr<const float>(*p.k, t0 + i) + kh * dk, dk, dkp, 1.0f, x + i * dkp);
+        L2Normalize(detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk, dk, dkp, q_scale, xq + i * dkp);
+      }
+      for (int64_t c = 0; c < dk; ++c) {
+        for (int64_t i = 0; i < L; ++i) kt[c * lp + i] = x[i * dkp + c];
+        for (int64_t i = L; i < lpad; ++i) kt[c * lp + i] = 0.0f;
+      }
+      SmallGemm(L, lpad, dk, x, dkp, kt, lp, kk, lp, Acc::set, false, true);
+      SmallGemm(L, lpad, dk, xq, dkp, kt, lp, qk, lp, Acc::set, false, true);
+      for (int64_t h = ha; h < hb; ++h) {
+        float* st = states.get() + (h - h0) * dk * dvp;
+        double cum = 0.0;
+        for (int64_t i = 0; i < L; ++i) {
+          beta[i] = Beta(p, t0 + i, h);
+          cum += static_cast<double>(LogDecay(p, t0 + i, h));
+          G[i] = cum;
+        }
+        for (int64_t i = L; i < lpad; ++i) G[i] = cum;
+        for (int64_t i = 0; i < L; ++i) {
+          e[i] = ExpFlush(static_cast<float>(G[i]));
+          el[i] = ExpFlush(static_cast<float>(G[L - 1] - G[i]));
+        }
+        for (int64_t i = 0; i < L; ++i) {
+          // exp(G_i - G_j) for j <= i (G past the chunk end repeats G[L-1]; those columns are masked).
+          // Only the vectors up to the diagonal; the rest of both rows is zero.
+          const int64_t jend = std::min(lpad, (i / N + 1) * N);
+          for (int64_t j = 0; j < jend; ++j) drow[j] = static_cast<float>(G[i] - G[j]);
+          const auto vb = hn::Set(df, beta[i]), vi = hn::Set(df, static_cast<float>(i));
+          std::memset(mm + i * lp + jend, 0, static_cast<size_t>(lp - jend) * sizeof(float));
+          std::memset(pm + i * lp + jend, 0, static_cast<size_t>(lp - jend) * sizeof(float));
+          for (int64_t j = 0; j < jend; j += N) {
+            const auto idx = hn::Iota(df, static_cast<float>(j));
+            const auto dj = ExpFlush(df, hn::Load(df, drow + j));
+            hn::Store(hn::IfThenElseZero(hn::Lt(idx, vi), hn::Mul(hn::Mul(vb, dj), hn::Load(df, kk + i * lp + j))), df,
+                      mm + i * lp + j);
+            hn::Store(hn::IfThenElseZero(hn::Le(idx, vi), hn::Mul(dj, hn::Load(df, qk + i * lp + j))), df, pm + i * lp + j);
+          }
+        }
+        // [Yk; Yq] = [K; Q] St.
+        SmallGemm(2 * L, dvp, dk, x, dkp, st, dvp, y, dvp, Acc::set);
+        // Right-hand side beta (v - exp(G) Yk) over Yk (padding columns stay zero), then u.
+        for (int64_t i = 0; i < L; ++i) {
+          const float* vr = detail::row_ptr<const float>(*p.v, t0 + i) + h * dv;
+          float* yi = y + i * dvp;
+          for (int64_t r = 0; r < dv; ++r) yi[r] = beta[i] * (vr[r] - e[i] * yi[r]);
+        }
+        SolveUnitLower(L, dvp, mm, lp, y, dvp);
+        // out = exp(G) Yq + P u.
+        float* yq = y + L * dvp;
+        for (int64_t i = 0; i < L; ++i) {
+          const auto ve = hn::Set(df, e[i]);
+          for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, yq + i * dvp + c), ve), df, yq + i * dvp + c);
+        }
+        SmallGemm(L, dvp, L, pm, lp, y, dvp, yq, dvp, Acc::add, true, false);
+        for (int64_t i = 0; i < L; ++i)
+          std::memcpy(detail::row_ptr<float>(*p.out, t0 + i) + h * dv, yq + i * dvp, static_cast<size_t>(dv) * sizeof(float));
+        // St = exp(G_last) St + K^T (diag(exp(G_last - G)) u).
+        const auto vl = hn::Set(df, e[L - 1]);
+        for (int64_t c = 0; c < dk * dvp; c += N) hn::Store(hn::Mul(hn::Load(df, st + c), vl), df, st + c);
+        for (int64_t i = 0; i < L; ++i) {
+          const auto ve = hn::Set(df, el[i]);
+          for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, y + i * dvp + c), ve), df, y + i * dvp + c);
+        }
+        SmallGemm(dk, dvp, L, kt, lp, y, dvp, st, dvp, Acc::add);
+      }
+    }
+  }
+  for (int64_t h = h0; h < h1; ++h) {
+    float* S = p.state + h * dv * dk;
+    const float* st = states.get() + (h - h0) * dk * dvp;
+    for (int64_t r = 0; r < dv; ++r)
+      for (int64_t c = 0; c < dk; ++c) S[r * dk + c] = st[c * dvp + r];
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace sanctum::ops::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace sanctum::ops::cpu {
+HWY_EXPORT(ChunkedHeads);
+
+void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                         const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
+                         Tensor& out) {
+  if (q.dim(0) == 0) return;
+  std::vector<float> rate, bias;
+  per_head_params(a_log, dt_bias, shape.n_value_heads, rate, bias);
+  const GdnArgs args{&q, &k, &v, &a, &b, rate.data(), bias.data(), shape, state.data<float>(), &out};
+  // Split over key heads when there are enough of them, so each task keeps a key head's value heads
+  // together and computes its K K^T and Q K^T once; otherwise over value heads. Per-head arithmetic
+  // is the same either way.
+  const int64_t hk = shape.n_key_heads, group = shape.n_value_heads / hk;
+  if (hk >= compute_pool().size()) {
+    compute_pool().parallel_for(hk, 1, [&](int64_t k0, int64_t k1) {
+      const FlushDenormals ftz;
+      HWY_DYNAMIC_DISPATCH(ChunkedHeads)(args, k0 * group, k1 * group);
+    });
+  } else {
+    compute_pool().parallel_for(shape.n_value_heads, 1, [&](int64_t h0, int64_t h1) {
+      const FlushDenormals ftz;
+      HWY_DYNAMIC_DISPATCH(ChunkedHeads)(args, h0, h1);
+    });
+  }
+}
+
+}  // namespace sanctum::ops::cpu
+#endif  // HWY_ONCE
