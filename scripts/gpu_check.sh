@@ -6,8 +6,9 @@
 #                                        dist/gpu/bundle.tar.xz, and fetches the mlx wheels the
 #                                        reference side of the parity suite needs into dist/gpu/wheels.
 #   scripts/gpu_check.sh run [stages]    on the GPU machine (Python with torch/transformers, CUDA 13):
-#                                        unpacks, runs the CUDA op tests and the mlx-lm and transformers
-#                                        parity suites with --device cuda, then each stage named:
+#                                        unpacks, runs the CUDA op tests, the mlx-lm and transformers
+#                                        parity suites with --device cuda and the CUDA-graph on/off
+#                                        check, then each stage named:
 #                                        --large (27B-shape parity with transformers), --perf (kernel
 #                                        timings at production shapes), --bench (the GPU
 #                                        benchmark with the transformers peer), --bench-sanctum (without
@@ -74,6 +75,8 @@ run() {
       python3 -m pytest -q -p no:cacheprovider tests/parity/test_llama_like.py tests/parity/test_hybrid_moe.py \
       tests/parity/test_hf_fixtures.py 2>&1 | tee "$out/parity.log" | tail -15 || status=1
     grep -q " failed\| error" "$out/parity.log" && status=1
+    echo "== recorded decode steps (CUDA graphs) on and off"
+    python3 tests/gpu/cuda_graph_check.py 2>&1 | tee "$out/graphs.log" || status=1
   fi
   for stage in "$@"; do
     case "$stage" in

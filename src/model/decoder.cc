@@ -1,14 +1,19 @@
 #include "model/decoder.h"
 
+#include <cstdlib>
 #include <numeric>
 #include <vector>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "model/blocks/attention.h"
 #include "model/blocks/gated_attention.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/workspace.h"
 #include "ops/ops.h"
+#include "ops/precision.h"
+#include "tensor/device_memory.h"
+#include "tensor/step_graph.h"
 
 namespace sanctum {
 
@@ -56,6 +61,8 @@ class DecoderModel final : public Model {
     }
     rope_ = ops::RopeTable(c.rope);
     ws_ = Workspace(c.device);
+    const char* graphs = std::getenv("SANCTUM_CUDA_GRAPHS");
+    graphs_ = c.device == Device::cuda && !(graphs != nullptr && std::string(graphs) == "0");
   }
 
   SequenceState new_state() const override {
@@ -71,41 +78,25 @@ class DecoderModel final : public Model {
   Tensor forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) override {
     const int64_t n = static_cast<int64_t>(tokens.size());
     check(n > 0, ErrorKind::invalid_argument, "forward: no tokens");
-    const int64_t pos0 = state.length(), hidden = config_.hidden_size;
+    const int64_t pos0 = state.length();
     positions_.resize(static_cast<size_t>(n));
     std::iota(positions_.begin(), positions_.end(), static_cast<int32_t>(pos0));
+    for (size_t i = 0; i < layers_.size(); ++i)
+      if (!layers_[i].gdn) state.kv(i).reserve(pos0 + n);
 
-    Tensor h = ws_.get(kHidden, n, hidden);     // residual stream (n, hidden)
-    Tensor x = ws_.get(kNormed, n, hidden);     // normalised input of each sub-block
-    Tensor delta = ws_.get(kDelta, n, hidden);  // sub-block output
-    ops::embedding(embed_, tokens, h);
-    const float off = options_.norm_offset;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& layer = layers_[i];
-      ops::rms_norm(h, layer.input_norm, eps(), x, off);
-      if (layer.gdn) {
-        layer.gdn->forward(x, state.linear(i), pos0, ws_, delta);
-      } else {
-        KvCache& cache = state.kv(i);
-        cache.reserve(pos0 + n);
-        if (layer.gated_attention) layer.gated_attention->forward(x, positions_, cache, rope_, ws_, delta);
-        else layer.attention->forward(x, positions_, cache, rope_, ws_, delta);
-      }
-      ops::add(h, delta, h);
-      ops::rms_norm(h, layer.post_norm, eps(), x, off);
-      if (layer.moe) layer.moe->forward(x, ws_, delta);
-      else layer.mlp->forward(x, ws_, delta);
-      ops::add(h, delta, h);
+    if (n == 1 && graphs_) {
+      decode_recorded(tokens[0], state, which);
+    } else {
+      Tensor h = ws_.get(kHidden, n, config_.hidden_size);
+      ops::embedding(embed_, tokens, h);
+      run_layers(h, {positions_, nullptr}, state, which);
     }
     state.advance(n);
     if (which == LogitsFor::none) return Tensor{};
-    Tensor rows = which == LogitsFor::last ? h.slice(0, n - 1, n) : h;
-    Tensor normed = x.slice(0, 0, rows.dim(0));
-    ops::rms_norm(rows, final_norm_, eps(), normed, off);
-    Tensor logits = ws_.get(kLogits, rows.dim(0), config_.vocab_size);
-    ops::matmul(normed, lm_head_, logits);
+    const int64_t rows = which == LogitsFor::last ? 1 : n;
+    Tensor logits = ws_.get(kLogits, rows, config_.vocab_size);
     if (logits.device() == Device::cpu) return logits;
-    Tensor host = ws_.host(kLogits, rows.dim(0), config_.vocab_size);
+    Tensor host = ws_.host(kLogits, rows, config_.vocab_size);
     host.copy_from(logits);  // waits for the step to finish
     return host;
   }
@@ -125,6 +116,91 @@ class DecoderModel final : public Model {
 
  private:
   enum Slot : size_t { kHidden, kNormed, kDelta, kLogits };
+
+  // Everything after the embedding, h (n, hidden) holding it: the layers, then the final norm and
+  // LM head into the kLogits scratch for the rows `which` asks for.
+  void run_layers(Tensor& h, const ops::Positions& positions, SequenceState& state, LogitsFor which) {
+    const int64_t n = h.dim(0), hidden = config_.hidden_size;
+    Tensor x = ws_.get(kNormed, n, hidden);     // normalised input of each sub-block
+    Tensor delta = ws_.get(kDelta, n, hidden);  // sub-block output
+    const float off = options_.norm_offset;
+    ops::rms_norm(h, layers_.front().input_norm, eps(), x, off);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& layer = layers_[i];
+      if (layer.gdn) {
+        layer.gdn->forward(x, state.linear(i), positions.first(), ws_, delta);
+      } else if (layer.gated_attention) {
+        layer.gated_attention->forward(x, positions, state.kv(i), rope_, ws_, delta);
+      } else {
+        layer.attention->forward(x, positions, state.kv(i), rope_, ws_, delta);
+      }
+      ops::add_rms_norm(h, delta, layer.post_norm, eps(), x, off);
+      if (layer.moe) layer.moe->forward(x, ws_, delta);
+      else layer.mlp->forward(x, ws_, delta);
+      if (i + 1 < layers_.size()) ops::add_rms_norm(h, delta, layers_[i + 1].input_norm, eps(), x, off);  // the next layer's input
+      else ops::add(h, delta, h);
+    }
+    if (which == LogitsFor::none) return;
+    Tensor rows = which == LogitsFor::last ? h.slice(0, n - 1, n) : h;
+    Tensor normed = x.slice(0, 0, rows.dim(0));
+    ops::rms_norm(rows, final_norm_, eps(), normed, off);
+    Tensor logits = ws_.get(kLogits, rows.dim(0), config_.vocab_size);
+    ops::matmul(normed, lm_head_, logits);
+  }
+
+  // One token on the GPU. The step is recorded once (a CUDA graph) per set of buffers it touches and
+  // replayed after that; the token and its position reach it through device memory written before
+  // each replay. A changed buffer set (a new sequence, a grown cache, reallocated scratch) runs the
+  // step directly once, which also allocates whatever it needs, and records on the next token.
+  void decode_recorded(int32_t token, SequenceState& state, LogitsFor which) {
+    check(token >= 0 && token < embed_.rows, ErrorKind::invalid_argument,
+          "[embedding] token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(embed_.rows) + ")");
+    if (!step_) step_ = Tensor::zeros({2}, DType::i32, config_.device);
+    const int32_t values[2] = {token, static_cast<int32_t>(state.length())};
+    device_memory::cuda_copy(step_.raw(), values, sizeof(values), device_memory::CopyKind::host_to_device);
+    Tensor ids = step_.slice(0, 0, 1), position = step_.slice(0, 1, 2);
+    auto enqueue = [&] {
+      Tensor h = ws_.get(kHidden, 1, config_.hidden_size);
+      ops::embedding(embed_, ids, h);
+      run_layers(h, {positions_, &position}, state, which);
+    };
+    const uint64_t key = recording_key(state, which);
+    if (key != recorded_key_) {
+      graph_.clear();
+      enqueue();
+      recorded_key_ = recording_key(state, which);
+      return;
+    }
+    if (!graph_.recorded() && !graph_.record(enqueue)) {
+      log::warn("decode step graphs disabled; launching kernels one by one", {{"reason", graph_.last_error()}});
+      graphs_ = false;
+      enqueue();
+      return;
+    }
+    graph_.replay();
+  }
+
+  // Identifies everything a recorded step bakes in: the state's buffers, the scratch buffers, the
+  // logits rows and the matmul precision (which picks kernels).
+  uint64_t recording_key(SequenceState& state, LogitsFor which) const {
+    uint64_t key = 1469598103934665603ull;
+    auto mix = [&key](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
+    mix(ws_.generation());
+    mix(static_cast<uint64_t>(which));
+    mix(static_cast<uint64_t>(ops::matmul_precision()));
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      if (layers_[i].gdn) {
+        mix(reinterpret_cast<uintptr_t>(state.linear(i).conv.raw()));
+        mix(reinterpret_cast<uintptr_t>(state.linear(i).recurrent.raw()));
+      } else {
+        const KvCache& cache = state.kv(i);
+        mix(static_cast<uint64_t>(cache.capacity()));
+        mix(reinterpret_cast<uintptr_t>(cache.keys(0).raw()));
+        mix(reinterpret_cast<uintptr_t>(cache.values(0).raw()));
+      }
+    }
+    return key;
+  }
   struct Layer {
     LayerConfig config;
     Tensor input_norm, post_norm;
@@ -143,6 +219,11 @@ class DecoderModel final : public Model {
   ops::RopeTable rope_;
   Workspace ws_;
   std::vector<int32_t> positions_;
+  // Decode-step recording (CUDA only; SANCTUM_CUDA_GRAPHS=0 turns it off).
+  bool graphs_ = false;
+  StepGraph graph_;
+  uint64_t recorded_key_ = 0;
+  Tensor step_;  // i32 [token, position] on the device
 };
 
 }  // namespace

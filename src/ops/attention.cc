@@ -6,8 +6,10 @@
 
 namespace sanctum::ops {
 
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out) {
-  constexpr const char* kOp = "attention";
+namespace {
+constexpr const char* kOp = "attention";
+
+Device check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const Tensor& out) {
   detail::require_defined(kOp, "q", q);
   detail::require_defined(kOp, "k", k);
   detail::require_defined(kOp, "v", v);
@@ -27,9 +29,28 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   SANCTUM_REQUIRE(q_pos0 >= 0 && k.dim(0) >= q_pos0 + q.dim(0), kOp,
                   "the cache holds " + std::to_string(k.dim(0)) + " rows, queries need " + std::to_string(q_pos0 + q.dim(0)) +
                       " (q_pos0 " + std::to_string(q_pos0) + " + " + std::to_string(q.dim(0)) + " queries)");
+  return device;
+}
+}  // namespace
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out) {
+  const Device device = check_attention(q, k, v, q_pos0, out);
   if (q.dim(0) == 0 || q.dim(1) == 0) return;
-  if (device == Device::cuda) return cuda::attention(q, k, v, q_pos0, scale, out);
+  if (device == Device::cuda) return cuda::attention(q, k, v, q_pos0, nullptr, scale, out);
   cpu::attention(q, k, v, q_pos0, scale, out);
+}
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, Tensor& out) {
+  const Device device = check_attention(q, k, v, positions.first(), out);
+  SANCTUM_REQUIRE(positions.size() == q.dim(0), kOp, std::to_string(positions.size()) + " positions for " + std::to_string(q.dim(0)) + " queries");
+  if (positions.device != nullptr) detail::require_device_positions(kOp, positions, device);
+  if (q.dim(0) == 0 || q.dim(1) == 0) return;
+  // The GPU kernels size their launches by k's rows, the whole cache here, with or without device
+  // positions: a step gives the same bits recorded or not.
+  const int32_t* device_first = positions.device != nullptr ? positions.device->data<int32_t>() : nullptr;
+  if (device == Device::cuda) return cuda::attention(q, k, v, positions.first(), device_first, scale, out);
+  const int64_t first = device_first != nullptr ? device_first[0] : positions.first(), end = first + q.dim(0);
+  cpu::attention(q, k.slice(0, 0, end), v.slice(0, 0, end), first, scale, out);
 }
 
 }  // namespace sanctum::ops

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/positions.h"
 #include "tensor/tensor.h"
 
 namespace sanctum::ops {
@@ -13,5 +14,9 @@ namespace sanctum::ops {
 // Query head h reads kv head h / (n_heads / n_kv_heads); K/V are never copied or broadcast.
 // Query i attends to keys 0..q_pos0+i. Softmax in f32 with max subtraction.
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out);
+// The same over a whole cache: k and v hold its capacity rows, valid up to the queries' last
+// position. Queries sit at `positions`; with positions.device set the first of them is read on the
+// device, so a recorded decode step stays valid as the sequence grows.
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, Tensor& out);
 
 }  // namespace sanctum::ops

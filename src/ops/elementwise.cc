@@ -51,4 +51,29 @@ void copy(const Tensor& src, Tensor& dst) {
   cpu::copy(src, dst);
 }
 
+void store_rows(const Tensor& src, Tensor& dst, const Positions& positions) {
+  constexpr const char* kOp = "store_rows";
+  detail::require_defined(kOp, "src", src);
+  detail::require_defined(kOp, "dst", dst);
+  const Device device = detail::require_one_device(kOp, {{"src", &src}, {"dst", &dst}});
+  detail::require_dtype(kOp, "src", src, DType::f32);
+  detail::require_dtype(kOp, "dst", dst, DType::f32);
+  SANCTUM_REQUIRE(src.ndim() == 2 && dst.ndim() == 2 && src.dim(1) == dst.dim(1), kOp,
+                  "src " + src.shape_string() + " and dst " + dst.shape_string() + " must be 2-D with equal columns");
+  detail::require_inner_contiguous(kOp, "src", src);
+  detail::require_inner_contiguous(kOp, "dst", dst);
+  const int64_t n = src.dim(0), first = positions.first();
+  SANCTUM_REQUIRE(positions.size() == n, kOp, std::to_string(positions.size()) + " positions for " + std::to_string(n) + " rows");
+  SANCTUM_REQUIRE(first >= 0 && first + n <= dst.dim(0), kOp,
+                  "rows [" + std::to_string(first) + ", " + std::to_string(first + n) + ") are outside dst " + dst.shape_string());
+  if (positions.device != nullptr) detail::require_device_positions(kOp, positions, device);
+  if (n == 0) return;
+  if (device == Device::cuda) {
+    return cuda::store_rows(src, dst, first, positions.device != nullptr ? positions.device->data<int32_t>() : nullptr);
+  }
+  const int64_t row0 = positions.device != nullptr ? positions.device->data<int32_t>()[0] : first;
+  Tensor target = dst.slice(0, row0, row0 + n);
+  cpu::copy(src, target);
+}
+
 }  // namespace sanctum::ops

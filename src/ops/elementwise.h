@@ -1,4 +1,5 @@
 #pragma once
+#include "ops/positions.h"
 #include "tensor/tensor.h"
 
 namespace sanctum::ops {
@@ -9,5 +10,9 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void add_bias(Tensor& y, const Tensor& bias);
 // Copies src into dst (same shape, both f32 or same dtype; strided allowed).
 void copy(const Tensor& src, Tensor& dst);
+// dst rows [p, p + n) = src rows [0, n), p = positions.first() (read on the device when
+// positions.device is set): a forward's new K/V rows going into the cache. src (n, cols), dst
+// (capacity, cols), both f32 with contiguous rows.
+void store_rows(const Tensor& src, Tensor& dst, const Positions& positions);
 
 }  // namespace sanctum::ops

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "ops/positions.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
 
@@ -98,6 +99,12 @@ inline void* row_raw(const Tensor& t, int64_t r) {
 }
 
 // Checks a weight (validate_weight) and rewrites its error with the op name.
+inline void require_device_positions(const char* op, const Positions& p, Device device) {
+  SANCTUM_REQUIRE(*p.device && p.device->dtype() == DType::i32 && p.device->numel() == p.size() && p.device->is_contiguous(), op,
+                  "device positions must be a contiguous i32 tensor of " + std::to_string(p.size()) + " values");
+  SANCTUM_REQUIRE(p.device->device() == device, op, "device positions live on another device than the tensors");
+}
+
 inline void require_weight(const char* op, const Weight& w) {
   try {
     validate_weight(w);

@@ -2,12 +2,13 @@
 
 #include "ops/cpu/kernels.h"
 #include "ops/cuda/kernels.h"
+#include "ops/elementwise.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
 
-void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
-  constexpr const char* kOp = "rms_norm";
+namespace {
+Device check_rms_norm(const char* kOp, const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   detail::require_defined(kOp, "x", x);
   detail::require_defined(kOp, "weight", weight);
   detail::require_defined(kOp, "out", out);
@@ -23,8 +24,31 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, flo
   detail::require_inner_contiguous(kOp, "out", out);
   detail::require_inner_contiguous(kOp, "weight", weight);
   SANCTUM_REQUIRE(eps >= 0.0f, kOp, "eps must be >= 0");
+  return device;
+}
+}  // namespace
+
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
+  const Device device = check_rms_norm("rms_norm", x, weight, eps, out);
   if (device == Device::cuda) return cuda::rms_norm(x, weight, eps, out, weight_offset);
   cpu::rms_norm(x, weight, eps, out, weight_offset);
+}
+
+void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
+  constexpr const char* kOp = "add_rms_norm";
+  detail::require_defined(kOp, "h", h);
+  detail::require_defined(kOp, "delta", delta);
+  const Device device = detail::require_one_device(kOp, {{"h", &h}, {"delta", &delta}});
+  detail::require_dtype(kOp, "delta", delta, DType::f32);
+  SANCTUM_REQUIRE(h.ndim() == 2 && detail::same_shape(h, delta), kOp,
+                  "h " + h.shape_string() + " and delta " + delta.shape_string() + " must be one 2-D shape");
+  detail::require_inner_contiguous(kOp, "delta", delta);
+  if (device != Device::cuda) {  // the CPU kernels stream each row twice either way
+    add(h, delta, h);
+    return rms_norm(h, weight, eps, out, weight_offset);
+  }
+  check_rms_norm(kOp, h, weight, eps, out);
+  cuda::add_rms_norm(h, delta, weight, eps, out, weight_offset);
 }
 
 }  // namespace sanctum::ops

@@ -7,5 +7,8 @@ namespace sanctum::ops {
 // x, out: (..., d) f32 (out may alias x); weight: (d) f32/bf16/f16. weight_offset is 0 for the
 // usual convention and 1 for checkpoints that store (w - 1) (Qwen3.5 / Gemma style).
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset = 0.0f);
+// The residual step between sub-blocks in one pass: h += delta, then out = rms_norm(h). Bitwise the
+// same as add followed by rms_norm; one kernel instead of two on a GPU. h, delta, out: (n, d) f32.
+void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset = 0.0f);
 
 }  // namespace sanctum::ops

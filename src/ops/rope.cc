@@ -88,7 +88,8 @@ RopeTable::RopeTable(const RopeConfig& c) {
   }
 }
 
-void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table) {
+namespace {
+Device check_rope(const Tensor& x, size_t n_positions, const RopeTable& table) {
   detail::require_defined(kOp, "x", x);
   const Device device = detail::require_one_device(kOp, {{"x", &x}});
   detail::require_dtype(kOp, "x", x, DType::f32);
@@ -97,10 +98,24 @@ void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table)
   SANCTUM_REQUIRE(table.rotary_dim() > 0, kOp, "the RopeTable is empty (build it from a RopeConfig)");
   SANCTUM_REQUIRE(table.rotary_dim() <= x.dim(2), kOp,
                   "rotary_dim " + std::to_string(table.rotary_dim()) + " exceeds head_dim " + std::to_string(x.dim(2)));
-  SANCTUM_REQUIRE(static_cast<int64_t>(positions.size()) == x.dim(0), kOp,
-                  std::to_string(positions.size()) + " positions for " + std::to_string(x.dim(0)) + " tokens");
-  if (device == Device::cuda) return cuda::rope(x, positions, table);
+  SANCTUM_REQUIRE(static_cast<int64_t>(n_positions) == x.dim(0), kOp,
+                  std::to_string(n_positions) + " positions for " + std::to_string(x.dim(0)) + " tokens");
+  return device;
+}
+}  // namespace
+
+void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table) {
+  const Device device = check_rope(x, positions.size(), table);
+  if (device == Device::cuda) return cuda::rope(x, positions, nullptr, table);
   cpu::rope(x, positions, table);
+}
+
+void rope(Tensor& x, const Positions& positions, const RopeTable& table) {
+  if (positions.device == nullptr) return rope(x, positions.host, table);
+  const Device device = check_rope(x, positions.host.size(), table);
+  detail::require_device_positions(kOp, positions, device);
+  if (device == Device::cuda) return cuda::rope(x, positions.host, positions.device->data<int32_t>(), table);
+  cpu::rope(x, {positions.device->data<int32_t>(), positions.host.size()}, table);
 }
 
 }  // namespace sanctum::ops

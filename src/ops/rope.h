@@ -3,6 +3,7 @@
 #include <span>
 #include <vector>
 
+#include "ops/positions.h"
 #include "tensor/tensor.h"
 
 namespace sanctum::ops {
@@ -40,5 +41,7 @@ class RopeTable {
 // In place on x: (n, heads, head_dim) f32. Token i is at position positions[i]. Non-interleaved
 // ("rotate half") layout over the first rotary_dim dims: pairs (j, j + rotary_dim/2).
 void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table);
+// The same, reading the positions from positions.device when it is set.
+void rope(Tensor& x, const Positions& positions, const RopeTable& table);
 
 }  // namespace sanctum::ops

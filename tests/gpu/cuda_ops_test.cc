@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "ops/ref/rope.h"
 #include "ops/ref/softmax.h"
 #include "tensor/device_memory.h"
+#include "tensor/step_graph.h"
 
 namespace sanctum {
 namespace {
@@ -95,6 +97,28 @@ TEST_F(Cuda, quantized_matmul_matches_ref_for_bits_groups_scale_types_and_row_co
         }
 }
 
+// Tall weights take several rows per warp and long rows split across warps (row counts that leave
+// a partial last block); a row's bits must not depend on how many x rows share the launch.
+TEST_F(Cuda, quantized_matvec_with_split_rows_matches_ref_and_is_independent_of_n) {
+  Rng rng(12);
+  PrecisionScope exact(ops::MatmulPrecision::f32);
+  for (int bits : {4, 8})
+    for (auto [m, k] : {std::pair<int64_t, int64_t>{4099, 4096}, {16390, 4096}, {300, 17408}}) {
+      Weight w = test::random_quantized(m, k, bits, 64, DType::bf16, rng);
+      Weight wg = gpu(w);
+      Tensor x = test::random_tensor({9, k}, DType::f32, rng);
+      Tensor ref = Tensor::zeros({9, m}, DType::f32);
+      ops::ref::matmul(x, w, ref);
+      Tensor y = Tensor::zeros({9, m}, DType::f32, Device::cuda);
+      ops::matmul(gpu(x), wg, y);
+      EXPECT_LE(matmul_error(x, w, y, ref), 2e-5) << label("q%d %lldx%lld", bits, static_cast<long long>(m), static_cast<long long>(k));
+      Tensor y1 = Tensor::zeros({1, m}, DType::f32, Device::cuda);
+      ops::matmul(gpu(x).slice(0, 0, 1), wg, y1);
+      const Tensor a = y.slice(0, 0, 1).to(Device::cpu), b = y1.to(Device::cpu);
+      EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), static_cast<size_t>(m) * sizeof(float))) << "row 0 differs between n=9 and n=1";
+    }
+}
+
 TEST_F(Cuda, dense_matmul_matches_ref_for_every_dtype) {
   Rng rng(12);
   PrecisionScope exact(ops::MatmulPrecision::f32);
@@ -155,6 +179,90 @@ TEST_F(Cuda, rms_norm_with_and_without_offset) {
       ops::rms_norm(gpu(x), gpu(w), 1e-6f, out, offset);
       EXPECT_LE(relative_error(out, ref), 1e-5) << d;
     }
+}
+
+TEST_F(Cuda, add_rms_norm_is_bitwise_add_then_rms_norm) {
+  Rng rng(28);
+  for (int64_t d : {1, 33, 256, 5120})
+    for (float offset : {0.0f, 1.0f}) {
+      Tensor h = test::random_tensor({5, d}, DType::f32, rng), delta = test::random_tensor({5, d}, DType::f32, rng);
+      Tensor w = test::random_tensor({d}, DType::bf16, rng);
+      Tensor ref_h = h.clone(), ref = Tensor::zeros({5, d}, DType::f32);
+      ops::ref::add(ref_h, delta, ref_h);
+      ops::ref::rms_norm(ref_h, w, 1e-6f, ref, offset);
+      Tensor fused_h = gpu(h), fused = Tensor::zeros({5, d}, DType::f32, Device::cuda);
+      ops::add_rms_norm(fused_h, gpu(delta), gpu(w), 1e-6f, fused, offset);
+      EXPECT_LE(relative_error(fused, ref), 1e-5) << d;
+      EXPECT_LE(relative_error(fused_h, ref_h), 0.0) << d;
+      Tensor split_h = gpu(h), split = Tensor::zeros({5, d}, DType::f32, Device::cuda);
+      ops::add(split_h, gpu(delta), split_h);
+      ops::rms_norm(split_h, gpu(w), 1e-6f, split, offset);
+      const Tensor a = fused.to(Device::cpu), b = split.to(Device::cpu);
+      EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes())) << d;
+    }
+}
+
+// A decode step's position-dependent ops (RoPE, the KV store, attention) recorded once with the
+// position in device memory, then replayed at other positions: each replay must give the bits the
+// same ops give with host positions, in both precision modes (the fast one splits keys).
+TEST_F(Cuda, recorded_step_reads_its_position_from_device_memory) {
+  Rng rng(27);
+  const int64_t heads = 8, kv = 2, d = 64, capacity = 768;
+  ops::RopeConfig rc;
+  rc.head_dim = static_cast<int>(d);
+  rc.rotary_dim = 32;
+  rc.theta = 1e6;
+  const ops::RopeTable table(rc);
+  const float scale = 0.125f;
+  for (auto precision : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16}) {
+    PrecisionScope scope(precision);
+    Tensor q_src = gpu(test::random_tensor({1, heads, d}, DType::f32, rng));
+    Tensor k_src = gpu(test::random_tensor({1, kv * d}, DType::f32, rng)), v_src = gpu(test::random_tensor({1, kv * d}, DType::f32, rng));
+    Tensor cache_k = gpu(test::random_tensor({capacity, kv, d}, DType::f32, rng));
+    Tensor cache_v = gpu(test::random_tensor({capacity, kv, d}, DType::f32, rng));
+    Tensor step = Tensor::zeros({1}, DType::i32, Device::cuda);
+    Tensor q = Tensor::zeros({1, heads, d}, DType::f32, Device::cuda), k = Tensor::zeros({1, kv * d}, DType::f32, Device::cuda);
+    Tensor out = Tensor::zeros({1, heads, d}, DType::f32, Device::cuda);
+    std::vector<int32_t> host_position{0};
+    // The step's ops on a given cache with given positions.
+    auto step_ops = [&](Tensor& ck, Tensor& cv, const ops::Positions& pos) {
+      ops::copy(q_src, q);
+      ops::copy(k_src, k);
+      Tensor q3 = q, k3 = k.reshape({1, kv, d});
+      ops::rope(q3, pos, table);
+      ops::rope(k3, pos, table);
+      Tensor ck2 = ck.reshape({capacity, kv * d}), cv2 = cv.reshape({capacity, kv * d});
+      ops::store_rows(k, ck2, pos);
+      ops::store_rows(v_src, cv2, pos);
+      ops::attention(q3, ck, cv, pos, scale, out);
+    };
+    StepGraph graph;
+    step_ops(cache_k, cache_v, {host_position, &step});  // once directly, as a model does: first uses allocate (the RoPE table)
+    ASSERT_TRUE(graph.record([&] { step_ops(cache_k, cache_v, {host_position, &step}); })) << graph.last_error();
+    for (int32_t p : {0, 1, 37, 300, 767}) {
+      Tensor eager_k = cache_k.clone(), eager_v = cache_v.clone();
+      device_memory::cuda_copy(step.raw(), &p, sizeof(p), device_memory::CopyKind::host_to_device);
+      graph.replay();
+      const Tensor replayed = out.to(Device::cpu), replayed_k = cache_k.to(Device::cpu);
+      std::vector<int32_t> at{p};
+      step_ops(eager_k, eager_v, {at, nullptr});
+      const Tensor eager = out.to(Device::cpu), eager_kc = eager_k.to(Device::cpu);
+      EXPECT_EQ(0, std::memcmp(replayed.raw(), eager.raw(), replayed.nbytes())) << "attention output at position " << p;
+      EXPECT_EQ(0, std::memcmp(replayed_k.raw(), eager_kc.raw(), replayed_k.nbytes())) << "stored K rows at position " << p;
+    }
+  }
+}
+
+TEST_F(Cuda, recording_refuses_allocation_and_host_waits) {
+  StepGraph graph;
+  EXPECT_FALSE(graph.record([] { Tensor::zeros({16}, DType::f32, Device::cuda); }));
+  EXPECT_NE(graph.last_error().find("while recording"), std::string::npos) << graph.last_error();
+  Tensor t = Tensor::zeros({16}, DType::f32, Device::cuda);
+  EXPECT_FALSE(graph.record([&] { (void)t.to(Device::cpu); }));
+  EXPECT_FALSE(graph.recorded());
+  // The stream still works afterwards.
+  ops::add(t, t, t);
+  EXPECT_EQ(t.to(Device::cpu).data<float>()[0], 0.0f);
 }
 
 TEST_F(Cuda, rope_partial_and_yarn) {

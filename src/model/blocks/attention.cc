@@ -7,7 +7,7 @@
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kQ = 100, kAttn };
+enum Slot : size_t { kQ = 100, kK, kV, kAttn };
 }
 
 AttentionBlock::AttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& s, bool qkv_bias,
@@ -26,14 +26,14 @@ AttentionBlock::AttentionBlock(Checkpoint& ckpt, const std::string& prefix, cons
   for (Weight* w : {&q_, &k_, &v_, &o_}) ops::prepare_weight(*w);
 }
 
-void AttentionBlock::forward(const Tensor& x, std::span<const int32_t> positions, KvCache& cache, const ops::RopeTable& rope,
+void AttentionBlock::forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
                              Workspace& ws, Tensor& out) const {
-  const int64_t n = x.dim(0), pos0 = positions[0];
+  const int64_t n = x.dim(0);
   const int64_t H = shape_.n_heads, KV = shape_.n_kv_heads, D = shape_.head_dim;
 
   Tensor q = ws.get(kQ, n, H * D);
-  Tensor k = cache.key_rows(pos0, pos0 + n);  // new K/V go straight into the cache
-  Tensor v = cache.value_rows(pos0, pos0 + n);
+  Tensor k = ws.get(kK, n, KV * D);  // the new K/V rows, stored into the cache once rotated
+  Tensor v = ws.get(kV, n, KV * D);
   ops::matmul(x, q_, q);
   ops::matmul(x, k_, k);
   ops::matmul(x, v_, v);
@@ -47,9 +47,14 @@ void AttentionBlock::forward(const Tensor& x, std::span<const int32_t> positions
   ops::rope(q3, positions, rope);
   ops::rope(k3, positions, rope);
 
+  const int64_t capacity = cache.capacity();
+  Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
+  ops::store_rows(k, cached_k, positions);
+  ops::store_rows(v, cached_v, positions);
+
   Tensor attn = ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
-  ops::attention(q3, cache.keys(pos0 + n), cache.values(pos0 + n), pos0, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
+  ops::attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
   ops::matmul(attn, o_, out);
 }
 

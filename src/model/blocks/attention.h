@@ -6,6 +6,7 @@
 
 #include "model/blocks/workspace.h"
 #include "model/state.h"
+#include "ops/positions.h"
 #include "ops/rope.h"
 #include "tensor/weight.h"
 #include "weights/checkpoint.h"
@@ -25,7 +26,7 @@ class AttentionBlock {
 
   // x: (n, hidden) normalised input for tokens at positions[0..n); writes (n, hidden) into out.
   // The cache must already hold rows for positions[0] + n tokens of capacity.
-  void forward(const Tensor& x, std::span<const int32_t> positions, KvCache& cache, const ops::RopeTable& rope,
+  void forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
                Workspace& ws, Tensor& out) const;
 
   size_t weight_bytes() const;

@@ -8,7 +8,7 @@
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kQueryGate = 300, kQuery, kGate, kAttn };
+enum Slot : size_t { kQueryGate = 300, kQuery, kGate, kKey, kValue, kAttn };
 }
 
 GatedAttentionBlock::GatedAttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& s, float norm_eps,
@@ -24,9 +24,9 @@ GatedAttentionBlock::GatedAttentionBlock(Checkpoint& ckpt, const std::string& pr
   for (Weight* w : {&q_, &k_, &v_, &o_}) ops::prepare_weight(*w);
 }
 
-void GatedAttentionBlock::forward(const Tensor& x, std::span<const int32_t> positions, KvCache& cache, const ops::RopeTable& rope,
+void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
                                   Workspace& ws, Tensor& out) const {
-  const int64_t n = x.dim(0), pos0 = positions[0];
+  const int64_t n = x.dim(0);
   const int64_t H = shape_.n_heads, KV = shape_.n_kv_heads, D = shape_.head_dim;
 
   // (n, H, 2D): per head the query then its gate; split into contiguous buffers.
@@ -40,8 +40,8 @@ void GatedAttentionBlock::forward(const Tensor& x, std::span<const int32_t> posi
   ops::copy(qg3.slice(2, 0, D), q3);
   ops::copy(qg3.slice(2, D, 2 * D), gate3);
 
-  Tensor k = cache.key_rows(pos0, pos0 + n);
-  Tensor v = cache.value_rows(pos0, pos0 + n);
+  Tensor k = ws.get(kKey, n, KV * D);  // the new K/V rows, stored into the cache once normalised and rotated
+  Tensor v = ws.get(kValue, n, KV * D);
   ops::matmul(x, k_, k);
   ops::matmul(x, v_, v);
 
@@ -53,9 +53,14 @@ void GatedAttentionBlock::forward(const Tensor& x, std::span<const int32_t> posi
   ops::rope(q3, positions, rope);
   ops::rope(k3, positions, rope);
 
+  const int64_t capacity = cache.capacity();
+  Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
+  ops::store_rows(k, cached_k, positions);
+  ops::store_rows(v, cached_v, positions);
+
   Tensor attn = ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
-  ops::attention(q3, cache.keys(pos0 + n), cache.values(pos0 + n), pos0, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
+  ops::attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
   ops::sigmoid_mul(attn, gate, attn);
   ops::matmul(attn, o_, out);
 }

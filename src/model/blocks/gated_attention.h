@@ -9,6 +9,7 @@
 #include "model/blocks/attention.h"
 #include "model/blocks/workspace.h"
 #include "model/state.h"
+#include "ops/positions.h"
 #include "ops/rope.h"
 #include "tensor/weight.h"
 #include "weights/checkpoint.h"
@@ -22,7 +23,7 @@ class GatedAttentionBlock {
   GatedAttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& shape, float norm_eps,
                       float norm_offset, const QuantConfig& quant);
 
-  void forward(const Tensor& x, std::span<const int32_t> positions, KvCache& cache, const ops::RopeTable& rope,
+  void forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
                Workspace& ws, Tensor& out) const;
   size_t weight_bytes() const { return q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + q_norm_.nbytes() + k_norm_.nbytes(); }
 

@@ -26,6 +26,7 @@ struct AttnArgs {
   float* out;
   int64_t o_s0, o_s1;
   int64_t n, q_pos0, n_heads;
+  const int32_t* q_pos0_device;  // overrides q_pos0 when set
   int groups, d;
   float scale;
   int64_t keys_per_split;
@@ -49,8 +50,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
     const int64_t t = q0 + qi;
     qs[i] = (t < a.n && c < D) ? a.q[t * a.q_s0 + h * a.q_s1 + c] * a.scale : 0.0f;
   }
+  const int64_t q_pos0 = a.q_pos0_device != nullptr ? *a.q_pos0_device : a.q_pos0;
   const int64_t key_begin = split * a.keys_per_split;
-  const int64_t key_end = key_begin + a.keys_per_split < a.q_pos0 + q_last + 1 ? key_begin + a.keys_per_split : a.q_pos0 + q_last + 1;
+  const int64_t key_end = key_begin + a.keys_per_split < q_pos0 + q_last + 1 ? key_begin + a.keys_per_split : q_pos0 + q_last + 1;
 
   float m[kQueriesPerWarp], l[kQueriesPerWarp], acc[kQueriesPerWarp][PL];
 #pragma unroll
@@ -77,7 +79,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
       const int local = warp * kQueriesPerWarp + qi;
       const int64_t i = q0 + local;
       if (i >= a.n) continue;
-      const int64_t pos = a.q_pos0 + i, key = t0 + lane;
+      const int64_t pos = q_pos0 + i, key = t0 + lane;
       float s = -INFINITY;
       if (key < key_end && key <= pos) {
         const float* kr = ks + lane * (DP + 1);
@@ -172,17 +174,17 @@ Tensor& partial_scratch() {
 // Fast-mode prefill at or above this many queries goes to cuBLAS; below it the GEMMs are too thin.
 constexpr int64_t kGemmMinQueries = 64;
 
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out) {
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out) {
   check(q.dim(2) <= 256, ErrorKind::unsupported, "[attention] cuda supports head_dim up to 256, got " + std::to_string(q.dim(2)));
   if (q.dim(0) == 0) return;
   const AttnView view{q.data<float>(), q.stride(0), q.stride(1), k.data<float>(), v.data<float>(), k.stride(0), k.stride(1),
                       v.stride(0),     v.stride(1), out.data<float>(), out.stride(0), out.stride(1), q.dim(0), q_pos0,
-                      q.dim(1),        k.dim(1),    static_cast<int>(q.dim(2)), scale};
+                      q.dim(1),        k.dim(1),    device_q_pos0, k.dim(0), static_cast<int>(q.dim(2)), scale};
   // Exact mode keeps every query on the flash kernel without key splits, so a query's bits do not
   // depend on how many queries share its forward (prefill k + decode == full prefill, bitwise).
   const bool exact = matmul_precision() == MatmulPrecision::f32;
   if (view.n <= kDecodeMaxQueries && !exact) return attention_decode(view);
-  if (view.n >= kGemmMinQueries && matmul_precision() != MatmulPrecision::f32) return attention_gemm(view);
+  if (view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr) return attention_gemm(view);
   AttnArgs a{};
   a.n = q.dim(0);
   a.n_heads = q.dim(1);
@@ -201,12 +203,14 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   a.o_s0 = out.stride(0);
   a.o_s1 = out.stride(1);
   a.q_pos0 = q_pos0;
+  a.q_pos0_device = device_q_pos0;
   a.scale = scale;
-  const int64_t keys = q_pos0 + a.n;
+  // With the position on the device, the host only knows the keys are within k's rows.
+  const int64_t keys = device_q_pos0 != nullptr ? k.dim(0) : q_pos0 + a.n;
   const int64_t q_blocks = (a.n + kQueries - 1) / kQueries;
   // Split the keys when the (query block, head) grid alone would leave most multiprocessors idle.
   int64_t splits = 1;
-  if (!exact && q_blocks * a.n_heads < 132 && keys > 2 * kKeyTile * 4)
+  if (!exact && device_q_pos0 == nullptr && q_blocks * a.n_heads < 132 && keys > 2 * kKeyTile * 4)
     splits = std::min<int64_t>({(keys + 4 * kKeyTile - 1) / (4 * kKeyTile), (264 + q_blocks * a.n_heads - 1) / (q_blocks * a.n_heads), 64});
   a.keys_per_split = (keys + splits - 1) / splits;
   a.keys_per_split = (a.keys_per_split + kKeyTile - 1) / kKeyTile * kKeyTile;

@@ -70,12 +70,13 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
   float q[RB][P][VEC];
   int64_t limit[RB];  // keys [0, limit) are visible to the row; 0 for rows past the end
   int64_t block_limit = 0;
+  const int64_t q_pos0 = a.q_pos0_device != nullptr ? *a.q_pos0_device : a.q_pos0;
 #pragma unroll
   for (int r = 0; r < RB; ++r) {
     const int row = row0 + r;
     const bool valid = row < args.rows;
     const int64_t i = valid ? row / G : 0, h = g * G + (valid ? row % G : 0);
-    limit[r] = valid ? a.q_pos0 + i + 1 : 0;
+    limit[r] = valid ? q_pos0 + i + 1 : 0;
     block_limit = limit[r] > block_limit ? limit[r] : block_limit;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
@@ -231,16 +232,6 @@ __global__ void __launch_bounds__(256) decode_combine(DecodeArgs args) {
   }
 }
 
-int multiprocessors() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
-    return n;
-  }();
-  return count;
-}
-
 Tensor& partial_scratch() {
   static Tensor t;
   return t;
@@ -250,12 +241,14 @@ template <int VEC, int P, int RB>
 void launch(DecodeArgs args) {
   constexpr int KB = RB >= 8 ? 2 : 4;
   const AttnView& a = args.a;
-  const int64_t keys = a.q_pos0 + a.n;
+  // Splits are sized by k's rows (for a model, the cache's capacity), never by the live position, so
+  // a recorded step (which cannot know it) computes the same bits; splits past the live keys find none.
+  const int64_t keys = a.key_rows;
   const int64_t row_groups = (args.rows + RB - 1) / RB;
   const int64_t base = a.kv_heads * row_groups;
   // Enough blocks for two per multiprocessor, but no split under 32 keys (the merge costs traffic).
   constexpr int64_t kMinKeysPerSplit = 32;
-  int64_t splits = std::min<int64_t>((2 * multiprocessors() + base - 1) / base, (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
+  int64_t splits = std::min<int64_t>((2 * multiprocessor_count() + base - 1) / base, (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
   splits = std::clamp<int64_t>(splits, 1, kMaxSplits);
   args.keys_per_split = (keys + splits - 1) / splits;
   splits = (keys + args.keys_per_split - 1) / args.keys_per_split;

@@ -14,6 +14,8 @@ struct AttnView {
   float* out;
   int64_t o_s0, o_s1;
   int64_t n, q_pos0, heads, kv_heads;
+  const int32_t* q_pos0_device;  // when set, the kernels read q_pos0 here (a recorded decode step)
+  int64_t key_rows;              // rows of k and v, which the decode kernel's launch is sized by
   int d;
   float scale;
 };

@@ -134,6 +134,16 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-
 // Checks the last launch (configuration errors surface here; faults surface at the next sync).
 inline void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
 
+inline int multiprocessor_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
+    return n;
+  }();
+  return count;
+}
+
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 }  // namespace sanctum::ops::cuda

@@ -60,6 +60,18 @@ void copy(const Tensor& src, Tensor& dst) {
   dst.copy_from(src);  // a pitched device-to-device copy
 }
 
+void store_rows(const Tensor& src, Tensor& dst, int64_t row0, const int32_t* device_row0) {
+  if (device_row0 == nullptr) {
+    Tensor target = dst.slice(0, row0, row0 + src.dim(0));
+    return target.copy_from(src);
+  }
+  const auto rs = rows_of<const float>(src, "store_rows");
+  const auto rd = rows_of<float>(dst, "store_rows");
+  launch_rows(rs.rows, rs.cols, [=] __device__(int64_t r, int64_t c) {
+    rd.data[(*device_row0 + r) * rd.stride + c] = rs.data[r * rs.stride + c];
+  }, "store_rows");
+}
+
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   const auto rg = rows_of<const float>(gate, "silu_mul"), ru = rows_of<const float>(up, "silu_mul");
   const auto ro = rows_of<float>(out, "silu_mul");

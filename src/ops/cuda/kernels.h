@@ -15,16 +15,20 @@
 namespace sanctum::ops::cuda {
 
 void matmul(const Tensor& x, const Weight& w, Tensor& y);
-void embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out);
+// Device-side arguments (device_ids, device_positions, device_q_pos0, device_row0), where given,
+// replace the host values they mirror in the kernels, for recorded decode steps (ops/positions.h).
+void embedding(const Weight& table, std::span<const int32_t> ids, const int32_t* device_ids, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset);
-void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table);
+void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset);
+void rope(Tensor& x, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table);
 void softmax(Tensor& x);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void add_bias(Tensor& y, const Tensor& bias);
 void copy(const Tensor& src, Tensor& dst);
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out);
+void store_rows(const Tensor& src, Tensor& dst, int64_t row0, const int32_t* device_row0);
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out);
 void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps, Tensor& out);
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
                       const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out, GatedDeltaAlgorithm algorithm);

@@ -53,20 +53,23 @@ __device__ __forceinline__ void decode_word(uint32_t w, float (&v)[32 / BITS]) {
 
 __device__ __forceinline__ uint32_t word_of(const uint4& q, int i) { return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w; }
 
-// Quantized mat-vec. A warp computes R weight rows for NB x rows: each lane takes uint4 chunks
-// (VALS = 128 / BITS codes of one row, within one group since groups are >= 32 values) and reuses
-// the x values it loads for all R rows. w = scale * code + bias, so a chunk adds
-// scale * sum(code * x) + bias * sum(x).
-template <int BITS, class S, int NB, int R>
+// Quantized mat-vec. KS warps of a block share R weight rows for NB x rows, each taking every KS-th
+// run of 32 chunks of the row (a chunk is a uint4: VALS = 128 / BITS codes, within one group since
+// groups are >= 32 values), so a matrix of few rows still has enough loads in flight to fill the GPU;
+// a lane reuses the x values it loads for all R rows. w = scale * code + bias, so a chunk adds
+// scale * sum(code * x) + bias * sum(x). The warps' partial sums meet in shared memory in a fixed
+// order: a row's result depends on the weight's shape (which picks R and KS), never on NB.
+template <int BITS, class S, int NB, int R, int KS>
 __device__ __forceinline__ void quantized_matvec_body(const uint4* __restrict__ w, int64_t w_stride4,
                                                                         const S* __restrict__ scales, const S* __restrict__ biases,
                                                                         int64_t s_stride, int group_shift, int64_t rows, int k,
                                                                         const float* __restrict__ x, int64_t x_stride, int n,
                                                                         float* __restrict__ y, int64_t y_stride) {
-  constexpr int VALS = 128 / BITS, PER_WORD = 32 / BITS;
-  const int lane = threadIdx.x & 31;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * R;
-  if (row0 >= rows) return;
+  constexpr int VALS = 128 / BITS, PER_WORD = 32 / BITS, GROUPS = kWarpsPerBlock / KS;
+  static_assert(kWarpsPerBlock % KS == 0, "KS must divide the block's warps");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slice = warp % KS;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * GROUPS + warp / KS) * R;
+  if (KS == 1 && row0 >= rows) return;  // with KS > 1 every warp must reach the barrier below
   int64_t row[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) row[r] = row0 + r < rows ? row0 + r : rows - 1;  // past the end: recompute the last row, not written
@@ -89,8 +92,9 @@ __device__ __forceinline__ void quantized_matvec_body(const uint4* __restrict__ 
       bias[r] = to_f(biases[row[r] * s_stride + g]);
     }
   };
-  if (lane < chunks) fetch(lane);
-  for (int c = lane; c < chunks; c += 32) {
+  const int first = slice * 32 + lane;
+  if (row0 < rows && first < chunks) fetch(first);
+  for (int c = row0 < rows ? first : chunks; c < chunks; c += 32 * KS) {
     uint4 cq[R];
     float cs[R], cb[R];
 #pragma unroll
@@ -99,7 +103,7 @@ __device__ __forceinline__ void quantized_matvec_body(const uint4* __restrict__ 
       cs[r] = s[r];
       cb[r] = bias[r];
     }
-    if (c + 32 < chunks) fetch(c + 32);
+    if (c + 32 * KS < chunks) fetch(c + 32 * KS);
     const int col0 = c * VALS;
     float dot[R][NB], xs[NB];
 #pragma unroll
@@ -140,34 +144,53 @@ __device__ __forceinline__ void quantized_matvec_body(const uint4* __restrict__ 
       for (int b = 0; b < NB; ++b) acc[r][b] = fmaf(cs[r], dot[r][b], fmaf(cb[r], xs[b], acc[r][b]));  // explicit: no
                                                                                                      // contraction choices per NB
   }
+  if constexpr (KS == 1) {
 #pragma unroll
-  for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int b = 0; b < NB; ++b) {
-      const float v = warp_sum(acc[r][b]);
-      if (lane == 0 && b < n && row0 + r < rows) y[b * y_stride + row0 + r] = v;
+      for (int b = 0; b < NB; ++b) {
+        const float v = warp_sum(acc[r][b]);
+        if (lane == 0 && b < n && row0 + r < rows) y[b * y_stride + row0 + r] = v;
+      }
+  } else {
+    __shared__ float part[kWarpsPerBlock][R * NB];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        const float v = warp_sum(acc[r][b]);
+        if (lane == 0) part[warp][r * NB + b] = v;
+      }
+    __syncthreads();
+    if (slice == 0 && lane < R * NB) {
+      const int r = lane / NB, b = lane % NB;
+      float v = part[warp][lane];
+#pragma unroll
+      for (int k2 = 1; k2 < KS; ++k2) v += part[warp + k2][lane];
+      if (b < n && row0 + r < rows) y[b * y_stride + row0 + r] = v;
     }
+  }
 }
 
-template <int BITS, class S, int NB, int R>
+template <int BITS, class S, int NB, int R, int KS>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) quantized_matvec(const uint4* __restrict__ w, int64_t w_stride4,
                                                                         const S* __restrict__ scales, const S* __restrict__ biases,
                                                                         int64_t s_stride, int group_shift, int64_t rows, int k,
                                                                         const float* __restrict__ x, int64_t x_stride, int n,
                                                                         float* __restrict__ y, int64_t y_stride) {
-  quantized_matvec_body<BITS, S, NB, R>(w, w_stride4, scales, biases, s_stride, group_shift, rows, k, x, x_stride, n, y, y_stride);
+  quantized_matvec_body<BITS, S, NB, R, KS>(w, w_stride4, scales, biases, s_stride, group_shift, rows, k, x, x_stride, n, y, y_stride);
 }
 
 // The same for MoE experts chosen on the device: block row y = blockIdx.y is output row `slot`, whose
 // expert ids[slot] is looked up in a table of (data, scales, biases) addresses; x row is slot / fan.
-template <int BITS, class S, int R>
+template <int BITS, class S, int R, int KS>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) expert_quantized_matvec(const int64_t* __restrict__ table, const int32_t* __restrict__ ids,
                                                                                int64_t w_stride4, int64_t s_stride, int group_shift, int64_t rows,
                                                                                int k, const float* __restrict__ x, int64_t x_stride, int fan,
                                                                                float* __restrict__ y, int64_t y_stride) {
   const int slot = blockIdx.y;
   const int64_t* e = table + 3 * ids[slot];
-  quantized_matvec_body<BITS, S, 1, R>(reinterpret_cast<const uint4*>(e[0]), w_stride4, reinterpret_cast<const S*>(e[1]),
+  quantized_matvec_body<BITS, S, 1, R, KS>(reinterpret_cast<const uint4*>(e[0]), w_stride4, reinterpret_cast<const S*>(e[1]),
                                         reinterpret_cast<const S*>(e[2]), s_stride, group_shift, rows, k, x + (slot / fan) * x_stride, x_stride,
                                         1, y + static_cast<int64_t>(slot) * y_stride, y_stride);
 }
@@ -262,24 +285,54 @@ __global__ void to_bf16(const float* x, int64_t x_stride, int64_t n, int64_t k, 
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-template <int BITS, class S, int R>
-void launch_quantized_rows(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
-  const unsigned blocks = static_cast<unsigned>((w.rows + kWarpsPerBlock * R - 1) / (kWarpsPerBlock * R));
-  const auto* wd = reinterpret_cast<const uint4*>(w.data.raw());
-  const int64_t w4 = w.data.stride(0) / 4;
-  const S* s = w.scales.data<S>();
-  const S* b = w.biases.data<S>();
-  const int64_t ss = w.scales.stride(0);
-  const int shift = __builtin_ctz(static_cast<unsigned>(w.quant.group_size));
-  const int k = static_cast<int>(w.cols);
+struct QuantizedArgs {
+  const uint4* w;
+  int64_t w4;
+  const void* scales;
+  const void* biases;
+  int64_t ss;
+  int shift;
+  int64_t rows;
+  int k;
+};
+
+template <int BITS, class S, int NB, int R, int KS>
+void launch_quantized_block(const QuantizedArgs& a, const float* x, int64_t xs, int m, float* y, int64_t ys) {
+  constexpr int64_t rows_per_block = kWarpsPerBlock / KS * R;
+  const auto blocks = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
+  quantized_matvec<BITS, S, NB, R, KS><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(
+      a.w, a.w4, static_cast<const S*>(a.scales), static_cast<const S*>(a.biases), a.ss, a.shift, a.rows, a.k, x, xs, m, y, ys);
+}
+
+template <int BITS, class S, int R, int KS>
+void launch_quantized_rows(const QuantizedArgs& a, const float* x, int64_t xs, int n, float* y, int64_t ys) {
   for (int done = 0; done < n; done += kMatvecRows) {
     const int m = std::min(kMatvecRows, n - done);
     const float* xb = x + done * xs;
     float* yb = y + done * ys;
-    if (m == 1) quantized_matvec<BITS, S, 1, R><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, shift, w.rows, k, xb, xs, m, yb, ys);
-    else if (m == 2) quantized_matvec<BITS, S, 2, R><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, shift, w.rows, k, xb, xs, m, yb, ys);
-    else if (m <= 4) quantized_matvec<BITS, S, 4, R><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, shift, w.rows, k, xb, xs, m, yb, ys);
-    else quantized_matvec<BITS, S, 8, 1><<<static_cast<unsigned>((w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream()>>>(wd, w4, s, b, ss, shift, w.rows, k, xb, xs, m, yb, ys);
+    if (m == 1) launch_quantized_block<BITS, S, 1, R, KS>(a, xb, xs, m, yb, ys);
+    else if (m == 2) launch_quantized_block<BITS, S, 2, R, KS>(a, xb, xs, m, yb, ys);
+    else if (m <= 4) launch_quantized_block<BITS, S, 4, R, KS>(a, xb, xs, m, yb, ys);
+    else launch_quantized_block<BITS, S, 8, 1, KS>(a, xb, xs, m, yb, ys);
+  }
+}
+
+// Warps that split one row's chunks: enough warps overall to fill every multiprocessor (64 warps
+// each), while each warp still gets two or more runs of 32 chunks.
+int k_split(int64_t rows, int64_t cols, int bits, int rows_per_warp) {
+  const int64_t chunks = cols / (128 / bits), target = int64_t{64} * multiprocessor_count();
+  const int64_t warps = (rows + rows_per_warp - 1) / rows_per_warp;
+  int ks = 1;
+  while (ks < 4 && warps * ks < target && chunks >= int64_t{128} * ks) ks *= 2;
+  return ks;
+}
+
+template <int BITS, class S, int R>
+void launch_quantized_split(const QuantizedArgs& a, const float* x, int64_t xs, int n, float* y, int64_t ys) {
+  switch (k_split(a.rows, a.k, BITS, R)) {
+    case 1: return launch_quantized_rows<BITS, S, R, 1>(a, x, xs, n, y, ys);
+    case 2: return launch_quantized_rows<BITS, S, R, 2>(a, x, xs, n, y, ys);
+    default: return launch_quantized_rows<BITS, S, R, 4>(a, x, xs, n, y, ys);
   }
 }
 
@@ -287,9 +340,11 @@ void launch_quantized_rows(const Weight& w, const float* x, int64_t xs, int n, f
 // then shared), one for small weights.
 template <int BITS, class S>
 void launch_quantized(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
-  if (w.rows >= 16384) launch_quantized_rows<BITS, S, 4>(w, x, xs, n, y, ys);
-  else if (w.rows >= 4096) launch_quantized_rows<BITS, S, 2>(w, x, xs, n, y, ys);
-  else launch_quantized_rows<BITS, S, 1>(w, x, xs, n, y, ys);
+  const QuantizedArgs a{reinterpret_cast<const uint4*>(w.data.raw()), w.data.stride(0) / 4, w.scales.raw(), w.biases.raw(),
+                        w.scales.stride(0), __builtin_ctz(static_cast<unsigned>(w.quant.group_size)), w.rows, static_cast<int>(w.cols)};
+  if (w.rows >= 16384) launch_quantized_split<BITS, S, 4>(a, x, xs, n, y, ys);
+  else if (w.rows >= 4096) launch_quantized_split<BITS, S, 2>(a, x, xs, n, y, ys);
+  else launch_quantized_split<BITS, S, 1>(a, x, xs, n, y, ys);
 }
 
 template <int BITS>
@@ -389,9 +444,10 @@ namespace {
 template <int BITS, class S>
 void launch_expert_quantized(const ExpertSet& set, const int32_t* ids, const Tensor& x, int fan, Tensor& y) {
   const Weight& w = set[0];
-  constexpr int R = 2;
-  const dim3 grid(static_cast<unsigned>((w.rows + kWarpsPerBlock * R - 1) / (kWarpsPerBlock * R)), static_cast<unsigned>(y.dim(0)));
-  expert_quantized_matvec<BITS, S, R><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(
+  constexpr int R = 2, KS = 2;  // expert matrices are small: two warps per row pair
+  constexpr int64_t rows_per_block = kWarpsPerBlock / KS * R;
+  const dim3 grid(static_cast<unsigned>((w.rows + rows_per_block - 1) / rows_per_block), static_cast<unsigned>(y.dim(0)));
+  expert_quantized_matvec<BITS, S, R, KS><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(
       set.device_table().data<int64_t>(), ids, w.data.stride(0) / 4, w.scales.stride(0), __builtin_ctz(static_cast<unsigned>(w.quant.group_size)),
       w.rows, static_cast<int>(w.cols), x.data<float>(), x.stride(0), fan, y.data<float>(), y.stride(0));
 }

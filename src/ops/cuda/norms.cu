@@ -18,6 +18,25 @@ __global__ void rms_norm_kernel(Rows<const float> x, const void* w, FloatKind ki
   for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) o[c] = xr[c] * inv * (load_float(w, kind, c) + offset);
 }
 
+// h += delta, then the rms_norm of h: each thread re-reads only the h values it wrote, and the sum
+// runs in rms_norm_kernel's order, so the result is bitwise that of add followed by rms_norm.
+__global__ void add_rms_norm_kernel(Rows<float> h, Rows<const float> delta, const void* w, FloatKind kind, float eps, float offset,
+                                    Rows<float> out) {
+  __shared__ float scratch[32];
+  float* hr = h.data + blockIdx.x * h.stride;
+  const float* dr = delta.data + blockIdx.x * delta.stride;
+  float* o = out.data + blockIdx.x * out.stride;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < h.cols; c += blockDim.x) {
+    const float v = hr[c] + dr[c];
+    hr[c] = v;
+    ss += v * v;
+  }
+  ss = block_sum(ss, scratch);
+  const float inv = rsqrtf(ss / static_cast<float>(h.cols) + eps);
+  for (int64_t c = threadIdx.x; c < h.cols; c += blockDim.x) o[c] = hr[c] * inv * (load_float(w, kind, c) + offset);
+}
+
 // Block (row, head): d threads or fewer, looping.
 __global__ void gated_rms_norm_kernel(Rows<const float> x, Rows<const float> z, const void* w, FloatKind kind, int64_t d, float eps,
                                       Rows<float> out) {
@@ -44,6 +63,16 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, flo
   rms_norm_kernel<<<static_cast<unsigned>(rx.rows), threads_for(rx.cols), 0, stream()>>>(rx, weight.raw(), float_kind(weight), eps,
                                                                                          weight_offset, ro);
   check_launch("rms_norm");
+}
+
+void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
+  const auto rh = rows_of<float>(h, "add_rms_norm");
+  const auto rd = rows_of<const float>(delta, "add_rms_norm");
+  const auto ro = rows_of<float>(out, "add_rms_norm");
+  if (rh.rows == 0) return;
+  add_rms_norm_kernel<<<static_cast<unsigned>(rh.rows), threads_for(rh.cols), 0, stream()>>>(rh, rd, weight.raw(), float_kind(weight), eps,
+                                                                                              weight_offset, ro);
+  check_launch("add_rms_norm");
 }
 
 void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {

@@ -26,10 +26,10 @@ __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t s0, int6
 
 }  // namespace
 
-void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table) {
+void rope(Tensor& x, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table) {
   const int64_t n = x.dim(0), heads = x.dim(1), half = table.rotary_dim() / 2;
   if (n == 0 || heads == 0 || half == 0) return;
-  const int32_t* pos = device_ints(HostSlot::positions, positions);
+  const int32_t* pos = device_positions != nullptr ? device_positions : device_ints(HostSlot::positions, positions);
   const float* inv = device_table(table.inv_freq());
   const int64_t total = n * heads * half;
   rope_kernel<<<blocks_for(total, 256), 256, 0, stream()>>>(x.data<float>(), n, heads, x.stride(0), x.stride(1), half, pos, inv,

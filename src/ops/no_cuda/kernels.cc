@@ -12,16 +12,18 @@ namespace {
 }  // namespace
 
 void matmul(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
-void embedding(const Weight&, std::span<const int32_t>, Tensor&) { no_cuda("embedding"); }
+void embedding(const Weight&, std::span<const int32_t>, const int32_t*, Tensor&) { no_cuda("embedding"); }
 void rms_norm(const Tensor&, const Tensor&, float, Tensor&, float) { no_cuda("rms_norm"); }
-void rope(Tensor&, std::span<const int32_t>, const RopeTable&) { no_cuda("rope"); }
+void add_rms_norm(Tensor&, const Tensor&, const Tensor&, float, Tensor&, float) { no_cuda("add_rms_norm"); }
+void rope(Tensor&, std::span<const int32_t>, const int32_t*, const RopeTable&) { no_cuda("rope"); }
 void softmax(Tensor&) { no_cuda("softmax"); }
 void silu_mul(const Tensor&, const Tensor&, Tensor&) { no_cuda("silu_mul"); }
 void sigmoid_mul(const Tensor&, const Tensor&, Tensor&) { no_cuda("sigmoid_mul"); }
 void add(const Tensor&, const Tensor&, Tensor&) { no_cuda("add"); }
 void add_bias(Tensor&, const Tensor&) { no_cuda("add_bias"); }
 void copy(const Tensor&, Tensor&) { no_cuda("copy"); }
-void attention(const Tensor&, const Tensor&, const Tensor&, int64_t, float, Tensor&) { no_cuda("attention"); }
+void store_rows(const Tensor&, Tensor&, int64_t, const int32_t*) { no_cuda("store_rows"); }
+void attention(const Tensor&, const Tensor&, const Tensor&, int64_t, const int32_t*, float, Tensor&) { no_cuda("attention"); }
 void causal_conv1d_silu_taps(const Tensor&, Tensor&, const Tensor&, Tensor&) { no_cuda("causal_conv1d_silu_taps"); }
 void gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                       const GatedDeltaShape&, Tensor&, Tensor&, GatedDeltaAlgorithm) {

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/device_memory.h"
+#include "tensor/step_graph.h"
 
 namespace sanctum::cuda {
 
@@ -64,6 +65,8 @@ bool cuda_available() { return cuda_unavailable_reason().empty(); }
 
 std::shared_ptr<void> cuda_allocate(size_t bytes) {
   check(cuda_available(), ErrorKind::unsupported, "cannot allocate on cuda: " + cuda_unavailable_reason());
+  // Memory allocated inside a recording would belong to the graph, not to the tensor that holds it.
+  check(!StepGraph::recording_now(), ErrorKind::internal, "device allocation of " + std::to_string(bytes) + " bytes while recording a step graph");
   const size_t rounded = (bytes + 255) / 256 * 256 + 256;  // never zero; room for 16-byte vector tails
   const size_t limit = g_limit.load();
   const size_t now = g_in_use.fetch_add(rounded) + rounded;
