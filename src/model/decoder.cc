@@ -180,12 +180,13 @@ class DecoderModel final : public Model {
     graph_.replay();
   }
 
-  // Identifies everything a recorded step bakes in: the state's buffers, the scratch buffers, the
-  // logits rows and the matmul precision (which picks kernels).
+  // Identifies everything a recorded step bakes in: the state's buffers, every other device buffer
+  // (any allocation may have replaced a scratch buffer the step uses), the logits rows and the
+  // matmul precision (which picks kernels).
   uint64_t recording_key(SequenceState& state, LogitsFor which) const {
     uint64_t key = 1469598103934665603ull;
     auto mix = [&key](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
-    mix(ws_.generation());
+    mix(device_memory::cuda_allocations());
     mix(static_cast<uint64_t>(which));
     mix(static_cast<uint64_t>(ops::matmul_precision()));
     for (size_t i = 0; i < layers_.size(); ++i) {

@@ -3,6 +3,7 @@
 // CUDA links the stand-ins in tensor/no_cuda/, which report that CUDA is not built in. All device
 // work of the process is ordered on one stream (cuda_stream()), so copies and kernels never race.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -35,6 +36,9 @@ double cuda_copy_bandwidth();
 // Caps device memory taken through cuda_allocate (0: no cap); allocations past it throw.
 void set_cuda_memory_limit(size_t bytes);
 size_t cuda_memory_in_use();
+// Counts cuda_allocate calls: work recorded against device addresses (a step graph) is stale once
+// this moved, since any scratch buffer it used may have been replaced.
+uint64_t cuda_allocations();
 size_t cuda_memory_peak();
 
 }  // namespace sanctum::device_memory

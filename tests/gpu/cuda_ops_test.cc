@@ -12,6 +12,7 @@
 #include "../ops/op_test_util.h"
 #include "gpu_test_util.h"
 #include "base/error.h"
+#include "ops/cuda/matvec_mma.cuh"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "ops/ref/activation.h"
@@ -117,6 +118,28 @@ TEST_F(Cuda, quantized_matvec_with_split_rows_matches_ref_and_is_independent_of_
       const Tensor a = y.slice(0, 0, 1).to(Device::cpu), b = y1.to(Device::cpu);
       EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), static_cast<size_t>(m) * sizeof(float))) << "row 0 differs between n=9 and n=1";
     }
+}
+
+// The tensor-core mat-vec of the bf16 mode: x is rounded to bf16 (relative error 2^-9 per term).
+TEST_F(Cuda, tensor_core_matvec_matches_ref_within_bf16_rounding) {
+  Rng rng(13);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  for (int group : {64, 128})
+    for (DType st : {DType::bf16, DType::f16})
+      for (auto [m, k] : {std::pair<int64_t, int64_t>{16, 128}, {48, 5120}, {4112, 640}, {8208, 1024}, {64, 17408}}) {
+        Weight w = test::random_quantized(m, k, 4, group, st, rng);
+        Weight wg = gpu(w);
+        for (int64_t n : {1, 2, 3, 8}) {
+          Tensor x = test::random_tensor({n, k}, DType::f32, rng);
+          Tensor xg = gpu(x);
+          ASSERT_TRUE(ops::cuda::mma_matvec_ok(wg, xg, n)) << m << "x" << k;
+          Tensor ref = Tensor::zeros({n, m}, DType::f32), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+          ops::ref::matmul(x, w, ref);
+          ops::matmul(xg, wg, y);
+          EXPECT_LE(matmul_error(x, w, y, ref), 4e-3) << label("g%d %s %lldx%lld n=%lld", group, dtype_name(st), static_cast<long long>(m),
+                                                            static_cast<long long>(k), static_cast<long long>(n));
+        }
+      }
 }
 
 TEST_F(Cuda, dense_matmul_matches_ref_for_every_dtype) {

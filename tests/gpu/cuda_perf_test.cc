@@ -56,12 +56,18 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
   Rng rng(1);
   for (auto [m, k] : {std::pair<int64_t, int64_t>{17408, 5120}, {5120, 17408}, {10240, 5120}, {48, 5120}, {248320, 5120}}) {
     Weight w = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
-    for (int64_t n : {1, 4}) {
-      Tensor x = Tensor::zeros({n, k}, DType::f32, Device::cuda), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
-      const double s = time_calls([&] { ops::matmul(x, w, y); }, 50);
-      std::printf("matvec q4g64 %6lld x %6lld n=%lld: %8.1f us  %7.0f GB/s\n", static_cast<long long>(m), static_cast<long long>(k),
-                  static_cast<long long>(n), s * 1e6, static_cast<double>(w.nbytes()) / s / 1e9);
+    const ops::MatmulPrecision saved = ops::matmul_precision();
+    for (ops::MatmulPrecision p : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16}) {
+      ops::set_matmul_precision(p);
+      for (int64_t n : {1, 4}) {
+        Tensor x = Tensor::zeros({n, k}, DType::f32, Device::cuda), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+        const double s = time_calls([&] { ops::matmul(x, w, y); }, 50);
+        std::printf("matvec q4g64 %6lld x %6lld n=%lld %s: %8.1f us  %7.0f GB/s\n", static_cast<long long>(m), static_cast<long long>(k),
+                    static_cast<long long>(n), p == ops::MatmulPrecision::f32 ? "f32 " : "bf16", s * 1e6,
+                    static_cast<double>(w.nbytes()) / s / 1e9);
+      }
     }
+    ops::set_matmul_precision(saved);
   }
   // Host cost of launching one tiny op (no waiting): what a decode step pays per op without a graph.
   Tensor a = Tensor::zeros({1, 64}, DType::f32, Device::cuda);

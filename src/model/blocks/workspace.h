@@ -18,32 +18,23 @@ class Workspace {
   Tensor get_typed(size_t slot, int64_t rows, int64_t cols, DType dtype) {
     if (slot >= typed_.size()) typed_.resize(slot + 1);
     Tensor& b = typed_[slot];
-    if (!b || b.numel() < rows * cols || b.dtype() != dtype) {
-      b = Tensor::zeros({rows * cols}, dtype, device_);
-      ++generation_;
-    }
+    if (!b || b.numel() < rows * cols || b.dtype() != dtype) b = Tensor::zeros({rows * cols}, dtype, device_);
     return b.slice(0, 0, rows * cols).reshape({rows, cols});
   }
   // A host buffer whatever the model's device (results that must reach the host, e.g. logits).
   Tensor host(size_t slot, int64_t rows, int64_t cols) { return get_on(Device::cpu, slot, rows, cols); }
-  // Changes whenever a buffer is (re)allocated: work recorded against the buffers' addresses is stale.
-  uint64_t generation() const { return generation_; }
 
  private:
   Tensor get_on(Device device, size_t slot, int64_t rows, int64_t cols) {
     auto& buffers = device == Device::cpu && device_ != Device::cpu ? host_buffers_ : buffers_;
     if (slot >= buffers.size()) buffers.resize(slot + 1);
     Tensor& b = buffers[slot];
-    if (!b || b.numel() < rows * cols) {
-      b = Tensor::zeros({rows * cols}, DType::f32, device);
-      ++generation_;
-    }
+    if (!b || b.numel() < rows * cols) b = Tensor::zeros({rows * cols}, DType::f32, device);
     return b.slice(0, 0, rows * cols).reshape({rows, cols});
   }
 
   Device device_;
   std::vector<Tensor> buffers_, host_buffers_, typed_;
-  uint64_t generation_ = 0;
 };
 
 }  // namespace sanctum

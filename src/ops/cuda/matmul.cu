@@ -2,6 +2,8 @@
 //   Few rows (decode, speculative verify: n <= kMatvecRows): one warp per output row streams the
 //   weight once with 16-byte loads, reading MLX 4/8-bit codes (or bf16) directly and accumulating
 //   in f32 for up to 8 x rows at a time — the weight-bandwidth-bound path.
+//   In the bf16 precision mode, 4-bit weights of the common layouts go to the tensor-core mat-vec
+//   instead (matvec_mma.cu).
 //   More rows (prefill): with MatmulPrecision::f32 the same mat-vec kernels, 8 rows per launch, so
 //   results are bitwise independent of n; otherwise cuBLAS on the tensor cores, the weight dequantized
 //   to bf16 and x rounded to bf16, accumulating in f32.
@@ -11,6 +13,7 @@
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/matvec_mma.cuh"
 #include "ops/precision.h"
 
 namespace sanctum::ops::cuda {
@@ -436,7 +439,9 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
 void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   // Exact mode stays on the mat-vec kernels at every n (8 rows per launch): each row's sums then run
   // in one fixed order, so a row's result does not depend on how many rows a forward carries.
-  if (x.dim(0) <= kMatvecRows || matmul_precision() == MatmulPrecision::f32) matvec(x, w, y);
+  const bool exact = matmul_precision() == MatmulPrecision::f32;
+  if (!exact && mma_matvec_ok(w, x, x.dim(0))) return mma_matvec(x, w, y);
+  if (x.dim(0) <= kMatvecRows || exact) matvec(x, w, y);
   else gemm(x, w, y);
 }
 

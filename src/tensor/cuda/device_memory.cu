@@ -39,6 +39,7 @@ namespace sanctum::device_memory {
 
 namespace {
 std::atomic<size_t> g_limit{0}, g_in_use{0}, g_peak{0};
+std::atomic<uint64_t> g_allocations{0};
 
 cudaMemcpyKind to_cuda(CopyKind kind) {
   switch (kind) {
@@ -67,6 +68,7 @@ std::shared_ptr<void> cuda_allocate(size_t bytes) {
   check(cuda_available(), ErrorKind::unsupported, "cannot allocate on cuda: " + cuda_unavailable_reason());
   // Memory allocated inside a recording would belong to the graph, not to the tensor that holds it.
   check(!StepGraph::recording_now(), ErrorKind::internal, "device allocation of " + std::to_string(bytes) + " bytes while recording a step graph");
+  g_allocations.fetch_add(1);
   const size_t rounded = (bytes + 255) / 256 * 256 + 256;  // never zero; room for 16-byte vector tails
   const size_t limit = g_limit.load();
   const size_t now = g_in_use.fetch_add(rounded) + rounded;
@@ -155,6 +157,7 @@ double cuda_copy_bandwidth() {
 
 void set_cuda_memory_limit(size_t bytes) { g_limit = bytes; }
 size_t cuda_memory_in_use() { return g_in_use.load(); }
+uint64_t cuda_allocations() { return g_allocations.load(); }
 size_t cuda_memory_peak() { return g_peak.load(); }
 
 }  // namespace sanctum::device_memory

@@ -21,6 +21,7 @@ void cuda_synchronize() {}
 double cuda_copy_bandwidth() { no_cuda(); }
 void set_cuda_memory_limit(size_t) {}
 size_t cuda_memory_in_use() { return 0; }
+uint64_t cuda_allocations() { return 0; }
 size_t cuda_memory_peak() { return 0; }
 
 }  // namespace sanctum::device_memory
