@@ -1,5 +1,6 @@
 #include "model/decoder.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 #include <vector>
@@ -84,6 +85,7 @@ class DecoderModel final : public Model {
     for (size_t i = 0; i < layers_.size(); ++i)
       if (!layers_[i].gdn) state.kv(i).reserve(pos0 + n);
 
+    if (config_.device == Device::cpu && which != LogitsFor::all && n > kPieceTokens) return forward_in_pieces(tokens, state, which);
     if (n == 1 && graphs_) {
       decode_recorded(tokens[0], state, which);
     } else {
@@ -116,6 +118,23 @@ class DecoderModel final : public Model {
 
  private:
   enum Slot : size_t { kHidden, kNormed, kDelta, kLogits };
+
+  // On the CPU a long prompt runs in pieces: the per-token scratch (residual stream, attention and
+  // MLP buffers) then never outgrows a piece, and it is most of what a forward holds besides the
+  // weights and the cache. Pieces end on absolute multiples of kPieceTokens, itself a multiple of the
+  // GatedDeltaNet chunk, so every layer sees the same chunks and the numbers do not change.
+  static constexpr int64_t kPieceTokens = 128;
+  static_assert(kPieceTokens % GatedDeltaNetBlock::kChunk == 0, "pieces must not split GatedDeltaNet chunks differently");
+  Tensor forward_in_pieces(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) {
+    Tensor logits;
+    for (size_t done = 0; done < tokens.size();) {
+      const int64_t pos = state.length();
+      const size_t m = std::min(tokens.size() - done, static_cast<size_t>(kPieceTokens - pos % kPieceTokens));
+      logits = forward(tokens.subspan(done, m), state, done + m == tokens.size() ? which : LogitsFor::none);
+      done += m;
+    }
+    return logits;
+  }
 
   // Everything after the embedding, h (n, hidden) holding it: the layers, then the final norm and
   // LM head into the kLogits scratch for the rows `which` asks for.

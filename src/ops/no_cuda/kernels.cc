@@ -2,6 +2,7 @@
 // the GPU, which such a build cannot create, so each one just says what is missing.
 #include "base/error.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/matvec_mma.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -35,5 +36,8 @@ void moe_combine(const Tensor&, std::span<const float>, const Tensor*, std::span
 void moe_route(const Tensor&, const MoeRouting&, Tensor&, Tensor&) { no_cuda("moe_route"); }
 void expert_matmul(const Tensor&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("expert_matmul"); }
 void moe_combine_device(const Tensor&, const Tensor&, const Tensor*, const Tensor*, Tensor&) { no_cuda("moe_combine"); }
+
+bool mma_matvec_ok(const Weight&, const Tensor&, int64_t) { return false; }
+void mma_matvec(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
 
 }  // namespace sanctum::ops::cuda
