@@ -69,17 +69,51 @@ void PrefixCache::store(std::span<const int32_t> tokens, const SequenceState& st
     }
   }
   auto snap = state.snapshot();
-  Entry e{std::move(key), snap, snap->bytes()};
-  if (e.bytes > max_bytes_) return;
+  size_t whole = 0;  // what it holds even if nothing else stays in the pool
+  snap->for_each_buffer([&](const void*, size_t bytes) { whole += bytes; });
+  if (whole > max_bytes_) return;
+  Entry e{std::move(key), snap};
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.bytes += e.bytes;
+  add(e);
   entries_.push_front(std::move(e));
   evict_to_fit();
 }
 
+void PrefixCache::add(const Entry& e) {
+  e.snapshot->for_each_buffer([&](const void* id, size_t bytes) {
+    if (id == nullptr) {
+      stats_.bytes += bytes;
+      return;
+    }
+    Buffer& b = buffers_[id];
+    if (b.entries++ == 0) {
+      b.bytes = bytes;
+      stats_.bytes += bytes;
+    } else {
+      stats_.shared_bytes += bytes;
+    }
+  });
+}
+
+void PrefixCache::remove(const Entry& e) {
+  e.snapshot->for_each_buffer([&](const void* id, size_t bytes) {
+    if (id == nullptr) {
+      stats_.bytes -= bytes;
+      return;
+    }
+    auto it = buffers_.find(id);
+    if (--it->second.entries == 0) {
+      stats_.bytes -= it->second.bytes;
+      buffers_.erase(it);
+    } else {
+      stats_.shared_bytes -= bytes;
+    }
+  });
+}
+
 void PrefixCache::evict_to_fit() {
   while (stats_.bytes > max_bytes_ && !entries_.empty()) {
-    stats_.bytes -= entries_.back().bytes;
+    remove(entries_.back());
     entries_.pop_back();
   }
 }

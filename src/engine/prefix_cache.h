@@ -7,13 +7,16 @@
 //   (GatedDeltaNet) state cannot be truncated, so a hybrid snapshot is usable only at exactly its
 //   own length; hybrids therefore snapshot at 64-token-aligned prompt positions, where the chunked
 //   recurrence gives the same bits as a prefill from scratch.
-// - Snapshots are never mutated: a hit restores a private copy, so no request sees another's state.
-// - The pool is bounded in bytes; the least recently used entries are evicted first.
+// - Snapshots are never mutated: a hit restores a copy-on-write view (KV rows are shared until
+//   written, the recurrent state is copied), so no request sees another's state change.
+// - The pool is bounded in bytes, each KV buffer counted once however many snapshots share it (the
+//   turns of one conversation do); the least recently used entries are evicted first.
 #include <cstdint>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "model/model.h"
@@ -23,8 +26,9 @@ namespace sanctum {
 struct PrefixCacheStats {
   int64_t hits = 0, misses = 0;
   int64_t reused_tokens = 0;  // prompt tokens served from the cache
-  size_t bytes = 0;           // held by snapshots now
+  size_t bytes = 0;           // held by snapshots now, shared KV buffers counted once
   size_t entries = 0;
+  size_t shared_bytes = 0;    // what snapshot sharing saves: bytes that deep copies would add
 };
 
 class PrefixCache {
@@ -49,13 +53,19 @@ class PrefixCache {
   struct Entry {
     std::vector<int32_t> tokens;
     std::shared_ptr<const SequenceState> snapshot;
-    size_t bytes = 0;
   };
+  struct Buffer {
+    size_t bytes = 0;
+    int entries = 0;  // pool entries whose snapshot references it
+  };
+  void add(const Entry& e);
+  void remove(const Entry& e);
   void evict_to_fit();
 
   size_t max_bytes_;
   mutable std::mutex mutex_;
   std::list<Entry> entries_;  // most recently used first
+  std::unordered_map<const void*, Buffer> buffers_;  // shared KV buffers of the held snapshots
   PrefixCacheStats stats_;
 };
 

@@ -1,35 +1,122 @@
 #include "model/state.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <utility>
 
 #include "base/error.h"
 
 namespace sanctum {
 
-void KvCache::reserve(int64_t tokens) {
-  if (tokens <= capacity()) return;
-  int64_t blocks = (tokens + kBlockTokens - 1) / kBlockTokens;
-  int64_t cap = blocks * kBlockTokens;
-  // Grow by at least half again, so long prompts fed in pieces do not copy quadratically.
-  cap = std::max(cap, capacity() + capacity() / 2 / kBlockTokens * kBlockTokens);
-  Tensor k = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32, device_);
-  Tensor v = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32, device_);
-  if (k_) {
-    k.slice(0, 0, k_.dim(0)).copy_from(k_);
-    v.slice(0, 0, v_.dim(0)).copy_from(v_);
-  }
-  k_ = std::move(k);
-  v_ = std::move(v);
+namespace {
+std::atomic<uint64_t> next_writer_id{1};
+
+// Whole blocks, and at least half again the current capacity, so long prompts fed in pieces do
+// not copy quadratically.
+int64_t grown_capacity(int64_t tokens, int64_t current) {
+  const int64_t blocks = (tokens + KvCache::kBlockTokens - 1) / KvCache::kBlockTokens;
+  return std::max(blocks * KvCache::kBlockTokens, current + current / 2 / KvCache::kBlockTokens * KvCache::kBlockTokens);
+}
+}  // namespace
+
+// A copy is a snapshot of the other handle's rows: they become immutable for both.
+KvCache::KvCache(const KvCache& other) : KvCache(other.share_prefix(other.rows_)) {
+  n_kv_heads_ = other.n_kv_heads_;  // share_prefix leaves these for an empty handle too
+  head_dim_ = other.head_dim_;
+  device_ = other.device_;
 }
 
-KvCache KvCache::clone_prefix(int64_t n) const {
-  KvCache c(n_kv_heads_, head_dim_, device_);
-  if (n > 0 && k_) {  // a layer without attention (or never written) has nothing to copy
-    check(n <= capacity(), ErrorKind::internal, "KvCache::clone_prefix: rows beyond capacity");
-    c.reserve(n);
-    c.k_.slice(0, 0, n).copy_from(k_.slice(0, 0, n));
-    c.v_.slice(0, 0, n).copy_from(v_.slice(0, 0, n));
+KvCache& KvCache::operator=(const KvCache& other) {
+  if (this != &other) *this = KvCache(other);
+  return *this;
+}
+
+KvCache::KvCache(KvCache&& other) noexcept
+    : n_kv_heads_(other.n_kv_heads_), head_dim_(other.head_dim_), device_(other.device_), storage_(std::move(other.storage_)),
+      id_(std::exchange(other.id_, 0)), rows_(other.rows_) {}
+
+KvCache& KvCache::operator=(KvCache&& other) noexcept {
+  if (this == &other) return *this;
+  release_writer();
+  n_kv_heads_ = other.n_kv_heads_;
+  head_dim_ = other.head_dim_;
+  device_ = other.device_;
+  storage_ = std::move(other.storage_);
+  id_ = std::exchange(other.id_, 0);
+  rows_ = other.rows_;
+  return *this;
+}
+
+KvCache::~KvCache() { release_writer(); }
+
+uint64_t KvCache::id() {
+  if (id_ == 0) id_ = next_writer_id.fetch_add(1, std::memory_order_relaxed);
+  return id_;
+}
+
+void KvCache::release_writer() {
+  if (!storage_ || id_ == 0) return;
+  std::lock_guard<std::mutex> lock(storage_->mutex);
+  if (storage_->writer == id_) storage_->writer = 0;
+}
+
+void KvCache::reserve(int64_t tokens) {
+  check(tokens >= 0, ErrorKind::invalid_argument, "KvCache::reserve: negative token count");
+  int64_t keep = capacity();  // rows carried into new storage
+  if (storage_) {
+    std::lock_guard<std::mutex> lock(storage_->mutex);
+    if (storage_.use_count() == 1) {  // no snapshot holds it (any more): every row is ours
+      storage_->frozen = 0;
+      storage_->writer = id();
+    } else if (storage_->writer == 0 && rows_ >= storage_->frozen) {
+      storage_->writer = id();  // the tail above every snapshot is free: take it
+    }
+    const bool may_write = storage_->writer == id_ && id_ != 0 && rows_ >= storage_->frozen;
+    if (may_write && tokens <= capacity()) return;  // write in place
+    if (!may_write) keep = std::min(rows_, capacity());  // copy-on-write: only our own rows
   }
+  auto fresh = std::make_shared<Storage>();
+  const int64_t cap = grown_capacity(std::max(tokens, keep), storage_ && keep == capacity() ? capacity() : 0);
+  fresh->k = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32, device_);
+  fresh->v = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32, device_);
+  if (keep > 0) {
+    fresh->k.slice(0, 0, keep).copy_from(storage_->k.slice(0, 0, keep));
+    fresh->v.slice(0, 0, keep).copy_from(storage_->v.slice(0, 0, keep));
+  }
+  release_writer();
+  fresh->writer = id();
+  storage_ = std::move(fresh);
+}
+
+void KvCache::check_writable() const {
+  check(storage_ != nullptr, ErrorKind::internal, "KvCache: reserve() rows before writing them");
+  if (storage_.use_count() == 1) return;
+  std::lock_guard<std::mutex> lock(storage_->mutex);
+  check(id_ != 0 && storage_->writer == id_, ErrorKind::internal,
+        "KvCache: writing storage shared with a snapshot; reserve() before writing");
+}
+
+Tensor KvCache::key_rows(int64_t begin, int64_t end) const {
+  check_writable();
+  return storage_->k.slice(0, begin, end).reshape({end - begin, n_kv_heads_ * head_dim_});
+}
+
+Tensor KvCache::value_rows(int64_t begin, int64_t end) const {
+  check_writable();
+  return storage_->v.slice(0, begin, end).reshape({end - begin, n_kv_heads_ * head_dim_});
+}
+
+KvCache KvCache::share_prefix(int64_t n) const {
+  KvCache c(n_kv_heads_, head_dim_, device_);
+  if (n <= 0 || !storage_) return c;  // a layer without attention (or never written) has nothing to share
+  check(n <= capacity(), ErrorKind::internal, "KvCache::share_prefix: rows beyond capacity");
+  {
+    std::lock_guard<std::mutex> lock(storage_->mutex);
+    storage_->frozen = std::max(storage_->frozen, n);
+  }
+  c.storage_ = storage_;
+  c.rows_ = n;
   return c;
 }
 
@@ -39,17 +126,23 @@ bool SequenceState::has_recurrent_state() const {
   return false;
 }
 
+void SequenceState::advance(int64_t n) {
+  length_ += n;
+  for (auto& kv : kv_) kv.set_rows(length_);
+}
+
 void SequenceState::truncate(int64_t n) {
   check(n >= 0 && n <= length_, ErrorKind::invalid_argument, "truncate: length out of range");
   check(!has_recurrent_state() || n == length_, ErrorKind::unsupported,
         "truncate: a recurrent (GatedDeltaNet) state cannot be truncated; restore a snapshot instead");
   length_ = n;  // rows past n are simply overwritten by the next forward
+  for (auto& kv : kv_) kv.set_rows(n);
 }
 
 std::shared_ptr<const SequenceState> SequenceState::snapshot() const {
   auto s = std::make_shared<SequenceState>();
   s->length_ = length_;
-  for (const auto& kv : kv_) s->kv_.push_back(kv.clone_prefix(length_));
+  for (const auto& kv : kv_) s->kv_.push_back(kv.share_prefix(length_));
   for (const auto& l : linear_) s->linear_.push_back({l.conv ? l.conv.clone() : Tensor{}, l.recurrent ? l.recurrent.clone() : Tensor{}});
   return s;
 }
@@ -67,7 +160,7 @@ void SequenceState::restore(const SequenceState& snap, int64_t length) {
   check(length == snap.length_ || !snap.has_recurrent_state(), ErrorKind::unsupported,
         "restore: a recurrent (GatedDeltaNet) state can only be restored at its own length");
   length_ = length;
-  for (size_t i = 0; i < kv_.size(); ++i) kv_[i] = snap.kv_[i].clone_prefix(length);
+  for (size_t i = 0; i < kv_.size(); ++i) kv_[i] = snap.kv_[i].share_prefix(length);
   for (size_t i = 0; i < linear_.size(); ++i)
     linear_[i] = {snap.linear_[i].conv ? snap.linear_[i].conv.clone() : Tensor{},
                   snap.linear_[i].recurrent ? snap.linear_[i].recurrent.clone() : Tensor{}};
@@ -75,15 +168,34 @@ void SequenceState::restore(const SequenceState& snap, int64_t length) {
 
 SequenceState::Checkpoint SequenceState::checkpoint() const {
   Checkpoint c;
-  c.length = length_;
-  for (const auto& l : linear_) c.linear.push_back({l.conv ? l.conv.clone() : Tensor{}, l.recurrent ? l.recurrent.clone() : Tensor{}});
+  checkpoint(c);
   return c;
+}
+
+void SequenceState::checkpoint(Checkpoint& into) const {
+  into.length = length_;
+  into.linear.resize(linear_.size());
+  auto keep = [](Tensor& dst, const Tensor& src) {  // reuse dst when it has src's shape: no allocation
+    if (!src) {
+      dst = Tensor{};
+    } else if (dst && dst.ndim() == src.ndim() && std::equal(dst.shape(), dst.shape() + dst.ndim(), src.shape()) &&
+               dst.dtype() == src.dtype() && dst.device() == src.device()) {
+      dst.copy_from(src);
+    } else {
+      dst = src.clone();
+    }
+  };
+  for (size_t i = 0; i < linear_.size(); ++i) {
+    keep(into.linear[i].conv, linear_[i].conv);
+    keep(into.linear[i].recurrent, linear_[i].recurrent);
+  }
 }
 
 void SequenceState::rewind(const Checkpoint& c) {
   check(c.linear.size() == linear_.size() && c.length <= length_, ErrorKind::invalid_argument,
         "rewind: checkpoint belongs to another sequence or lies ahead of it");
   length_ = c.length;
+  for (auto& kv : kv_) kv.set_rows(c.length);
   for (size_t i = 0; i < linear_.size(); ++i) {
     if (!c.linear[i].recurrent) continue;
     linear_[i].conv.copy_from(c.linear[i].conv);

@@ -5,6 +5,7 @@
 // be rolled back separately.
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -12,6 +13,13 @@
 namespace sanctum {
 
 // K and V rows of one attention layer: (capacity, n_kv_heads, head_dim) f32, grown in blocks.
+//
+// Storage is shared copy-on-write between a sequence and its snapshots (share_prefix): a prompt
+// cache holding every turn of a conversation holds one buffer per layer, not one per turn. Rows
+// below a storage's `frozen` mark belong to some snapshot and are never written again; at most one
+// handle (the writer) writes rows at or above it in place. Any other handle about to write
+// (reserve) first copies its rows [0, rows()) into storage of its own. Attention kernels keep
+// reading contiguous rows.
 class KvCache {
  public:
   static constexpr int64_t kBlockTokens = 256;
@@ -19,23 +27,51 @@ class KvCache {
   KvCache() = default;
   KvCache(int64_t n_kv_heads, int64_t head_dim, Device device = Device::cpu)
       : n_kv_heads_(n_kv_heads), head_dim_(head_dim), device_(device) {}
+  // A copy reads the same rows but never gets the right to write them in place.
+  KvCache(const KvCache& other);
+  KvCache& operator=(const KvCache& other);
+  KvCache(KvCache&& other) noexcept;
+  KvCache& operator=(KvCache&& other) noexcept;
+  ~KvCache();
 
-  int64_t capacity() const { return k_ ? k_.dim(0) : 0; }
-  // Grows storage (whole blocks, existing rows kept) so rows [0, tokens) exist.
+  int64_t capacity() const { return storage_ ? storage_->k.dim(0) : 0; }
+  // Makes rows [0, tokens) exist and rows [rows(), tokens) writable by this handle: grows in
+  // blocks, and copies rows [0, rows()) into storage of its own first when a snapshot still needs
+  // the rows to be written (copy-on-write). Call it before every write.
   void reserve(int64_t tokens);
+  // Rows this handle holds (the sequence length; kept up to date by SequenceState).
+  int64_t rows() const { return rows_; }
   // Views of rows [0, n): (n, n_kv_heads, head_dim).
-  Tensor keys(int64_t n) const { return k_.slice(0, 0, n); }
-  Tensor values(int64_t n) const { return v_.slice(0, 0, n); }
-  // Rows [begin, end) as 2-D (end - begin, n_kv_heads * head_dim) views, for writing new tokens.
-  Tensor key_rows(int64_t begin, int64_t end) const { return k_.slice(0, begin, end).reshape({end - begin, n_kv_heads_ * head_dim_}); }
-  Tensor value_rows(int64_t begin, int64_t end) const { return v_.slice(0, begin, end).reshape({end - begin, n_kv_heads_ * head_dim_}); }
-  size_t bytes() const { return k_.nbytes() + v_.nbytes(); }
-  KvCache clone_prefix(int64_t n) const;  // deep copy of rows [0, n)
+  Tensor keys(int64_t n) const { return storage_->k.slice(0, 0, n); }
+  Tensor values(int64_t n) const { return storage_->v.slice(0, 0, n); }
+  // Rows [begin, end) as 2-D (end - begin, n_kv_heads * head_dim) views, for writing new tokens
+  // after reserve(); throws if the storage is shared and this handle may not write it.
+  Tensor key_rows(int64_t begin, int64_t end) const;
+  Tensor value_rows(int64_t begin, int64_t end) const;
+  size_t bytes() const { return storage_ ? storage_->k.nbytes() + storage_->v.nbytes() : 0; }
+  // A handle on rows [0, n) of the same storage; no write through any handle can change them.
+  KvCache share_prefix(int64_t n) const;
+  // Identifies the buffer, so that a pool holding several handles on it counts its bytes once.
+  const void* storage_id() const { return storage_.get(); }
 
  private:
+  struct Storage {
+    Tensor k, v;
+    std::mutex mutex;      // guards frozen and writer (handles may live on different threads)
+    int64_t frozen = 0;    // rows [0, frozen) are immutable
+    uint64_t writer = 0;   // the handle allowed to write rows >= frozen in place (0: none)
+  };
+  friend class SequenceState;
+  void set_rows(int64_t n) { rows_ = n; }
+  void check_writable() const;
+  void release_writer();
+  uint64_t id();
+
   int64_t n_kv_heads_ = 0, head_dim_ = 0;
   Device device_ = Device::cpu;
-  Tensor k_, v_;
+  std::shared_ptr<Storage> storage_;
+  uint64_t id_ = 0;      // this handle's writer identity (0: not assigned yet)
+  int64_t rows_ = 0;     // rows [0, rows_) are this handle's
 };
 
 // Recurrent state of one GatedDeltaNet layer (filled in by hybrid architectures).
@@ -52,7 +88,7 @@ class SequenceState {
       : kv_(std::move(kv)), linear_(std::move(linear)) {}
 
   int64_t length() const { return length_; }       // tokens already processed
-  void advance(int64_t n) { length_ += n; }        // called by the model after a forward
+  void advance(int64_t n);                          // called by the model after a forward
   KvCache& kv(size_t layer) { return kv_[layer]; }
   LinearAttentionState& linear(size_t layer) { return linear_[layer]; }
   bool has_recurrent_state() const;
@@ -61,14 +97,15 @@ class SequenceState {
   // truncated: use snapshot/restore); throws otherwise.
   void truncate(int64_t n);
 
-  // A deep copy of everything at the current length; restore() puts it back exactly.
+  // Everything at the current length (KV rows shared copy-on-write, the recurrent state copied);
+  // restore() puts it back exactly. Later writes to either side never show in the other.
   std::shared_ptr<const SequenceState> snapshot() const;
   void restore(const SequenceState& snapshot);
   // Restores only the first `length` tokens of the snapshot: any prefix for attention-only state,
   // exactly the snapshot's length when a recurrent state is present (throws otherwise).
   void restore(const SequenceState& snapshot, int64_t length);
 
-  size_t bytes() const;
+  size_t bytes() const;  // every buffer this state references, shared ones included
 
   // What cannot be truncated (GatedDeltaNet conv and recurrent state) plus the length. rewind()
   // returns to it in one step: KV rows past that length are dropped and the recurrent state is
@@ -78,7 +115,17 @@ class SequenceState {
     std::vector<LinearAttentionState> linear;
   };
   Checkpoint checkpoint() const;
+  void checkpoint(Checkpoint& into) const;  // the same, reusing into's buffers when they fit
   void rewind(const Checkpoint& checkpoint);
+
+  // Calls fn(id, bytes) for each KV buffer (shared ones carry the same id) and fn(nullptr, bytes)
+  // for the recurrent state, which is never shared.
+  template <class Fn>
+  void for_each_buffer(Fn&& fn) const {
+    for (const auto& kv : kv_)
+      if (kv.storage_id()) fn(kv.storage_id(), kv.bytes());
+    for (const auto& l : linear_) fn(nullptr, l.conv.nbytes() + l.recurrent.nbytes());
+  }
 
  private:
   std::vector<KvCache> kv_;

@@ -23,8 +23,10 @@ TEST(SequenceState, snapshot_restore_is_exact_and_independent) {
   s.kv(0).key_rows(0, 1).data<float>()[0] = 1.0f;
   s.advance(1);
   auto snap = s.snapshot();
-  s.kv(0).key_rows(0, 1).data<float>()[0] = 9.0f;  // mutate after the snapshot
-  s.advance(2);
+  s.truncate(0);  // rewrite row 0 after the snapshot, the way a model forward writes
+  s.kv(0).reserve(1);
+  s.kv(0).key_rows(0, 1).data<float>()[0] = 9.0f;
+  s.advance(3);
   s.restore(*snap);
   EXPECT_EQ(s.length(), 1);
   EXPECT_EQ(s.kv(0).keys(1).data<float>()[0], 1.0f);
