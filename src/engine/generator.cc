@@ -96,7 +96,13 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
   std::vector<int32_t> context;  // prompt + generated: what prompt lookup searches
   if (params.speculate) context.assign(prompt.begin(), prompt.end());
   spec::SpeculationStats local_stats;
-  spec::DraftGate gate(params.speculation_stats ? *params.speculation_stats : local_stats, params.lookup.always);
+  spec::DraftGate gate(params.speculation_stats ? *params.speculation_stats : local_stats, params.speculate ? params.lookup.max_draft : 0,
+                       params.lookup.always);
+  // Hybrid models: tokens of a partly rejected verification that the rewound state has not taken
+  // back yet. They ride in front of the next forward rather than in a forward of their own: a
+  // recurrent state cannot be truncated, and a few more rows cost less than another weight pass.
+  std::vector<int32_t> replay;
+  SequenceState::Checkpoint before;  // its buffers are reused by every verification
 
   int32_t token = sampler.sample(row_of(logits, 0), recent);
   result.prefill_seconds = seconds_since(t0);
@@ -107,35 +113,45 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     if (params.speculate) {
       context.push_back(token);
       const int budget = params.max_tokens - static_cast<int>(result.tokens.size()) - 1;  // the bonus token needs one
-      if (gate.should_draft()) draft = spec::propose(context, params.lookup, budget);
+      const int room = spec::kMaxRows - 1 - static_cast<int>(replay.size());  // rows whose cost is learned
+      if (const int d = std::min(gate.draft_length(), room); d > 0) {
+        spec::PromptLookupParams lookup = params.lookup;
+        lookup.max_draft = d;
+        draft = spec::propose(context, lookup, budget);
+      }
     }
+    std::vector<int32_t> fed = std::move(replay);
+    replay.clear();
+    const size_t first = fed.size();  // the row of `token`
+    fed.push_back(token);
     const auto step_start = std::chrono::steady_clock::now();
     if (draft.empty()) {
-      const int32_t one[1] = {token};
-      token = sampler.sample(row_of(model.forward(one, state, LogitsFor::last), 0), recent);
-      if (params.speculate) gate.on_plain_step(seconds_since(step_start));
+      token = sampler.sample(row_of(model.forward(fed, state, LogitsFor::last), 0), recent);
+      if (params.speculate) {
+        if (fed.size() == 1) gate.on_plain_step(seconds_since(step_start));
+        else gate.on_replay_step(static_cast<int>(fed.size()), seconds_since(step_start));
+      }
       go_on = emit(token);
       continue;
     }
 
-    // Verify: one forward over [token, d1..dk]; row j predicts what follows d_j.
+    // Verify: one forward over [replay.., token, d1..dk]; the row of d_j predicts what follows it.
     const int64_t base = state.length();
     const bool recurrent = state.has_recurrent_state();
-    SequenceState::Checkpoint before;
-    if (recurrent) before = state.checkpoint();
-    std::vector<int32_t> fed{token};
+    if (recurrent) state.checkpoint(before);
     fed.insert(fed.end(), draft.begin(), draft.end());
     Tensor rows = model.forward(fed, state, LogitsFor::all);
     std::vector<int32_t> out;  // accepted drafts, then the first token sampled on a mismatch (or the bonus)
     size_t accepted = 0;
     RecentTokens trial = recent;  // later rows see the accepted drafts as history
     for (size_t j = 0; j <= draft.size(); ++j) {
+      const auto row = static_cast<int64_t>(first + j);
       if (j == draft.size()) {
-        out.push_back(sampler.sample(row_of(rows, static_cast<int64_t>(j)), trial));
+        out.push_back(sampler.sample(row_of(rows, row), trial));
         break;
       }
       bool ok = false;
-      const int32_t next = sampler.sample_against_draft(row_of(rows, static_cast<int64_t>(j)), trial, draft[j], ok);
+      const int32_t next = sampler.sample_against_draft(row_of(rows, row), trial, draft[j], ok);
       out.push_back(next);
       if (!ok) break;
       ++accepted;
@@ -145,18 +161,19 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     result.drafted_tokens += static_cast<int64_t>(draft.size());
     result.accepted_tokens += static_cast<int64_t>(accepted);
 
-    // Keep exactly [token, d1..d_accepted] in the state: the recurrent state cannot be truncated,
-    // so it is rewound and the accepted tokens are replayed.
-    const int64_t keep = base + 1 + static_cast<int64_t>(accepted);
-    if (keep < state.length()) {
+    // Keep exactly fed[0 .. first + 1 + accepted) in the state. Attention-only state drops the
+    // rejected rows; a recurrent one is rewound and the kept tokens become the next replay.
+    const size_t kept = first + 1 + accepted;
+    if (base + static_cast<int64_t>(kept) < state.length()) {
       if (recurrent) {
         state.rewind(before);
-        model.forward(std::span<const int32_t>(fed).first(1 + accepted), state, LogitsFor::none);
+        replay.assign(fed.begin(), fed.begin() + static_cast<std::ptrdiff_t>(kept));
       } else {
-        state.truncate(keep);
+        state.truncate(base + static_cast<int64_t>(kept));
       }
     }
-    gate.on_verified(static_cast<int>(accepted), seconds_since(step_start));
+    gate.on_verified(static_cast<int>(fed.size()), static_cast<int>(draft.size()), static_cast<int>(accepted),
+                     seconds_since(step_start));
     for (size_t j = 0; j < out.size() && go_on; ++j) {
       token = out[j];
       if (j + 1 < out.size()) context.push_back(token);  // the last one is pushed when it is fed

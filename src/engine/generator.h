@@ -50,7 +50,9 @@ struct GenerationResult {
 // Called with each batch of new tokens; return false to stop (finish = cancelled).
 using TokenCallback = std::function<bool(std::span<const int32_t> tokens)>;
 
-// Runs `prompt` on top of `state` (which may already hold a prefix) and generates.
+// Runs `prompt` on top of `state` (which may already hold a prefix) and generates. On return the
+// state holds the prompt and the generated tokens fed so far: not the last one sampled, and on a
+// hybrid model possibly fewer (tokens kept after a rejected draft are fed with the next forward).
 GenerationResult generate(Model& model, SequenceState& state, std::span<const int32_t> prompt, const GenerationParams& params,
                           const TokenCallback& on_tokens = {});
 
