@@ -183,8 +183,7 @@ class DecoderModel final : public Model {
       ops::embedding(embed_, ids, h);
       run_layers(h, {positions_, &position}, state, which);
     };
-    const uint64_t key = recording_key(state, which);
-    if (key != recorded_key_) {
+    if (recording_key(state, which) != recorded_key_) {
       graph_.clear();
       enqueue();
       recorded_key_ = recording_key(state, which);
@@ -202,25 +201,27 @@ class DecoderModel final : public Model {
   // Identifies everything a recorded step bakes in: the state's buffers, every other device buffer
   // (any allocation may have replaced a scratch buffer the step uses), the logits rows and the
   // matmul precision (which picks kernels).
-  uint64_t recording_key(SequenceState& state, LogitsFor which) const {
-    uint64_t key = 1469598103934665603ull;
-    auto mix = [&key](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
-    mix(device_memory::cuda_allocations());
-    mix(static_cast<uint64_t>(which));
-    mix(static_cast<uint64_t>(ops::matmul_precision()));
+  std::vector<uint64_t> recording_key(SequenceState& state, LogitsFor which) const {
+    std::vector<uint64_t> key;
+    key.reserve(3 * layers_.size() + 3);
+    auto add = [&key](uint64_t v) { key.push_back(v); };
+    add(device_memory::cuda_allocations());
+    add(static_cast<uint64_t>(which));
+    add(static_cast<uint64_t>(ops::matmul_precision()));
     for (size_t i = 0; i < layers_.size(); ++i) {
       if (layers_[i].gdn) {
-        mix(reinterpret_cast<uintptr_t>(state.linear(i).conv.raw()));
-        mix(reinterpret_cast<uintptr_t>(state.linear(i).recurrent.raw()));
+        add(reinterpret_cast<uintptr_t>(state.linear(i).conv.raw()));
+        add(reinterpret_cast<uintptr_t>(state.linear(i).recurrent.raw()));
       } else {
         const KvCache& cache = state.kv(i);
-        mix(static_cast<uint64_t>(cache.capacity()));
-        mix(reinterpret_cast<uintptr_t>(cache.keys(0).raw()));
-        mix(reinterpret_cast<uintptr_t>(cache.values(0).raw()));
+        add(static_cast<uint64_t>(cache.capacity()));
+        add(reinterpret_cast<uintptr_t>(cache.keys(0).raw()));
+        add(reinterpret_cast<uintptr_t>(cache.values(0).raw()));
       }
     }
     return key;
   }
+
   struct Layer {
     LayerConfig config;
     Tensor input_norm, post_norm;
@@ -242,7 +243,7 @@ class DecoderModel final : public Model {
   // Decode-step recording (CUDA only; SANCTUM_CUDA_GRAPHS=0 turns it off).
   bool graphs_ = false;
   StepGraph graph_;
-  uint64_t recorded_key_ = 0;
+  std::vector<uint64_t> recorded_key_;
   Tensor step_;  // i32 [token, position] on the device
 };
 
