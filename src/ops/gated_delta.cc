@@ -11,7 +11,7 @@ namespace {
 
 // Below this many tokens `automatic` runs the token-by-token kernel, from it on the chunked one.
 // Decode (n = 1) and short appends take the sequential path (no per-call state transposes, no L x L
-// products for a partial chunk); at 2048 tokens the chunked form measured ~1.8-2x faster per token
+// products for a partial chunk); at 2048 tokens the chunked form measured ~2-2.3x faster per token
 // (Qwen3.5 shapes, 2 threads). The two paths round differently (~1e-6 relative on realistic
 // inputs; the tests hold them to 1e-4), far inside the 1e-3 the engine allows between "prefill k +
 // decode" and "full prefill".

@@ -75,14 +75,20 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
   std::printf("ops::add on 64 floats: %.1f us per call\n", launch * 1e6);
   Tensor nw = Tensor::zeros({5120}, DType::bf16, Device::cuda), xr = Tensor::zeros({1, 5120}, DType::f32, Device::cuda);
   std::printf("rms_norm 5120: %.1f us\n", time_calls([&] { ops::rms_norm(xr, nw, 1e-6f, xr, 0.0f); }, 500) * 1e6);
-  // Attention decode at 512 and 4096 keys, 24 heads / 4 KV heads of 256.
-  for (int64_t keys : {512, 4096}) {
-    Tensor q = Tensor::zeros({1, 24, 256}, DType::f32, Device::cuda), o = Tensor::zeros({1, 24, 256}, DType::f32, Device::cuda);
-    Tensor kv = Tensor::zeros({keys, 4, 256}, DType::f32, Device::cuda);
-    std::printf("attention decode %lld keys: %.1f us (%.1f us in a graph)\n", static_cast<long long>(keys),
-                time_calls([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6,
-                time_graph([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6);
+  // Attention decode at 512 and 4096 keys, 24 heads / 4 KV heads of 256, in both modes (the exact one
+  // keeps decode on the unsplit flash kernel; the bf16 default takes the split-K decode kernel).
+  const ops::MatmulPrecision before = ops::matmul_precision();
+  for (ops::MatmulPrecision p : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16}) {
+    ops::set_matmul_precision(p);
+    for (int64_t keys : {512, 4096}) {
+      Tensor q = Tensor::zeros({1, 24, 256}, DType::f32, Device::cuda), o = Tensor::zeros({1, 24, 256}, DType::f32, Device::cuda);
+      Tensor kv = Tensor::zeros({keys, 4, 256}, DType::f32, Device::cuda);
+      std::printf("attention decode %lld keys %s: %.1f us (%.1f us in a graph)\n", static_cast<long long>(keys),
+                  p == ops::MatmulPrecision::f32 ? "f32 " : "bf16", time_calls([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6,
+                  time_graph([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6);
+    }
   }
+  ops::set_matmul_precision(before);
   for (int64_t n : {1, 4096}) {
     Tensor q = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda), o = Tensor::zeros({n, 24, 256}, DType::f32, Device::cuda);
     Tensor kv = Tensor::zeros({n, 4, 256}, DType::f32, Device::cuda);
