@@ -233,10 +233,14 @@ void QuantRun(const Tensor& x, const Weight& wt, Tensor& y) {
             wr[w] = WRow{wt.data.data<const uint32_t>() + (r + w) * wt.data.stride(0), rs.scales.data() + (r + w - c0) * s.groups,
                          rs.biases.data() + (r + w - c0) * s.groups};
           for (int64_t i = 0; i < pn;) {
-            const int nx = i + kQNX <= pn ? kQNX : 1;
-            const float* xs[kQNX];
-            const float* gs[kQNX];
-            float* ys[kQNX];
+            // Leftover x rows go in one smaller tile, not one weight pass each: a 6-row forward (a
+            // speculative verify) streams the weights twice, not three times. A row's sums do not
+            // depend on its tile.
+            const int64_t left = pn - i;
+            const int nx = left >= kQNX ? kQNX : (kQNX > 3 && left == 3) ? 3 : (kQNX > 2 && left >= 2) ? 2 : 1;
+            const float* xs[4];
+            const float* gs[4];
+            float* ys[4];
             for (int j = 0; j < nx; ++j) {
               xs[j] = xp_buf.data() + (i + j) * s.xp_len;
               gs[j] = gs_buf.data() + (i + j) * s.groups_padded;
@@ -245,8 +249,12 @@ void QuantRun(const Tensor& x, const Weight& wt, Tensor& y) {
             if (nx == 1 && nw == kQVecNW && pn == 1) QuantTile<BITS, 1, kQVecNW>(s, lane_group, xs, gs, wr, ys);
             else if (nx == 1 && nw == kQNW) QuantTile<BITS, 1, kQNW>(s, lane_group, xs, gs, wr, ys);
             else if (nx == 1) QuantTile<BITS, 1, 1>(s, lane_group, xs, gs, wr, ys);
-            else if (nw == kQNW) QuantTile<BITS, kQNX, kQNW>(s, lane_group, xs, gs, wr, ys);
-            else QuantTile<BITS, kQNX, 1>(s, lane_group, xs, gs, wr, ys);
+            else if (nx == kQNX && nw == kQNW) QuantTile<BITS, kQNX, kQNW>(s, lane_group, xs, gs, wr, ys);
+            else if (nx == kQNX) QuantTile<BITS, kQNX, 1>(s, lane_group, xs, gs, wr, ys);
+            else if (nx == 3 && nw == kQNW) QuantTile<BITS, 3, kQNW>(s, lane_group, xs, gs, wr, ys);
+            else if (nx == 3) QuantTile<BITS, 3, 1>(s, lane_group, xs, gs, wr, ys);
+            else if (nw == kQNW) QuantTile<BITS, 2, kQNW>(s, lane_group, xs, gs, wr, ys);
+            else QuantTile<BITS, 2, 1>(s, lane_group, xs, gs, wr, ys);
             i += nx;
           }
           r += nw;
