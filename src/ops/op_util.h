@@ -98,13 +98,14 @@ inline void* row_raw(const Tensor& t, int64_t r) {
   return static_cast<char*>(t.raw()) + row_offset(t, r) * static_cast<int64_t>(dtype_size(t.dtype()));
 }
 
-// Checks a weight (validate_weight) and rewrites its error with the op name.
+// positions.device (when set) must mirror positions.host on the op's device.
 inline void require_device_positions(const char* op, const Positions& p, Device device) {
   SANCTUM_REQUIRE(*p.device && p.device->dtype() == DType::i32 && p.device->numel() == p.size() && p.device->is_contiguous(), op,
                   "device positions must be a contiguous i32 tensor of " + std::to_string(p.size()) + " values");
   SANCTUM_REQUIRE(p.device->device() == device, op, "device positions live on another device than the tensors");
 }
 
+// Checks a weight (validate_weight) and rewrites its error with the op name.
 inline void require_weight(const char* op, const Weight& w) {
   try {
     validate_weight(w);

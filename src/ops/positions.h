@@ -17,7 +17,7 @@ struct Positions {
   // this buffer between replays, and the ops size their launches by the cache's capacity.
   const Tensor* device = nullptr;
 
-  int64_t first() const { return host.front(); }
+  int64_t first() const { return host.empty() ? 0 : host.front(); }
   int64_t size() const { return static_cast<int64_t>(host.size()); }
 };
 
