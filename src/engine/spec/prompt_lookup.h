@@ -11,7 +11,7 @@
 namespace sanctum::spec {
 
 struct PromptLookupParams {
-  int max_draft = 16;  // most tokens proposed per step (the gate picks the length that pays)
+  int max_draft = 5;  // most tokens proposed per step (the gate picks the length that pays, up to this)
   int ngram = 3;      // longest suffix looked up; shorter ones are tried when it has no match
   bool always = false;  // draft at every step, even where the measured cost says it does not pay
 };
