@@ -276,8 +276,6 @@ void launch_rows(const DecodeArgs& args) {
   else launch<VEC, P, 8>(args);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 void attention_decode(const AttnView& a) {

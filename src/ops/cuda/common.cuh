@@ -144,6 +144,19 @@ inline int multiprocessor_count() {
   return count;
 }
 
+// 16-byte vector loads need it.
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// A scale or bias element (f32, bf16 or f16, a kernel template's S) as f32.
+template <class S>
+__device__ __forceinline__ float to_f(S v);
+template <>
+__device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 }  // namespace sanctum::ops::cuda

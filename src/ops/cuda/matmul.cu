@@ -23,15 +23,6 @@ namespace {
 constexpr int kMatvecRows = 8;
 constexpr int kWarpsPerBlock = 8;
 
-template <class S>
-__device__ __forceinline__ float to_f(S v);
-template <>
-__device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <>
-__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-
 // Streaming load: the weight is read once per step, so keep it out of L1 (x lives there).
 __device__ __forceinline__ uint4 load_stream(const uint4* p) { return __ldcs(p); }
 
@@ -285,8 +276,6 @@ __global__ void to_bf16(const float* x, int64_t x_stride, int64_t n, int64_t k, 
   if (i >= n * k) return;
   out[i] = __float2bfloat16(x[(i / k) * x_stride + i % k]);
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 struct QuantizedArgs {
   const uint4* w;

@@ -13,8 +13,6 @@
 // y += scale * sum(code * x) + bias * sum(x).
 #include <cuda_bf16.h>
 
-#include <type_traits>
-
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/matvec_mma.cuh"
 
@@ -36,12 +34,6 @@ __device__ __forceinline__ uint32_t code_pair(uint32_t w, int j) { return ((w >>
 __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-template <class S>
-__device__ __forceinline__ float scale_value(S v) {
-  if constexpr (std::is_same_v<S, __half>) return __half2float(v);
-  else return __bfloat162float(v);
 }
 
 // Grid: one block per kWarps / KS groups of RT row tiles; a group's KS warps split the 64-column
@@ -119,8 +111,8 @@ __global__ void __launch_bounds__(kWarps * 32, 3) mma_matvec(const uint8_t* __re
         const int j = 2 * (s & 1);
         mma_bf16(c, code_pair(wl, j), code_pair(wh, j), code_pair(wl, j + 1), code_pair(wh, j + 1), b[s][0], b[s][1]);
       }
-      const float sg = scale_value(cw.scale_lo[r]), bg = scale_value(cw.bias_lo[r]);
-      const float sh = scale_value(cw.scale_hi[r]), bh = scale_value(cw.bias_hi[r]);
+      const float sg = to_f(cw.scale_lo[r]), bg = to_f(cw.bias_lo[r]);
+      const float sh = to_f(cw.scale_hi[r]), bh = to_f(cw.bias_hi[r]);
       const float og = fmaf(-128.0f, sg, bg), oh = fmaf(-128.0f, sh, bh);  // bias with the codes' 128 taken out
       acc[r][0] = fmaf(sg, c[0], fmaf(og, xsum[0], acc[r][0]));
       acc[r][1] = fmaf(sg, c[1], fmaf(og, xsum[1], acc[r][1]));
@@ -202,8 +194,8 @@ void launch_rows(const Weight& w, const float* x, int64_t xs, int n, float* y, i
 bool mma_matvec_ok(const Weight& w, const Tensor& x, int64_t n) {
   return n >= 1 && n <= 8 && w.quantized() && w.quant.bits == 4 && (w.quant.group_size == 64 || w.quant.group_size == 128) &&
          (w.scales.dtype() == DType::bf16 || w.scales.dtype() == DType::f16) && w.rows % 16 == 0 && w.cols % 64 == 0 &&
-         w.data.stride(0) * 8 == w.cols && (reinterpret_cast<uintptr_t>(w.data.raw()) & 15u) == 0 &&
-         (reinterpret_cast<uintptr_t>(x.raw()) & 15u) == 0 && x.stride(0) % 4 == 0;
+         w.data.stride(0) * 8 == w.cols && aligned16(w.data.raw()) && aligned16(x.raw()) &&
+         x.stride(0) % 4 == 0;
 }
 
 void mma_matvec(const Tensor& x, const Weight& w, Tensor& y) {
