@@ -183,10 +183,11 @@ class DecoderModel final : public Model {
       ops::embedding(embed_, ids, h);
       run_layers(h, {positions_, &position}, state, which);
     };
-    if (recording_key(state, which) != recorded_key_) {
+    recording_key(state, which, current_key_);
+    if (current_key_ != recorded_key_) {
       graph_.clear();
       enqueue();
-      recorded_key_ = recording_key(state, which);
+      recording_key(state, which, recorded_key_);  // after the run: what it allocated is part of the set
       return;
     }
     if (!graph_.recorded() && !graph_.record(enqueue)) {
@@ -200,10 +201,9 @@ class DecoderModel final : public Model {
 
   // Identifies everything a recorded step bakes in: the state's buffers, every other device buffer
   // (any allocation may have replaced a scratch buffer the step uses), the logits rows and the
-  // matmul precision (which picks kernels).
-  std::vector<uint64_t> recording_key(SequenceState& state, LogitsFor which) const {
-    std::vector<uint64_t> key;
-    key.reserve(3 * layers_.size() + 3);
+  // matmul precision (which picks kernels). Filled into `key`, a member reused every step.
+  void recording_key(SequenceState& state, LogitsFor which, std::vector<uint64_t>& key) const {
+    key.clear();
     auto add = [&key](uint64_t v) { key.push_back(v); };
     add(device_memory::cuda_allocations());
     add(static_cast<uint64_t>(which));
@@ -219,7 +219,6 @@ class DecoderModel final : public Model {
         add(reinterpret_cast<uintptr_t>(cache.values(0).raw()));
       }
     }
-    return key;
   }
 
   struct Layer {
@@ -243,7 +242,7 @@ class DecoderModel final : public Model {
   // Decode-step recording (CUDA only; SANCTUM_CUDA_GRAPHS=0 turns it off).
   bool graphs_ = false;
   StepGraph graph_;
-  std::vector<uint64_t> recorded_key_;
+  std::vector<uint64_t> recorded_key_, current_key_;
   Tensor step_;  // i32 [token, position] on the device
 };
 
