@@ -9,31 +9,40 @@
 #                                        unpacks, runs the CUDA op tests, the mlx-lm and transformers
 #                                        parity suites with --device cuda and the CUDA-graph on/off
 #                                        check, then each stage named:
-#                                        --large (27B-shape parity with transformers), --perf (kernel
+#                                        --large (27B-shape parity with transformers), --ops=FILTER (only
+#                                        the op tests a gtest filter names), --perf (kernel
 #                                        timings at production shapes), --bench (the GPU
 #                                        benchmark with the transformers peer), --bench-sanctum (without
 #                                        it); --no-checks first skips the op tests and parity suites.
 #                                        Logs go to $OUT when set.
+#
+# SANCTUM_CUDA_BUILD and SANCTUM_GPU_DIST move the build folder and the bundle (defaults build-cuda,
+# dist/gpu), so that several trees of work can be bundled side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DIST=dist/gpu
+BUILD=${SANCTUM_CUDA_BUILD:-build-cuda}
+DIST=${SANCTUM_GPU_DIST:-dist/gpu}
 
 bundle() {
-  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSANCTUM_CUDA=ON -DSANCTUM_WERROR=ON > /dev/null
-  local tests=(cuda_ops_test cuda_moe_test cuda_perf_test)
-  cmake --build build-cuda -j "$(nproc)" --target sanctum "${tests[@]}"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSANCTUM_CUDA=ON -DSANCTUM_WERROR=ON > /dev/null
+  local tests=()  # every tests/gpu/cuda_*_test.cc is a test target of the same name
+  for f in tests/gpu/cuda_*_test.cc; do tests+=("$(basename "$f" .cc)"); done
+  cmake --build "$BUILD" -j "$(nproc)" --target sanctum "${tests[@]}"
   rm -rf "$DIST/stage" && mkdir -p "$DIST/stage/bin" "$DIST/stage/lib"
-  cp build-cuda/sanctum "$DIST/stage/bin/"
-  for t in "${tests[@]}"; do cp "build-cuda/tests/$t" "$DIST/stage/bin/"; done
+  cp "$BUILD/sanctum" "$DIST/stage/bin/"
+  for t in "${tests[@]}"; do cp "$BUILD/tests/$t" "$DIST/stage/bin/"; done
   # Libraries the GPU machine's Ubuntu lacks or has under another soname. glibc, libstdc++, OpenSSL 3,
   # zlib and PCRE2 are there in compatible versions; CUDA's own libraries come from its toolkit.
-  for lib in $(ldd build-cuda/sanctum build-cuda/tests/cuda_*_test | awk '/=> \//{print $3}' | sort -u); do
+  for lib in $(ldd "$BUILD/sanctum" "$BUILD"/tests/cuda_*_test | awk '/=> \//{print $3}' | sort -u); do
     case "$(basename "$lib")" in
       libhwy*|libicu*|libyaml-cpp*) cp -L "$lib" "$DIST/stage/lib/" ;;
     esac
   done
   tar -C "$DIST/stage" -cJf "$DIST/bundle.tar.xz" bin lib
   rm -rf "$DIST/stage"
+  if [ ! -f "$DIST/wheels/.complete" ] && [ -f dist/gpu/wheels/.complete ] && [ "$DIST" != dist/gpu ]; then
+    mkdir -p "$DIST" && cp -r dist/gpu/wheels "$DIST/"
+  fi
   if [ ! -f "$DIST/wheels/.complete" ]; then
     mkdir -p "$DIST/wheels"
     .venv/bin/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -53,6 +62,8 @@ cuda_lib_dirs() {
   echo "${dirs#:}"
 }
 
+op_tests() { ls /tmp/sanctum-gpu/bin/cuda_*_test | grep -v perf_test; }
+
 run() {
   local out=${OUT:-/tmp/gpu_check}
   mkdir -p "$out" /tmp/sanctum-gpu
@@ -67,8 +78,8 @@ run() {
     shift
   else
     echo "== CUDA op tests"
-    for t in cuda_ops_test cuda_moe_test; do
-      /tmp/sanctum-gpu/bin/$t --gtest_brief=1 2>&1 | tee -a "$out/ops.log" || status=1
+    for t in $(op_tests); do
+      "$t" --gtest_brief=1 2>&1 | tee -a "$out/ops.log" || status=1
     done
     echo "== parity with mlx-lm and transformers, --device cuda"
     SANCTUM_PARITY_DEVICE_ARGS="--device cuda --matmul-precision f32" \
@@ -84,6 +95,11 @@ run() {
         echo "== large-shape parity with transformers (Qwen3.5-27B layer shapes)"
         python3 tests/gpu/large_shape_parity.py 2>&1 | tee "$out/large.log" | tail -3 || status=1
         grep -q "PASS" "$out/large.log" || status=1 ;;
+      --ops=*)
+        echo "== CUDA op tests matching ${stage#--ops=}"
+        for t in $(op_tests); do
+          "$t" --gtest_brief=1 --gtest_filter="${stage#--ops=}" 2>&1 | tee -a "$out/ops.log" || status=1
+        done ;;
       --perf)
         echo "== kernel timings at production shapes"
         /tmp/sanctum-gpu/bin/cuda_perf_test --gtest_also_run_disabled_tests --gtest_filter='*Perf*' 2>&1 | tee "$out/perf.log" || status=1 ;;
@@ -102,5 +118,5 @@ run() {
 case "${1:-}" in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--large] [--perf] [--bench | --bench-sanctum]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--ops=FILTER] [--large] [--perf] [--bench | --bench-sanctum]" >&2; exit 2 ;;
 esac
