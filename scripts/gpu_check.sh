@@ -10,8 +10,8 @@
 #                                        parity suites with --device cuda and the CUDA-graph on/off
 #                                        check, then each stage named:
 #                                        --large (27B-shape parity with transformers), --ops=FILTER (only
-#                                        the op tests a gtest filter names), --perf (kernel
-#                                        timings at production shapes), --bench (the GPU
+#                                        the op tests a gtest filter names), --perf[=NAME] (kernel
+#                                        timings at production shapes; NAME picks tests), --bench (the GPU
 #                                        benchmark with the transformers peer), --bench-sanctum (without
 #                                        it); --no-checks first skips the op tests and parity suites.
 #                                        Logs go to $OUT when set.
@@ -25,8 +25,9 @@ DIST=${SANCTUM_GPU_DIST:-dist/gpu}
 
 bundle() {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSANCTUM_CUDA=ON -DSANCTUM_WERROR=ON > /dev/null
-  local tests=()  # every tests/gpu/cuda_*_test.cc is a test target of the same name
-  for f in tests/gpu/cuda_*_test.cc; do tests+=("$(basename "$f" .cc)"); done
+  local tests=()  # every tests/gpu/cuda_*_test.cc is a test target of the same name (or those SANCTUM_GPU_TESTS names)
+  if [ -n "${SANCTUM_GPU_TESTS:-}" ]; then read -r -a tests <<< "$SANCTUM_GPU_TESTS"
+  else for f in tests/gpu/cuda_*_test.cc; do tests+=("$(basename "$f" .cc)"); done; fi
   cmake --build "$BUILD" -j "$(nproc)" --target sanctum "${tests[@]}"
   rm -rf "$DIST/stage" && mkdir -p "$DIST/stage/bin" "$DIST/stage/lib"
   cp "$BUILD/sanctum" "$DIST/stage/bin/"
@@ -100,9 +101,11 @@ run() {
         for t in $(op_tests); do
           "$t" --gtest_brief=1 --gtest_filter="${stage#--ops=}" 2>&1 | tee -a "$out/ops.log" || status=1
         done ;;
-      --perf)
-        echo "== kernel timings at production shapes"
-        /tmp/sanctum-gpu/bin/cuda_perf_test --gtest_also_run_disabled_tests --gtest_filter='*Perf*' 2>&1 | tee "$out/perf.log" || status=1 ;;
+      --perf|--perf=*)
+        local filter='*Perf*'
+        [ "$stage" != --perf ] && filter="*Perf*${stage#--perf=}*"
+        echo "== kernel timings at production shapes ($filter)"
+        /tmp/sanctum-gpu/bin/cuda_perf_test --gtest_also_run_disabled_tests --gtest_filter="$filter" 2>&1 | tee -a "$out/perf.log" || status=1 ;;
       --bench)
         echo "== benchmark"
         python3 bench/gpu/run_bench.py --out "$out/bench.json" 2>&1 | tee "$out/bench.log" || status=1 ;;
@@ -118,5 +121,5 @@ run() {
 case "${1:-}" in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--ops=FILTER] [--large] [--perf] [--bench | --bench-sanctum]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--ops=FILTER] [--large] [--perf[=NAME]] [--bench | --bench-sanctum]" >&2; exit 2 ;;
 esac
