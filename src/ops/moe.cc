@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/moe_grouped.h"
 #include "ops/matmul.h"
 #include "ops/op_util.h"
+#include "ops/ref/moe.h"
 
 namespace sanctum::ops {
 
@@ -160,6 +162,77 @@ void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids,
     SANCTUM_REQUIRE(e >= 0 && e < experts.size(), kOp, "expert id " + std::to_string(e) + " out of range");
     Tensor yr = y.slice(0, i, i + 1);
     matmul(x.slice(0, i / fan, i / fan + 1), experts[e], yr);
+  }
+}
+
+void moe_group(const Tensor& ids, int64_t n_experts, Tensor& offsets, Tensor& sorted) {
+  constexpr const char* kOp = "moe_group";
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"ids", &ids}, {"offsets", &offsets}, {"sorted", &sorted}}) {
+    detail::require_defined(kOp, name, *t);
+    detail::require_dtype(kOp, name, *t, DType::i32);
+    SANCTUM_REQUIRE(t->is_contiguous(), kOp, std::string(name) + " must be contiguous");
+  }
+  const Device device = detail::require_one_device(kOp, {{"ids", &ids}, {"offsets", &offsets}, {"sorted", &sorted}});
+  const int64_t m = ids.numel();
+  SANCTUM_REQUIRE(n_experts > 0 && offsets.numel() == n_experts + 1, kOp, "offsets must hold n_experts + 1 elements");
+  SANCTUM_REQUIRE(sorted.numel() == m && m < (int64_t{1} << 31), kOp, "sorted must hold one element per id");
+  if (device == Device::cuda) return cuda::moe_group(ids, n_experts, offsets, sorted);
+  for (int64_t i = 0; i < m; ++i)
+    SANCTUM_REQUIRE(ids.data<int32_t>()[i] >= 0 && ids.data<int32_t>()[i] < n_experts, kOp,
+                    "expert id " + std::to_string(ids.data<int32_t>()[i]) + " out of range at " + std::to_string(i));
+  ref::moe_group(ids.data<int32_t>(), m, n_experts, offsets.data<int32_t>(), sorted.data<int32_t>());
+}
+
+void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& offsets, const Tensor& sorted, GroupedRows mode,
+                           Tensor& y) {
+  constexpr const char* kOp = "grouped_expert_matmul";
+  require_rows(kOp, "x", x);
+  require_rows(kOp, "y", y);
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"offsets", &offsets}, {"sorted", &sorted}}) {
+    detail::require_defined(kOp, name, *t);
+    detail::require_dtype(kOp, name, *t, DType::i32);
+    SANCTUM_REQUIRE(t->is_contiguous(), kOp, std::string(name) + " must be contiguous");
+  }
+  SANCTUM_REQUIRE(experts.size() > 0, kOp, "empty expert set");
+  const Tensor& w0 = experts[0].data;
+  const Device device =
+      detail::require_one_device(kOp, {{"x", &x}, {"offsets", &offsets}, {"sorted", &sorted}, {"y", &y}, {"experts", &w0}});
+  const int64_t m = sorted.numel(), E = experts.size();
+  SANCTUM_REQUIRE(offsets.numel() == E + 1, kOp, "offsets must hold one element per expert and one more");
+  if (mode == GroupedRows::gather)
+    SANCTUM_REQUIRE(y.dim(0) == m && (x.dim(0) > 0 ? m % x.dim(0) == 0 : m == 0), kOp,
+                    "gather: y " + y.shape_string() + " needs one row per sorted row, a multiple of the rows of x " + x.shape_string());
+  else
+    SANCTUM_REQUIRE(x.dim(0) == m && y.dim(0) == m, kOp, "scatter: x " + x.shape_string() + " and y " + y.shape_string() +
+                                                             " need one row per sorted row (" + std::to_string(m) + ")");
+  SANCTUM_REQUIRE(x.dim(1) == experts[0].cols && y.dim(1) == experts[0].rows, kOp,
+                  "x " + x.shape_string() + " / y " + y.shape_string() + " do not fit experts of (" + std::to_string(experts[0].rows) +
+                      ", " + std::to_string(experts[0].cols) + ")");
+  if (m == 0) return;
+  if (device == Device::cuda) return cuda::grouped_expert_matmul(x, experts, offsets, sorted, mode, y);
+  const int32_t* off = offsets.data<int32_t>();
+  const int32_t* rows = sorted.data<int32_t>();
+  SANCTUM_REQUIRE(off[0] == 0 && off[E] <= m, kOp, "offsets must start at 0 and end within sorted");
+  for (int64_t e = 0; e < E; ++e) SANCTUM_REQUIRE(off[e] <= off[e + 1], kOp, "offsets must not decrease");
+  for (int64_t j = 0; j < off[E]; ++j) SANCTUM_REQUIRE(rows[j] >= 0 && rows[j] < m, kOp, "sorted row out of range at " + std::to_string(j));
+  // Each expert's rows gathered into one block, one matmul (its weight read once), results scattered.
+  const int64_t fan = mode == GroupedRows::gather ? m / x.dim(0) : 1;
+  std::vector<int32_t> src, dst;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t count = off[e + 1] - off[e];
+    if (count == 0) continue;
+    src.clear();
+    dst.clear();
+    for (int64_t j = off[e]; j < off[e + 1]; ++j) {
+      src.push_back(static_cast<int32_t>(mode == GroupedRows::gather ? rows[j] / fan : j));
+      dst.push_back(static_cast<int32_t>(mode == GroupedRows::gather ? j : rows[j]));
+    }
+    Tensor xe = Tensor::zeros({count, x.dim(1)}, DType::f32), ye = Tensor::zeros({count, y.dim(1)}, DType::f32);
+    std::vector<int32_t> local(static_cast<size_t>(count));
+    for (int32_t i = 0; i < static_cast<int32_t>(count); ++i) local[static_cast<size_t>(i)] = i;
+    copy_rows(x, src, xe, local);
+    matmul(xe, experts[e], ye);
+    copy_rows(ye, local, y, dst);
   }
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Row movement and mixing for mixture-of-experts layers, so the MoE block runs unchanged on any
-// device: the routing decision is made on the host, these ops move the rows it names.
+// device: routing, grouping of tokens by expert, per-expert matmuls over the grouped rows, and the
+// weighted combine.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -54,6 +55,27 @@ class ExpertSet {
 // y row i = experts[ids[i]] · (x row i / fan), fan = rows of y per row of x (1, or k to feed each
 // token to its k experts). x: (m / fan, cols) f32; ids: (m) i32 on x's device; y: (m, rows) f32.
 void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y);
+
+// Counting sort of expert choices, stable: the rows that chose expert e are
+// sorted[offsets[e] .. offsets[e + 1]), ascending. ids: (m) i32, each in [0, n_experts);
+// offsets: (n_experts + 1) i32; sorted: (m) i32; all on one device (a GPU never waits for the host).
+void moe_group(const Tensor& ids, int64_t n_experts, Tensor& offsets, Tensor& sorted);
+
+// How grouped_expert_matmul maps the grouped rows j (sorted order) to rows of x and y.
+enum class GroupedRows {
+  gather,   // y row j = experts[e] · x row (sorted[j] / fan); fan = m / rows of x (k: token of a choice)
+  scatter,  // y row sorted[j] = experts[e] · x row j
+};
+
+// Every expert over its own rows, e such that offsets[e] <= j < offsets[e + 1]; offsets and sorted as
+// moe_group makes them, on x's device (m = sorted.numel()). x, y: f32 rows.
+// Precision: the CPU sums f32 products as ops::matmul does. The GPU follows ops::matmul_precision():
+// in the f32 mode f32 products and sums (slow; the MoE block keeps its host-grouped path there), in
+// the bf16 mode x and the dequantized weights are rounded to bf16 and multiplied on the tensor cores
+// with f32 sums, as the cuBLAS prefill path does. Either way a row's result depends only on its own
+// x row and expert, never on the other rows of the call.
+void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& offsets, const Tensor& sorted, GroupedRows mode,
+                           Tensor& y);
 
 // moe_combine with the weights in a tensor on the rows' device, and the shared expert's weight given
 // as its gate logit (weight = sigmoid(logit)): weights (n, k) f32, shared_logit (n, 1) f32.

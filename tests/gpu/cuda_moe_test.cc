@@ -1,13 +1,22 @@
-// The device-side MoE ops (routing, expert mat-vecs by id, combine) against their CPU versions,
-// which the CPU parity suites hold to mlx-lm and transformers. Skips without a GPU.
+// The device-side MoE ops (routing, expert mat-vecs by id, grouping by expert, grouped tensor-core
+// mat-mats, combine) against their CPU versions and scalar references, which the CPU parity suites
+// hold to mlx-lm and transformers; and a whole MoE block on the device against the host. Skips
+// without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "../ops/op_test_util.h"
+#include "../weights/safetensors_writer.h"
 #include "gpu_test_util.h"
+#include "model/blocks/moe.h"
 #include "ops/ops.h"
+#include "ops/precision.h"
+#include "ops/ref/matmul.h"
+#include "ops/ref/moe.h"
 #include "tensor/device_memory.h"
 
 namespace sanctum {
@@ -74,6 +83,238 @@ TEST_F(CudaMoe, combine_with_device_weights_and_shared_gate) {
   Tensor gs = shared.to(Device::cuda), gl = logit.to(Device::cuda);
   ops::moe_combine(per_rank.to(Device::cuda), w.to(Device::cuda), &gs, &gl, gout);
   EXPECT_LE(max_abs_diff(gout, out), 1e-5);
+}
+
+// ---- grouping by expert and grouped mat-mats (prompts) ----
+
+// How a test's (token, rank) choices pick experts.
+enum class Spread { uniform, even_only, one_expert };
+
+Tensor choose_experts(int64_t m, int64_t E, Spread spread, Rng& rng) {
+  Tensor ids = Tensor::zeros({m}, DType::i32);
+  const int32_t only = static_cast<int32_t>(rng.integer(0, E - 1));
+  for (int64_t i = 0; i < m; ++i) {
+    int64_t e = rng.integer(0, E - 1);
+    if (spread == Spread::even_only) e -= e % 2;
+    if (spread == Spread::one_expert) e = only;
+    ids.data<int32_t>()[i] = static_cast<int32_t>(e);
+  }
+  return ids;
+}
+
+// Sets the matmul precision for a scope.
+struct PrecisionScope {
+  ops::MatmulPrecision saved = ops::matmul_precision();
+  explicit PrecisionScope(ops::MatmulPrecision p) { ops::set_matmul_precision(p); }
+  ~PrecisionScope() { ops::set_matmul_precision(saved); }
+};
+
+TEST_F(CudaMoe, grouping_on_the_device_equals_the_stable_host_sort) {
+  Rng rng(34);
+  for (int64_t E : {8, 64, 256})
+    for (int64_t m : {1, 33, 72, 4097, 32768})
+      for (Spread spread : {Spread::uniform, Spread::even_only, Spread::one_expert}) {
+        Tensor ids = choose_experts(m, E, spread, rng);
+        Tensor offsets = Tensor::zeros({E + 1}, DType::i32), sorted = Tensor::zeros({m}, DType::i32);
+        ops::moe_group(ids, E, offsets, sorted);
+        Tensor goff = Tensor::zeros({E + 1}, DType::i32, Device::cuda), gsorted = Tensor::zeros({m}, DType::i32, Device::cuda);
+        ops::moe_group(ids.to(Device::cuda), E, goff, gsorted);
+        Tensor hoff = goff.to(Device::cpu), hsorted = gsorted.to(Device::cpu);
+        ASSERT_EQ(std::memcmp(hoff.raw(), offsets.raw(), offsets.nbytes()), 0) << "E " << E << " m " << m;
+        ASSERT_EQ(std::memcmp(hsorted.raw(), sorted.raw(), sorted.nbytes()), 0) << "E " << E << " m " << m;
+      }
+}
+
+// Max |a - b| over sqrt(k) * rms(x) * rms(w), the magnitude of one output.
+double grouped_error(const Tensor& got, const Tensor& want, const Tensor& x, const ops::ExpertSet& set) {
+  Tensor g = got.to(Device::cpu);
+  double worst = 0.0, xs = 0.0, ws = 0.0;
+  for (int64_t i = 0; i < g.numel(); ++i) worst = std::max(worst, std::abs(static_cast<double>(g.data<float>()[i]) - want.data<float>()[i]));
+  for (int64_t i = 0; i < x.numel(); ++i) xs += std::pow(x.data<float>()[i], 2);
+  for (int64_t e = 0; e < set.size(); ++e)
+    for (int64_t r = 0; r < set[e].rows; ++r)
+      for (int64_t c = 0; c < set[e].cols; ++c) ws += std::pow(ops::ref::weight_at(set[e], r, c), 2);
+  const double scale = std::sqrt(static_cast<double>(x.dim(1)) * xs / static_cast<double>(x.numel()) * ws /
+                                 static_cast<double>(set.size() * set[0].rows * set[0].cols));
+  return worst / scale;
+}
+
+struct Format {
+  int bits, group;
+  DType scales;
+};
+
+// The tensor-core kernel in the bf16 mode against the reference with bf16 operands (same products,
+// double sums) and against exact f32; the f32 mode against exact f32. Odd token counts, tile tails
+// (rows not a multiple of 128), experts without rows, every row on one expert (several tiles).
+TEST_F(CudaMoe, grouped_matmul_matches_the_reference_in_both_precisions) {
+  Rng rng(35);
+  const Format formats[] = {{4, 32, DType::bf16}, {4, 64, DType::bf16}, {4, 128, DType::bf16}, {8, 32, DType::bf16}, {8, 64, DType::f16},
+                            {8, 128, DType::bf16}, {4, 64, DType::f16}, {4, 64, DType::f32},  {0, 0, DType::bf16}};
+  struct Case {
+    int64_t n, k, rows, cols;
+    Spread spread;
+  };
+  const Case cases[] = {{9, 4, 72, 256, Spread::uniform}, {37, 2, 200, 128, Spread::even_only}, {130, 3, 136, 384, Spread::one_expert},
+                        {1, 1, 64, 128, Spread::uniform}};
+  for (const Format& f : formats)
+    for (const Case& c : cases)
+      for (ops::GroupedRows mode : {ops::GroupedRows::gather, ops::GroupedRows::scatter}) {
+        const int64_t E = 8, m = c.n * c.k;
+        std::vector<Weight> host, dev;
+        for (int64_t e = 0; e < E; ++e) {
+          Weight w = f.bits ? test::random_quantized(c.rows, c.cols, f.bits, f.group, f.scales, rng)
+                            : dense_weight(test::random_tensor({c.rows, c.cols}, DType::bf16, rng));
+          host.push_back(w);
+          dev.push_back(test::gpu(w));
+        }
+        ops::ExpertSet hs(host), ds(dev);
+        Tensor ids = choose_experts(m, E, c.spread, rng);
+        Tensor offsets = Tensor::zeros({E + 1}, DType::i32), sorted = Tensor::zeros({m}, DType::i32);
+        ops::moe_group(ids, E, offsets, sorted);
+        const bool gather = mode == ops::GroupedRows::gather;
+        Tensor x = test::random_tensor({gather ? c.n : m, c.cols}, DType::f32, rng);
+        Tensor want16 = Tensor::zeros({m, c.rows}, DType::f32), want32 = Tensor::zeros({m, c.rows}, DType::f32);
+        ops::ref::grouped_expert_matmul(x, hs, offsets.data<int32_t>(), sorted.data<int32_t>(), m, mode, true, want16);
+        ops::ref::grouped_expert_matmul(x, hs, offsets.data<int32_t>(), sorted.data<int32_t>(), m, mode, false, want32);
+        Tensor gx = x.to(Device::cuda), goff = offsets.to(Device::cuda), gsorted = sorted.to(Device::cuda);
+        SCOPED_TRACE("bits " + std::to_string(f.bits) + " g" + std::to_string(f.group) + " n " + std::to_string(c.n) + " rows " +
+                     std::to_string(c.rows) + (gather ? " gather " : " scatter ") + test::seed_note());
+        {
+          PrecisionScope p(ops::MatmulPrecision::bf16);
+          Tensor y = Tensor::zeros({m, c.rows}, DType::f32, Device::cuda);
+          ops::grouped_expert_matmul(gx, ds, goff, gsorted, mode, y);
+          EXPECT_LE(grouped_error(y, want16, x, hs), 2e-5);
+          EXPECT_LE(grouped_error(y, want32, x, hs), 2e-2);
+        }
+        {
+          PrecisionScope p(ops::MatmulPrecision::f32);
+          Tensor y = Tensor::zeros({m, c.rows}, DType::f32, Device::cuda);
+          ops::grouped_expert_matmul(gx, ds, goff, gsorted, mode, y);
+          EXPECT_LE(grouped_error(y, want32, x, hs), 1e-5);
+        }
+      }
+}
+
+// A (token, rank) row's result has the same bits whichever other tokens share the call.
+TEST_F(CudaMoe, grouped_rows_do_not_depend_on_the_batch) {
+  Rng rng(36);
+  PrecisionScope p(ops::MatmulPrecision::bf16);
+  const int64_t E = 16, k = 4, n = 300, part = 41, rows = 256, cols = 512;
+  std::vector<Weight> dev;
+  for (int64_t e = 0; e < E; ++e) dev.push_back(test::gpu(test::random_quantized(rows, cols, 4, 64, DType::bf16, rng)));
+  ops::ExpertSet ds(dev);
+  Tensor ids = choose_experts(n * k, E, Spread::uniform, rng);
+  Tensor x = test::random_tensor({n, cols}, DType::f32, rng);
+  // y rows in (token, rank) order for the first `tokens` tokens.
+  auto run = [&](int64_t tokens) {
+    const int64_t m = tokens * k;
+    Tensor offsets = Tensor::zeros({E + 1}, DType::i32, Device::cuda), sorted = Tensor::zeros({m}, DType::i32, Device::cuda);
+    ops::moe_group(ids.slice(0, 0, m).to(Device::cuda), E, offsets, sorted);
+    Tensor mid = Tensor::zeros({m, rows}, DType::f32, Device::cuda), y = Tensor::zeros({m, rows}, DType::f32, Device::cuda);
+    ops::grouped_expert_matmul(x.slice(0, 0, tokens).to(Device::cuda), ds, offsets, sorted, ops::GroupedRows::gather, mid);
+    Tensor h = mid.to(Device::cpu), s = sorted.to(Device::cpu), out = Tensor::zeros({m, rows}, DType::f32);
+    for (int64_t j = 0; j < m; ++j)
+      std::memcpy(out.data<float>() + s.data<int32_t>()[j] * rows, h.data<float>() + j * rows, static_cast<size_t>(rows) * 4);
+    return out;
+  };
+  Tensor all = run(n), some = run(part);
+  for (int64_t i = 0; i < part * k; ++i)
+    EXPECT_TRUE(test::same_bits(all.data<float>() + i * rows, some.data<float>() + i * rows, rows)) << "row " << i;
+}
+
+// ---- a whole MoE block: device (grouped, bf16 and host-grouped f32 modes) against the host ----
+
+std::vector<uint16_t> bf16_bytes(const Tensor& t) {
+  std::vector<uint16_t> v(static_cast<size_t>(t.numel()));
+  std::memcpy(v.data(), t.raw(), v.size() * 2);
+  return v;
+}
+
+// E quantized experts of (rows, cols) as one MLX grid at `name`.
+void add_grid(std::vector<testing::StTensor>& ts, const std::string& name, int64_t E, int64_t rows, int64_t cols, int bits, int group,
+              Rng& rng) {
+  std::string data, scales, biases;
+  for (int64_t e = 0; e < E; ++e) {
+    Weight w = test::random_quantized(rows, cols, bits, group, DType::bf16, rng);
+    data.append(static_cast<const char*>(w.data.raw()), w.data.nbytes());
+    scales.append(static_cast<const char*>(w.scales.raw()), w.scales.nbytes());
+    biases.append(static_cast<const char*>(w.biases.raw()), w.biases.nbytes());
+  }
+  ts.push_back({name + ".weight", "U32", {E, rows, cols * bits / 32}, data});
+  ts.push_back({name + ".scales", "BF16", {E, rows, cols / group}, scales});
+  ts.push_back({name + ".biases", "BF16", {E, rows, cols / group}, biases});
+}
+
+void add_linear(std::vector<testing::StTensor>& ts, const std::string& name, int64_t rows, int64_t cols, int bits, int group, Rng& rng) {
+  Weight w = test::random_quantized(rows, cols, bits, group, DType::bf16, rng);
+  ts.push_back({name + ".weight", "U32", {rows, cols * bits / 32}, std::string(static_cast<const char*>(w.data.raw()), w.data.nbytes())});
+  ts.push_back({name + ".scales", "BF16", {rows, cols / group}, std::string(static_cast<const char*>(w.scales.raw()), w.scales.nbytes())});
+  ts.push_back({name + ".biases", "BF16", {rows, cols / group}, std::string(static_cast<const char*>(w.biases.raw()), w.biases.nbytes())});
+}
+
+TEST_F(CudaMoe, moe_block_on_the_device_matches_the_host) {
+  Rng rng(37);
+  const int64_t H = 128, I = 64, E = 16, k = 4, S = 64;
+  for (int bits : {4, 8}) {
+    testing::TempDir dir;
+    std::vector<testing::StTensor> ts;
+    // Router: logit e = x[e] exactly on both sides (x's first E values are distinct multiples of
+    // 1/4), so both pick the same experts and the comparison sees only the experts' arithmetic.
+    Tensor router = Tensor::zeros({E, H}, DType::bf16);
+    for (int64_t e = 0; e < E; ++e) router.data<uint16_t>()[e * H + e] = f32_to_bf16(1.0f);
+    ts.push_back({"mlp.gate.weight", "BF16", {E, H}, testing::bytes_of(bf16_bytes(router))});
+    ts.push_back({"mlp.shared_expert_gate.weight", "BF16", {1, H}, testing::bytes_of(bf16_bytes(test::random_tensor({1, H}, DType::bf16, rng, 0.1f)))});
+    add_grid(ts, "mlp.switch_mlp.gate_proj", E, I, H, bits, 64, rng);
+    add_grid(ts, "mlp.switch_mlp.up_proj", E, I, H, bits, 64, rng);
+    add_grid(ts, "mlp.switch_mlp.down_proj", E, H, I, bits, 64, rng);
+    add_linear(ts, "mlp.shared_expert.gate_proj", S, H, bits, 64, rng);
+    add_linear(ts, "mlp.shared_expert.up_proj", S, H, bits, 64, rng);
+    add_linear(ts, "mlp.shared_expert.down_proj", H, S, bits, 64, rng);
+    testing::write_bytes(dir.path / "model.safetensors", testing::make_safetensors(ts));
+    const QuantConfig quant = QuantConfig::from_json(nlohmann::json::parse(
+        R"({"quantization": {"group_size": 64, "bits": )" + std::to_string(bits) + R"(, "mlp.gate": false, "mlp.shared_expert_gate": false}})"));
+    MoeConfig cfg;
+    cfg.hidden = H;
+    cfg.expert_intermediate = I;
+    cfg.n_experts = E;
+    cfg.top_k = k;
+    cfg.shared_expert_intermediate = S;
+    Checkpoint hckpt(dir.str()), dckpt(dir.str());
+    dckpt.set_device(Device::cuda);
+    MoeBlock hblock(hckpt, "mlp.", cfg, quant), dblock(dckpt, "mlp.", cfg, quant);
+    Workspace hws, dws(Device::cuda);
+    for (int64_t n : {9, 37, 300}) {
+      Tensor x = test::random_tensor({n, H}, DType::f32, rng);
+      std::vector<int> order(static_cast<size_t>(E));
+      for (int64_t t = 0; t < n; ++t) {
+        std::iota(order.begin(), order.end(), 0);
+        for (int64_t i = E - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(rng.integer(0, i))]);
+        for (int64_t e = 0; e < E; ++e) x.data<float>()[t * H + e] = 0.25f * static_cast<float>(order[static_cast<size_t>(e)]);
+      }
+      Tensor want = Tensor::zeros({n, H}, DType::f32);
+      hblock.forward(x, hws, want);
+      double rms = 0.0;
+      for (int64_t i = 0; i < want.numel(); ++i) rms += std::pow(want.data<float>()[i], 2);
+      rms = std::sqrt(rms / static_cast<double>(want.numel()));
+      for (ops::MatmulPrecision prec : {ops::MatmulPrecision::bf16, ops::MatmulPrecision::f32}) {
+        PrecisionScope p(prec);
+        Tensor out = Tensor::zeros({n, H}, DType::f32, Device::cuda);
+        dblock.forward(x.to(Device::cuda), dws, out);
+        Tensor got = out.to(Device::cpu);
+        double worst = 0.0, sq = 0.0;
+        for (int64_t i = 0; i < got.numel(); ++i) {
+          const double d = std::abs(static_cast<double>(got.data<float>()[i]) - want.data<float>()[i]);
+          worst = std::max(worst, d);
+          sq += d * d;
+        }
+        const bool bf16 = prec == ops::MatmulPrecision::bf16;
+        SCOPED_TRACE("bits " + std::to_string(bits) + " n " + std::to_string(n) + (bf16 ? " bf16 " : " f32 ") + test::seed_note());
+        EXPECT_LE(worst / rms, bf16 ? 5e-2 : 1e-4);
+        EXPECT_LE(std::sqrt(sq / static_cast<double>(got.numel())) / rms, bf16 ? 1e-2 : 1e-5);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -5,13 +5,15 @@
 
 #include "base/error.h"
 #include "ops/ops.h"
+#include "ops/precision.h"
 
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kRouter = 500, kRows, kGate, kUp, kExpertOut, kPerRank, kShared, kSharedGate, kIds, kWeights };
-// Up to this many tokens a GPU forward routes on the device (decode, speculative verification);
-// longer prompts group tokens by expert on the host, so each expert's weights are read once.
+enum Slot : size_t { kRouter = 500, kRows, kGate, kUp, kExpertOut, kPerRank, kShared, kSharedGate, kIds, kWeights, kOffsets, kSorted };
+// Up to this many tokens a GPU forward runs each (token, expert) pair as its own mat-vec (decode,
+// speculative verification); longer prompts group the pairs by expert on the device, so each
+// expert's weights are read once per tile of its rows.
 constexpr int64_t kDeviceRoutedTokens = 8;
 
 // Expert e of a (E, rows, cols') grid as a 2-D weight; rows [row0, row0 + rows) of that expert.
@@ -124,7 +126,10 @@ void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
     shared_logit = ws.get(kSharedGate, n, 1);
     ops::matmul(x, shared_gate_, shared_logit);
   }
-  if (logits.device() == Device::cuda && n <= kDeviceRoutedTokens) return forward_on_device(x, logits, shared_logit, ws, out);
+  // The exact f32 mode keeps longer GPU inputs on the host-grouped path below, whose matmuls give each
+  // row the f32 mat-vec's bits; the bf16 mode groups them on the device (tensor cores, no host wait).
+  if (logits.device() == Device::cuda && (n <= kDeviceRoutedTokens || ops::matmul_precision() != ops::MatmulPrecision::f32))
+    return forward_on_device(x, logits, shared_logit, ws, out);
   // Routing is decided on the host; on a GPU this is the layer's one wait for the device.
   if (logits.device() != Device::cpu) {
     Tensor host = ws.host(kRouter, n, config_.n_experts);
@@ -186,15 +191,28 @@ void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
 }
 
 void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, Tensor& out) const {
-  const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k;
+  const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k, E = config_.n_experts;
   Tensor ids = ws.get_typed(kIds, n, k, DType::i32), weights = ws.get(kWeights, n, k);
   ops::moe_route(logits, routing(), ids, weights);
   Tensor flat_ids = ids.reshape({n * k});
+  // per_rank row t*k + r: token t through its r-th expert.
   Tensor gate = ws.get(kGate, n * k, I), up = ws.get(kUp, n * k, I), per_rank = ws.get(kPerRank, n * k, H);
-  ops::expert_matmul(x, gate_set_, flat_ids, gate);  // row t*k + r: token t through its r-th expert
-  ops::expert_matmul(x, up_set_, flat_ids, up);
-  ops::silu_mul(gate, up, gate);
-  ops::expert_matmul(gate, down_set_, flat_ids, per_rank);
+  if (n <= kDeviceRoutedTokens) {
+    ops::expert_matmul(x, gate_set_, flat_ids, gate);
+    ops::expert_matmul(x, up_set_, flat_ids, up);
+    ops::silu_mul(gate, up, gate);
+    ops::expert_matmul(gate, down_set_, flat_ids, per_rank);
+  } else {
+    // Rows of gate and up in expert order (sorted), one grouped launch per projection; the down
+    // projection writes each result back to its (token, rank) row.
+    Tensor offsets = ws.get_typed(kOffsets, 1, E + 1, DType::i32).reshape({E + 1});
+    Tensor sorted = ws.get_typed(kSorted, 1, n * k, DType::i32).reshape({n * k});
+    ops::moe_group(flat_ids, E, offsets, sorted);
+    ops::grouped_expert_matmul(x, gate_set_, offsets, sorted, ops::GroupedRows::gather, gate);
+    ops::grouped_expert_matmul(x, up_set_, offsets, sorted, ops::GroupedRows::gather, up);
+    ops::silu_mul(gate, up, gate);
+    ops::grouped_expert_matmul(gate, down_set_, offsets, sorted, ops::GroupedRows::scatter, per_rank);
+  }
   if (!has_shared_) return ops::moe_combine(per_rank, weights, nullptr, nullptr, out);
   Tensor shared = ws.get(kShared, n, H);
   shared_.forward(x, ws, shared);

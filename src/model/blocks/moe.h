@@ -41,8 +41,9 @@ class MoeBlock {
   };
   void load_experts(Checkpoint& ckpt, const std::string& prefix, const QuantConfig& quant);
   ops::MoeRouting routing() const;
-  // Few tokens on a GPU: routing and the experts' mat-vecs stay on the device (expert ids are read
-  // there), so a decode step never waits for the host.
+  // On a GPU: routing and the experts stay on the device (expert ids and their row groups are read
+  // there), so neither a decode step nor a prompt waits for the host. Few tokens: a mat-vec per
+  // (token, expert); more: rows grouped by expert, one tensor-core launch per projection.
   void forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, Tensor& out) const;
 
   MoeConfig config_;

@@ -1,0 +1,483 @@
+// MoE prefill on the device without host grouping: a counting sort of the (token, rank) choices by
+// expert, and one grouped mat-mat launch per projection that runs every expert over its own rows.
+//
+// moe_group: chunks of kChunk ids are counted per expert (shared-memory histograms), one block turns
+// the counts into expert offsets and per-chunk starting positions, and one warp per chunk places its
+// ids in order (match_any ranks equal ids within a step), so the sort is stable and deterministic.
+//
+// grouped_expert_matmul (bf16 mode, MLX 4/8-bit or bf16 experts): a tile schedule (one small block)
+// counts each expert's row tiles of BM rows; the grid is sized for the worst case (m / BM + E tiles)
+// and tiles past the schedule's end exit at once, so no count ever travels to the host. A block
+// computes BM grouped rows by BN = 128 output columns of one expert: per 64-column step it loads the
+// f32 x rows (gathered through `sorted` when needed) and the expert's codes into registers while the
+// previous step multiplies, rounds x to bf16 and dequantizes the weights to bf16 (scale * code + bias
+// in one f32 fma, as the cuBLAS path's dequantization), both into padded shared memory, and runs
+// mma.sync m16n8k16 bf16 with f32 accumulators from ldmatrix fragments. Each output element's sum
+// runs over k in one fixed order whatever rows share its tile, so a row's result never depends on
+// the batch. f32 mode and other weight formats take a warp-per-output mat-vec in f32.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "ops/cuda/blas.cuh"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/moe_grouped.h"
+#include "ops/precision.h"
+
+namespace sanctum::ops::cuda {
+
+namespace {
+
+constexpr int kChunk = 256;  // ids per counting-sort chunk
+
+// In-place exclusive prefix sum of a[0, n) (shared memory) by the whole block; every thread gets the
+// total. blockDim.x is a multiple of 32.
+__device__ int32_t block_exclusive_scan(int32_t* a, int n) {
+  __shared__ int32_t warp_base[32];
+  __shared__ int32_t grand;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int per = (n + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x);
+  const int lo = min(static_cast<int>(threadIdx.x) * per, n), hi = min(lo + per, n);
+  int32_t sum = 0;
+  for (int i = lo; i < hi; ++i) sum += a[i];
+  int32_t inc = sum;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int32_t v = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += v;
+  }
+  if (lane == 31) warp_base[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    const int32_t t = lane < warps ? warp_base[lane] : 0;
+    int32_t ti = t;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t v = __shfl_up_sync(0xffffffffu, ti, o);
+      if (lane >= o) ti += v;
+    }
+    if (lane < warps) warp_base[lane] = ti - t;
+    if (lane == 31) grand = ti;
+  }
+  __syncthreads();
+  int32_t run = warp_base[warp] + inc - sum;
+  for (int i = lo; i < hi; ++i) {
+    const int32_t v = a[i];
+    a[i] = run;
+    run += v;
+  }
+  __syncthreads();
+  return grand;
+}
+
+// counts[c * E + e]: ids of chunk c equal to e. blockDim.x == kChunk.
+__global__ void group_count(const int32_t* __restrict__ ids, int m, int E, int32_t* __restrict__ counts) {
+  extern __shared__ int32_t hist[];
+  for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  const int i = blockIdx.x * kChunk + threadIdx.x;
+  if (i < m) {
+    const int id = ids[i];
+    if (id >= 0 && id < E) atomicAdd(&hist[id], 1);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) counts[static_cast<int64_t>(blockIdx.x) * E + e] = hist[e];
+}
+
+// One block: offsets[e] = ids before expert e's; counts[c][e] becomes the position of chunk c's
+// first id of expert e.
+__global__ void group_scan(int32_t* __restrict__ counts, int chunks, int E, int32_t* __restrict__ offsets) {
+  extern __shared__ int32_t total[];
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int32_t run = 0;
+    for (int c = 0; c < chunks; ++c) {
+      const int32_t v = counts[static_cast<int64_t>(c) * E + e];
+      counts[static_cast<int64_t>(c) * E + e] = run;
+      run += v;
+    }
+    total[e] = run;
+  }
+  __syncthreads();
+  const int32_t all = block_exclusive_scan(total, E);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) offsets[e] = total[e];
+  if (threadIdx.x == 0) offsets[E] = all;
+  for (int64_t i = threadIdx.x; i < static_cast<int64_t>(chunks) * E; i += blockDim.x) counts[i] += total[i % E];
+}
+
+// One warp per chunk, 32 ids a step in order: an id's place is its expert's next free position
+// plus its rank among the step's equal ids.
+__global__ void group_place(const int32_t* __restrict__ ids, int m, int E, const int32_t* __restrict__ starts, int32_t* __restrict__ sorted) {
+  extern __shared__ int32_t next[];
+  const int c = blockIdx.x, lane = threadIdx.x;
+  for (int e = lane; e < E; e += 32) next[e] = starts[static_cast<int64_t>(c) * E + e];
+  __syncwarp();
+  const int end = min(m, (c + 1) * kChunk);
+  for (int base = c * kChunk; base < end; base += 32) {
+    const int i = base + lane;
+    const int id = i < end ? ids[i] : -1;
+    const bool valid = id >= 0 && id < E;
+    const unsigned peers = __match_any_sync(0xffffffffu, valid ? id : -1);
+    const int rank = __popc(peers & ((1u << lane) - 1u));
+    if (valid) sorted[next[id] + rank] = i;
+    __syncwarp();
+    if (valid && rank == 0) next[id] += __popc(peers);
+    __syncwarp();
+  }
+}
+
+// tiles[e] = row tiles of bm rows before expert e's; tiles[E] = all of them.
+__global__ void tile_schedule(const int32_t* __restrict__ offsets, int E, int bm, int32_t* __restrict__ tiles) {
+  extern __shared__ int32_t t[];
+  for (int e = threadIdx.x; e < E; e += blockDim.x) t[e] = (offsets[e + 1] - offsets[e] + bm - 1) / bm;
+  __syncthreads();
+  const int32_t all = block_exclusive_scan(t, E);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) tiles[e] = t[e];
+  if (threadIdx.x == 0) tiles[E] = all;
+}
+
+// The last e with starts[e] <= v (starts non-decreasing, starts[0] <= v): with v below starts[E],
+// an expert that owns v.
+__device__ __forceinline__ int owner(const int32_t* __restrict__ starts, int E, int v) {
+  int lo = 0, hi = E - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (starts[mid] <= v) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// ---- grouped tensor-core mat-mat ----
+
+constexpr int kBN = 128, kBK = 64, kLds = kBK + 8, kThreads = 256;  // kLds: padded row (bf16), ldmatrix without bank conflicts
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Exact float of a code of at most 8 bits: placed in the low mantissa of 2^23 by a byte permute.
+__device__ __forceinline__ float code_at(uint32_t bytes, int k) {
+  return __uint_as_float(__byte_perm(bytes, 0x4B000000u, 0x7440u | k)) - 8388608.0f;
+}
+
+// 32 consecutive weights of one row as bf16 (16 words, lowest column in the low half).
+template <int BITS>
+__device__ __forceinline__ void dequantize32(const uint4 (&q)[BITS == 16 ? 4 : BITS / 4], float s, float b, uint32_t (&out)[16]) {
+  if constexpr (BITS == 16) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[4 * i] = q[i].x;
+      out[4 * i + 1] = q[i].y;
+      out[4 * i + 2] = q[i].z;
+      out[4 * i + 3] = q[i].w;
+    }
+  } else if constexpr (BITS == 4) {
+    const uint32_t words[4] = {q[0].x, q[0].y, q[0].z, q[0].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t lo = words[i] & 0x0F0F0F0Fu, hi = (words[i] >> 4) & 0x0F0F0F0Fu;  // codes 0,2,4,6 and 1,3,5,7
+#pragma unroll
+      for (int k = 0; k < 4; ++k) out[4 * i + k] = bf16_pair(fmaf(s, code_at(lo, k), b), fmaf(s, code_at(hi, k), b));
+    }
+  } else {
+    const uint32_t words[8] = {q[0].x, q[0].y, q[0].z, q[0].w, q[1].x, q[1].y, q[1].z, q[1].w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      out[2 * i] = bf16_pair(fmaf(s, code_at(words[i], 0), b), fmaf(s, code_at(words[i], 1), b));
+      out[2 * i + 1] = bf16_pair(fmaf(s, code_at(words[i], 2), b), fmaf(s, code_at(words[i], 3), b));
+    }
+  }
+}
+
+// BITS 4 / 8: MLX codes with S scales and biases; 16: dense bf16 rows (S unused).
+// Grid: x = row tiles (worst case), y = column blocks of kBN.
+template <int BITS, class S, int BM>
+__global__ void __launch_bounds__(kThreads, 2)
+    grouped_mma(const int64_t* __restrict__ table, const int32_t* __restrict__ offsets, const int32_t* __restrict__ tiles, int E,
+                const int32_t* __restrict__ sorted, bool gather, int fan, int64_t row_bytes, int64_t s_stride, int group_shift, int N,
+                int K, const float* __restrict__ x, int64_t x_stride, float* __restrict__ y, int64_t y_stride) {
+  constexpr int WM = BM >= 64 ? 2 : 1, WN = 8 / WM;  // warps along rows and columns
+  constexpr int MF = BM / WM / 16, NF = kBN / WN / 8;  // m16 and n8 fragments per warp
+  constexpr int XR = BM / 16;                          // x rows per thread per step
+  constexpr int QV = BITS == 16 ? 4 : BITS / 4;        // uint4s holding a thread's 32 weights
+  static_assert(NF % 2 == 0 && MF >= 1, "tile shape");
+  __shared__ __align__(16) __nv_bfloat16 sa[BM * kLds];
+  __shared__ __align__(16) __nv_bfloat16 sb[kBN * kLds];
+
+  const int tile = blockIdx.x;
+  if (tile >= tiles[E]) return;
+  const int e = owner(tiles, E, tile);
+  const int row0 = offsets[e] + (tile - tiles[e]) * BM, count = min(BM, offsets[e + 1] - row0);
+  const int col0 = blockIdx.y * kBN;
+  const int64_t* ent = table + 3 * e;
+  const uint8_t* codes = reinterpret_cast<const uint8_t*>(ent[0]);
+  const S* scales = reinterpret_cast<const S*>(ent[1]);
+  const S* biases = reinterpret_cast<const S*>(ent[2]);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // x rows this thread loads: r = tid / 16 + 16 i, float4 column tid % 16 of each step.
+  const float* xrow[XR];
+#pragma unroll
+  for (int i = 0; i < XR; ++i) {
+    const int r = tid / 16 + 16 * i;
+    xrow[i] = nullptr;
+    if (r < count) {
+      const int j = row0 + r;
+      xrow[i] = x + static_cast<int64_t>(gather ? sorted[j] / fan : j) * x_stride + (tid % 16) * 4;
+    }
+  }
+  // Weight row n = tid / 2 (clamped past N: computed, never written), columns 32 (tid % 2) of a step.
+  const int wn = tid / 2, half = tid % 2;
+  const int64_t wrow = min(col0 + wn, N - 1);
+  const uint8_t* wp = codes + wrow * row_bytes + half * (BITS == 16 ? 64 : 4 * BITS);
+
+  float4 xv[XR];
+  uint4 qv[QV];
+  float sc = 0.0f, bi = 0.0f;
+  auto fetch = [&](int kt) {
+#pragma unroll
+    for (int i = 0; i < XR; ++i) xv[i] = xrow[i] ? *reinterpret_cast<const float4*>(xrow[i] + kt * kBK) : make_float4(0.f, 0.f, 0.f, 0.f);
+    const uint4* p = reinterpret_cast<const uint4*>(wp + static_cast<int64_t>(kt) * (BITS == 16 ? 128 : 8 * BITS));
+#pragma unroll
+    for (int i = 0; i < QV; ++i) qv[i] = __ldg(p + i);
+    if constexpr (BITS != 16) {
+      const int g = (kt * kBK + half * 32) >> group_shift;
+      sc = to_f(scales[wrow * s_stride + g]);
+      bi = to_f(biases[wrow * s_stride + g]);
+    }
+  };
+  auto stage = [&]() {
+#pragma unroll
+    for (int i = 0; i < XR; ++i) {
+      const uint2 v = make_uint2(bf16_pair(xv[i].x, xv[i].y), bf16_pair(xv[i].z, xv[i].w));
+      *reinterpret_cast<uint2*>(sa + (tid / 16 + 16 * i) * kLds + (tid % 16) * 4) = v;
+    }
+    uint32_t w[16];
+    dequantize32<BITS>(qv, sc, bi, w);
+    uint4* dst = reinterpret_cast<uint4*>(sb + wn * kLds + half * 32);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dst[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+  };
+
+  float acc[MF][NF][4];
+#pragma unroll
+  for (int a = 0; a < MF; ++a)
+#pragma unroll
+    for (int b = 0; b < NF; ++b)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[a][b][i] = 0.0f;
+
+  const int wm = warp / WN, wcol = warp % WN;
+  const __nv_bfloat16* a_base = sa + (wm * (BM / WM) + (lane & 15)) * kLds + (lane >> 4) * 8;
+  const __nv_bfloat16* b_base = sb + (wcol * (kBN / WN) + (lane & 7) + ((lane >> 4) << 3)) * kLds + ((lane >> 3) & 1) * 8;
+  const int steps = K / kBK;
+  fetch(0);
+  stage();
+  __syncthreads();
+  for (int kt = 0; kt < steps; ++kt) {
+    if (kt + 1 < steps) fetch(kt + 1);  // in flight while this step multiplies
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks) {
+      uint32_t af[MF][4], bf[NF][2];
+#pragma unroll
+      for (int a = 0; a < MF; ++a) ldmatrix_x4(af[a], a_base + a * 16 * kLds + ks * 16);
+#pragma unroll
+      for (int p = 0; p < NF / 2; ++p) {
+        uint32_t r[4];
+        ldmatrix_x4(r, b_base + p * 16 * kLds + ks * 16);
+        bf[2 * p][0] = r[0];
+        bf[2 * p][1] = r[1];
+        bf[2 * p + 1][0] = r[2];
+        bf[2 * p + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int a = 0; a < MF; ++a)
+#pragma unroll
+        for (int b = 0; b < NF; ++b) mma_bf16(acc[a][b], af[a], bf[b][0], bf[b][1]);
+    }
+    if (kt + 1 < steps) {
+      __syncthreads();
+      stage();
+      __syncthreads();
+    }
+  }
+
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int a = 0; a < MF; ++a)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wm * (BM / WM) + a * 16 + g + 8 * h;
+      if (r >= count) continue;
+      const int j = row0 + r;
+      float* yr = y + static_cast<int64_t>(gather ? j : sorted[j]) * y_stride;
+#pragma unroll
+      for (int b = 0; b < NF; ++b) {
+        const int col = col0 + wcol * (kBN / WN) + b * 8 + 2 * t;
+        if (col < N) yr[col] = acc[a][b][2 * h];
+        if (col + 1 < N) yr[col + 1] = acc[a][b][2 * h + 1];
+      }
+    }
+}
+
+// f32 products and sums (exact mode, and formats the tensor-core kernel does not read): one warp per
+// (grouped row j = blockIdx.x, output row). `w` describes every expert but the addresses.
+__global__ void grouped_generic(const int64_t* __restrict__ table, const int32_t* __restrict__ offsets, int E,
+                                const int32_t* __restrict__ sorted, bool gather, int fan, WeightView w, int64_t N, int64_t K,
+                                const float* __restrict__ x, int64_t x_stride, float* __restrict__ y, int64_t y_stride) {
+  constexpr int kWarps = 8;
+  const int j = blockIdx.x, lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
+  if (j >= offsets[E] || row >= N) return;
+  const int64_t* ent = table + 3 * owner(offsets, E, j);
+  if (w.codes != nullptr) {
+    w.codes = reinterpret_cast<const uint32_t*>(ent[0]);
+    w.scales = reinterpret_cast<const void*>(ent[1]);
+    w.biases = reinterpret_cast<const void*>(ent[2]);
+  } else {
+    w.dense = reinterpret_cast<const void*>(ent[0]);
+  }
+  const float* xr = x + static_cast<int64_t>(gather ? sorted[j] / fan : j) * x_stride;
+  float acc = 0.0f;
+  for (int64_t c = lane; c < K; c += 32) acc = fmaf(weight_at(w, row, c), xr[c], acc);
+  acc = warp_sum(acc);
+  if (lane == 0) y[static_cast<int64_t>(gather ? j : sorted[j]) * y_stride + row] = acc;
+}
+
+Tensor& counts_scratch() {
+  static Tensor t;
+  return t;
+}
+Tensor& tiles_scratch() {
+  static Tensor t;
+  return t;
+}
+
+// Formats and layouts grouped_mma reads: MLX 4/8-bit with groups of 32/64/128 or dense bf16; rows of
+// whole 16-byte vectors; 64-column steps.
+bool mma_ok(const ExpertSet& experts, const Tensor& x) {
+  const Weight& w = experts[0];
+  if (w.cols % kBK != 0 || w.cols >= (int64_t{1} << 30) || w.rows >= (int64_t{1} << 30) || !aligned16(x.raw()) || x.stride(0) % 4 != 0)
+    return false;
+  if (w.quantized()) {
+    if (!((w.quant.bits == 4 || w.quant.bits == 8) && (w.quant.group_size == 32 || w.quant.group_size == 64 || w.quant.group_size == 128) &&
+          w.data.stride(0) % 4 == 0 && w.data.stride(0) * 32 == w.cols * w.quant.bits))
+      return false;
+  } else if (!(w.data.dtype() == DType::bf16 && w.data.stride(0) % 8 == 0)) {
+    return false;
+  }
+  for (int64_t e = 0; e < experts.size(); ++e)
+    if (!aligned16(experts[e].data.raw())) return false;
+  return true;
+}
+
+struct Launch {
+  const int64_t* table;
+  const int32_t* offsets;
+  int32_t* tiles;
+  int E;
+  const int32_t* sorted;
+  bool gather;
+  int fan;
+  int64_t row_bytes, s_stride;
+  int shift, N, K;
+  const float* x;
+  int64_t xs;
+  float* y;
+  int64_t ys;
+};
+
+template <int BITS, class S, int BM>
+void launch_mma(const Launch& a, int64_t m) {
+  tile_schedule<<<1, 1024, static_cast<size_t>(a.E) * 4, stream()>>>(a.offsets, a.E, BM, a.tiles);
+  check_launch("grouped_expert_matmul schedule");
+  const int64_t worst = m / BM + std::min<int64_t>(a.E, m);
+  const dim3 grid(static_cast<unsigned>(worst), static_cast<unsigned>((a.N + kBN - 1) / kBN));
+  grouped_mma<BITS, S, BM><<<grid, kThreads, 0, stream()>>>(a.table, a.offsets, a.tiles, a.E, a.sorted, a.gather, a.fan, a.row_bytes,
+                                                            a.s_stride, a.shift, a.N, a.K, a.x, a.xs, a.y, a.ys);
+}
+
+// Rows per tile from the mean rows per expert: few rows per expert waste less of a small tile.
+template <int BITS, class S>
+void launch_rows(const Launch& a, int64_t m) {
+  const int64_t mean = m / a.E;
+  if (mean >= 48) launch_mma<BITS, S, 64>(a, m);
+  else if (mean >= 20) launch_mma<BITS, S, 32>(a, m);
+  else launch_mma<BITS, S, 16>(a, m);
+}
+
+template <int BITS>
+void launch_bits(const Launch& a, int64_t m, DType scale_type) {
+  switch (scale_type) {
+    case DType::bf16: return launch_rows<BITS, __nv_bfloat16>(a, m);
+    case DType::f16: return launch_rows<BITS, __half>(a, m);
+    default: return launch_rows<BITS, float>(a, m);
+  }
+}
+
+}  // namespace
+
+void moe_group(const Tensor& ids, int64_t n_experts, Tensor& offsets, Tensor& sorted) {
+  const int m = static_cast<int>(ids.numel()), E = static_cast<int>(n_experts);
+  const int chunks = std::max(1, (m + kChunk - 1) / kChunk);
+  auto* counts = static_cast<int32_t*>(scratch_bytes(counts_scratch(), static_cast<size_t>(chunks) * static_cast<size_t>(E) * 4));
+  const size_t smem = static_cast<size_t>(E) * 4;
+  check(smem <= 48 * 1024, ErrorKind::unsupported, "[moe_group] at most 12288 experts on cuda");
+  group_count<<<static_cast<unsigned>(chunks), kChunk, smem, stream()>>>(ids.data<int32_t>(), m, E, counts);
+  group_scan<<<1, 1024, smem, stream()>>>(counts, chunks, E, offsets.data<int32_t>());
+  if (m > 0) group_place<<<static_cast<unsigned>(chunks), 32, smem, stream()>>>(ids.data<int32_t>(), m, E, counts, sorted.data<int32_t>());
+  check_launch("moe_group");
+}
+
+void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& offsets, const Tensor& sorted, GroupedRows mode,
+                           Tensor& y) {
+  const Weight& w = experts[0];
+  const int64_t m = sorted.numel(), E = experts.size();
+  const bool gather = mode == GroupedRows::gather;
+  const int fan = static_cast<int>(gather ? m / x.dim(0) : 1);
+  check(m < (int64_t{1} << 31) && E * 4 <= 48 * 1024, ErrorKind::unsupported, "[grouped_expert_matmul] too many rows or experts for cuda");
+  const int64_t* table = experts.device_table().data<int64_t>();
+  if (matmul_precision() != MatmulPrecision::f32 && mma_ok(experts, x)) {
+    auto* tiles = static_cast<int32_t*>(scratch_bytes(tiles_scratch(), static_cast<size_t>(E + 1) * 4));
+    const bool q = w.quantized();
+    const Launch a{table,
+                   offsets.data<int32_t>(),
+                   tiles,
+                   static_cast<int>(E),
+                   sorted.data<int32_t>(),
+                   gather,
+                   fan,
+                   q ? w.data.stride(0) * 4 : w.data.stride(0) * 2,
+                   q ? w.scales.stride(0) : 0,
+                   q ? __builtin_ctz(static_cast<unsigned>(w.quant.group_size)) : 0,
+                   static_cast<int>(w.rows),
+                   static_cast<int>(w.cols),
+                   x.data<float>(),
+                   x.stride(0),
+                   y.data<float>(),
+                   y.stride(0)};
+    if (!q) launch_mma<16, float, 64>(a, m);  // dense rows: no dequantization to amortise, one tile shape
+    else if (w.quant.bits == 4) launch_bits<4>(a, m, w.scales.dtype());
+    else launch_bits<8>(a, m, w.scales.dtype());
+    check_launch("grouped_expert_matmul");
+    return;
+  }
+  constexpr int kWarps = 8;
+  const dim3 grid(static_cast<unsigned>(m), blocks_for(w.rows, kWarps));
+  grouped_generic<<<grid, kWarps * 32, 0, stream()>>>(table, offsets.data<int32_t>(), static_cast<int>(E), sorted.data<int32_t>(), gather, fan,
+                                                       weight_view(w), w.rows, w.cols, x.data<float>(), x.stride(0), y.data<float>(),
+                                                       y.stride(0));
+  check_launch("grouped_expert_matmul");
+}
+
+}  // namespace sanctum::ops::cuda
