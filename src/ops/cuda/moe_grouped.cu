@@ -8,11 +8,12 @@
 // grouped_expert_matmul (bf16 mode, MLX 4/8-bit or bf16 experts): a tile schedule (one small block)
 // counts each expert's row tiles of BM rows; the grid is sized for the worst case (m / BM + E tiles)
 // and tiles past the schedule's end exit at once, so no count ever travels to the host. A block
-// computes BM grouped rows by BN = 128 output columns of one expert: per 64-column step it loads the
-// f32 x rows (gathered through `sorted` when needed) and the expert's codes into registers while the
-// previous step multiplies, rounds x to bf16 and dequantizes the weights to bf16 (scale * code + bias
-// in one f32 fma, as the cuBLAS path's dequantization), both into padded shared memory, and runs
-// mma.sync m16n8k16 bf16 with f32 accumulators from ldmatrix fragments. Each output element's sum
+// computes BM grouped rows by BN = 128 output columns of one expert: per 64-column step it loads x
+// rows (rounded to bf16 once per call before the launch; gathered through `sorted` when needed) and
+// the expert's codes into registers while the previous step multiplies, dequantizes the weights to
+// bf16 (scale * code + bias in one f32 fma, as the cuBLAS path's dequantization), stores both into
+// padded shared memory, and runs mma.sync m16n8k16 bf16 with f32 accumulators from ldmatrix
+// fragments. Each output element's sum
 // runs over k in one fixed order whatever rows share its tile, so a row's result never depends on
 // the batch. f32 mode and other weight formats take a warp-per-output mat-vec in f32.
 #include <cuda_bf16.h>
@@ -205,10 +206,10 @@ template <int BITS, class S, int BM>
 __global__ void __launch_bounds__(kThreads, 2)
     grouped_mma(const int64_t* __restrict__ table, const int32_t* __restrict__ offsets, const int32_t* __restrict__ tiles, int E,
                 const int32_t* __restrict__ sorted, bool gather, int fan, int64_t row_bytes, int64_t s_stride, int group_shift, int N,
-                int K, const float* __restrict__ x, int64_t x_stride, float* __restrict__ y, int64_t y_stride) {
+                int K, const __nv_bfloat16* __restrict__ x, float* __restrict__ y, int64_t y_stride) {
   constexpr int WM = BM >= 64 ? 2 : 1, WN = 8 / WM;  // warps along rows and columns
   constexpr int MF = BM / WM / 16, NF = kBN / WN / 8;  // m16 and n8 fragments per warp
-  constexpr int XR = BM / 16;                          // x rows per thread per step
+  constexpr int XR = BM >= 32 ? BM / 32 : 1;           // x rows per thread per step (8 values each)
   constexpr int QV = BITS == 16 ? 4 : BITS / 4;        // uint4s holding a thread's 32 weights
   static_assert(NF % 2 == 0 && MF >= 1, "tile shape");
   __shared__ __align__(16) __nv_bfloat16 sa[BM * kLds];
@@ -225,15 +226,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   const S* biases = reinterpret_cast<const S*>(ent[2]);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  // x rows this thread loads: r = tid / 16 + 16 i, float4 column tid % 16 of each step.
-  const float* xrow[XR];
+  // x rows this thread loads: r = tid / 8 + 32 i, values 8 (tid % 8) .. + 7 of each step. x is bf16
+  // (K values a row), rounded once for the whole call.
+  const __nv_bfloat16* xrow[XR];
 #pragma unroll
   for (int i = 0; i < XR; ++i) {
-    const int r = tid / 16 + 16 * i;
+    const int r = tid / 8 + 32 * i;
     xrow[i] = nullptr;
     if (r < count) {
       const int j = row0 + r;
-      xrow[i] = x + static_cast<int64_t>(gather ? sorted[j] / fan : j) * x_stride + (tid % 16) * 4;
+      xrow[i] = x + static_cast<int64_t>(gather ? sorted[j] / fan : j) * K + (tid % 8) * 8;
     }
   }
   // Weight row n = tid / 2 (clamped past N: computed, never written), columns 32 (tid % 2) of a step.
@@ -241,12 +243,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t wrow = min(col0 + wn, N - 1);
   const uint8_t* wp = codes + wrow * row_bytes + half * (BITS == 16 ? 64 : 4 * BITS);
 
-  float4 xv[XR];
+  uint4 xv[XR];
   uint4 qv[QV];
   float sc = 0.0f, bi = 0.0f;
   auto fetch = [&](int kt) {
 #pragma unroll
-    for (int i = 0; i < XR; ++i) xv[i] = xrow[i] ? *reinterpret_cast<const float4*>(xrow[i] + kt * kBK) : make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int i = 0; i < XR; ++i) xv[i] = xrow[i] ? *reinterpret_cast<const uint4*>(xrow[i] + kt * kBK) : make_uint4(0u, 0u, 0u, 0u);
     const uint4* p = reinterpret_cast<const uint4*>(wp + static_cast<int64_t>(kt) * (BITS == 16 ? 128 : 8 * BITS));
 #pragma unroll
     for (int i = 0; i < QV; ++i) qv[i] = __ldg(p + i);
@@ -258,10 +260,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   };
   auto stage = [&]() {
 #pragma unroll
-    for (int i = 0; i < XR; ++i) {
-      const uint2 v = make_uint2(bf16_pair(xv[i].x, xv[i].y), bf16_pair(xv[i].z, xv[i].w));
-      *reinterpret_cast<uint2*>(sa + (tid / 16 + 16 * i) * kLds + (tid % 16) * 4) = v;
-    }
+    for (int i = 0; i < XR; ++i)
+      if (tid / 8 + 32 * i < BM) *reinterpret_cast<uint4*>(sa + (tid / 8 + 32 * i) * kLds + (tid % 8) * 8) = xv[i];
     uint32_t w[16];
     dequantize32<BITS>(qv, sc, bi, w);
     uint4* dst = reinterpret_cast<uint4*>(sb + wn * kLds + half * 32);
@@ -362,6 +362,18 @@ Tensor& tiles_scratch() {
   static Tensor t;
   return t;
 }
+Tensor& x_bf16_scratch() {
+  static Tensor t;
+  return t;
+}
+
+// (n, k) f32 rows (k % 4 == 0, 16-byte aligned rows) → contiguous bf16, 4 values a thread.
+__global__ void rows_to_bf16(const float* __restrict__ x, int64_t stride, int64_t n, int64_t k, __nv_bfloat16* __restrict__ out) {
+  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * 4;
+  if (i >= n * k) return;
+  const float4 v = *reinterpret_cast<const float4*>(x + (i / k) * stride + i % k);
+  *reinterpret_cast<uint2*>(out + i) = make_uint2(bf16_pair(v.x, v.y), bf16_pair(v.z, v.w));
+}
 
 // Formats and layouts grouped_mma reads: MLX 4/8-bit with groups of 32/64/128 or dense bf16; rows of
 // whole 16-byte vectors; 64-column steps.
@@ -391,8 +403,7 @@ struct Launch {
   int fan;
   int64_t row_bytes, s_stride;
   int shift, N, K;
-  const float* x;
-  int64_t xs;
+  const __nv_bfloat16* x;  // (rows of x, K) bf16
   float* y;
   int64_t ys;
 };
@@ -404,7 +415,7 @@ void launch_mma(const Launch& a, int64_t m) {
   const int64_t worst = m / BM + std::min<int64_t>(a.E, m);
   const dim3 grid(static_cast<unsigned>(worst), static_cast<unsigned>((a.N + kBN - 1) / kBN));
   grouped_mma<BITS, S, BM><<<grid, kThreads, 0, stream()>>>(a.table, a.offsets, a.tiles, a.E, a.sorted, a.gather, a.fan, a.row_bytes,
-                                                            a.s_stride, a.shift, a.N, a.K, a.x, a.xs, a.y, a.ys);
+                                                            a.s_stride, a.shift, a.N, a.K, a.x, a.y, a.ys);
 }
 
 // Rows per tile from the mean rows per expert: few rows per expert waste less of a small tile.
@@ -449,6 +460,12 @@ void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tens
   const int64_t* table = experts.device_table().data<int64_t>();
   if (matmul_precision() != MatmulPrecision::f32 && mma_ok(experts, x)) {
     auto* tiles = static_cast<int32_t*>(scratch_bytes(tiles_scratch(), static_cast<size_t>(E + 1) * 4));
+    // x rounded to bf16 once: every tile then reads half the bytes (a row is read once per column
+    // block, and a token's row once per expert it chose).
+    const int64_t xn = x.dim(0), K = x.dim(1);
+    auto* xb = static_cast<__nv_bfloat16*>(scratch_bytes(x_bf16_scratch(), static_cast<size_t>(xn * K) * 2));
+    rows_to_bf16<<<blocks_for(xn * K / 4, 256), 256, 0, stream()>>>(x.data<float>(), x.stride(0), xn, K, xb);
+    check_launch("grouped_expert_matmul bf16 x");
     const bool q = w.quantized();
     const Launch a{table,
                    offsets.data<int32_t>(),
@@ -462,8 +479,7 @@ void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tens
                    q ? __builtin_ctz(static_cast<unsigned>(w.quant.group_size)) : 0,
                    static_cast<int>(w.rows),
                    static_cast<int>(w.cols),
-                   x.data<float>(),
-                   x.stride(0),
+                   xb,
                    y.data<float>(),
                    y.stride(0)};
     if (!q) launch_mma<16, float, 64>(a, m);  // dense rows: no dequantization to amortise, one tile shape
