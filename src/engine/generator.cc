@@ -44,8 +44,27 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
   if (params.sampling.has_penalties())
     for (int32_t t : prompt) recent.push(t);
 
+  // Tokens picked where the logits are (a GPU: only ids cross to the host) when the model can and
+  // the request needs nothing the device pick lacks: penalties and the raw rows (on_logits, for
+  // logprobs) sample on the host. Both follow the same seeded stream, so a seed gives one output.
+  const SamplingParams& sp = params.sampling;
+  const bool on_device = model.picks_on_device() && !params.on_logits && !sp.has_penalties();
+  TokenPick pick;
+  pick.greedy = sp.greedy();
+  pick.sampling = {sp.temperature, sp.top_p, sp.top_k, sp.min_p};
+  double uniform = 0.0;
+  // The token after the last of `fed`, picked on the device.
+  auto forward_pick_last = [&](std::span<const int32_t> fed) {
+    if (!pick.greedy) {
+      uniform = sampler.uniform();
+      pick.uniforms = {&uniform, 1};
+    }
+    return model.forward_pick(fed, state, LogitsFor::last, pick)[0];
+  };
+
   auto t0 = std::chrono::steady_clock::now();
   Tensor logits;
+  int32_t first_token = -1;  // picked on the device with the last prompt chunk
   const size_t chunk = static_cast<size_t>(std::max(1, params.prefill_chunk));
   const int64_t start = state.length();
   for (size_t begin = 0; begin < prompt.size();) {
@@ -54,7 +73,9 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
       const int64_t rel = p - start;
       if (rel > static_cast<int64_t>(begin) && rel < static_cast<int64_t>(end)) end = static_cast<size_t>(rel);
     }
-    logits = model.forward(prompt.subspan(begin, end - begin), state, end == prompt.size() ? LogitsFor::last : LogitsFor::none);
+    const auto piece = prompt.subspan(begin, end - begin);
+    if (end == prompt.size() && on_device) first_token = forward_pick_last(piece);
+    else logits = model.forward(piece, state, end == prompt.size() ? LogitsFor::last : LogitsFor::none);
     if (params.on_snapshot &&
         std::find(params.snapshot_at.begin(), params.snapshot_at.end(), state.length()) != params.snapshot_at.end())
       params.on_snapshot(state);
@@ -104,7 +125,7 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
   std::vector<int32_t> replay;
   SequenceState::Checkpoint before;  // its buffers are reused by every verification
 
-  int32_t token = sampler.sample(row_of(logits, 0), recent);
+  int32_t token = on_device ? first_token : sampler.sample(row_of(logits, 0), recent);
   result.prefill_seconds = seconds_since(t0);
   const auto t_decode = std::chrono::steady_clock::now();
   bool go_on = emit(token);
@@ -126,7 +147,7 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     fed.push_back(token);
     const auto step_start = std::chrono::steady_clock::now();
     if (draft.empty()) {
-      token = sampler.sample(row_of(model.forward(fed, state, LogitsFor::last), 0), recent);
+      token = on_device ? forward_pick_last(fed) : sampler.sample(row_of(model.forward(fed, state, LogitsFor::last), 0), recent);
       if (params.speculate) {
         if (fed.size() == 1) gate.on_plain_step(seconds_since(step_start));
         else gate.on_replay_step(static_cast<int>(fed.size()), seconds_since(step_start));
@@ -140,23 +161,38 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     const bool recurrent = state.has_recurrent_state();
     if (recurrent) state.checkpoint(before);
     fed.insert(fed.end(), draft.begin(), draft.end());
-    Tensor rows = model.forward(fed, state, LogitsFor::all);
     std::vector<int32_t> out;  // accepted drafts, then the first token sampled on a mismatch (or the bonus)
     size_t accepted = 0;
-    RecentTokens trial = recent;  // later rows see the accepted drafts as history
-    for (size_t j = 0; j <= draft.size(); ++j) {
-      const auto row = static_cast<int64_t>(first + j);
-      if (j == draft.size()) {
-        out.push_back(sampler.sample(row_of(rows, row), trial));
-        break;
+    if (on_device && pick.greedy) {
+      // Greedy verification on the device: the argmax of every row, one small copy of ids. The
+      // same tokens as sample_against_draft at temperature 0 (argmax; accepted when it is the draft).
+      pick.uniforms = {};
+      const std::span<const int32_t> ids = model.forward_pick(fed, state, LogitsFor::all, pick);
+      for (size_t j = 0; j <= draft.size(); ++j) {
+        const int32_t next = ids[first + j];
+        out.push_back(next);
+        if (j == draft.size() || next != draft[j]) break;
+        ++accepted;
+        if (is_stop(next)) break;
       }
-      bool ok = false;
-      const int32_t next = sampler.sample_against_draft(row_of(rows, row), trial, draft[j], ok);
-      out.push_back(next);
-      if (!ok) break;
-      ++accepted;
-      if (params.sampling.has_penalties()) trial.push(next);
-      if (is_stop(next)) break;
+    } else {
+      // Temperature > 0 (rows accepted with probability p(draft)) or host-only needs: on the host.
+      Tensor rows = model.forward(fed, state, LogitsFor::all);
+      RecentTokens trial = recent;  // later rows see the accepted drafts as history
+      for (size_t j = 0; j <= draft.size(); ++j) {
+        const auto row = static_cast<int64_t>(first + j);
+        if (j == draft.size()) {
+          out.push_back(sampler.sample(row_of(rows, row), trial));
+          break;
+        }
+        bool ok = false;
+        const int32_t next = sampler.sample_against_draft(row_of(rows, row), trial, draft[j], ok);
+        out.push_back(next);
+        if (!ok) break;
+        ++accepted;
+        if (params.sampling.has_penalties()) trial.push(next);
+        if (is_stop(next)) break;
+      }
     }
     result.drafted_tokens += static_cast<int64_t>(draft.size());
     result.accepted_tokens += static_cast<int64_t>(accepted);

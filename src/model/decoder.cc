@@ -64,6 +64,11 @@ class DecoderModel final : public Model {
     ws_ = Workspace(c.device);
     const char* graphs = std::getenv("SANCTUM_CUDA_GRAPHS");
     graphs_ = c.device == Device::cuda && !(graphs != nullptr && std::string(graphs) == "0");
+    // Tokens picked on the GPU (SANCTUM_GPU_SAMPLING=0: the logits come to the host, as on the CPU).
+    const char* picks = std::getenv("SANCTUM_GPU_SAMPLING");
+    device_picks_ = c.device == Device::cuda && !(picks != nullptr && std::string(picks) == "0");
+    // Allocated now, before any step is recorded: room for a verification's rows without growing.
+    if (device_picks_) picked_ids_ = Tensor::zeros({64}, DType::i32, c.device);
   }
 
   SequenceState new_state() const override {
@@ -77,6 +82,35 @@ class DecoderModel final : public Model {
   }
 
   Tensor forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) override {
+    Tensor logits = forward_logits(tokens, state, which);
+    if (!logits || logits.device() == Device::cpu) return logits;
+    Tensor host = ws_.host(kLogits, logits.dim(0), config_.vocab_size);
+    host.copy_from(logits);  // waits for the step to finish
+    return host;
+  }
+
+  // On the GPU the rows stay there: argmax or sampling runs after the step (a recorded step is
+  // replayed first) and only the ids come back, a few bytes instead of rows x vocab floats.
+  std::span<const int32_t> forward_pick(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which,
+                                        const TokenPick& pick) override {
+    if (!device_picks_) return Model::forward_pick(tokens, state, which, pick);
+    check(which != LogitsFor::none, ErrorKind::invalid_argument, "forward_pick: no logits rows to pick from");
+    Tensor logits = forward_logits(tokens, state, which);
+    const int64_t rows = logits.dim(0);
+    if (picked_ids_.numel() < rows) picked_ids_ = Tensor::zeros({rows}, DType::i32, config_.device);
+    Tensor ids = picked_ids_.slice(0, 0, rows);
+    if (pick.greedy) ops::argmax_rows(logits, ids);
+    else ops::sample_rows(logits, pick.sampling, pick.uniforms, ids);
+    picked_.resize(static_cast<size_t>(rows));
+    device_memory::cuda_copy(picked_.data(), ids.raw(), static_cast<size_t>(rows) * sizeof(int32_t),
+                             device_memory::CopyKind::device_to_host);  // waits for the step and the pick
+    return picked_;
+  }
+
+  bool picks_on_device() const override { return device_picks_; }
+
+  // forward() with the logits left where they were computed (the kLogits scratch).
+  Tensor forward_logits(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     check(n > 0, ErrorKind::invalid_argument, "forward: no tokens");
     const int64_t pos0 = state.length();
@@ -95,12 +129,7 @@ class DecoderModel final : public Model {
     }
     state.advance(n);
     if (which == LogitsFor::none) return Tensor{};
-    const int64_t rows = which == LogitsFor::last ? 1 : n;
-    Tensor logits = ws_.get(kLogits, rows, config_.vocab_size);
-    if (logits.device() == Device::cpu) return logits;
-    Tensor host = ws_.host(kLogits, rows, config_.vocab_size);
-    host.copy_from(logits);  // waits for the step to finish
-    return host;
+    return ws_.get(kLogits, which == LogitsFor::last ? 1 : n, config_.vocab_size);
   }
 
   size_t weight_bytes_per_token() const override {
@@ -244,6 +273,9 @@ class DecoderModel final : public Model {
   StepGraph graph_;
   std::vector<uint64_t> recorded_key_, current_key_;
   Tensor step_;  // i32 [token, position] on the device
+  // Picking on the GPU (CUDA only; SANCTUM_GPU_SAMPLING=0 turns it off).
+  bool device_picks_ = false;
+  Tensor picked_ids_;  // i32 (rows) on the device: forward_pick's ids before they are copied back
 };
 
 }  // namespace

@@ -5,14 +5,24 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 #include "model/state.h"
+#include "ops/sampling.h"
 #include "tensor/tensor.h"
 
 namespace sanctum {
 
 enum class LogitsFor { last, all, none };
+
+// How forward_pick chooses the token of each logits row. No penalties and nothing that needs the
+// raw row (logprobs): callers that need those sample on the host from forward()'s logits.
+struct TokenPick {
+  bool greedy = true;                // argmax, exactly sanctum::argmax
+  ops::RowSampling sampling;         // when not greedy
+  std::span<const double> uniforms;  // when not greedy: one per row, from Sampler::uniform()
+};
 
 class Model {
  public:
@@ -28,16 +38,32 @@ class Model {
   // tensor is scratch owned by the model, valid until the next forward.
   virtual Tensor forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) = 0;
 
+  // forward(), then the token of each logits row (`which` is last or all) instead of the rows.
+  // Models that hold their logits on a GPU pick there, so only the ids cross to the host, and say
+  // so with picks_on_device(); this default picks on the host with the same semantics
+  // (ops/ref/sampling.h). The ids are valid until the next call.
+  virtual std::span<const int32_t> forward_pick(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which,
+                                                const TokenPick& pick) {
+    Tensor logits = forward(tokens, state, which);
+    Tensor ids = Tensor::zeros({logits.dim(0)}, DType::i32);
+    if (pick.greedy) ops::argmax_rows(logits, ids);
+    else ops::sample_rows(logits, pick.sampling, pick.uniforms, ids);
+    picked_.assign(ids.data<int32_t>(), ids.data<int32_t>() + ids.dim(0));
+    return picked_;
+  }
+  virtual bool picks_on_device() const { return false; }
+
   // Bytes of weights one decode step reads (for bandwidth accounting).
   virtual size_t weight_bytes_per_token() const = 0;
 
  protected:
   explicit Model(ModelConfig config) : config_(std::move(config)) {}
   ModelConfig config_;
+  std::vector<int32_t> picked_;  // forward_pick's ids
 };
 
 // Loads the checkpoint in `dir` with the architecture its config.json names, with weights, scratch
-// and state on `device` (logits always come back to the host). Throws sanctum::Error
+// and state on `device` (forward's logits always come back to the host; forward_pick's ids too). Throws sanctum::Error
 // (unsupported model_type names the ones that load; cuda without a GPU says why).
 std::unique_ptr<Model> load_model(const std::string& dir, Device device = Device::cpu);
 

@@ -50,7 +50,12 @@ void Sampler::apply_penalties(std::span<float> logits, const RecentTokens& recen
 std::vector<float> Sampler::probabilities(std::span<float> logits, const RecentTokens& recent) const {
   apply_penalties(logits, recent);
   std::vector<float> p(logits.size(), 0.0f);
-  if (params_.greedy()) {
+  bool any_finite = false;
+  for (float& l : logits) {
+    if (std::isnan(l)) l = -INFINITY;  // as argmax sees it: never picked
+    any_finite = any_finite || l != -INFINITY;
+  }
+  if (params_.greedy() || !any_finite) {  // nothing to weigh: the argmax (0 when all are -inf)
     p[static_cast<size_t>(argmax(logits))] = 1.0f;
     return p;
   }
@@ -114,12 +119,14 @@ int32_t Sampler::sample(std::span<float> logits, const RecentTokens& recent) {
   return draw(probabilities(logits, recent));
 }
 
-int32_t Sampler::draw(const std::vector<float>& p) {
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::draw_at(const std::vector<float>& p, double u01) {
   // Inverse CDF over token ids in ascending order: deterministic for a given seed. The total is
   // summed first so a distribution that is not exactly normalised is still sampled correctly.
   double total = 0.0;
   for (float x : p) total += x;
-  double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_) * total;
+  const double u = u01 * total;
   double acc = 0.0;
   int32_t last_nonzero = 0;
   for (size_t i = 0; i < p.size(); ++i) {
@@ -140,7 +147,7 @@ int32_t Sampler::sample_against_draft(std::span<float> logits, const RecentToken
   std::vector<float> p = probabilities(logits, recent);
   const bool in_vocab = draft >= 0 && static_cast<size_t>(draft) < p.size();
   const double p_draft = in_vocab ? p[static_cast<size_t>(draft)] : 0.0;
-  if (std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < p_draft) {
+  if (uniform() < p_draft) {
     accepted = true;
     return draft;
   }

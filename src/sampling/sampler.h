@@ -2,6 +2,9 @@
 // Token selection: logit processors (repetition / presence / frequency penalties over a bounded
 // window of recent tokens), then greedy argmax (temperature 0) or seeded sampling with top-k,
 // top-p and min-p filtering. The same seed and inputs always give the same token.
+// NaN logits count as -inf; a row with no finite logit gives token 0 (its argmax) at any temperature.
+// The GPU twin of greedy and filtered sampling (no penalties) is ops/sampling.h: it takes each
+// draw's uniform from uniform(), so host and device runs of one seed follow the same stream.
 #include <cstdint>
 #include <deque>
 #include <random>
@@ -56,15 +59,24 @@ class Sampler {
   // Probability distribution after penalties, temperature and filtering (for tests and logprobs).
   std::vector<float> probabilities(std::span<float> logits, const RecentTokens& recent) const;
 
+  // The next uniform in [0, 1) of this sampler's seeded stream: what sample() draws with when it
+  // does not sample greedily. A caller that samples elsewhere (on the GPU) takes it from here.
+  double uniform();
+
+  // Inverse CDF over ids in ascending order at u in [0, 1): the first id whose running mass passes
+  // u * total; ids with p <= 0 are never picked.
+  static int32_t draw_at(const std::vector<float>& p, double u);
+
  private:
   void apply_penalties(std::span<float> logits, const RecentTokens& recent) const;
-  int32_t draw(const std::vector<float>& p);  // inverse CDF over ids in ascending order
+  int32_t draw(const std::vector<float>& p) { return draw_at(p, uniform()); }
 
   SamplingParams params_;
   std::mt19937_64 rng_;
 };
 
-// Index of the largest value; the lowest index wins ties.
+// Index of the largest value; the lowest index wins ties and NaN never wins (a row of only -inf and
+// NaN gives 0).
 int32_t argmax(std::span<const float> values);
 
 }  // namespace sanctum

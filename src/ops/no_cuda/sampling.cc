@@ -1,0 +1,12 @@
+// Stand-ins for a build without the CUDA backend (see kernels.cc): only reached for GPU tensors.
+#include "base/error.h"
+#include "ops/cuda/sampling.cuh"
+
+namespace sanctum::ops::cuda {
+
+void argmax_rows(const Tensor&, Tensor&) { fail(ErrorKind::unsupported, "[argmax_rows] this sanctum was built without CUDA"); }
+void sample_rows(const Tensor&, const RowSampling&, std::span<const double>, Tensor&) {
+  fail(ErrorKind::unsupported, "[sample_rows] this sanctum was built without CUDA");
+}
+
+}  // namespace sanctum::ops::cuda

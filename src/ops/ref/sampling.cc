@@ -1,0 +1,110 @@
+#include "ops/ref/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "ops/op_util.h"
+
+namespace sanctum::ops::ref {
+
+int32_t argmax_row(std::span<const float> logits) {
+  int32_t best = 0;
+  float best_value = -INFINITY;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] > best_value) {  // false for NaN
+      best_value = logits[i];
+      best = static_cast<int32_t>(i);
+    }
+  }
+  return best;
+}
+
+// Mirrors Sampler::probabilities step by step (same operations in the same order), so that with
+// the same uniform both give the same token.
+std::vector<float> sample_weights(std::span<const float> logits_in, const RowSampling& s) {
+  std::vector<float> logits(logits_in.begin(), logits_in.end());
+  for (float& l : logits)
+    if (std::isnan(l)) l = -INFINITY;
+  std::vector<float> p(logits.size(), 0.0f);
+  if (logits.empty()) return p;
+  if (std::all_of(logits.begin(), logits.end(), [](float l) { return l == -INFINITY; })) {
+    p[0] = 1.0f;
+    return p;
+  }
+  if (s.top_k == 0 && s.top_p >= 1.0f && s.min_p <= 0.0f) {  // plain softmax
+    float max_logit = -INFINITY;
+    for (float l : logits) max_logit = std::max(max_logit, l);
+    double total = 0.0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      p[i] = std::exp((logits[i] - max_logit) / s.temperature);
+      total += p[i];
+    }
+    for (float& x : p) x = static_cast<float>(x / total);
+    return p;
+  }
+  std::vector<std::pair<float, int32_t>> c(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) c[i] = {logits[i] / s.temperature, static_cast<int32_t>(i)};
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  std::sort(c.begin(), c.end(), by_logit);
+  if (s.top_k > 0 && static_cast<size_t>(s.top_k) < c.size()) c.resize(static_cast<size_t>(s.top_k));
+  const float max_logit = c.front().first;
+  double total = 0.0;
+  for (auto& [l, id] : c) {
+    l = std::exp(l - max_logit);
+    total += l;
+  }
+  for (auto& [l, id] : c) l = static_cast<float>(l / total);
+  if (s.min_p > 0.0f) {
+    const float threshold = s.min_p * c.front().first;
+    while (c.size() > 1 && c.back().first < threshold) c.pop_back();
+  }
+  if (s.top_p < 1.0f) {
+    double mass = 0.0;
+    size_t n = 0;
+    while (n < c.size()) {
+      mass += c[n].first;
+      ++n;
+      if (mass >= s.top_p) break;
+    }
+    c.resize(n);
+  }
+  double kept = 0.0;
+  for (const auto& [prob, id] : c) kept += prob;
+  for (const auto& [prob, id] : c) p[static_cast<size_t>(id)] = static_cast<float>(prob / kept);
+  return p;
+}
+
+int32_t draw_row(const std::vector<float>& weights, double u01) {
+  double total = 0.0;
+  for (float x : weights) total += x;
+  const double u = u01 * total;
+  double acc = 0.0;
+  int32_t last_nonzero = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i] <= 0.0f) continue;
+    acc += weights[i];
+    last_nonzero = static_cast<int32_t>(i);
+    if (u < acc) return static_cast<int32_t>(i);
+  }
+  return last_nonzero;
+}
+
+int32_t sample_row(std::span<const float> logits, const RowSampling& sampling, double u) {
+  return draw_row(sample_weights(logits, sampling), u);
+}
+
+void argmax_rows(const Tensor& logits, Tensor& ids) {
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+  for (int64_t r = 0; r < rows; ++r)
+    ids.data<int32_t>()[r * ids.stride(0)] = argmax_row({detail::row_ptr<float>(logits, r), static_cast<size_t>(vocab)});
+}
+
+void sample_rows(const Tensor& logits, const RowSampling& sampling, std::span<const double> uniforms, Tensor& ids) {
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+  for (int64_t r = 0; r < rows; ++r)
+    ids.data<int32_t>()[r * ids.stride(0)] =
+        sample_row({detail::row_ptr<float>(logits, r), static_cast<size_t>(vocab)}, sampling, uniforms[static_cast<size_t>(r)]);
+}
+
+}  // namespace sanctum::ops::ref

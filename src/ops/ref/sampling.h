@@ -1,0 +1,27 @@
+#pragma once
+// Scalar twins of ops/sampling.h: the truth in the tests, and the CPU implementation of the ops.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ops/sampling.h"
+
+namespace sanctum::ops::ref {
+
+// Lowest index of the largest value; NaN never wins; 0 when no value is larger than -inf.
+int32_t argmax_row(std::span<const float> logits);
+
+// The filtered distribution over ids (zeros outside the kept set, not renormalised), computed with
+// the same float and double operations, in the same order, as Sampler::probabilities.
+std::vector<float> sample_weights(std::span<const float> logits, const RowSampling& sampling);
+
+// Inverse CDF over `weights` in ascending id order at u in [0, 1) (Sampler::draw_at).
+int32_t draw_row(const std::vector<float>& weights, double u);
+
+// sample_weights then draw_row; a row without a finite logit gives 0.
+int32_t sample_row(std::span<const float> logits, const RowSampling& sampling, double u);
+
+void argmax_rows(const Tensor& logits, Tensor& ids);
+void sample_rows(const Tensor& logits, const RowSampling& sampling, std::span<const double> uniforms, Tensor& ids);
+
+}  // namespace sanctum::ops::ref

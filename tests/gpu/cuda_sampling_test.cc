@@ -1,0 +1,278 @@
+// Token selection on the GPU (ops/sampling.h) against the host: argmax bit for bit with
+// sanctum::argmax, draws against the scalar twin at the same uniforms, and sampled frequencies
+// against the host Sampler's distribution. Skips without a GPU; scripts/gpu_check.sh runs it there.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "../ops/op_test_util.h"
+#include "gpu_test_util.h"
+#include "ops/ref/sampling.h"
+#include "ops/sampling.h"
+#include "sampling/sampler.h"
+#include "tensor/device_memory.h"
+
+namespace sanctum {
+namespace {
+
+using test::Rng;
+
+class CudaSampling : public test::RequiresGpu {};
+
+// Random logits with the awkward cases: repeated maxima, -inf, NaN, -0 beside +0, middle ties.
+std::vector<float> awkward_logits(Rng& rng, int64_t vocab, float scale) {
+  std::vector<float> l(static_cast<size_t>(vocab));
+  for (float& x : l) x = rng.normal() * scale;
+  if (vocab >= 8) {
+    auto at = [&]() -> float& { return l[static_cast<size_t>(rng.integer(0, vocab - 1))]; };
+    const float top = *std::max_element(l.begin(), l.end()) + 0.5f;
+    at() = top;
+    at() = top;
+    at() = -INFINITY;
+    at() = NAN;
+    at() = 0.0f;
+    at() = -0.0f;
+    const float mid = at();
+    for (int i = 0; i < 4; ++i) at() = mid;
+  }
+  return l;
+}
+
+// (rows, vocab) on the GPU with a row stride of vocab + pad (a strided view, as a wider scratch gives).
+Tensor upload_rows(const std::vector<std::vector<float>>& rows, int64_t vocab, int64_t pad) {
+  Tensor wide = Tensor::zeros({static_cast<int64_t>(rows.size()), vocab + pad}, DType::f32);
+  for (size_t r = 0; r < rows.size(); ++r) std::copy(rows[r].begin(), rows[r].end(), wide.data<float>() + static_cast<int64_t>(r) * (vocab + pad));
+  return test::gpu(wide).slice(1, 0, vocab);
+}
+
+std::vector<int32_t> download(const Tensor& ids) {
+  Tensor h = test::host(ids);
+  return std::vector<int32_t>(h.data<int32_t>(), h.data<int32_t>() + h.numel());
+}
+
+TEST_F(CudaSampling, argmax_rows_is_the_host_argmax_bit_for_bit) {
+  Rng rng(21);
+  SCOPED_TRACE(test::seed_note());
+  for (int64_t vocab : {1, 2, 31, 32, 33, 769, 1025, 4096, 5125, 151936, 248320}) {
+    std::vector<std::vector<float>> rows;
+    for (int r = 0; r < 6; ++r) rows.push_back(awkward_logits(rng, vocab, 2.0f));
+    rows.push_back(std::vector<float>(static_cast<size_t>(vocab), -INFINITY));  // nothing finite: 0
+    std::vector<float> nan_row(static_cast<size_t>(vocab), NAN);
+    nan_row.back() = -INFINITY;
+    rows.push_back(nan_row);
+    if (vocab >= 2) {
+      std::vector<float> last_ties(static_cast<size_t>(vocab), 1.0f);  // all equal: the first wins
+      rows.push_back(last_ties);
+      std::vector<float> tail(static_cast<size_t>(vocab), -1.0f);
+      tail.back() = 7.0f;
+      tail[static_cast<size_t>(vocab / 2)] = NAN;
+      rows.push_back(tail);
+    }
+    for (int64_t pad : {int64_t{0}, int64_t{3}}) {
+      Tensor logits = upload_rows(rows, vocab, pad);
+      Tensor ids = Tensor::zeros({static_cast<int64_t>(rows.size())}, DType::i32, Device::cuda);
+      ops::argmax_rows(logits, ids);
+      const auto got = download(ids);
+      for (size_t r = 0; r < rows.size(); ++r) EXPECT_EQ(got[r], argmax(rows[r])) << "vocab " << vocab << " row " << r << " pad " << pad;
+    }
+  }
+}
+
+TEST_F(CudaSampling, argmax_rows_takes_many_rows_and_repeated_calls) {
+  Rng rng(24);
+  SCOPED_TRACE(test::seed_note());
+  for (int64_t rows : {int64_t{100}, int64_t{3}, int64_t{100}}) {  // the per-row scratch grows, then is reused
+    for (int64_t vocab : {int64_t{769}, int64_t{9000}}) {
+      std::vector<std::vector<float>> logits_rows;
+      for (int64_t r = 0; r < rows; ++r) logits_rows.push_back(awkward_logits(rng, vocab, 1.0f));
+      Tensor logits = upload_rows(logits_rows, vocab, 0);
+      Tensor ids = Tensor::zeros({rows}, DType::i32, Device::cuda);
+      for (int call = 0; call < 2; ++call) {
+        ops::argmax_rows(logits, ids);
+        const auto got = download(ids);
+        for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(got[static_cast<size_t>(r)], argmax(logits_rows[static_cast<size_t>(r)])) << "row " << r;
+      }
+    }
+  }
+}
+
+// Device draws at given uniforms against the scalar twin at the same uniforms. The weights differ
+// only in the last bits of exp and of sums, so draws agree unless a uniform falls on a boundary.
+TEST_F(CudaSampling, sample_rows_draws_what_the_reference_draws) {
+  Rng rng(22);
+  SCOPED_TRACE(test::seed_note());
+  std::mt19937_64 stream(test::test_seed());
+  const ops::RowSampling configs[] = {
+      {1.0f, 1.0f, 0, 0.0f},  {0.7f, 0.9f, 0, 0.0f},  {1.3f, 1.0f, 40, 0.0f},     {1.0f, 0.5f, 5, 0.05f}, {0.8f, 1.0f, 0, 0.1f},
+      {2.0f, 0.95f, 1000, 0.0f}, {1.0f, 1.0f, 1, 0.0f}, {1.0f, 1.0f, 1 << 20, 0.0f}, {0.6f, 0.99f, 50, 0.02f},
+  };
+  for (int64_t vocab : {1, 33, 769, 5125, 151936}) {
+    for (const auto& c : configs) {
+      for (float scale : {1.0f, 4.0f}) {
+        const int64_t rows = 8;
+        std::vector<std::vector<float>> logits_rows;
+        for (int64_t r = 0; r < rows; ++r) logits_rows.push_back(awkward_logits(rng, vocab, scale));
+        std::vector<std::vector<float>> weights;
+        for (const auto& l : logits_rows) weights.push_back(ops::ref::sample_weights(l, c));
+        Tensor logits = upload_rows(logits_rows, vocab, 1);
+        Tensor ids = Tensor::zeros({rows}, DType::i32, Device::cuda);
+        int mismatches = 0, draws = 0;
+        const int calls = vocab > 10000 ? 5 : 25;
+        for (int call = 0; call < calls; ++call) {
+          std::vector<double> u(static_cast<size_t>(rows));
+          for (double& x : u) x = std::uniform_real_distribution<double>(0.0, 1.0)(stream);
+          ops::sample_rows(logits, c, u, ids);
+          const auto got = download(ids);
+          for (int64_t r = 0; r < rows; ++r, ++draws) {
+            const int32_t want = ops::ref::draw_row(weights[static_cast<size_t>(r)], u[static_cast<size_t>(r)]);
+            if (got[static_cast<size_t>(r)] != want) ++mismatches;
+            ASSERT_GE(got[static_cast<size_t>(r)], 0);
+            ASSERT_LT(got[static_cast<size_t>(r)], vocab);
+          }
+        }
+        EXPECT_LE(mismatches, std::max(1, draws / 100)) << "vocab " << vocab << " T " << c.temperature << " top_p " << c.top_p << " top_k " << c.top_k
+                                           << " min_p " << c.min_p << " scale " << scale;
+      }
+    }
+  }
+}
+
+// Top-p at temperature > 0: device draws with the Sampler's own uniform stream are the Sampler's
+// draws, and their frequencies pass a chi-square test against its probabilities.
+TEST_F(CudaSampling, top_p_draws_follow_the_host_sampler) {
+  for (int64_t vocab : {1000, 151936}) {
+    std::mt19937_64 gen(77);
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    // Spread enough that top-p keeps hundreds of ids at either size.
+    const float scale = vocab < 10000 ? 1.0f : 3.0f;
+    for (float& x : logits) x = std::normal_distribution<float>(0.0f, scale)(gen);
+    SamplingParams sp;
+    sp.temperature = 0.8f;
+    sp.top_p = 0.9f;
+    sp.seed = 5;
+    Sampler host(sp), stream(sp);  // stream: the uniforms host.sample() would draw with
+    std::vector<float> copy = logits;
+    const std::vector<float> p = host.probabilities(copy, RecentTokens());
+    // Sampler::draw_at over p, as a search of its running sums (the same sums, in the same order).
+    std::vector<double> running(p.size());
+    double acc = 0.0;
+    for (size_t i = 0; i < p.size(); ++i) running[i] = acc += p[i] > 0.0f ? p[i] : 0.0f;
+    auto host_draw = [&](double u) {
+      const auto it = std::upper_bound(running.begin(), running.end(), u * acc);
+      return static_cast<int32_t>(it == running.end() ? std::find_if(p.rbegin(), p.rend(), [](float x) { return x > 0.0f; }).base() - p.begin() - 1
+                                                      : it - running.begin());
+    };
+    const int64_t rows = ops::kMaxSampleRows;
+    Tensor on_gpu = upload_rows(std::vector<std::vector<float>>(static_cast<size_t>(rows), logits), vocab, 0);
+    Tensor ids = Tensor::zeros({rows}, DType::i32, Device::cuda);
+    const ops::RowSampling rs{sp.temperature, sp.top_p, sp.top_k, sp.min_p};
+    const int calls = 320;  // 20480 draws
+    std::vector<int64_t> counts(static_cast<size_t>(vocab), 0);
+    int same = 0, outside = 0;
+    for (int call = 0; call < calls; ++call) {
+      std::vector<double> u(static_cast<size_t>(rows));
+      for (double& x : u) x = stream.uniform();
+      ops::sample_rows(on_gpu, rs, u, ids);
+      const auto got = download(ids);
+      for (size_t r = 0; r < got.size(); ++r) {
+        const int32_t t = got[r];
+        same += host_draw(u[r]) == t;
+        outside += p[static_cast<size_t>(t)] <= 0.0f;
+        ++counts[static_cast<size_t>(t)];
+      }
+    }
+    const int64_t n = calls * rows;
+    EXPECT_GE(same, n - n / 1000) << "vocab " << vocab;  // identical draws but for boundary rounding
+    EXPECT_EQ(outside, 0) << "vocab " << vocab;
+    // Pearson chi-square over the kept ids, those expecting fewer than 5 draws pooled into one cell.
+    double chi2 = 0.0, pooled_expect = 0.0;
+    int64_t pooled_count = 0, cells = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const double e = static_cast<double>(p[static_cast<size_t>(i)]) * static_cast<double>(n);
+      if (e <= 0.0) continue;
+      if (e < 5.0) {
+        pooled_expect += e;
+        pooled_count += counts[static_cast<size_t>(i)];
+        continue;
+      }
+      const double d = static_cast<double>(counts[static_cast<size_t>(i)]) - e;
+      chi2 += d * d / e;
+      ++cells;
+    }
+    if (pooled_expect > 0.0) {
+      const double d = static_cast<double>(pooled_count) - pooled_expect;
+      chi2 += d * d / pooled_expect;
+      ++cells;
+    }
+    ASSERT_GE(cells, 50) << "vocab " << vocab << ": too few cells for the test to mean anything";
+    const double df = static_cast<double>(cells - 1);
+    // Mean df, standard deviation sqrt(2 df): 6 deviations above is a false alarm rate far below 1e-6.
+    EXPECT_LT(chi2, df + 6.0 * std::sqrt(2.0 * df)) << "vocab " << vocab << " cells " << cells;
+    std::printf("vocab %lld: %lld draws, %d identical to the host sampler, chi2 %.1f on %.0f df\n", static_cast<long long>(vocab),
+                static_cast<long long>(n), same, chi2, df);
+  }
+}
+
+// What a decode step pays for its token at a production vocabulary: the device pick (ids back)
+// against copying the row to the host and sampling there. Printed, not asserted.
+TEST_F(CudaSampling, timing_at_vocab_248320) {
+  const int64_t vocab = 248320;
+  Rng rng(23);
+  std::vector<float> row(static_cast<size_t>(vocab));
+  for (float& x : row) x = rng.normal() * 3.0f;
+  Tensor logits = upload_rows({row}, vocab, 0);
+  Tensor ids = Tensor::zeros({1}, DType::i32, Device::cuda);
+  std::vector<float> host_row(static_cast<size_t>(vocab));
+  auto time_us = [](auto&& body) {
+    body();
+    device_memory::cuda_synchronize();
+    const int reps = 20;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) body();
+    device_memory::cuda_synchronize();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
+  };
+  const double u[1] = {0.37};
+  auto device = [&](const ops::RowSampling* s) {
+    return time_us([&] {
+      if (s) ops::sample_rows(logits, *s, u, ids);
+      else ops::argmax_rows(logits, ids);
+      int32_t id = 0;
+      device_memory::cuda_copy(&id, ids.raw(), sizeof(id), device_memory::CopyKind::device_to_host);
+    });
+  };
+  auto on_host = [&](const SamplingParams* s) {
+    return time_us([&] {
+      device_memory::cuda_copy(host_row.data(), logits.raw(), host_row.size() * sizeof(float), device_memory::CopyKind::device_to_host);
+      if (s) {
+        Sampler sampler(*s);
+        sampler.sample(host_row, RecentTokens());
+      } else {
+        argmax(host_row);
+      }
+    });
+  };
+  struct Case {
+    const char* name;
+    ops::RowSampling rs;
+  } cases[] = {{"T=1", {1.0f, 1.0f, 0, 0.0f}}, {"T=0.8 top_p=0.9", {0.8f, 0.9f, 0, 0.0f}}, {"T=0.7 top_k=40 top_p=0.95", {0.7f, 0.95f, 40, 0.0f}},
+               {"T=1 min_p=0.05", {1.0f, 1.0f, 0, 0.05f}}};
+  std::printf("vocab %lld, one row, us per token (device pick + 4-byte copy | row copy + host pick):\n", static_cast<long long>(vocab));
+  std::printf("  greedy: %.1f | %.1f\n", device(nullptr), on_host(nullptr));
+  for (const auto& c : cases) {
+    SamplingParams sp;
+    sp.temperature = c.rs.temperature;
+    sp.top_p = c.rs.top_p;
+    sp.top_k = c.rs.top_k;
+    sp.min_p = c.rs.min_p;
+    std::printf("  %s: %.1f | %.1f\n", c.name, device(&c.rs), on_host(&sp));
+  }
+}
+
+}  // namespace
+}  // namespace sanctum
