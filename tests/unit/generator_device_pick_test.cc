@@ -95,13 +95,11 @@ TEST(GeneratorDevicePick, greedy_gives_the_host_tokens_with_and_without_verifica
 
 TEST(GeneratorDevicePick, sampling_follows_the_same_seeded_stream) {
   for (bool speculate : {false, true}) {
-    for (int config = 0; config < 3; ++config) {
+    for (int config = 0; config < 4; ++config) {
       GenerationParams p = base_params(0.9f, speculate);
       if (config == 1) p.sampling.top_p = 0.8f;
-      if (config == 2) {
-        p.sampling.top_k = 5;
-        p.sampling.min_p = 0.05f;
-      }
+      if (config == 2) p.sampling.min_p = 0.05f;
+      if (config == 3) p.sampling.top_k = static_cast<int>(kVocab);  // no cut: still on the device
       const Outcome host = outcome(false, p), device = outcome(true, p);
       EXPECT_EQ(device.tokens, host.tokens) << "speculate " << speculate << " config " << config;
       if (speculate) {
@@ -110,6 +108,20 @@ TEST(GeneratorDevicePick, sampling_follows_the_same_seeded_stream) {
       EXPECT_GT(device.picks, 0);
     }
   }
+}
+
+TEST(GeneratorDevicePick, top_k_sampling_stays_on_the_host_greedy_does_not_care) {
+  GenerationParams p = base_params(0.9f, false);
+  p.sampling.top_k = 5;
+  p.sampling.min_p = 0.05f;
+  Outcome device = outcome(true, p);
+  EXPECT_EQ(device.picks, 0);
+  EXPECT_EQ(device.tokens, outcome(false, p).tokens);
+  p = base_params(0.0f, false);
+  p.sampling.top_k = 5;
+  device = outcome(true, p);
+  EXPECT_GT(device.picks, 0);
+  EXPECT_EQ(device.tokens, outcome(false, p).tokens);
 }
 
 TEST(GeneratorDevicePick, penalties_and_logits_hooks_stay_on_the_host) {
