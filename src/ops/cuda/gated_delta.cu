@@ -4,11 +4,13 @@
 // the tokens; the block stages tiles of tokens' q/k/v/a/b in shared memory with async copies one
 // tile ahead and computes each token's norms, gate and decay once per block, so a token step waits
 // on no global load. Decode is one launch per layer and the state never leaves registers in a call.
+// Prompts take the chunked form (gated_delta_chunked.cu).
 #include <cuda_pipeline.h>
 
 #include <algorithm>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/gated_delta_chunked.h"
 #include "ops/cuda/kernels.h"
 
 namespace sanctum::ops::cuda {
@@ -308,9 +310,14 @@ void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps,
 }
 
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
-                      const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out, GatedDeltaAlgorithm) {
-  // One kernel serves every length (the sequential recurrence; `chunked` is not implemented here).
+                      const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out, GatedDeltaAlgorithm algorithm) {
   if (q.dim(0) == 0) return;
+  // `chunked` (prompts: the GatedDeltaNet block asks for it over whole chunks at multiples of 64 of
+  // the position, `automatic` from 64 tokens on) takes the chunked kernel, whatever the length, so a
+  // chunk gets the same bits however the prompt was split; decode, verification rows and partial
+  // chunks walk the tokens here.
+  if (kChunkedPrefill && algorithm == GatedDeltaAlgorithm::chunked && shape.key_dim <= kChunkedMaxKeyDim)
+    return gated_delta_chunked(q, k, v, a, b, a_log, dt_bias, shape, state, out);
   check(shape.key_dim <= 256, ErrorKind::unsupported, "[gated_delta_rule] cuda supports key heads up to 256 dims");
   RuleArgs r;
   r.q = rows_of<const float>(q, "gated_delta_rule");
