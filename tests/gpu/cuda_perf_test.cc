@@ -4,10 +4,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 
 #include "../ops/op_test_util.h"
 #include "gpu_test_util.h"
+#include "matvec_mma_sweep.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "tensor/cuda/stream.h"
@@ -129,6 +131,36 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
                 time_calls([&] { ops::causal_conv1d_silu_taps(cx, conv_state, taps, cy); }, n > 1 ? 3 : 200) * 1e6,
                 time_graph([&] { ops::causal_conv1d_silu_taps(cx, conv_state, taps, cy); }, n > 1 ? 3 : 200) * 1e6);
   }
+}
+
+// Every tuning of the tensor-core mat-vec at the decode shapes of the 27B (incl. the fused
+// GatedDeltaNet input projection, 16480 rows) and 24B models: GPU time per call, bandwidth, and
+// whether it gives the production kernel's bits.
+TEST(CudaPerf, DISABLED_mma_matvec_tunings) {
+  if (!device_memory::cuda_available()) GTEST_SKIP();
+  Rng rng(2);
+  const ops::MatmulPrecision saved = ops::matmul_precision();
+  ops::set_matmul_precision(ops::MatmulPrecision::bf16);
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{17408, 5120}, {5120, 17408}, {10240, 5120}, {16480, 5120}, {6144, 5120},
+                      {32768, 5120}, {5120, 32768}, {248320, 5120}}) {
+    Weight w = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
+    for (int64_t n : {1, 4}) {
+      Tensor x = test::random_tensor({n, k}, DType::f32, rng).to(Device::cuda);
+      Tensor want = Tensor::zeros({n, m}, DType::f32, Device::cuda), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+      ops::matmul(x, w, want);
+      const Tensor want_host = want.to(Device::cpu);
+      for (const test::MmaVariant& v : test::mma_variants()) {
+        if (!test::run_mma_variant(v, w, x, y)) continue;
+        const Tensor got = y.to(Device::cpu);
+        const bool same = std::memcmp(got.raw(), want_host.raw(), static_cast<size_t>(n * m) * sizeof(float)) == 0;
+        const double s = time_graph([&] { test::run_mma_variant(v, w, x, y); }, 50);
+        std::printf("tuning %6lld x %6lld n=%lld %-28s %8.2f us %7.0f GB/s %s\n", static_cast<long long>(m), static_cast<long long>(k),
+                    static_cast<long long>(n), v.name().c_str(), s * 1e6, static_cast<double>(w.nbytes()) / s / 1e9,
+                    same ? "same bits" : "DIFFERENT BITS");
+      }
+    }
+  }
+  ops::set_matmul_precision(saved);
 }
 
 }  // namespace
