@@ -26,11 +26,12 @@ WORK = Path(os.environ.get("SANCTUM_BENCH_DIR", "/tmp/sanctum-bench"))
 PEER_TIMEOUT = int(os.environ.get("SANCTUM_PEER_TIMEOUT", "200"))  # seconds per shape; the MoE peer can be very slow
 
 
-def sanctum_bench(model_dir: Path) -> dict:
-    cmd = [os.environ["SANCTUM_BIN"], "bench", "--model", str(model_dir), "--device", "cuda", "--memory-bandwidth", "--pp", "512",
-           "--pp", "4096", "--tg", "128", "--decode-context", "512", "--repetitions", "2", "--json"]
+def sanctum_bench(model_dir: Path, env: dict | None = None, decode_only: bool = False) -> dict:
+    cmd = [os.environ["SANCTUM_BIN"], "bench", "--model", str(model_dir), "--device", "cuda", "--memory-bandwidth"]
+    cmd += [] if decode_only else ["--pp", "512", "--pp", "4096"]
+    cmd += ["--tg", "128", "--decode-context", "512", "--repetitions", "2", "--json"]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
     if r.returncode != 0:
         raise RuntimeError(f"sanctum bench failed: {r.stderr[-2000:]}")
     out = json.loads(r.stdout)
@@ -56,6 +57,8 @@ def main():
     ap.add_argument("--shapes", default=",".join(random_checkpoint.SHAPES))
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--compare-env", metavar="NAME=VALUE",
+                    help="also time decode with this environment setting, in the same run on the same checkpoint")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     results = {}
@@ -68,6 +71,12 @@ def main():
             ours = sanctum_bench(model_dir)
         except Exception as e:  # report and go on with the other shapes
             ours = {"error": str(e)}
+        if args.compare_env and "error" not in ours:
+            name, _, value = args.compare_env.partition("=")
+            other = sanctum_bench(model_dir, {name: value}, decode_only=True)
+            ours["compare_env"] = {"setting": args.compare_env, "by_test": other["by_test"]}
+            print(f"  decode with {args.compare_env}: {other['by_test'].get('tg128@512', 0):.1f} tok/s "
+                  f"(default {ours['by_test'].get('tg128@512', 0):.1f})")
         shutil.rmtree(model_dir, ignore_errors=True)
         theirs = {} if args.no_peer else peer(shape)
         results[shape] = {"sanctum": ours, "transformers": theirs, "checkpoint_write_seconds": written}

@@ -52,3 +52,54 @@ void prepare_weight(Weight& w) {
 }
 
 }  // namespace sanctum::ops
+
+namespace sanctum::ops {
+
+bool can_stack_rows(std::span<const Weight* const> parts) {
+  if (parts.empty()) return false;
+  const Weight& a = *parts[0];
+  for (const Weight* w : parts) {
+    if (w->cols != a.cols || w->quant.bits != a.quant.bits || w->quant.group_size != a.quant.group_size ||
+        w->data.dtype() != a.data.dtype() || w->data.device() != a.data.device() || !w->data.is_contiguous() ||
+        w->data.dim(1) != a.data.dim(1))
+      return false;
+    if (w->quantized() && (w->scales.dtype() != a.scales.dtype() || !w->scales.is_contiguous() || !w->biases.is_contiguous() ||
+                           w->scales.dim(1) != a.scales.dim(1)))
+      return false;
+  }
+  return true;
+}
+
+Weight stack_rows(std::span<const Weight* const> parts, std::string name) {
+  SANCTUM_REQUIRE(can_stack_rows(parts), "stack_rows", "weights differ in columns, format, device or layout");
+  const Weight& a = *parts[0];
+  int64_t rows = 0;
+  for (const Weight* w : parts) rows += w->rows;
+  auto stack = [&](auto member) {
+    const Tensor& first = a.*member;
+    Tensor out = Tensor::zeros({rows, first.dim(1)}, first.dtype(), first.device());
+    int64_t r0 = 0;
+    for (const Weight* w : parts) {
+      const Tensor& part = w->*member;
+      Tensor dst = out.slice(0, r0, r0 + part.dim(0));
+      dst.copy_from(part);
+      r0 += part.dim(0);
+    }
+    return out;
+  };
+  Weight s;
+  s.name = std::move(name);
+  s.rows = rows;
+  s.cols = a.cols;
+  s.quant = a.quant;
+  s.data = stack(&Weight::data);
+  if (a.quantized()) {
+    s.scales = stack(&Weight::scales);
+    s.biases = stack(&Weight::biases);
+  }
+  validate_weight(s);
+  prepare_weight(s);
+  return s;
+}
+
+}  // namespace sanctum::ops

@@ -1,4 +1,6 @@
 #pragma once
+#include <span>
+#include <string>
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
 
@@ -12,5 +14,12 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y);
 // Optional one-time repack of w into a kernel-friendly layout (stored in w.packed). Must not change
 // the numbers; a no-op where the backend reads the checkpoint layout directly.
 void prepare_weight(Weight& w);
+
+// Weights that read the same input, stacked into one of their summed rows (in order), so that one
+// pass over x computes them all: on a GPU, where each small mat-vec is a launch that waits on memory
+// latency, four projections cost about one. They stack when they agree in columns, format (dtype,
+// bits, group size, scale dtype), device and contiguity; the result is a new allocation.
+bool can_stack_rows(std::span<const Weight* const> parts);
+Weight stack_rows(std::span<const Weight* const> parts, std::string name);
 
 }  // namespace sanctum::ops

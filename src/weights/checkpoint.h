@@ -34,6 +34,11 @@ class Checkpoint {
   void set_device(Device device) { device_ = device; }
   Device device() const { return device_; }
 
+  // Lets go of the GPU copy of `name` held for later calls (references already handed out stay
+  // valid): for weights a model rebuilt in another layout, so their memory is freed with the model's
+  // last reference rather than kept until the checkpoint closes.
+  void release_upload(const std::string& name) { uploaded_.erase(name); }
+
   // The tensor `name`; marks it used. Throws not_found naming it (and the directory) if absent.
   Tensor tensor(const std::string& name);
   // Same, and checks the shape; throws invalid_input "tensor X: expected (a, b), got (c, d) bf16".

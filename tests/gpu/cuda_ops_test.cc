@@ -142,6 +142,42 @@ TEST_F(Cuda, tensor_core_matvec_matches_ref_within_bf16_rounding) {
       }
 }
 
+// Weights stacked on the device (GatedDeltaNet's qkv/z/b/a, an MLP's gate/up) hold the parts' bytes
+// in order, and a stacked mat-vec gives each part's result within the kernels' rounding.
+TEST_F(Cuda, stacked_weights_on_the_device) {
+  Rng rng(14);
+  const std::vector<Weight> parts = {test::random_quantized(1024, 640, 4, 64, DType::bf16, rng),
+                                     test::random_quantized(512, 640, 4, 64, DType::bf16, rng),
+                                     test::random_quantized(48, 640, 4, 64, DType::bf16, rng)};
+  std::vector<Weight> on_gpu;
+  for (const Weight& w : parts) on_gpu.push_back(gpu(w));
+  std::vector<const Weight*> host_list, gpu_list;
+  for (size_t i = 0; i < parts.size(); ++i) host_list.push_back(&parts[i]), gpu_list.push_back(&on_gpu[i]);
+  const Weight want = ops::stack_rows(host_list, "stacked");
+  const Weight got = ops::stack_rows(gpu_list, "stacked");
+  ASSERT_EQ(got.data.device(), Device::cuda);
+  for (auto [a, b] : {std::pair{&want.data, &got.data}, {&want.scales, &got.scales}, {&want.biases, &got.biases}}) {
+    const Tensor back = host(*b);
+    ASSERT_EQ(std::memcmp(back.raw(), a->raw(), a->nbytes()), 0);
+  }
+  for (ops::MatmulPrecision p : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16}) {
+    PrecisionScope scope(p);
+    for (int64_t n : {1, 3}) {
+      Tensor x = test::random_tensor({n, 640}, DType::f32, rng);
+      Tensor all = Tensor::zeros({n, got.rows}, DType::f32, Device::cuda);
+      ops::matmul(gpu(x), got, all);
+      int64_t c0 = 0;
+      for (const Weight& w : parts) {
+        Tensor ref = Tensor::zeros({n, w.rows}, DType::f32);
+        ops::ref::matmul(x, w, ref);
+        EXPECT_LE(matmul_error(x, w, host(all).slice(1, c0, c0 + w.rows), ref), p == ops::MatmulPrecision::f32 ? 2e-5 : 4e-3)
+            << ops::matmul_precision_name(p) << " n=" << n << " part at " << c0;
+        c0 += w.rows;
+      }
+    }
+  }
+}
+
 TEST_F(Cuda, dense_matmul_matches_ref_for_every_dtype) {
   Rng rng(12);
   PrecisionScope exact(ops::MatmulPrecision::f32);

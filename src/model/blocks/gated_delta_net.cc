@@ -3,12 +3,13 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
 
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kQkv = 400, kZ, kB, kA, kConv, kY };
+enum Slot : size_t { kQkv = 400, kZ, kB, kA, kConv, kY, kStacked };
 }
 
 GatedDeltaNetBlock::GatedDeltaNetBlock(Checkpoint& ckpt, const std::string& prefix, const GatedDeltaNetShape& s, float norm_eps,
@@ -21,6 +22,7 @@ GatedDeltaNetBlock::GatedDeltaNetBlock(Checkpoint& ckpt, const std::string& pref
   in_a_ = ckpt.linear(prefix + "in_proj_a", hv, s.hidden, quant);
   out_ = ckpt.linear(prefix + "out_proj", s.hidden, s.value_dim(), quant);
   for (Weight* w : {&in_qkv_, &in_z_, &in_b_, &in_a_, &out_}) ops::prepare_weight(*w);
+  in_stacked_ = stack_linears(ckpt, {&in_qkv_, &in_z_, &in_b_, &in_a_}, prefix + "in_proj_{qkv,z,b,a}");
 
   // Hugging Face stores the depthwise kernel as (conv_dim, 1, K), mlx as (conv_dim, K, 1): the same
   // element order, so both are viewed as (conv_dim, K).
@@ -46,18 +48,29 @@ LinearAttentionState GatedDeltaNetBlock::new_state(Device device) const {
 
 void GatedDeltaNetBlock::forward(const Tensor& x, LinearAttentionState& state, int64_t pos0, Workspace& ws, Tensor& out) const {
   const int64_t n = x.dim(0), kd = shape_.key_dim(), cd = shape_.conv_dim(), hv = shape_.heads.n_value_heads;
-  Tensor qkv = ws.get(kQkv, n, cd);
-  Tensor z = ws.get(kZ, n, shape_.value_dim());
-  Tensor b = ws.get(kB, n, hv);
-  Tensor a = ws.get(kA, n, hv);
-  ops::matmul(x, in_qkv_, qkv);
-  ops::matmul(x, in_z_, z);
-  ops::matmul(x, in_b_, b);
-  ops::matmul(x, in_a_, a);
+  const int64_t vd = shape_.value_dim();
+  Tensor qkv, z, b, a;
+  if (in_stacked_.rows > 0) {  // one mat-vec, then views of its columns: [qkv | z | b | a]
+    Tensor all = ws.get(kStacked, n, cd + vd + 2 * hv);
+    ops::matmul(x, in_stacked_, all);
+    qkv = all.slice(1, 0, cd);
+    z = all.slice(1, cd, cd + vd);
+    b = all.slice(1, cd + vd, cd + vd + hv);
+    a = all.slice(1, cd + vd + hv, cd + vd + 2 * hv);
+  } else {
+    qkv = ws.get(kQkv, n, cd);
+    z = ws.get(kZ, n, vd);
+    b = ws.get(kB, n, hv);
+    a = ws.get(kA, n, hv);
+    ops::matmul(x, in_qkv_, qkv);
+    ops::matmul(x, in_z_, z);
+    ops::matmul(x, in_b_, b);
+    ops::matmul(x, in_a_, a);
+  }
 
   Tensor conv = ws.get(kConv, n, cd);  // (n, conv_dim): [q | k | v] after conv + SiLU
   ops::causal_conv1d_silu_taps(qkv, state.conv, conv_taps_, conv);
-  Tensor y = ws.get(kY, n, shape_.value_dim());
+  Tensor y = ws.get(kY, n, vd);
   // Rows [0, head) and [body_end, n) token by token; [head, body_end) whole aligned chunks.
   const int64_t head = std::min(n, (kChunk - pos0 % kChunk) % kChunk);
   const int64_t body_end = head + (n - head) / kChunk * kChunk;
@@ -76,7 +89,7 @@ void GatedDeltaNetBlock::forward(const Tensor& x, LinearAttentionState& state, i
 }
 
 size_t GatedDeltaNetBlock::weight_bytes() const {
-  return in_qkv_.nbytes() + in_z_.nbytes() + in_b_.nbytes() + in_a_.nbytes() + out_.nbytes() + conv_weight_.nbytes() +
+  return in_stacked_.nbytes() + in_qkv_.nbytes() + in_z_.nbytes() + in_b_.nbytes() + in_a_.nbytes() + out_.nbytes() + conv_weight_.nbytes() +
          a_log_.nbytes() + dt_bias_.nbytes() + norm_.nbytes();
 }
 

@@ -1,11 +1,12 @@
 #include "model/blocks/mlp.h"
 
+#include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
 
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kGate = 200, kUp };
+enum Slot : size_t { kGate = 200, kUp, kGateUp };
 }
 
 MlpBlock::MlpBlock(Checkpoint& ckpt, const std::string& prefix, int64_t hidden, int64_t intermediate, const QuantConfig& quant,
@@ -15,15 +16,22 @@ MlpBlock::MlpBlock(Checkpoint& ckpt, const std::string& prefix, int64_t hidden, 
   up_ = ckpt.linear(prefix + up_name, intermediate, hidden, quant);
   down_ = ckpt.linear(prefix + down_name, hidden, intermediate, quant);
   for (Weight* w : {&gate_, &up_, &down_}) ops::prepare_weight(*w);
+  gate_up_ = stack_linears(ckpt, {&gate_, &up_}, prefix + "{" + gate_name + "," + up_name + "}");
 }
 
 void MlpBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   const int64_t n = x.dim(0);
   Tensor gate = ws.get(kGate, n, intermediate_);
-  Tensor up = ws.get(kUp, n, intermediate_);
-  ops::matmul(x, gate_, gate);
-  ops::matmul(x, up_, up);
-  ops::silu_mul(gate, up, gate);
+  if (gate_up_.rows > 0) {
+    Tensor both = ws.get(kGateUp, n, 2 * intermediate_);
+    ops::matmul(x, gate_up_, both);
+    ops::silu_mul(both.slice(1, 0, intermediate_), both.slice(1, intermediate_, 2 * intermediate_), gate);
+  } else {
+    Tensor up = ws.get(kUp, n, intermediate_);
+    ops::matmul(x, gate_, gate);
+    ops::matmul(x, up_, up);
+    ops::silu_mul(gate, up, gate);
+  }
   ops::matmul(gate, down_, out);
 }
 

@@ -17,11 +17,12 @@ class MlpBlock {
 
   // x: (n, hidden) → out: (n, hidden).
   void forward(const Tensor& x, Workspace& ws, Tensor& out) const;
-  size_t weight_bytes() const { return gate_.nbytes() + up_.nbytes() + down_.nbytes(); }
+  size_t weight_bytes() const { return gate_up_.nbytes() + gate_.nbytes() + up_.nbytes() + down_.nbytes(); }
 
  private:
   int64_t intermediate_ = 0;
   Weight gate_, up_, down_;
+  Weight gate_up_;  // gate and up as one weight on a GPU (stacked_linear.h); else empty
 };
 
 }  // namespace sanctum
