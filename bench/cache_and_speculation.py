@@ -16,6 +16,12 @@
    nearly every draft is rejected, the case where speculation must back off (ordinary).
 
 Usage: .venv/bin/python bench/cache_and_speculation.py [--threads 1] [--sanctum build/sanctum] [--skip-embedded]
+       [--multi-turn-only] [--answer-tokens 16] [--ignore-eos]
+
+--answer-tokens sets the length of each turn's answer (at most; exactly with --ignore-eos). On a hybrid
+model the next turn continues from the end-of-generation snapshot, which `sanctum generate` builds
+after each output, between turns, as a server does while idle: it is not part of any turn's TTFT and
+is reported on its own.
 """
 import argparse
 import json
@@ -41,6 +47,7 @@ def run(binary, prompts, flags, threads, max_tokens, model=MODEL):
     r = subprocess.run([binary, "generate", "--model", str(model), "--prompts-file", f.name, "--max-tokens", str(max_tokens),
                         "--threads", str(threads), "--timing", *flags], capture_output=True, text=True, check=True)
     stats = [tuple(float(x) for x in m.groups()) for m in LINE.finditer(r.stderr)]
+    run.last_tails = [(int(m.group(1)), int(m.group(2)), float(m.group(3))) for m in TAIL.finditer(r.stderr)]
     outs = [[int(t) for t in line.split(",")] for line in r.stdout.strip().split("\n")]
     return outs, stats
 
@@ -51,11 +58,14 @@ def tokenize(binary, texts):
     return [json.loads(line) for line in r.stdout.splitlines()]
 
 
-def conversation(binary, threads):
+TAIL = re.compile(r"end-of-generation snapshot at (\d+) tokens \(prefill from (\d+)\) in ([\d.]+) s")
+
+
+def conversation(binary, threads, answer_tokens, flags):
     rng = np.random.default_rng(0)
     turns = [rng.integers(5, 4096, size=2000).tolist()]
     for _ in range(7):
-        (reply,), _ = run(binary, [turns[-1]], ["--no-pld"], threads, 16)
+        (reply,), _ = run(binary, [turns[-1]], ["--no-pld", *flags], threads, answer_tokens)
         turns.append(turns[-1] + reply + rng.integers(5, 4096, size=40).tolist())
     return turns
 
@@ -107,24 +117,42 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="runs per configuration; the best one counts")
     ap.add_argument("--sanctum", default=str(ROOT / "build" / "sanctum"))
     ap.add_argument("--skip-embedded", action="store_true", help="only the memory-bound shapes")
+    ap.add_argument("--multi-turn-only", action="store_true", help="only the multi-turn chat on the embedded model")
+    ap.add_argument("--answer-tokens", type=int, default=16, help="max tokens of each multi-turn answer")
+    ap.add_argument("--ignore-eos", action="store_true", help="multi-turn answers are exactly --answer-tokens long")
     a = ap.parse_args()
 
+    if a.multi_turn_only:
+        multi_turn(a)
+        return 0
     if not a.skip_embedded:
         embedded(a)
     memory_bound(a.sanctum, a.threads, a.reps)
     return 0
 
 
-def embedded(a):
-    turns = conversation(a.sanctum, a.threads)
-    out_off, off = run(a.sanctum, turns, ["--no-pld"], a.threads, 16)
-    out_on, on = run(a.sanctum, turns, ["--no-pld", "--prompt-cache-mb", "256"], a.threads, 16)
+def multi_turn(a):
+    flags = ["--ignore-eos"] if a.ignore_eos else []
+    turns = conversation(a.sanctum, a.threads, a.answer_tokens, flags)
+    out_off, off = run(a.sanctum, turns, ["--no-pld", *flags], a.threads, a.answer_tokens)
+    out_on, on = run(a.sanctum, turns, ["--no-pld", "--prompt-cache-mb", "256", *flags], a.threads, a.answer_tokens)
     assert out_on == out_off, "cache changed the output"
-    ttft_off = float(np.mean([s[2] for s in off[1:]]))
-    ttft_on = float(np.mean([s[2] for s in on[1:]]))
-    print(f"multi-turn, 8 turns from {len(turns[0])} to {len(turns[-1])} prompt tokens ({a.threads} threads):")
-    print(f"  TTFT turns 2-8: no cache {ttft_off * 1e3:.1f} ms, cache {ttft_on * 1e3:.1f} ms -> {ttft_off / ttft_on:.1f}x lower; "
-          f"{sum(int(s[1]) for s in on)} prompt tokens served from the cache")
+    ttft_off = [s[2] for s in off[1:]]
+    ttft_on = [s[2] for s in on[1:]]
+    answers = [len(o) for o in out_off]
+    print(f"multi-turn, 8 turns from {len(turns[0])} to {len(turns[-1])} prompt tokens, answers of {min(answers)}-{max(answers)} "
+          f"tokens ({a.threads} threads):")
+    print(f"  TTFT turns 2-8: no cache {np.mean(ttft_off) * 1e3:.1f} ms, cache {np.mean(ttft_on) * 1e3:.1f} ms -> "
+          f"{np.mean(ttft_off) / np.mean(ttft_on):.1f}x lower; {sum(int(s[1]) for s in on)} prompt tokens served from the cache")
+    print("  per turn (prompt tokens, from cache, TTFT ms off, TTFT ms on): " +
+          ", ".join(f"({int(b[0])}, {int(b[1])}, {x * 1e3:.1f}, {y * 1e3:.1f})" for b, x, y in zip(on[1:], ttft_off, ttft_on)))
+    if on_tails := getattr(run, "last_tails", None):
+        print(f"  end-of-generation snapshots between turns: {len(on_tails)}, {sum(t[0] - t[1] for t in on_tails)} tokens "
+              f"prefilled in {sum(t[2] for t in on_tails) * 1e3:.1f} ms in all (not part of any TTFT)")
+
+
+def embedded(a):
+    multi_turn(a)
 
     groups = {"copy-heavy (repeat, copy/extract)": ("repeat", "copy"),
               "ordinary (arithmetic, capitals, counting)": ("add", "sub", "mul", "capital", "count")}

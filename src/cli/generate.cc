@@ -1,5 +1,7 @@
 // sanctum generate: one-shot generation in the terminal.
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -34,7 +36,10 @@ const char* kUsage =
     "Without --model the embedded default model is used.\n"
     "Prompt-lookup speculation is on unless --no-pld, drafting only while its measured cost pays\n"
     "(--pld-always drafts at every step); SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
-    "override its defaults (flags win over the environment).\n";
+    "override its defaults (flags win over the environment).\n"
+    "--prompt-cache-mb N shares a prompt cache among the prompts of a --prompts-file; on hybrid models\n"
+    "each output is followed by the end-of-generation snapshot that the next turn continues from\n"
+    "(built after the output is printed; --timing reports it on its own line).\n";
 
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
@@ -106,7 +111,8 @@ int run_generate(int argc, char** argv) {
     const auto& prompt = prompts[i];
     params.sampling.seed = seed + i;  // each prompt line has its own stream: seed, seed + 1, ...
     int64_t reused = 0;
-    GenerationResult r = generate_with_cache(*model, cache.get(), prompt, params, {}, &reused);
+    std::unique_ptr<TailSnapshot> tail;  // hybrid models: the end-of-generation snapshot, built below
+    GenerationResult r = generate_with_cache(*model, cache.get(), prompt, params, {}, &reused, &tail);
     if (text_io) {
       std::vector<int32_t> out = r.tokens;
       if (r.finish == FinishReason::stop && !out.empty()) out.pop_back();  // the stop token itself
@@ -122,6 +128,16 @@ int run_generate(int argc, char** argv) {
                    static_cast<long long>(r.prompt_tokens), static_cast<long long>(reused), r.prefill_seconds,
                    static_cast<double>(r.prompt_tokens - reused) / r.prefill_seconds, r.tokens.size(), decode_tps,
                    static_cast<long long>(r.drafted_tokens), static_cast<long long>(r.accepted_tokens), finish_reason_name(r.finish));
+    }
+    if (tail && i + 1 < prompts.size()) {  // between prompts, where a server does it while idle: in no prompt's timing
+      std::fflush(stdout);
+      const auto t0 = std::chrono::steady_clock::now();
+      const int64_t from = tail->position();
+      const bool stored = tail->finish(*model, *cache);
+      if (args.has("timing"))
+        std::fprintf(stderr, "end-of-generation snapshot at %lld tokens (prefill from %lld) in %.3f s%s\n",
+                     static_cast<long long>(tail->target()), static_cast<long long>(from),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), stored ? "" : " (not kept)");
     }
   }
   return 0;

@@ -1,27 +1,92 @@
 #include "engine/cached_generation.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace sanctum {
 
+TailSnapshot::TailSnapshot(std::vector<int32_t> tokens, const std::shared_ptr<const SequenceState>& base)
+    : tokens_(std::move(tokens)), base_(base), base_length_(base ? base->length() : 0), base_empty_(base == nullptr) {}
+
+bool TailSnapshot::step(Model& model, PrefixCache& cache) {
+  if (done_) return true;
+  const std::span<const int32_t> tokens(tokens_);
+  if (!working_) {  // starting, or resuming after pause()
+    const auto base = base_.lock();
+    if ((!base && !base_empty_) || cache.holds_extension(tokens)) {
+      done_ = true;
+      return true;
+    }
+    working_ = std::make_unique<SequenceState>(base ? SequenceState() : model.new_state());
+    if (base) working_->restore(*base);
+  }
+  // Forwards end on multiples of kAlign, as the chunked prefill of a prompt from scratch does (CPU
+  // prompt pieces end on multiples of 128, themselves aligned), so the state comes out bit for bit.
+  const int64_t pos = working_->length();
+  const int64_t end = std::min(target(), (pos / PrefixCache::kAlign + 1) * PrefixCache::kAlign);
+  model.forward(tokens.subspan(static_cast<size_t>(pos), static_cast<size_t>(end - pos)), *working_, LogitsFor::none);
+  ++forwards_;
+  if (end < target()) return false;
+  stored_ = cache.store(tokens, *working_) != nullptr;
+  if (stored_)
+    for (int64_t len : stepping_stones_) cache.erase(tokens.first(static_cast<size_t>(len)));
+  working_.reset();
+  done_ = true;
+  return true;
+}
+
+void TailSnapshot::pause(PrefixCache& cache) {
+  if (!working_ || done_) return;
+  const int64_t len = working_->length();
+  if (len > base_length_) {
+    base_ = cache.store(std::span<const int32_t>(tokens_).first(static_cast<size_t>(len)), *working_);
+    base_length_ = len;
+    base_empty_ = false;
+    stepping_stones_.push_back(len);
+  }
+  working_.reset();
+}
+
+bool TailSnapshot::finish(Model& model, PrefixCache& cache) {
+  while (!step(model, cache)) {
+  }
+  return stored_;
+}
+
 GenerationResult generate_with_cache(Model& model, PrefixCache* cache, std::span<const int32_t> prompt, GenerationParams params,
-                                     const TokenCallback& on_tokens, int64_t* reused_tokens) {
+                                     const TokenCallback& on_tokens, int64_t* reused_tokens, std::unique_ptr<TailSnapshot>* tail) {
+  if (tail) tail->reset();
   SequenceState state;
   int64_t reused = 0;
+  // Hybrid models: the last aligned snapshot of this prompt, where an end-of-generation snapshot
+  // starts (null with base_known: the empty state).
+  std::shared_ptr<const SequenceState> base;
+  bool base_known = false;
   if (cache) {
-    reused = cache->acquire(model, prompt, state);
+    reused = cache->acquire(model, prompt, state, &base);
+    base_known = true;
     params.snapshot_at = PrefixCache::snapshot_points(state, static_cast<int64_t>(prompt.size()));
-    params.on_snapshot = [&](const SequenceState& s) { cache->store(prompt, s); };
+    params.on_snapshot = [&](const SequenceState& s) {
+      base = cache->store(prompt, s);
+      base_known = base != nullptr;  // not kept (the pool is too small): nothing to start from
+    };
   } else {
     state = model.new_state();
   }
   if (reused_tokens) *reused_tokens = reused;
   GenerationResult result = generate(model, state, prompt.subspan(static_cast<size_t>(reused)), params, on_tokens);
   result.prompt_tokens = static_cast<int64_t>(prompt.size());
-  if (cache && !state.has_recurrent_state()) {
-    std::vector<int32_t> sequence(prompt.begin(), prompt.end());
-    sequence.insert(sequence.end(), result.tokens.begin(), result.tokens.end());
+  if (!cache) return result;
+  std::vector<int32_t> sequence(prompt.begin(), prompt.end());
+  sequence.insert(sequence.end(), result.tokens.begin(), result.tokens.end());
+  if (!state.has_recurrent_state()) {
     cache->store(sequence, state);
+  } else if (tail && base_known && result.finish != FinishReason::cancelled) {
+    const int64_t target = PrefixCache::aligned_point(static_cast<int64_t>(sequence.size()));
+    if (target > (base ? base->length() : 0)) {
+      sequence.resize(static_cast<size_t>(target));
+      *tail = std::make_unique<TailSnapshot>(std::move(sequence), base);
+    }
   }
   return result;
 }

@@ -5,16 +5,14 @@
 namespace sanctum {
 
 namespace {
-constexpr int64_t kMinRecomputed = 2;  // T_q >= 2
-constexpr int64_t kAlign = 64;          // GatedDeltaNet chunk size (see blocks/gated_delta_net.h)
-
 int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   auto [ia, ib] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
   return static_cast<int64_t>(ia - a.begin());
 }
 }  // namespace
 
-int64_t PrefixCache::acquire(const Model& model, std::span<const int32_t> prompt, SequenceState& state) {
+int64_t PrefixCache::acquire(const Model& model, std::span<const int32_t> prompt, SequenceState& state,
+                             std::shared_ptr<const SequenceState>* from) {
   const int64_t cap = static_cast<int64_t>(prompt.size()) - kMinRecomputed;
   std::shared_ptr<const SequenceState> best;
   int64_t best_len = 0;
@@ -39,6 +37,7 @@ int64_t PrefixCache::acquire(const Model& model, std::span<const int32_t> prompt
       ++stats_.misses;
     }
   }
+  if (from) *from = best;
   if (!best) {
     state = model.new_state();
     return 0;
@@ -47,36 +46,67 @@ int64_t PrefixCache::acquire(const Model& model, std::span<const int32_t> prompt
   return best_len;
 }
 
+int64_t PrefixCache::aligned_point(int64_t tokens) { return std::max<int64_t>(0, tokens - kMinRecomputed) / kAlign * kAlign; }
+
 std::vector<int64_t> PrefixCache::snapshot_points(const SequenceState& state, int64_t prompt_tokens) {
   if (!state.has_recurrent_state()) return {};
-  // The last aligned position that a later prompt extending this one can reuse (T_q >= 2 included).
-  const int64_t point = (prompt_tokens - kMinRecomputed) / kAlign * kAlign;
+  const int64_t point = aligned_point(prompt_tokens);
   if (point <= state.length()) return {};
   return {point};
 }
 
-void PrefixCache::store(std::span<const int32_t> tokens, const SequenceState& state) {
+std::shared_ptr<const SequenceState> PrefixCache::store(std::span<const int32_t> tokens, const SequenceState& state) {
   const int64_t len = state.length();
-  if (len <= 0 || static_cast<int64_t>(tokens.size()) < len || max_bytes_ == 0) return;
-  std::vector<int32_t> key(tokens.begin(), tokens.begin() + len);
+  if (len <= 0 || static_cast<int64_t>(tokens.size()) < len || max_bytes_ == 0) return nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->tokens == key) {  // already held: refresh its recency
+      if (std::ranges::equal(it->tokens, tokens.first(static_cast<size_t>(len)))) {  // already held: refresh its recency
         entries_.splice(entries_.begin(), entries_, it);
-        return;
+        return it->snapshot;
       }
     }
   }
-  auto snap = state.snapshot();
+  return store(tokens, state.snapshot());
+}
+
+std::shared_ptr<const SequenceState> PrefixCache::store(std::span<const int32_t> tokens, std::shared_ptr<const SequenceState> snap) {
+  const int64_t len = snap ? snap->length() : 0;
+  if (len <= 0 || static_cast<int64_t>(tokens.size()) < len || max_bytes_ == 0) return nullptr;
   size_t whole = 0;  // what it holds even if nothing else stays in the pool
   snap->for_each_buffer([&](const void*, size_t bytes) { whole += bytes; });
-  if (whole > max_bytes_) return;
-  Entry e{std::move(key), snap};
+  if (whole > max_bytes_) return nullptr;
+  Entry e{std::vector<int32_t>(tokens.begin(), tokens.begin() + len), snap};
   std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->tokens == e.tokens) {
+      entries_.splice(entries_.begin(), entries_, it);
+      return it->snapshot;
+    }
+  }
   add(e);
   entries_.push_front(std::move(e));
   evict_to_fit();
+  // Evicted at once when even the newest entry does not fit beside buffers it cannot drop.
+  return !entries_.empty() && entries_.front().snapshot == snap ? snap : nullptr;
+}
+
+bool PrefixCache::holds_extension(std::span<const int32_t> tokens) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Entry& e : entries_)
+    if (e.tokens.size() >= tokens.size() && std::equal(tokens.begin(), tokens.end(), e.tokens.begin())) return true;
+  return false;
+}
+
+void PrefixCache::erase(std::span<const int32_t> tokens) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (std::ranges::equal(it->tokens, tokens)) {
+      remove(*it);
+      entries_.erase(it);
+      return;
+    }
+  }
 }
 
 void PrefixCache::add(const Entry& e) {

@@ -5,8 +5,10 @@
 //   attention path in some backends and the last prompt row must be computed anyway.
 // - Attention-only models reuse any prefix of a snapshot (KV rows are truncated). A recurrent
 //   (GatedDeltaNet) state cannot be truncated, so a hybrid snapshot is usable only at exactly its
-//   own length; hybrids therefore snapshot at 64-token-aligned prompt positions, where the chunked
-//   recurrence gives the same bits as a prefill from scratch.
+//   own length; hybrids therefore snapshot at 64-token-aligned positions, where the chunked
+//   recurrence gives the same bits as a prefill from scratch: the last aligned point of each prompt
+//   while it is prefilled, and, after the generation, the last aligned point of prompt + output
+//   (rebuilt by prefill from the prompt's snapshot: see TailSnapshot in cached_generation.h).
 // - Snapshots are never mutated: a hit restores a copy-on-write view (KV rows are shared until
 //   written, the recurrent state is copied), so no request sees another's state change.
 // - The pool is bounded in bytes, each KV buffer counted once however many snapshots share it (the
@@ -35,16 +37,35 @@ class PrefixCache {
  public:
   explicit PrefixCache(size_t max_bytes) : max_bytes_(max_bytes) {}
 
+  static constexpr int64_t kMinRecomputed = 2;  // T_q >= 2
+  static constexpr int64_t kAlign = 64;          // GatedDeltaNet chunk size (see blocks/gated_delta_net.h)
+
   // Prepares `state` (fresh or restored) for `prompt`; returns how many leading prompt tokens it
-  // already holds. The caller prefills prompt[returned..].
-  int64_t acquire(const Model& model, std::span<const int32_t> prompt, SequenceState& state);
+  // already holds. The caller prefills prompt[returned..]. `from` (optional) receives the snapshot
+  // the state was restored from (null when it starts empty).
+  int64_t acquire(const Model& model, std::span<const int32_t> prompt, SequenceState& state,
+                  std::shared_ptr<const SequenceState>* from = nullptr);
+
+  // The last aligned position that a later prompt extending a sequence of `tokens` tokens can
+  // reuse on a hybrid model (T_q >= 2 included); 0 when there is none.
+  static int64_t aligned_point(int64_t tokens);
 
   // Positions at which a sequence being prefilled with `prompt` should be snapshotted (empty for
   // attention-only models, which snapshot at the end instead).
   static std::vector<int64_t> snapshot_points(const SequenceState& state, int64_t prompt_tokens);
 
-  // Keeps a snapshot of `state`, whose first state.length() tokens are tokens[0..length).
-  void store(std::span<const int32_t> tokens, const SequenceState& state);
+  // Keeps a snapshot of `state`, whose first state.length() tokens are tokens[0..length). Returns
+  // the snapshot the pool now holds for those tokens (an earlier one when they were held already),
+  // or null when it cannot hold one (the pool is too small for it).
+  std::shared_ptr<const SequenceState> store(std::span<const int32_t> tokens, const SequenceState& state);
+  // The same for a snapshot already taken (snapshot->length() tokens of `tokens`).
+  std::shared_ptr<const SequenceState> store(std::span<const int32_t> tokens, std::shared_ptr<const SequenceState> snapshot);
+
+  // Whether an entry holds `tokens` and possibly more after them: a snapshot at tokens.size() or
+  // beyond on the same sequence (work to build one at tokens.size() is then moot).
+  bool holds_extension(std::span<const int32_t> tokens) const;
+  // Drops the entry for exactly `tokens`, if any (a stepping stone that a longer snapshot replaced).
+  void erase(std::span<const int32_t> tokens);
 
   PrefixCacheStats stats() const;
   size_t max_bytes() const { return max_bytes_; }

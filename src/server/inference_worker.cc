@@ -53,13 +53,21 @@ void InferenceWorker::loop() {
     std::shared_ptr<InferenceJob> job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping with nothing left
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      queue_gauge_.set(static_cast<double>(queue_.size()));
-      running_ = job;
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !pending_snapshots_.empty(); });
+      if (queue_.empty() && stopping_) return;  // stopping with nothing left; pending idle work is dropped
+      if (!queue_.empty()) {
+        job = std::move(queue_.front());
+        queue_.pop_front();
+        queue_gauge_.set(static_cast<double>(queue_.size()));
+        running_ = job;
+      }
     }
+    if (!job) {  // nothing queued: one step of idle work, then look at the queue again
+      idle_step();
+      continue;
+    }
+    // A request goes first: interrupted idle work keeps what it has built.
+    if (!pending_snapshots_.empty() && prompt_cache_) pending_snapshots_.front()->pause(*prompt_cache_);
     busy_ = true;
     if (job->cancelled) {
       GenerationResult none;
@@ -74,6 +82,30 @@ void InferenceWorker::loop() {
     running_.reset();
   }
 }
+
+void InferenceWorker::idle_step() {
+  TailSnapshot& work = *pending_snapshots_.front();
+  try {
+    const int64_t forwards = work.forwards();
+    work.step(*model_, *prompt_cache_);
+    snapshot_steps_ += work.forwards() - forwards;
+  } catch (const std::exception& e) {
+    log::warn("end-of-generation snapshot failed", {{"model", name_}, {"error", e.what()}});
+    pending_snapshots_.pop_front();
+    pending_count_ = pending_snapshots_.size();
+    return;
+  }
+  if (!work.done()) return;
+  if (work.stored()) {
+    ++snapshots_built_;
+    log::debug("end-of-generation snapshot stored", {{"model", name_}, {"tokens", std::to_string(work.target())}});
+  }
+  metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
+  pending_snapshots_.pop_front();
+  pending_count_ = pending_snapshots_.size();
+}
+
+PrefixCacheStats InferenceWorker::prompt_cache_stats() const { return prompt_cache_ ? prompt_cache_->stats() : PrefixCacheStats{}; }
 
 namespace {
 
@@ -143,7 +175,7 @@ void InferenceWorker::run(InferenceJob& job) {
     GenerationResult result;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      result = run_choice(job, params, on_tokens);
+      result = run_choice(job, choice, params, on_tokens);
     } catch (const std::exception& e) {
       error = e.what();
       log::error("generation failed", {{"request_id", job.request_id}, {"model", name_}, {"error", e.what()}});
@@ -170,14 +202,21 @@ void InferenceWorker::run(InferenceJob& job) {
   job.sink->on_done(error);
 }
 
-GenerationResult InferenceWorker::run_choice(InferenceJob& job, GenerationParams& params, const TokenCallback& on_tokens) {
+GenerationResult InferenceWorker::run_choice(InferenceJob& job, int choice, GenerationParams& params, const TokenCallback& on_tokens) {
   int64_t reused = 0;
   params.speculation_stats = &speculation_stats_;
-  GenerationResult result = generate_with_cache(*model_, prompt_cache_.get(), job.prompt, params, on_tokens, &reused);
+  std::unique_ptr<TailSnapshot> tail;
+  GenerationResult result =
+      generate_with_cache(*model_, prompt_cache_.get(), job.prompt, params, on_tokens, &reused, choice == 0 ? &tail : nullptr);
   if (prompt_cache_) {
     metrics_.prompt_cache_lookups.with({reused > 0 ? "hit" : "miss"}).inc();
     metrics_.prompt_cache_tokens.inc(static_cast<double>(reused));
     metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
+  }
+  if (tail) {  // run once the queue is empty (loop), after this job's on_done
+    pending_snapshots_.push_front(std::move(tail));
+    if (pending_snapshots_.size() > kMaxPendingSnapshots) pending_snapshots_.pop_back();
+    pending_count_ = pending_snapshots_.size();
   }
   return result;
 }

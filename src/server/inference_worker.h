@@ -2,6 +2,16 @@
 // One inference worker per loaded model: a thread that owns the model's compute and runs queued
 // jobs one at a time. HTTP threads only submit jobs and read their output; nothing on the health,
 // model-list or metrics paths ever waits on this queue.
+//
+// Idle work: on a hybrid model, each finished request leaves an end-of-generation snapshot to build
+// (TailSnapshot: a prefill of prompt + output from the prompt's aligned snapshot), so that the next
+// turn of the conversation hits the prompt cache past the previous answer. The worker runs it only
+// while its queue is empty, after the request's response has been delivered, one aligned step (one
+// forward of at most 64 tokens) at a time, and checks the queue between steps: a request that
+// arrives waits for at most the step under way. Interrupted work stores what it has reached in the
+// pool (the interrupting request is often the next turn and continues from there) and resumes when
+// the queue is empty again, unless a longer snapshot of the same sequence has appeared meanwhile.
+// The most recent kMaxPendingSnapshots finished requests are kept, newest first.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -72,13 +82,24 @@ class InferenceWorker {
   size_t queued() const;
   bool busy() const { return busy_.load(); }
 
+  static constexpr size_t kMaxPendingSnapshots = 4;
+  // Idle-work counters (tests and logs): requests whose snapshot is still to be built, aligned
+  // steps run, and snapshots stored, so far.
+  size_t pending_snapshots() const { return pending_count_.load(); }
+  int64_t snapshot_steps() const { return snapshot_steps_.load(); }
+  int64_t snapshots_built() const { return snapshots_built_.load(); }
+  // The prompt cache's figures (all zero when it is off).
+  PrefixCacheStats prompt_cache_stats() const;
+
   // Cancels what is queued and running, then joins the thread.
   void stop();
 
  private:
   void loop();
   void run(InferenceJob& job);
-  GenerationResult run_choice(InferenceJob& job, GenerationParams& params, const TokenCallback& on_tokens);  // cache-aware
+  // Cache-aware; the first choice's end-of-generation snapshot work goes to pending_snapshots_.
+  GenerationResult run_choice(InferenceJob& job, int choice, GenerationParams& params, const TokenCallback& on_tokens);
+  void idle_step();  // one aligned step of the newest pending snapshot work
 
   std::string name_;
   std::unique_ptr<Model> model_;
@@ -87,6 +108,9 @@ class InferenceWorker {
   Gauge& queue_gauge_;
   std::unique_ptr<PrefixCache> prompt_cache_;  // null when disabled
   spec::SpeculationStats speculation_stats_;   // what drafting costs on this model (worker thread only)
+  std::deque<std::unique_ptr<TailSnapshot>> pending_snapshots_;  // newest first (worker thread only)
+  std::atomic<size_t> pending_count_{0};
+  std::atomic<int64_t> snapshot_steps_{0}, snapshots_built_{0};
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
