@@ -148,6 +148,19 @@ void PrefixCache::evict_to_fit() {
   }
 }
 
+size_t PrefixCache::recount_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::unordered_map<const void*, size_t> buffers;
+  size_t unshared = 0;
+  for (const Entry& e : entries_)
+    e.snapshot->for_each_buffer([&](const void* id, size_t bytes) {
+      if (id) buffers[id] = bytes;
+      else unshared += bytes;
+    });
+  for (const auto& [id, bytes] : buffers) unshared += bytes;
+  return unshared;
+}
+
 PrefixCacheStats PrefixCache::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   PrefixCacheStats s = stats_;

@@ -69,6 +69,8 @@ class PrefixCache {
 
   PrefixCacheStats stats() const;
   size_t max_bytes() const { return max_bytes_; }
+  // stats().bytes counted again from scratch over the entries held (a check on the accounting).
+  size_t recount_bytes() const;
 
  private:
   struct Entry {

@@ -67,7 +67,10 @@ void InferenceWorker::loop() {
       continue;
     }
     // A request goes first: interrupted idle work keeps what it has built.
-    if (!pending_snapshots_.empty() && prompt_cache_) pending_snapshots_.front()->pause(*prompt_cache_);
+    if (!pending_snapshots_.empty()) {
+      pending_snapshots_.front()->pause(*prompt_cache_);
+      metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
+    }
     busy_ = true;
     if (job->cancelled) {
       GenerationResult none;

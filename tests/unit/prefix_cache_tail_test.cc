@@ -178,8 +178,14 @@ TEST(TailSnapshot, pool_stays_within_its_bytes_over_a_long_conversation) {
     std::unique_ptr<TailSnapshot> tail;
     GenerationResult r = generate_with_cache(*model, &cache, prompt, greedy(80), {}, &reused, &tail);
     EXPECT_LE(cache.stats().bytes, budget) << "turn " << turn;
-    if (tail) tail->finish(*model, cache);
+    if (tail) {
+      tail->step(*model, cache);
+      tail->pause(cache);  // a stepping stone goes into the pool too
+      EXPECT_LE(cache.stats().bytes, budget) << "turn " << turn;
+      tail->finish(*model, cache);
+    }
     EXPECT_LE(cache.stats().bytes, budget) << "turn " << turn;
+    EXPECT_EQ(cache.stats().bytes, cache.recount_bytes()) << "turn " << turn;
     EXPECT_GT(cache.stats().entries, 0u);
     reused_total += reused;
     prompt.insert(prompt.end(), r.tokens.begin(), r.tokens.end());
