@@ -26,6 +26,7 @@ bool TailSnapshot::step(Model& model, PrefixCache& cache) {
   const int64_t end = std::min(target(), (pos / PrefixCache::kAlign + 1) * PrefixCache::kAlign);
   model.forward(tokens.subspan(static_cast<size_t>(pos), static_cast<size_t>(end - pos)), *working_, LogitsFor::none);
   ++forwards_;
+  prefilled_ += end - pos;
   if (end < target()) return false;
   stored_ = cache.store(tokens, *working_) != nullptr;
   if (stored_)

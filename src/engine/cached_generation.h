@@ -32,6 +32,7 @@ class TailSnapshot {
   bool done() const { return done_; }
   bool stored() const { return stored_; }  // done, and the pool took the snapshot
   int64_t forwards() const { return forwards_; }
+  int64_t prefilled() const { return prefilled_; }  // tokens its forwards ran, over all steps
 
   // One forward of at most PrefixCache::kAlign tokens, ending on an aligned position; at the target
   // the snapshot goes into the pool. Returns done(). The work ends without a forward when its start
@@ -50,7 +51,7 @@ class TailSnapshot {
   bool base_empty_ = false;                        // start from a fresh state
   std::unique_ptr<SequenceState> working_;         // while a run of steps is under way
   std::vector<int64_t> stepping_stones_;           // lengths stored by pause(), replaced at the end
-  int64_t forwards_ = 0;
+  int64_t forwards_ = 0, prefilled_ = 0;
   bool done_ = false, stored_ = false;
 };
 

@@ -89,23 +89,30 @@ void InferenceWorker::loop() {
 void InferenceWorker::idle_step() {
   TailSnapshot& work = *pending_snapshots_.front();
   try {
-    const int64_t forwards = work.forwards();
+    const int64_t forwards = work.forwards(), prefilled = work.prefilled();
     work.step(*model_, *prompt_cache_);
     snapshot_steps_ += work.forwards() - forwards;
+    metrics_.tail_snapshot_tokens.inc(static_cast<double>(work.prefilled() - prefilled));
   } catch (const std::exception& e) {
     log::warn("end-of-generation snapshot failed", {{"model", name_}, {"error", e.what()}});
     pending_snapshots_.pop_front();
-    pending_count_ = pending_snapshots_.size();
+    set_pending_count();
     return;
   }
   if (!work.done()) return;
   if (work.stored()) {
     ++snapshots_built_;
+    metrics_.tail_snapshots.inc();
     log::debug("end-of-generation snapshot stored", {{"model", name_}, {"tokens", std::to_string(work.target())}});
   }
   metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
   pending_snapshots_.pop_front();
+  set_pending_count();
+}
+
+void InferenceWorker::set_pending_count() {
   pending_count_ = pending_snapshots_.size();
+  metrics_.tail_snapshots_pending.set(static_cast<double>(pending_count_.load()));
 }
 
 PrefixCacheStats InferenceWorker::prompt_cache_stats() const { return prompt_cache_ ? prompt_cache_->stats() : PrefixCacheStats{}; }
@@ -219,7 +226,7 @@ GenerationResult InferenceWorker::run_choice(InferenceJob& job, int choice, Gene
   if (tail) {  // run once the queue is empty (loop), after this job's on_done
     pending_snapshots_.push_front(std::move(tail));
     if (pending_snapshots_.size() > kMaxPendingSnapshots) pending_snapshots_.pop_back();
-    pending_count_ = pending_snapshots_.size();
+    set_pending_count();
   }
   return result;
 }

@@ -99,7 +99,8 @@ class InferenceWorker {
   void run(InferenceJob& job);
   // Cache-aware; the first choice's end-of-generation snapshot work goes to pending_snapshots_.
   GenerationResult run_choice(InferenceJob& job, int choice, GenerationParams& params, const TokenCallback& on_tokens);
-  void idle_step();  // one aligned step of the newest pending snapshot work
+  void idle_step();          // one aligned step of the newest pending snapshot work
+  void set_pending_count();  // the count others read, and its gauge
 
   std::string name_;
   std::unique_ptr<Model> model_;

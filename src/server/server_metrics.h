@@ -29,6 +29,9 @@ class ServerMetrics {
   Family<Counter>& prompt_cache_lookups;  // {result}: hit | miss
   Counter& prompt_cache_tokens;           // prompt tokens served from the cache
   Gauge& prompt_cache_bytes;              // held by cached snapshots
+  Counter& tail_snapshots;                // end-of-generation snapshots stored (hybrid models)
+  Counter& tail_snapshot_tokens;          // tokens those rebuilds prefilled while the worker was idle
+  Gauge& tail_snapshots_pending;          // rebuilds waiting for an idle worker
   Counter& pld_drafted_tokens;            // prompt-lookup speculation: proposed
   Counter& pld_accepted_tokens;           // ... and kept
 

@@ -63,3 +63,20 @@ def test_next_turn_is_served_past_the_previous_answer(start_server):
         assert reused >= aligned_point(prompt + completion), (prompt, completion, reused)
         past_previous_prompt += reused > prompt
     assert past_previous_prompt >= 3
+
+
+def test_idle_snapshot_work_is_reported(start_server):
+    server = start_server(models=[f"{NAME}={DEFAULT_MODEL}"])
+    converse(server)
+    deadline = time.monotonic() + 30
+    while True:  # the last turn's work runs once the worker is idle
+        _, _, body = request(server.port, "GET", "/metrics")
+        text = body.decode()
+        if metric_value(text, "sanctum_prompt_cache_tail_snapshots_pending") == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    built = metric_value(text, "sanctum_prompt_cache_tail_snapshots_total")
+    tokens = metric_value(text, "sanctum_prompt_cache_tail_snapshot_tokens_total")
+    assert metric_value(text, "sanctum_prompt_cache_tail_snapshots_pending") == 0
+    assert built >= 3, text
+    assert tokens >= 64 * built
