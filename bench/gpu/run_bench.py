@@ -40,6 +40,17 @@ def sanctum_bench(model_dir: Path, env: dict | None = None, decode_only: bool = 
     return out
 
 
+def generate_decode(model_dir: Path, env: dict) -> float:
+    """Decode tok/s of `sanctum generate` (sampling included) over 128 greedy tokens after 512 prompt tokens."""
+    ids = ",".join(str(7 + (i * 7919) % 20000) for i in range(512))
+    cmd = [os.environ["SANCTUM_BIN"], "generate", "--model", str(model_dir), "--device", "cuda", "--prompt-ids", ids, "--max-tokens",
+           "128", "--ignore-eos", "--no-pld", "--timing"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    if r.returncode != 0:
+        raise RuntimeError(f"sanctum generate failed: {r.stderr[-2000:]}")
+    return float(r.stderr.split("decode ")[1].split(" tok/s")[0])
+
+
 def peer(shape: str) -> dict:
     out = WORK / f"{shape}-peer.json"
     try:
@@ -57,6 +68,8 @@ def main():
     ap.add_argument("--shapes", default=",".join(random_checkpoint.SHAPES))
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--generate", action="store_true",
+                    help="also time `sanctum generate` decode (sampling included) with sampling on the GPU and on the host")
     ap.add_argument("--compare-env", metavar="NAME=VALUE",
                     help="also time decode with this environment setting, in the same run on the same checkpoint")
     args = ap.parse_args()
@@ -77,6 +90,10 @@ def main():
             ours["compare_env"] = {"setting": args.compare_env, "by_test": other["by_test"]}
             print(f"  decode with {args.compare_env}: {other['by_test'].get('tg128@512', 0):.1f} tok/s "
                   f"(default {ours['by_test'].get('tg128@512', 0):.1f})")
+        if args.generate and "error" not in ours:
+            device, host = (generate_decode(model_dir, {"SANCTUM_GPU_SAMPLING": v}) for v in ("1", "0"))
+            ours["generate_decode"] = {"gpu_sampling": device, "host_sampling": host}
+            print(f"  generate decode (128 greedy tokens after 512): sampling on the GPU {device:.1f} tok/s, on the host {host:.1f}")
         shutil.rmtree(model_dir, ignore_errors=True)
         theirs = {} if args.no_peer else peer(shape)
         results[shape] = {"sanctum": ours, "transformers": theirs, "checkpoint_write_seconds": written}
