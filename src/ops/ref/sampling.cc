@@ -20,34 +20,41 @@ int32_t argmax_row(std::span<const float> logits) {
   return best;
 }
 
-// Mirrors Sampler::probabilities step by step (same operations in the same order), so that with
-// the same uniform both give the same token.
-std::vector<float> sample_weights(std::span<const float> logits_in, const RowSampling& s) {
-  std::vector<float> logits(logits_in.begin(), logits_in.end());
-  for (float& l : logits)
-    if (std::isnan(l)) l = -INFINITY;
+// The one implementation of the host's filtered distribution: Sampler::probabilities (after its
+// penalties) calls it too, so the device sampler's truth and the host sampler cannot drift apart.
+std::vector<float> sample_weights(std::span<const float> logits, const RowSampling& s) {
+  auto logit = [&](size_t i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };  // NaN is never picked
   std::vector<float> p(logits.size(), 0.0f);
   if (logits.empty()) return p;
-  if (std::all_of(logits.begin(), logits.end(), [](float l) { return l == -INFINITY; })) {
+  bool any_finite = false;
+  for (size_t i = 0; i < logits.size() && !any_finite; ++i) any_finite = logit(i) != -INFINITY;
+  if (!any_finite) {  // nothing to weigh: token 0, as argmax gives
     p[0] = 1.0f;
     return p;
   }
-  if (s.top_k == 0 && s.top_p >= 1.0f && s.min_p <= 0.0f) {  // plain softmax
+  if (s.top_k == 0 && s.top_p >= 1.0f && s.min_p <= 0.0f) {  // plain softmax, no sort
     float max_logit = -INFINITY;
-    for (float l : logits) max_logit = std::max(max_logit, l);
+    for (size_t i = 0; i < logits.size(); ++i) max_logit = std::max(max_logit, logit(i));
     double total = 0.0;
     for (size_t i = 0; i < logits.size(); ++i) {
-      p[i] = std::exp((logits[i] - max_logit) / s.temperature);
+      p[i] = std::exp((logit(i) - max_logit) / s.temperature);
       total += p[i];
     }
     for (float& x : p) x = static_cast<float>(x / total);
     return p;
   }
+  // Candidates sorted by logit (descending, then by id), filtered by top-k, then softmax. The order
+  // is total, so partial_sort keeps exactly the first k of a full sort.
   std::vector<std::pair<float, int32_t>> c(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) c[i] = {logits[i] / s.temperature, static_cast<int32_t>(i)};
+  for (size_t i = 0; i < logits.size(); ++i) c[i] = {logit(i) / s.temperature, static_cast<int32_t>(i)};
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  std::sort(c.begin(), c.end(), by_logit);
-  if (s.top_k > 0 && static_cast<size_t>(s.top_k) < c.size()) c.resize(static_cast<size_t>(s.top_k));
+  if (s.top_k > 0 && static_cast<size_t>(s.top_k) < c.size()) {
+    const auto keep = static_cast<std::ptrdiff_t>(s.top_k);
+    std::partial_sort(c.begin(), c.begin() + keep, c.end(), by_logit);
+    c.resize(static_cast<size_t>(keep));
+  } else {
+    std::sort(c.begin(), c.end(), by_logit);
+  }
   const float max_logit = c.front().first;
   double total = 0.0;
   for (auto& [l, id] : c) {
@@ -55,11 +62,11 @@ std::vector<float> sample_weights(std::span<const float> logits_in, const RowSam
     total += l;
   }
   for (auto& [l, id] : c) l = static_cast<float>(l / total);
-  if (s.min_p > 0.0f) {
+  if (s.min_p > 0.0f) {  // relative to the most likely token
     const float threshold = s.min_p * c.front().first;
     while (c.size() > 1 && c.back().first < threshold) c.pop_back();
   }
-  if (s.top_p < 1.0f) {
+  if (s.top_p < 1.0f) {  // the smallest prefix whose mass reaches top_p
     double mass = 0.0;
     size_t n = 0;
     while (n < c.size()) {
@@ -75,6 +82,8 @@ std::vector<float> sample_weights(std::span<const float> logits_in, const RowSam
   return p;
 }
 
+// Inverse CDF over ids in ascending order: deterministic for a given u. The total is summed first
+// so a distribution that is not exactly normalised is still sampled correctly.
 int32_t draw_row(const std::vector<float>& weights, double u01) {
   double total = 0.0;
   for (float x : weights) total += x;

@@ -1,5 +1,6 @@
 #pragma once
-// Scalar twins of ops/sampling.h: the truth in the tests, and the CPU implementation of the ops.
+// Scalar twins of ops/sampling.h: the truth in the tests, the CPU implementation of the ops, and what
+// the host Sampler (sampling/sampler.h) computes with.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -11,11 +12,11 @@ namespace sanctum::ops::ref {
 // Lowest index of the largest value; NaN never wins; 0 when no value is larger than -inf.
 int32_t argmax_row(std::span<const float> logits);
 
-// The filtered distribution over ids (zeros outside the kept set, not renormalised), computed with
-// the same float and double operations, in the same order, as Sampler::probabilities.
+// The filtered distribution over ids (zeros outside the kept set): temperature, top-k, softmax,
+// min-p, top-p; NaN logits count as -inf, and a row with no finite logit is token 0.
 std::vector<float> sample_weights(std::span<const float> logits, const RowSampling& sampling);
 
-// Inverse CDF over `weights` in ascending id order at u in [0, 1) (Sampler::draw_at).
+// Inverse CDF over `weights` in ascending id order at u in [0, 1).
 int32_t draw_row(const std::vector<float>& weights, double u);
 
 // sample_weights then draw_row; a row without a finite logit gives 0.
