@@ -1,18 +1,36 @@
 #include "ops/ref/matmul.h"
 
+#include <cmath>
+
 #include "ops/op_util.h"
 
 namespace sanctum::ops::ref {
 
-float weight_at(const Weight& w, int64_t r, int64_t c) {
-  if (!w.quantized()) return load_as_f32(w.data.raw(), w.data.dtype(), r * w.data.stride(0) + c);
+namespace {
+struct Affine {
+  float scale, q, bias;
+};
+// The parts of quantized element (r, c): w = scale * q + bias.
+Affine affine_at(const Weight& w, int64_t r, int64_t c) {
   const int bits = w.quant.bits, per_word = 32 / bits;
   const uint32_t word = w.data.data<uint32_t>()[r * w.data.stride(0) + c / per_word];
   const uint32_t q = (word >> (bits * (c % per_word))) & ((1u << bits) - 1u);
   const int64_t g = c / w.quant.group_size;
-  const float scale = load_as_f32(w.scales.raw(), w.scales.dtype(), r * w.scales.stride(0) + g);
-  const float bias = load_as_f32(w.biases.raw(), w.biases.dtype(), r * w.biases.stride(0) + g);
-  return scale * static_cast<float>(q) + bias;
+  return {load_as_f32(w.scales.raw(), w.scales.dtype(), r * w.scales.stride(0) + g), static_cast<float>(q),
+          load_as_f32(w.biases.raw(), w.biases.dtype(), r * w.biases.stride(0) + g)};
+}
+}  // namespace
+
+float weight_at(const Weight& w, int64_t r, int64_t c) {
+  if (!w.quantized()) return load_as_f32(w.data.raw(), w.data.dtype(), r * w.data.stride(0) + c);
+  const Affine e = affine_at(w, r, c);
+  return e.scale * e.q + e.bias;
+}
+
+float weight_at_fma(const Weight& w, int64_t r, int64_t c) {
+  if (!w.quantized()) return load_as_f32(w.data.raw(), w.data.dtype(), r * w.data.stride(0) + c);
+  const Affine e = affine_at(w, r, c);
+  return std::fma(e.scale, e.q, e.bias);
 }
 
 // Double accumulation: the reference is meant to be closer to the exact sum than any f32 kernel.

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ops/op_util.h"
+#include "ops/ref/matmul.h"
 #include "tensor/dtype.h"
 
 namespace sanctum::ops::ref {
@@ -18,18 +19,6 @@ void moe_group(const int32_t* ids, int64_t m, int64_t n_experts, int32_t* offset
 
 namespace {
 float round_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
-
-// Element (r, c) of w, dequantized with one fused multiply-add.
-float element(const Weight& w, int64_t r, int64_t c) {
-  if (!w.quantized()) return load_as_f32(w.data.raw(), w.data.dtype(), r * w.data.stride(0) + c);
-  const int bits = w.quant.bits, per_word = 32 / bits;
-  const uint32_t word = w.data.data<uint32_t>()[r * w.data.stride(0) + c / per_word];
-  const uint32_t q = (word >> (bits * (c % per_word))) & ((1u << bits) - 1u);
-  const int64_t g = c / w.quant.group_size;
-  const float scale = load_as_f32(w.scales.raw(), w.scales.dtype(), r * w.scales.stride(0) + g);
-  const float bias = load_as_f32(w.biases.raw(), w.biases.dtype(), r * w.biases.stride(0) + g);
-  return std::fma(scale, static_cast<float>(q), bias);
-}
 }  // namespace
 
 void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const int32_t* offsets, const int32_t* sorted, int64_t m,
@@ -46,7 +35,7 @@ void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const int3
       for (int64_t r = 0; r < rows; ++r) {
         double acc = 0.0;
         for (int64_t c = 0; c < k; ++c) {
-          const float wv = bf16_operands ? round_bf16(element(w, r, c)) : element(w, r, c);
+          const float wv = bf16_operands ? round_bf16(weight_at_fma(w, r, c)) : weight_at_fma(w, r, c);
           acc += static_cast<double>(xv[static_cast<size_t>(c)]) * static_cast<double>(wv);
         }
         yp[r] = static_cast<float>(acc);
