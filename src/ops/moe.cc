@@ -101,6 +101,17 @@ void route_token(const float* logits, int64_t n_experts, const MoeRouting& routi
   }
 }
 
+std::vector<ExpertRows> rows_by_expert(std::span<const int32_t> ids, int64_t n_experts, int64_t top_k) {
+  std::vector<ExpertRows> by_expert(static_cast<size_t>(n_experts));
+  for (size_t slot = 0; slot < ids.size(); ++slot) {
+    const int32_t e = ids[slot];
+    SANCTUM_REQUIRE(e >= 0 && e < n_experts, "rows_by_expert", "expert id " + std::to_string(e) + " out of range");
+    by_expert[static_cast<size_t>(e)].tokens.push_back(static_cast<int32_t>(static_cast<int64_t>(slot) / top_k));
+    by_expert[static_cast<size_t>(e)].slots.push_back(static_cast<int32_t>(slot));
+  }
+  return by_expert;
+}
+
 void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights) {
   constexpr const char* kOp = "moe_route";
   require_rows(kOp, "logits", logits);

@@ -33,6 +33,14 @@ struct MoeRouting {
 // Softmax in double. The host side of the routing and the reference of moe_route.
 void route_token(const float* logits, int64_t n_experts, const MoeRouting& routing, int32_t* ids, float* weights);
 
+// The (token, rank) choices of n tokens, ids (n * top_k, token-major) as route_token gives them,
+// gathered per expert in token order: the x rows an expert runs and, for each, its row
+// t * top_k + r in a per-(token, rank) result. The host side of grouping prompts by expert.
+struct ExpertRows {
+  std::vector<int32_t> tokens, slots;
+};
+std::vector<ExpertRows> rows_by_expert(std::span<const int32_t> ids, int64_t n_experts, int64_t top_k);
+
 // Every token on the logits' device: logits (n, E) f32 → ids (n, k) i32, weights (n, k) f32.
 void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights);
 

@@ -9,26 +9,18 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <numeric>
 #include <vector>
 
 #include "../ops/op_test_util.h"
 #include "gpu_test_util.h"
+#include "gpu_timing.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "tensor/device_memory.h"
 
 namespace sanctum {
 namespace {
-
-// Mean seconds per call of f over `reps` calls after 2 warm-ups, synchronised at both ends.
-double time_calls(const std::function<void()>& f, int reps) {
-  for (int i = 0; i < 2; ++i) f();
-  device_memory::cuda_synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) f();
-  device_memory::cuda_synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
-}
 
 struct XorShift {
   uint64_t s = 0x9e3779b97f4a7c15ull;
@@ -108,35 +100,27 @@ TEST(CudaMoePerf, DISABLED_moe_layer_at_35b_a3b_shape) {
     auto old_path = [&] {
       front();
       Tensor host_logits = logits.to(Device::cpu), host_slogit = slogit.to(Device::cpu);
-      std::vector<std::vector<std::pair<int32_t, int32_t>>> by_expert(static_cast<size_t>(E));
       std::vector<float> w(static_cast<size_t>(n * k)), sw(static_cast<size_t>(n));
       std::vector<int32_t> hid(static_cast<size_t>(n * k));
       for (int64_t t = 0; t < n; ++t) {
         ops::route_token(host_logits.data<float>() + t * E, E, how, hid.data() + t * k, w.data() + t * k);
-        for (int64_t r = 0; r < k; ++r)
-          by_expert[static_cast<size_t>(hid[static_cast<size_t>(t * k + r)])].push_back({static_cast<int32_t>(t), static_cast<int32_t>(r)});
         sw[static_cast<size_t>(t)] = 1.0f / (1.0f + std::exp(-host_slogit.data<float>()[t]));
       }
-      std::vector<int32_t> tokens, local, slots;
+      const std::vector<ops::ExpertRows> by_expert = ops::rows_by_expert(hid, E, k);
+      std::vector<int32_t> local;
       for (int64_t e = 0; e < E; ++e) {
-        const auto& rows = by_expert[static_cast<size_t>(e)];
-        if (rows.empty()) continue;
-        const int64_t m = static_cast<int64_t>(rows.size());
-        tokens.clear();
-        local.clear();
-        slots.clear();
-        for (int32_t i = 0; i < static_cast<int32_t>(m); ++i) {
-          tokens.push_back(rows[static_cast<size_t>(i)].first);
-          local.push_back(i);
-          slots.push_back(static_cast<int32_t>(rows[static_cast<size_t>(i)].first * k + rows[static_cast<size_t>(i)].second));
-        }
+        const ops::ExpertRows& rows = by_expert[static_cast<size_t>(e)];
+        if (rows.tokens.empty()) continue;
+        const auto m = static_cast<int64_t>(rows.tokens.size());
+        local.resize(static_cast<size_t>(m));
+        std::iota(local.begin(), local.end(), 0);
         Tensor xe = rows_buf.slice(0, 0, m), g = gate.slice(0, 0, m), u = up.slice(0, 0, m), ye = out_buf.slice(0, 0, m);
-        ops::copy_rows(x, tokens, xe, local);
+        ops::copy_rows(x, rows.tokens, xe, local);
         ops::matmul(xe, gates[static_cast<size_t>(e)], g);
         ops::matmul(xe, ups[static_cast<size_t>(e)], u);
         ops::silu_mul(g, u, g);
         ops::matmul(g, downs[static_cast<size_t>(e)], ye);
-        ops::copy_rows(ye, local, per_rank, slots);
+        ops::copy_rows(ye, local, per_rank, rows.slots);
       }
       shared_mlp();
       ops::moe_combine(per_rank, w, &shared, sw, out);
@@ -161,16 +145,16 @@ TEST(CudaMoePerf, DISABLED_moe_layer_at_35b_a3b_shape) {
       shared_mlp();
       ops::moe_combine(per_rank, weights, &shared, &slogit, out);
     };
-    const double t_old = time_calls(old_path, 3), t_new = time_calls(new_path, 10);
+    const double t_old = test::time_calls(old_path, 3, 2), t_new = test::time_calls(new_path, 10, 2);
     std::printf("moe layer n=%lld: host-grouped %8.3f ms   device-grouped %8.3f ms   (x%.1f; 40 layers of MoE: %.0f tok/s)\n",
                 static_cast<long long>(n), t_old * 1e3, t_new * 1e3, t_old / t_new, static_cast<double>(n) / (40.0 * t_new));
     std::fflush(stdout);
     const double flops = 2.0 * static_cast<double>(n * k) * static_cast<double>(3 * I * H);
-    const double t_gu = time_calls(gate_up, 10), t_down = time_calls(down, 10);
+    const double t_gu = test::time_calls(gate_up, 10, 2), t_down = test::time_calls(down, 10, 2);
     std::printf("  router+gate logits %.3f ms, route+group %.3f ms, gate+up %.3f ms, silu+down %.3f ms (experts %.0f TFLOP/s), "
                 "shared %.3f ms\n",
-                time_calls(front, 10) * 1e3, time_calls(route_group, 10) * 1e3, t_gu * 1e3, t_down * 1e3, flops / (t_gu + t_down) / 1e12,
-                time_calls(shared_mlp, 10) * 1e3);
+                test::time_calls(front, 10, 2) * 1e3, test::time_calls(route_group, 10, 2) * 1e3, t_gu * 1e3, t_down * 1e3, flops / (t_gu + t_down) / 1e12,
+                test::time_calls(shared_mlp, 10, 2) * 1e3);
     std::fflush(stdout);
   }
   ops::set_matmul_precision(saved);

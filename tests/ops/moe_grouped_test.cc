@@ -86,6 +86,21 @@ TEST(MoeGroup, rejects_out_of_range_ids) {
 
 // Both row mappings, every weight format, experts without rows: the grouped rows equal the per-row
 // expert_matmul bit for bit (the CPU matmul's rows do not depend on n) and the double reference.
+// The host grouping: per expert, its (token, rank) choices in token order, with their result rows.
+TEST(MoeGroup, rows_by_expert_on_the_host) {
+  const std::vector<int32_t> ids = {2, 0, 0, 3, 2, 0};  // 3 tokens, top-2
+  const std::vector<ops::ExpertRows> by = ops::rows_by_expert(ids, 4, 2);
+  ASSERT_EQ(by.size(), 4u);
+  EXPECT_EQ(by[0].tokens, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(by[0].slots, (std::vector<int32_t>{1, 2, 5}));
+  EXPECT_TRUE(by[1].tokens.empty() && by[1].slots.empty());
+  EXPECT_EQ(by[2].tokens, (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(by[2].slots, (std::vector<int32_t>{0, 4}));
+  EXPECT_EQ(by[3].tokens, (std::vector<int32_t>{1}));
+  EXPECT_EQ(by[3].slots, (std::vector<int32_t>{3}));
+  EXPECT_THROW(ops::rows_by_expert(std::vector<int32_t>{4}, 4, 1), Error);
+}
+
 TEST(GroupedExpertMatmul, gather_and_scatter_equal_per_row_expert_matmul) {
   Rng rng(42);
   struct Format {

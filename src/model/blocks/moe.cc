@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "base/error.h"
 #include "ops/ops.h"
@@ -143,40 +144,31 @@ void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   }
 
   // Route every token, then group tokens by expert so each expert runs once over its rows.
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> by_expert(static_cast<size_t>(config_.n_experts));  // (token, rank)
   std::vector<float> weights(static_cast<size_t>(n * k));
   std::vector<int32_t> ids(static_cast<size_t>(n * k));
   const ops::MoeRouting how = routing();
-  for (int64_t t = 0; t < n; ++t) {
+  for (int64_t t = 0; t < n; ++t)
     ops::route_token(logits.data<float>() + t * logits.stride(0), config_.n_experts, how, ids.data() + t * k, weights.data() + t * k);
-    for (int64_t r = 0; r < k; ++r)
-      by_expert[static_cast<size_t>(ids[static_cast<size_t>(t * k + r)])].push_back({static_cast<int32_t>(t), static_cast<int32_t>(r)});
-  }
   // Per (token, rank) expert outputs, summed in rank order afterwards: the result for a token does
   // not depend on which other tokens share the batch.
   Tensor per_rank = ws.get(kPerRank, n * k, H);
-  std::vector<int32_t> tokens, local, slots;
+  const std::vector<ops::ExpertRows> by_expert = ops::rows_by_expert(ids, config_.n_experts, k);
+  std::vector<int32_t> local;  // 0, 1, ..: an expert's rows in its own scratch
   for (int64_t e = 0; e < config_.n_experts; ++e) {
-    const auto& rows = by_expert[static_cast<size_t>(e)];
-    if (rows.empty()) continue;
-    const int64_t m = static_cast<int64_t>(rows.size());
-    tokens.clear();
-    local.clear();
-    slots.clear();
-    for (int32_t i = 0; i < static_cast<int32_t>(m); ++i) {
-      tokens.push_back(rows[static_cast<size_t>(i)].first);
-      local.push_back(i);
-      slots.push_back(static_cast<int32_t>(rows[static_cast<size_t>(i)].first * k + rows[static_cast<size_t>(i)].second));
-    }
+    const ops::ExpertRows& rows = by_expert[static_cast<size_t>(e)];
+    if (rows.tokens.empty()) continue;
+    const auto m = static_cast<int64_t>(rows.tokens.size());
+    local.resize(static_cast<size_t>(m));
+    std::iota(local.begin(), local.end(), 0);
     Tensor xe = ws.get(kRows, m, H);
-    ops::copy_rows(x, tokens, xe, local);
+    ops::copy_rows(x, rows.tokens, xe, local);
     const Expert& ex = experts_[static_cast<size_t>(e)];
     Tensor gate = ws.get(kGate, m, I), up = ws.get(kUp, m, I), ye = ws.get(kExpertOut, m, H);
     ops::matmul(xe, ex.gate, gate);
     ops::matmul(xe, ex.up, up);
     ops::silu_mul(gate, up, gate);
     ops::matmul(gate, ex.down, ye);
-    ops::copy_rows(ye, local, per_rank, slots);
+    ops::copy_rows(ye, local, per_rank, rows.slots);
   }
   if (!has_shared_) {
     ops::moe_combine(per_rank, weights, nullptr, {}, out);
