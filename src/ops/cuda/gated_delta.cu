@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/gated_delta_args.cuh"
 #include "ops/cuda/gated_delta_chunked.h"
 #include "ops/cuda/kernels.h"
 
@@ -92,15 +93,8 @@ __global__ void conv1d_state_update(Rows<const float> x, float* state, int64_t s
   }
 }
 
-struct RuleArgs {
-  Rows<const float> q, k, v, a, b;
-  const void* a_log;
-  const void* dt_bias;
-  FloatKind a_log_kind, dt_bias_kind;
-  float* state;
-  Rows<float> out;
+struct RuleArgs : RuleInputs {
   int64_t dk, dv, group;
-  float q_scale;
 };
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
@@ -320,21 +314,10 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
     return gated_delta_chunked(q, k, v, a, b, a_log, dt_bias, shape, state, out);
   check(shape.key_dim <= 256, ErrorKind::unsupported, "[gated_delta_rule] cuda supports key heads up to 256 dims");
   RuleArgs r;
-  r.q = rows_of<const float>(q, "gated_delta_rule");
-  r.k = rows_of<const float>(k, "gated_delta_rule");
-  r.v = rows_of<const float>(v, "gated_delta_rule");
-  r.a = rows_of<const float>(a, "gated_delta_rule");
-  r.b = rows_of<const float>(b, "gated_delta_rule");
-  r.a_log = a_log.raw();
-  r.dt_bias = dt_bias.raw();
-  r.a_log_kind = float_kind(a_log);
-  r.dt_bias_kind = float_kind(dt_bias);
-  r.state = state.data<float>();
-  r.out = rows_of<float>(out, "gated_delta_rule");
+  static_cast<RuleInputs&>(r) = rule_inputs(q, k, v, a, b, a_log, dt_bias, shape, state, out);
   r.dk = shape.key_dim;
   r.dv = shape.value_dim;
   r.group = shape.n_value_heads / shape.n_key_heads;
-  r.q_scale = 1.0f / sqrtf(static_cast<float>(shape.key_dim));
   const int64_t e4 = (shape.key_dim + 31) / 32;
   if (e4 <= 1) launch_rule_rows<1>(r, shape.n_value_heads);
   else if (e4 <= 2) launch_rule_rows<2>(r, shape.n_value_heads);

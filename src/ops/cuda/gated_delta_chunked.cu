@@ -24,6 +24,7 @@
 #include <string>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/gated_delta_args.cuh"
 #include "ops/cuda/gated_delta_chunked.h"
 
 namespace sanctum::ops::cuda {
@@ -37,15 +38,8 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kLdM = kChunk + 4;   // row pitch of M^T and P (= 4 mod 32: conflict-free fragment loads)
 constexpr int kLdY = kRows + 8;    // row pitch of [u; Yq] (= 8 mod 32: read as a k-major operand)
 
-struct ChunkArgs {
-  Rows<const float> q, k, v, a, b;
-  const void* a_log;
-  const void* dt_bias;
-  FloatKind a_log_kind, dt_bias_kind;
-  float* state;
-  Rows<float> out;
+struct ChunkArgs : RuleInputs {
   int dk, dv, group;
-  float q_scale;
   bool qk_vec4, v_vec4;  // rows of q and k (of v) can be copied in 16-byte pieces
 };
 
@@ -412,21 +406,10 @@ void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, cons
         "[gated_delta_rule] the chunked cuda kernel takes key heads up to " + std::to_string(kChunkedMaxKeyDim) + " dims");
   if (q.dim(0) == 0) return;
   ChunkArgs r;
-  r.q = rows_of<const float>(q, "gated_delta_rule");
-  r.k = rows_of<const float>(k, "gated_delta_rule");
-  r.v = rows_of<const float>(v, "gated_delta_rule");
-  r.a = rows_of<const float>(a, "gated_delta_rule");
-  r.b = rows_of<const float>(b, "gated_delta_rule");
-  r.a_log = a_log.raw();
-  r.dt_bias = dt_bias.raw();
-  r.a_log_kind = float_kind(a_log);
-  r.dt_bias_kind = float_kind(dt_bias);
-  r.state = state.data<float>();
-  r.out = rows_of<float>(out, "gated_delta_rule");
+  static_cast<RuleInputs&>(r) = rule_inputs(q, k, v, a, b, a_log, dt_bias, shape, state, out);
   r.dk = static_cast<int>(shape.key_dim);
   r.dv = static_cast<int>(shape.value_dim);
   r.group = static_cast<int>(shape.n_value_heads / shape.n_key_heads);
-  r.q_scale = 1.0f / sqrtf(static_cast<float>(shape.key_dim));
   r.qk_vec4 = aligned16(r.q.data) && aligned16(r.k.data) && r.q.stride % 4 == 0 && r.k.stride % 4 == 0 && r.dk % 4 == 0;
   r.v_vec4 = aligned16(r.v.data) && r.v.stride % 4 == 0 && r.dv % 4 == 0;
   if (math == ChunkedMath::tensor_cores) launch_for_key_dim<true>(r, shape.n_value_heads);
