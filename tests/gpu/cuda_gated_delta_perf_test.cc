@@ -11,6 +11,7 @@
 
 #include "../ops/op_test_util.h"
 #include "gpu_test_util.h"
+#include "gpu_timing.h"
 #include "ops/cuda/gated_delta_chunked.h"
 #include "ops/gated_delta.h"
 #include "tensor/device_memory.h"
@@ -19,16 +20,6 @@ namespace sanctum {
 namespace {
 
 using test::Rng;
-
-// Mean seconds per call of f over `reps` calls after 2 warm-ups, synchronised at both ends.
-double time_calls(const std::function<void()>& f, int reps) {
-  for (int i = 0; i < 2; ++i) f();
-  device_memory::cuda_synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) f();
-  device_memory::cuda_synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
-}
 
 double max_abs_diff(const Tensor& x, const Tensor& y) {
   const Tensor a = x.to(Device::cpu), b = y.to(Device::cpu);
@@ -71,9 +62,9 @@ TEST(CudaGatedDeltaPerf, DISABLED_sequential_vs_chunked_at_27b_shape) {
     const double e_tc = std::fmax(max_abs_diff(out_tc, out_seq), max_abs_diff(st_tc, st_seq));
     const double e_f32 = std::fmax(max_abs_diff(out_f32, out_seq), max_abs_diff(st_f32, st_seq));
     const int reps = n >= 4096 ? 5 : 20;
-    const double t_seq = time_calls([&] { seq(st_seq, out_seq); }, reps);
-    const double t_tc = time_calls([&] { chunked(st_tc, out_tc, ops::cuda::ChunkedMath::tensor_cores); }, reps);
-    const double t_f32 = time_calls([&] { chunked(st_f32, out_f32, ops::cuda::ChunkedMath::f32); }, reps);
+    const double t_seq = test::time_calls([&] { seq(st_seq, out_seq); }, reps, 2);
+    const double t_tc = test::time_calls([&] { chunked(st_tc, out_tc, ops::cuda::ChunkedMath::tensor_cores); }, reps, 2);
+    const double t_f32 = test::time_calls([&] { chunked(st_f32, out_f32, ops::cuda::ChunkedMath::f32); }, reps, 2);
     std::printf(
         "gated_delta n=%lld: sequential %.1f us, chunked tensor cores %.1f us (x%.2f, max |d| %.2g), chunked f32 %.1f us "
         "(x%.2f, max |d| %.2g)\n",

@@ -9,6 +9,7 @@
 
 #include "../ops/op_test_util.h"
 #include "gpu_test_util.h"
+#include "gpu_timing.h"
 #include "matvec_mma_sweep.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
@@ -19,39 +20,8 @@ namespace sanctum {
 namespace {
 
 using test::Rng;
-
-// Mean seconds per call of f over `reps` calls after 3 warm-ups, synchronised at both ends.
-double time_calls(const std::function<void()>& f, int reps) {
-  for (int i = 0; i < 3; ++i) f();
-  device_memory::cuda_synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) f();
-  device_memory::cuda_synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
-}
-
-// GPU seconds per call without the host's launch costs: `reps` calls captured into one CUDA graph,
-// replayed once after a warm-up replay. For ops that allocate nothing once warmed up.
-double time_graph(const std::function<void()>& f, int reps) {
-  f();
-  device_memory::cuda_synchronize();
-  cudaStream_t s = cuda::stream();
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cuda::check_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
-  for (int i = 0; i < reps; ++i) f();
-  cuda::check_cuda(cudaStreamEndCapture(s, &graph), "end capture");
-  cuda::check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-  cuda::check_cuda(cudaGraphLaunch(exec, s), "replay");
-  device_memory::cuda_synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  cuda::check_cuda(cudaGraphLaunch(exec, s), "replay");
-  device_memory::cuda_synchronize();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return seconds;
-}
+using test::time_calls;
+using test::time_graph;
 
 TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
   if (!device_memory::cuda_available()) GTEST_SKIP();
