@@ -2,13 +2,11 @@
 conversations (each turn = the previous prompt + the model's reply + a new message) gives
 byte-identical outputs with the cache on or off, and with speculation on or off — all four
 combinations, every architecture — while the cache really serves prompt tokens."""
-import re
-import subprocess
-
 import numpy as np
 import pytest
 
 from engine_models import ARCHS
+from prompts_file import generate_prompts
 
 TURNS = 4
 CONVERSATIONS = 10
@@ -17,14 +15,8 @@ MAX_TOKENS = 12
 
 
 def run(sanctum_bin, model_dir, prompts, tmp_path, *flags):
-    f = tmp_path / "prompts.txt"
-    f.write_text("\n".join(",".join(map(str, p)) for p in prompts) + "\n")
-    r = subprocess.run([sanctum_bin, "generate", "--model", str(model_dir), "--prompts-file", str(f), "--max-tokens",
-                        str(MAX_TOKENS), "--ignore-eos", "--timing", *flags], check=True, capture_output=True, text=True,
-                       timeout=600)
-    outs = [[int(t) for t in line.split(",")] for line in r.stdout.strip().split("\n")]
-    reused = sum(int(m) for m in re.findall(r"\((\d+) from cache\)", r.stderr))
-    return outs, reused
+    outs, reused, _ = generate_prompts(sanctum_bin, model_dir, prompts, tmp_path, MAX_TOKENS, flags, timeout=600)
+    return outs, sum(reused)
 
 
 def conversation_battery(sanctum_bin, model_dir, vocab, tmp_path):

@@ -4,19 +4,16 @@ sees them. At temperature 0 the outputs are byte-identical with the cache on/off
 on/off, and every turn after the first continues from past the previous prompt: on hybrid models
 from the end-of-generation snapshot (the last 64-aligned position of previous prompt + answer), on
 attention-only models from the whole previous sequence."""
-import re
-import subprocess
-
 import numpy as np
 import pytest
 
 from engine_models import ARCHS
+from prompts_file import generate_prompts
 
 TURNS = 5
 CONVERSATIONS = 4
 ANSWER = 160  # tokens per answer: long enough that most of it lies before its last aligned position
 HYBRID = {"qwen3_5", "qwen3_5_moe"}
-LINE = re.compile(r"prompt (\d+) tokens \((\d+) from cache\)")
 
 
 def aligned_point(n):
@@ -24,15 +21,9 @@ def aligned_point(n):
 
 
 def run(sanctum_bin, model_dir, prompts, tmp_path, *flags):
-    f = tmp_path / "turns.txt"
-    f.write_text("\n".join(",".join(map(str, p)) for p in prompts) + "\n")
-    r = subprocess.run([sanctum_bin, "generate", "--model", str(model_dir), "--prompts-file", str(f), "--max-tokens",
-                        str(ANSWER), "--ignore-eos", "--timing", *flags], check=True, capture_output=True, text=True,
-                       timeout=900)
-    outs = [[int(t) for t in line.split(",")] for line in r.stdout.strip().split("\n")]
-    reused = [int(m.group(2)) for m in LINE.finditer(r.stderr)]
+    outs, reused, log = generate_prompts(sanctum_bin, model_dir, prompts, tmp_path, ANSWER, flags, timeout=900)
     assert len(reused) == len(prompts)
-    return outs, reused, r.stderr
+    return outs, reused, log
 
 
 def conversations(sanctum_bin, model_dir, vocab, tmp_path):
