@@ -2,6 +2,7 @@
 
 #include "ops/cpu/kernels.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/matvec_tiles.h"
 #include "ops/op_util.h"
 #include "ops/precision.h"
 
@@ -38,6 +39,7 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   SANCTUM_REQUIRE(x.raw() != y.raw(), kOp, "y must not alias x");
   if (x.dim(0) == 0 || w.rows == 0) return;
   if (device == Device::cuda) return cuda::matmul(x, w, y);
+  SANCTUM_REQUIRE(w.layout == WeightLayout::rows, kOp, "weight '" + w.name + "' is tiled for the GPU and cannot run on the CPU");
   if (w.quantized() && matmul_precision() == MatmulPrecision::int8)
     cpu::matmul_quantized_int8(x, w, y);
   else if (w.quantized())
@@ -48,7 +50,8 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
 
 void prepare_weight(Weight& w) {
   check_weight_layout(w);
-  if (w.data.device() == Device::cpu) cpu::prepare_weight(w);
+  if (w.data.device() == Device::cuda) return cuda::prepare_weight(w);
+  cpu::prepare_weight(w);
 }
 
 }  // namespace sanctum::ops
@@ -59,7 +62,7 @@ bool can_stack_rows(std::span<const Weight* const> parts) {
   if (parts.empty()) return false;
   const Weight& a = *parts[0];
   for (const Weight* w : parts) {
-    if (w->cols != a.cols || w->quant.bits != a.quant.bits || w->quant.group_size != a.quant.group_size ||
+    if (w->cols != a.cols || w->layout != a.layout || w->quant.bits != a.quant.bits || w->quant.group_size != a.quant.group_size ||
         w->data.dtype() != a.data.dtype() || w->data.device() != a.data.device() || !w->data.is_contiguous() ||
         w->data.dim(1) != a.data.dim(1))
       return false;
@@ -92,6 +95,7 @@ Weight stack_rows(std::span<const Weight* const> parts, std::string name) {
   s.rows = rows;
   s.cols = a.cols;
   s.quant = a.quant;
+  s.layout = a.layout;  // tiles stay valid: every tiled part holds whole 16-row blocks
   s.data = stack(&Weight::data);
   if (a.quantized()) {
     s.scales = stack(&Weight::scales);

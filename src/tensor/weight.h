@@ -5,6 +5,11 @@
 //   scales (rows, cols / group_size)  f32 / bf16 / f16
 //   biases (rows, cols / group_size)  same dtype as scales
 // and w[r][c] = scales[r][c / g] * q[r][c] + biases[r][c / g].
+//
+// On a GPU in the bf16 precision mode, 4-bit weights are reordered at load for the decode mat-vec
+// (layout tiles, ops/cuda/matvec_tiles.cuh): the same tensors and shapes, the same bytes, permuted
+// within each block of 16 rows, so that row slices at multiples of 16 stay valid.
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -17,11 +22,17 @@ struct QuantParams {
   int group_size = 0;  // 32, 64 or 128
 };
 
+enum class WeightLayout : uint8_t {
+  rows,   // as above
+  tiles,  // 4-bit, rows a multiple of 16, cols of 64: see ops/cuda/matvec_tiles.cuh
+};
+
 struct Weight {
   Tensor data;
   Tensor scales;
   Tensor biases;
   QuantParams quant;
+  WeightLayout layout = WeightLayout::rows;
   int64_t rows = 0;
   int64_t cols = 0;
   std::string name;  // checkpoint tensor name, for error messages

@@ -13,6 +13,7 @@
 #include "gpu_test_util.h"
 #include "base/error.h"
 #include "ops/cuda/matvec_mma.cuh"
+#include "ops/cuda/matvec_tiles.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "ops/ref/activation.h"
@@ -140,6 +141,145 @@ TEST_F(Cuda, tensor_core_matvec_matches_ref_within_bf16_rounding) {
                                                             static_cast<long long>(k), static_cast<long long>(n));
         }
       }
+}
+
+// The tiled layout written out element by element on the host, from its definition in
+// matvec_tiles.cuh: the reference the device reorder is checked against.
+Weight tiled_on_host(const Weight& w) {
+  Weight t = w;
+  t.data = w.data.clone();
+  t.scales = w.scales.clone();
+  t.biases = w.biases.clone();
+  const int64_t k_tiles = w.cols / 64, groups = w.cols / w.quant.group_size, words = w.cols / 8;
+  const uint32_t* src = w.data.data<uint32_t>();
+  uint32_t* dst = t.data.data<uint32_t>();
+  for (int64_t row = 0; row < w.rows; ++row)
+    for (int64_t word = 0; word < words; ++word) {  // word holds columns 8 word .. 8 word + 7
+      const int64_t rt = row / 16, r = row % 16, kt = word / 8, lane = (r % 8) * 4 + (word % 8) / 2;
+      dst[((rt * k_tiles + kt) * 32 + lane) * 4 + (r / 8) * 2 + word % 2] = src[row * words + word];
+    }
+  for (auto [from, to] : {std::pair{&w.scales, &t.scales}, {&w.biases, &t.biases}}) {
+    const uint16_t* s = static_cast<const uint16_t*>(from->raw());
+    uint16_t* d = static_cast<uint16_t*>(to->raw());
+    for (int64_t row = 0; row < w.rows; ++row)
+      for (int64_t grp = 0; grp < groups; ++grp)
+        d[(row / 16 * groups + grp) * 16 + (row % 8) * 2 + (row % 16) / 8] = s[row * groups + grp];
+  }
+  t.layout = WeightLayout::tiles;
+  return t;
+}
+
+Weight tiled_on_gpu(const Weight& w) {
+  Weight g = gpu(w);
+  EXPECT_TRUE(ops::cuda::can_tile(g));
+  ops::cuda::tile_weight(g);
+  return g;
+}
+
+void expect_same_bytes(const Weight& want, const Weight& got_gpu, const std::string& what) {
+  for (auto [a, b] : {std::pair{&want.data, &got_gpu.data}, {&want.scales, &got_gpu.scales}, {&want.biases, &got_gpu.biases}}) {
+    const Tensor back = host(*b);
+    EXPECT_EQ(std::memcmp(back.raw(), a->raw(), a->nbytes()), 0) << what;
+  }
+}
+
+// The device reorder matches the layout's definition; the tiled mat-vec gives the row-layout
+// kernel's results (same arithmetic, same order) and stays within bf16 rounding of the reference.
+TEST_F(Cuda, tiled_weights_reorder_exactly_and_multiply_like_the_row_layout) {
+  Rng rng(21);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  for (int group : {64, 128})
+    for (DType st : {DType::bf16, DType::f16})
+      for (auto [m, k] : {std::pair<int64_t, int64_t>{16, 128}, {48, 5120}, {4112, 640}, {8208, 1024}, {64, 17408}}) {
+        const std::string what = label("g%d %s %lldx%lld", group, dtype_name(st), static_cast<long long>(m), static_cast<long long>(k));
+        Weight w = test::random_quantized(m, k, 4, group, st, rng);
+        Weight rows = gpu(w), tiled = tiled_on_gpu(w);
+        expect_same_bytes(tiled_on_host(w), tiled, what);
+        for (int64_t n : {1, 2, 3, 8}) {
+          Tensor x = test::random_tensor({n, k}, DType::f32, rng);
+          Tensor xg = gpu(x);
+          ASSERT_TRUE(ops::cuda::tiles_matvec_ok(tiled, xg, n));
+          Tensor ref = Tensor::zeros({n, m}, DType::f32), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+          Tensor y_rows = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+          ops::ref::matmul(x, w, ref);
+          ops::matmul(xg, tiled, y);
+          ops::cuda::mma_matvec(xg, rows, y_rows);
+          EXPECT_LE(matmul_error(x, w, y, ref), 4e-3) << what << " n=" << n;
+          EXPECT_LE(matmul_error(x, w, y, host(y_rows)), 1e-6) << what << " n=" << n << " against the row-layout kernel";
+        }
+      }
+}
+
+// A tiled weight still works everywhere a weight is read: the bf16 prefill (dequantized for
+// cuBLAS), the exact f32 kernels, the embedding lookup of a tied table, and stacking, where tiled
+// parts stack into the tiling of the stack.
+TEST_F(Cuda, tiled_weights_in_prefill_exact_mode_embedding_and_stacking) {
+  Rng rng(22);
+  Weight w = test::random_quantized(96, 640, 4, 64, DType::bf16, rng);
+  const Weight tiled = tiled_on_gpu(w);
+  {
+    PrecisionScope fast(ops::MatmulPrecision::bf16);
+    for (int64_t n : {9, 64}) check_matmul(w, n, rng, 1e-2, "rows q4 gemm");  // the row layout, for comparison
+    for (int64_t n : {9, 64}) {
+      Tensor x = test::random_tensor({n, 640}, DType::f32, rng), ref = Tensor::zeros({n, 96}, DType::f32);
+      ops::ref::matmul(x, w, ref);
+      Tensor y = Tensor::zeros({n, 96}, DType::f32, Device::cuda);
+      ops::matmul(gpu(x), tiled, y);
+      EXPECT_LE(matmul_error(x, w, y, ref), 1e-2) << "tiled gemm n=" << n;
+    }
+  }
+  {
+    PrecisionScope exact(ops::MatmulPrecision::f32);
+    for (int64_t n : {1, 3, 17}) {
+      Tensor x = test::random_tensor({n, 640}, DType::f32, rng), ref = Tensor::zeros({n, 96}, DType::f32);
+      ops::ref::matmul(x, w, ref);
+      Tensor y = Tensor::zeros({n, 96}, DType::f32, Device::cuda);
+      ops::matmul(gpu(x), tiled, y);
+      EXPECT_LE(matmul_error(x, w, y, ref), 2e-5) << "tiled exact n=" << n;
+    }
+  }
+  const std::vector<int32_t> ids = {0, 5, 5, 95, 17, 3, 16, 15};
+  Tensor ref = Tensor::zeros({8, 640}, DType::f32), out = Tensor::zeros({8, 640}, DType::f32, Device::cuda);
+  ops::ref::embedding(w, ids, ref);
+  ops::embedding(tiled, ids, out);
+  EXPECT_LE(relative_error(out, ref), 1e-6) << "tiled embedding";
+
+  const std::vector<Weight> parts = {test::random_quantized(64, 640, 4, 64, DType::bf16, rng), test::random_quantized(48, 640, 4, 64, DType::bf16, rng)};
+  std::vector<Weight> tiled_parts;
+  for (const Weight& p : parts) tiled_parts.push_back(tiled_on_gpu(p));
+  const Weight whole = ops::stack_rows(std::vector<const Weight*>{&parts[0], &parts[1]}, "stacked");
+  const Weight stacked = ops::stack_rows(std::vector<const Weight*>{&tiled_parts[0], &tiled_parts[1]}, "stacked");
+  EXPECT_EQ(stacked.layout, WeightLayout::tiles);
+  expect_same_bytes(tiled_on_host(whole), stacked, "stacked tiled parts");
+  EXPECT_FALSE(ops::can_stack_rows(std::vector<const Weight*>{&tiled_parts[0], &parts[1]})) << "layouts differ";
+}
+
+// Load-time preparation tiles GPU weights only in the bf16 mode, only once, and a tiled weight
+// copied back to the host is refused by the CPU kernels instead of being misread.
+TEST_F(Cuda, prepare_weight_tiles_in_bf16_mode_only) {
+  Rng rng(23);
+  const Weight w = test::random_quantized(32, 128, 4, 64, DType::bf16, rng);
+  Weight exact = gpu(w), fast = gpu(w), odd = gpu(test::random_quantized(40, 128, 4, 64, DType::bf16, rng));
+  {
+    PrecisionScope p(ops::MatmulPrecision::f32);
+    ops::prepare_weight(exact);
+  }
+  {
+    PrecisionScope p(ops::MatmulPrecision::bf16);
+    ops::prepare_weight(fast);
+    ops::prepare_weight(fast);  // already tiled: unchanged
+    ops::prepare_weight(odd);   // 40 rows: not whole tiles
+  }
+  EXPECT_EQ(exact.layout, WeightLayout::rows);
+  EXPECT_EQ(odd.layout, WeightLayout::rows);
+  ASSERT_EQ(fast.layout, WeightLayout::tiles);
+  expect_same_bytes(tiled_on_host(w), fast, "prepared");
+  Weight back = fast;
+  back.data = host(fast.data);
+  back.scales = host(fast.scales);
+  back.biases = host(fast.biases);
+  Tensor x = Tensor::zeros({1, 128}, DType::f32), y = Tensor::zeros({1, 32}, DType::f32);
+  EXPECT_THROW(ops::matmul(x, back, y), Error);
 }
 
 // Weights stacked on the device (GatedDeltaNet's qkv/z/b/a, an MLP's gate/up) hold the parts' bytes

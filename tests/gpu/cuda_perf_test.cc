@@ -10,6 +10,7 @@
 #include "../ops/op_test_util.h"
 #include "gpu_test_util.h"
 #include "gpu_timing.h"
+#include "matvec_layout_bench.h"
 #include "matvec_mma_sweep.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
@@ -131,6 +132,12 @@ TEST(CudaPerf, DISABLED_mma_matvec_tunings) {
     }
   }
   ops::set_matmul_precision(saved);
+}
+
+// Decode mat-vecs over a stream of distinct weights several times the L2, as a step reads them.
+TEST(CudaPerf, DISABLED_matvec_layer_stream) {
+  if (!device_memory::cuda_available()) GTEST_SKIP();
+  test::matvec_layer_stream_report(4);
 }
 
 }  // namespace

@@ -63,6 +63,7 @@ MoeBlock::MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig&
   check(c.n_experts > 0 && c.top_k > 0 && c.top_k <= c.n_experts, ErrorKind::invalid_input,
         "MoE config: need 0 < num_experts_per_tok <= num_experts");
   router_ = ckpt.linear(prefix + "gate", c.n_experts, c.hidden, quant);
+  ops::prepare_weight(router_);
   load_experts(ckpt, prefix, quant);
   std::vector<Weight> gates, ups, downs;
   for (const Expert& e : experts_) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "base/error.h"
 #include "tensor/cuda/stream.h"
@@ -70,6 +71,7 @@ struct WeightView {
   FloatKind scale_kind = FloatKind::f32;
   int64_t scale_stride = 0;
   int group = 1;
+  bool tiles = false;  // WeightLayout::tiles (matvec_tiles.cuh)
 };
 
 inline WeightView weight_view(const Weight& w) {
@@ -83,6 +85,7 @@ inline WeightView weight_view(const Weight& w) {
     v.scale_kind = float_kind(w.scales);
     v.scale_stride = w.scales.stride(0);
     v.group = w.quant.group_size;
+    v.tiles = w.layout == WeightLayout::tiles;
   } else {
     v.dense = w.data.raw();
     v.dense_kind = float_kind(w.data);
@@ -93,6 +96,14 @@ inline WeightView weight_view(const Weight& w) {
 // Element (row, c): scale * code + bias, or the dense value.
 __device__ __forceinline__ float weight_at(const WeightView& w, int64_t row, int64_t c) {
   if (w.codes == nullptr) return load_float(w.dense, w.dense_kind, row * w.stride + c);
+  if (w.tiles) {  // 4-bit: word 4 l + 2 h + (c % 16) / 8 of tile (row / 16, c / 64) for row g + 8 h, lane l = 4 g + (c % 64) / 16
+    const int64_t rt = row >> 4, kt = c >> 6;
+    const int r = static_cast<int>(row & 15), cc = static_cast<int>(c & 63), lane = ((r & 7) << 2) | (cc >> 4);
+    const int64_t word = ((rt * (w.stride >> 3) + kt) * 32 + lane) * 4 + (r >> 3) * 2 + ((cc & 15) >> 3);
+    const uint32_t code = (w.codes[word] >> ((cc & 7) * 4)) & 15u;
+    const int64_t s = (rt * w.scale_stride + c / w.group) * 16 + (r & 7) * 2 + (r >> 3);
+    return load_float(w.scales, w.scale_kind, s) * static_cast<float>(code) + load_float(w.biases, w.scale_kind, s);
+  }
   const int per = 32 / w.bits;
   const uint32_t code = (w.codes[row * w.stride + c / per] >> ((c % per) * w.bits)) & ((1u << w.bits) - 1u);
   const int64_t g = row * w.scale_stride + c / w.group;
@@ -158,5 +169,40 @@ template <>
 __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
 
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+// Programmatic dependent launch (sm_90). A kernel started with launch_early() may begin while the
+// kernel before it in the stream still runs, once that kernel's blocks have all called
+// allow_next_early() (or ended): it may read only data no kernel of the step writes (weights) until
+// it calls wait_for_previous(), which returns when the kernel before has finished and its writes
+// are visible. allow_next_early() is harmless before a kernel launched the ordinary way. Both are
+// no-ops before sm_90.
+__device__ __forceinline__ void wait_for_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_next_early() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether kernels that support it start early (SANCTUM_EARLY_LAUNCH=0: never, for comparisons).
+bool early_launch_enabled();
+
+template <class... KernelArgs, class... Args>
+void launch_early(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream();
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = early_launch_enabled() ? 1 : 0;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), "launch");
+}
 
 }  // namespace sanctum::ops::cuda

@@ -11,6 +11,7 @@ constexpr int kThreads = 256;
 // One grid-stride loop over rows × cols of up to three row views.
 template <class F>
 __global__ void rows_kernel(int64_t rows, int64_t cols, F f) {
+  allow_next_early();  // a mat-vec after it may start loading weights
   const int64_t total = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     f(i / cols, i % cols);

@@ -14,6 +14,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/matvec_mma.cuh"
+#include "ops/cuda/matvec_tiles.h"
 #include "ops/precision.h"
 
 namespace sanctum::ops::cuda {
@@ -364,8 +365,9 @@ void launch_bf16(const Weight& w, const float* x, int64_t xs, int n, float* y, i
 }
 
 // MLX codes the fast quantized kernels read: 4 or 8 bits, whole uint4s per row, groups of 32-128.
+// Tiled weights take the generic kernels (which read every layout) outside the tiled mat-vec.
 bool quantized_fast_ok(const Weight& w) {
-  return w.quantized() && (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 && w.cols % 32 == 0 &&
+  return w.quantized() && w.layout == WeightLayout::rows && (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 && w.cols % 32 == 0 &&
          w.cols < (int64_t{1} << 30) && (w.quant.group_size == 32 || w.quant.group_size == 64 || w.quant.group_size == 128);
 }
 
@@ -429,6 +431,7 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   // Exact mode stays on the mat-vec kernels at every n (8 rows per launch): each row's sums then run
   // in one fixed order, so a row's result does not depend on how many rows a forward carries.
   const bool exact = matmul_precision() == MatmulPrecision::f32;
+  if (!exact && tiles_matvec_ok(w, x, x.dim(0))) return tiles_matvec(x, w, y);
   if (!exact && mma_matvec_ok(w, x, x.dim(0))) return mma_matvec(x, w, y);
   if (x.dim(0) <= kMatvecRows || exact) matvec(x, w, y);
   else gemm(x, w, y);

@@ -8,6 +8,7 @@ namespace sanctum::ops::cuda {
 namespace {
 
 __global__ void rms_norm_kernel(Rows<const float> x, const void* w, FloatKind kind, float eps, float offset, Rows<float> out) {
+  allow_next_early();  // a mat-vec after it may start loading weights
   __shared__ float scratch[32];
   const float* xr = x.data + blockIdx.x * x.stride;
   float* o = out.data + blockIdx.x * out.stride;
@@ -22,6 +23,7 @@ __global__ void rms_norm_kernel(Rows<const float> x, const void* w, FloatKind ki
 // runs in rms_norm_kernel's order, so the result is bitwise that of add followed by rms_norm.
 __global__ void add_rms_norm_kernel(Rows<float> h, Rows<const float> delta, const void* w, FloatKind kind, float eps, float offset,
                                     Rows<float> out) {
+  allow_next_early();  // a mat-vec after it may start loading weights
   __shared__ float scratch[32];
   float* hr = h.data + blockIdx.x * h.stride;
   const float* dr = delta.data + blockIdx.x * delta.stride;
@@ -40,6 +42,7 @@ __global__ void add_rms_norm_kernel(Rows<float> h, Rows<const float> delta, cons
 // Block (row, head): d threads or fewer, looping.
 __global__ void gated_rms_norm_kernel(Rows<const float> x, Rows<const float> z, const void* w, FloatKind kind, int64_t d, float eps,
                                       Rows<float> out) {
+  allow_next_early();  // a mat-vec after it may start loading weights
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x, h = blockIdx.y;
   const float* xr = x.data + r * x.stride + h * d;

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/matvec_mma.cuh"
+#include "ops/cuda/matvec_tiles.h"
 
 namespace sanctum::ops::cuda {
 
@@ -39,5 +40,10 @@ void moe_combine_device(const Tensor&, const Tensor&, const Tensor*, const Tenso
 
 bool mma_matvec_ok(const Weight&, const Tensor&, int64_t) { return false; }
 void mma_matvec(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
+bool can_tile(const Weight&) { return false; }
+void tile_weight(Weight&) { no_cuda("tile_weight"); }
+void prepare_weight(Weight&) {}
+bool tiles_matvec_ok(const Weight&, const Tensor&, int64_t) { return false; }
+void tiles_matvec(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
 
 }  // namespace sanctum::ops::cuda

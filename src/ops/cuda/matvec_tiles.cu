@@ -1,0 +1,103 @@
+// Weights reordered at load for the decode mat-vec (WeightLayout::tiles; the layout and the kernel:
+// matvec_tiles.cuh), and the mat-vec's entry point. On an H200, over a stream of 27B-shape weights
+// several times the L2 (cuda_perf_test, matvec_layer_stream), the row-layout kernel reads 1.67 TB/s
+// and this one 2.27 TB/s; 27B decode 93 -> 121 tok/s (bench/RESULTS.md).
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/cuda/matvec_tiles.cuh"
+#include "ops/cuda/matvec_tiles.h"
+#include "ops/precision.h"
+
+namespace sanctum::ops::cuda {
+
+namespace {
+
+// Tuning: the perf test's stream put two row tiles per warp (depth 4, 2 blocks) 2-4% ahead, but
+// whole-model decode ran 1-3% slower with it on all three benchmark shapes, so one row tile it is.
+constexpr int kRowTiles = 1, kDepth = 4, kMinBlocks = 3;
+
+// Thread i writes 16-byte word i of the tiled codes: tile i / 32, lane i % 32.
+__global__ void tile_codes(const uint8_t* __restrict__ src, int64_t row_bytes, int64_t row_tiles, int64_t k_tiles, uint4* __restrict__ dst) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= row_tiles * k_tiles * 32) return;
+  const int lane = static_cast<int>(i & 31), g = lane >> 2, t = lane & 3;
+  const int64_t tile = i >> 5, rt = tile / k_tiles, kt = tile % k_tiles;
+  const uint8_t* p = src + (rt * 16 + g) * row_bytes + kt * 32 + t * 8;
+  const uint2 lo = *reinterpret_cast<const uint2*>(p), hi = *reinterpret_cast<const uint2*>(p + 8 * row_bytes);
+  dst[i] = make_uint4(lo.x, lo.y, hi.x, hi.y);
+}
+
+// Thread i writes value i of the tiled scales (or biases): row tile i / (16 groups), then group, then
+// the pair (row g, row g + 8).
+__global__ void tile_groups(const uint16_t* __restrict__ src, int64_t groups, int64_t row_tiles, uint16_t* __restrict__ dst) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= row_tiles * groups * 16) return;
+  const int within = static_cast<int>(i & 15), g = within >> 1, h = within & 1;
+  const int64_t rg = i >> 4, rt = rg / groups, grp = rg % groups;
+  dst[i] = src[(rt * 16 + h * 8 + g) * groups + grp];
+}
+
+// Rewrites t in place through a scratch copy (the tensor may be shared, e.g. by the checkpoint's
+// upload cache, which then holds the tiled bytes too).
+template <class Launch>
+void rewrite(Tensor& t, Launch launch) {
+  Tensor scratch = Tensor::zeros_like_shape(t.shape(), t.ndim(), t.dtype(), Device::cuda);
+  launch(scratch.raw());
+  check_launch("tile weight");
+  check_cuda(cudaMemcpyAsync(t.raw(), scratch.raw(), t.nbytes(), cudaMemcpyDeviceToDevice, stream()), "tile weight copy");
+  check_cuda(cudaStreamSynchronize(stream()), "tile weight");
+}
+
+template <class S>
+void launch_tiles(const tiles::Args& a, int group_tiles) {
+  if (group_tiles == 1) tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks>(a);
+  else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks>(a);
+}
+
+}  // namespace
+
+bool can_tile(const Weight& w) {
+  return w.layout == WeightLayout::rows && w.data.device() == Device::cuda && w.quantized() && w.quant.bits == 4 &&
+         (w.quant.group_size == 64 || w.quant.group_size == 128) && (w.scales.dtype() == DType::bf16 || w.scales.dtype() == DType::f16) &&
+         w.rows % 16 == 0 && w.cols % 64 == 0 && w.data.is_contiguous() && w.scales.is_contiguous() && w.biases.is_contiguous() &&
+         aligned16(w.data.raw()) && aligned16(w.scales.raw()) && aligned16(w.biases.raw());
+}
+
+void tile_weight(Weight& w) {
+  check(can_tile(w), ErrorKind::internal, "weight '" + w.name + "' cannot be tiled for the tensor-core mat-vec");
+  const int64_t row_tiles = w.rows / 16, k_tiles = w.cols / 64, groups = w.cols / w.quant.group_size;
+  rewrite(w.data, [&](void* dst) {
+    const int64_t words = row_tiles * k_tiles * 32;
+    tile_codes<<<blocks_for(words, 256), 256, 0, stream()>>>(static_cast<const uint8_t*>(w.data.raw()), w.data.stride(0) * 4, row_tiles,
+                                                             k_tiles, static_cast<uint4*>(dst));
+  });
+  for (Tensor* t : {&w.scales, &w.biases})
+    rewrite(*t, [&](void* dst) {
+      tile_groups<<<blocks_for(t->numel(), 256), 256, 0, stream()>>>(static_cast<const uint16_t*>(t->raw()), groups, row_tiles,
+                                                                     static_cast<uint16_t*>(dst));
+    });
+  w.layout = WeightLayout::tiles;
+}
+
+void prepare_weight(Weight& w) {
+  static const bool off = [] {
+    const char* env = std::getenv("SANCTUM_TILE_WEIGHTS");
+    return env != nullptr && std::strcmp(env, "0") == 0;
+  }();
+  if (!off && matmul_precision() == MatmulPrecision::bf16 && can_tile(w)) tile_weight(w);
+}
+
+bool tiles_matvec_ok(const Weight& w, const Tensor& x, int64_t n) {
+  return w.layout == WeightLayout::tiles && n >= 1 && n <= 8 && aligned16(x.raw()) && x.stride(0) % 4 == 0;
+}
+
+void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y) {
+  const tiles::Args a = tiles::args_of(w, x.data<float>(), x.stride(0), static_cast<int>(x.dim(0)), y.data<float>(), y.stride(0));
+  const int group_tiles = w.quant.group_size / 64;
+  if (w.scales.dtype() == DType::bf16) launch_tiles<__nv_bfloat16>(a, group_tiles);
+  else launch_tiles<__half>(a, group_tiles);
+  check_launch("matmul (tiled tensor-core mat-vec)");
+}
+
+}  // namespace sanctum::ops::cuda

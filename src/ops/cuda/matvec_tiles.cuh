@@ -1,0 +1,224 @@
+#pragma once
+// The tensor-core 4-bit mat-vec over weights reordered for it at load (WeightLayout::tiles), as a
+// template over its tuning knobs so that a perf test can time the others.
+//
+// Layout, per block of 16 rows (row tile rt) and 64 columns (column tile kt): the tile's 512 code
+// bytes lie together at tile index rt * k_tiles + kt, lane l's 16 bytes at 16 l: the 8 bytes of
+// row g = l / 4 and the 8 of row g + 8 that hold columns 16 t .. 16 t + 15 (t = l % 4), in the MLX
+// order. So a warp reads each tile with one 16-byte load per lane, all 512 bytes contiguous, where
+// the row layout took two 8-byte loads per lane from 16 rows. Scales (and biases alike): per row
+// tile, groups × 16 values, value (group, 2 g + h) for row g + 8 h, so that one 4-byte load gives a
+// lane the pair (row g, row g + 8).
+//
+// The arithmetic is that of the row-layout kernel (matvec_mma_kernel.cuh), in the same order, so the
+// two give the same bits: codes enter mma.sync as bf16 128 + q, x as bf16 in the lanes' code
+// order, and y += scale * sum(code * x) + (bias - 128 scale) * sum(x) per group, the sums of x from
+// one more mma with an all-ones A.
+//
+// Knobs: KS warps splitting a row tile's columns (tile kt to warp kt % KS), RT row tiles per warp
+// sharing each x fragment, GT column tiles per scale group (1 for groups of 64, 2 for 128), DEPTH
+// tiles in flight per warp, MINB blocks per multiprocessor.
+//
+// Launched early (common.cuh): the first DEPTH tiles' loads are in flight before the kernel waits
+// for the one that writes x, so the weight stream starts while that kernel finishes.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/matvec_mma_kernel.cuh"
+
+namespace sanctum::ops::cuda::tiles {
+
+using mma::kWarps;
+
+struct Args {
+  const uint4* codes;
+  const uint32_t* scales;  // 16-bit pairs, as above
+  const uint32_t* biases;
+  int64_t row_tiles;
+  int k_tiles, groups;
+  const float* x;
+  int64_t x_stride;
+  int n;
+  float* y;
+  int64_t y_stride;
+};
+
+template <class S>
+__device__ __forceinline__ float pair_lo(uint32_t v) {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>) return __uint_as_float(v << 16);
+  else return __half2float(__ushort_as_half(static_cast<unsigned short>(v & 0xFFFFu)));
+}
+template <class S>
+__device__ __forceinline__ float pair_hi(uint32_t v) {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>) return __uint_as_float(v & 0xFFFF0000u);
+  else return __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16)));
+}
+
+// (a & mask) | bits in one instruction (the compiler otherwise spends two, as LOP3 takes one constant).
+__device__ __forceinline__ uint32_t mask_or(uint32_t a, uint32_t mask, uint32_t bits) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));
+  return d;
+}
+
+// Grid: one block per kWarps / KS groups of RT row tiles. y (n, rows) f32, n <= 8.
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB>
+__global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
+  __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
+  const int64_t rt0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / KS) + warp / KS) * RT;
+  const int k_tiles = a.k_tiles, n = a.n, count = (k_tiles - slice + KS - 1) / KS;
+  const uint4* cp[RT];
+  const uint32_t *sp[RT], *bp[RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int64_t rt = rt0 + r < a.row_tiles ? rt0 + r : a.row_tiles - 1;  // past the end: recompute the last tile, not written
+    cp[r] = a.codes + (rt * k_tiles + slice) * 32 + lane;
+    sp[r] = a.scales + rt * a.groups * 8 + g;
+    bp[r] = a.biases + rt * a.groups * 8 + g;
+  }
+  const float* xg = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + slice * 64;
+  const uint32_t ones = 0x3F803F80u, low_nibbles = 0x000F000Fu, bf16_128 = 0x43004300u;
+
+  float acc[RT][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
+
+  struct Tile {
+    uint4 c[RT];
+    uint32_t s[RT], b[RT];
+  };
+  auto fetch = [&](Tile& f, int i) {
+    const int grp = (slice + i * KS) / GT;
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      f.c[r] = __ldcs(cp[r] + i * (KS * 32));
+      f.s[r] = __ldg(sp[r] + grp * 8);
+      f.b[r] = __ldg(bp[r] + grp * 8);
+    }
+  };
+  auto process = [&](const Tile& f, int i) {
+    uint32_t b[4][2];
+    if (g < n) {
+      const float4* xp = reinterpret_cast<const float4*>(xg + i * (KS * 64));
+      const float4 v0 = xp[0], v1 = xp[1], v2 = xp[2], v3 = xp[3];
+      b[0][0] = mma::bf16_pair(v0.x, v1.x);
+      b[0][1] = mma::bf16_pair(v0.y, v1.y);
+      b[1][0] = mma::bf16_pair(v0.z, v1.z);
+      b[1][1] = mma::bf16_pair(v0.w, v1.w);
+      b[2][0] = mma::bf16_pair(v2.x, v3.x);
+      b[2][1] = mma::bf16_pair(v2.y, v3.y);
+      b[3][0] = mma::bf16_pair(v2.z, v3.z);
+      b[3][1] = mma::bf16_pair(v2.w, v3.w);
+    } else {
+#pragma unroll
+      for (int s = 0; s < 4; ++s) b[s][0] = b[s][1] = 0u;
+    }
+    float xsum[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // [0], [1]: sums of bf16(x) for columns 2t, 2t + 1
+#pragma unroll
+    for (int s = 0; s < 4; ++s) mma::mma_bf16(xsum, ones, ones, ones, ones, b[s][0], b[s][1]);
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      // Step s takes words x (s < 2) or y of rows g and g + 8, code pairs (j, j + 4) for j = 2 (s % 2), + 1.
+      const uint32_t words[4] = {f.c[r].x, f.c[r].y, f.c[r].z, f.c[r].w};
+      uint32_t pairs[4][4];  // [word][j]: bf16 (128 + code j, 128 + code j + 4)
+#pragma unroll
+      for (int w = 0; w < 4; ++w)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) pairs[w][j] = mask_or(words[w] >> (4 * j), low_nibbles, bf16_128);
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const int wl = s >> 1, wh = 2 + (s >> 1), j = 2 * (s & 1);
+        mma::mma_bf16(c, pairs[wl][j], pairs[wh][j], pairs[wl][j + 1], pairs[wh][j + 1], b[s][0], b[s][1]);
+      }
+      const float sg = pair_lo<S>(f.s[r]), sh = pair_hi<S>(f.s[r]);
+      const float bg = pair_lo<S>(f.b[r]), bh = pair_hi<S>(f.b[r]);
+      const float og = fmaf(-128.0f, sg, bg), oh = fmaf(-128.0f, sh, bh);  // bias with the codes' 128 taken out
+      acc[r][0] = fmaf(sg, c[0], fmaf(og, xsum[0], acc[r][0]));
+      acc[r][1] = fmaf(sg, c[1], fmaf(og, xsum[1], acc[r][1]));
+      acc[r][2] = fmaf(sh, c[2], fmaf(oh, xsum[0], acc[r][2]));
+      acc[r][3] = fmaf(sh, c[3], fmaf(oh, xsum[1], acc[r][3]));
+    }
+  };
+
+  // DEPTH tiles in flight per warp: each tile's loads are issued DEPTH tiles before it is used.
+  Tile buf[DEPTH];
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d)
+    if (d < count) fetch(buf[d], d);
+  allow_next_early();
+  wait_for_previous();
+  int i = 0;
+  for (; i + DEPTH <= count; i += DEPTH) {
+#pragma unroll
+    for (int d = 0; d < DEPTH; ++d) {
+      process(buf[d], i + d);
+      if (i + d + DEPTH < count) fetch(buf[d], i + d + DEPTH);
+    }
+  }
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d)
+    if (i + d < count) process(buf[d], i + d);
+
+  if constexpr (KS > 1) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) partial[warp][r][q][lane] = acc[r][q];
+    __syncthreads();
+    if (slice != 0) return;
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int w = 1; w < KS; ++w) acc[r][q] += partial[warp + w][r][q][lane];
+  }
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    if (rt0 + r >= a.row_tiles) break;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int col = 2 * t + (q & 1);
+      const int64_t row = (rt0 + r) * 16 + g + (q >> 1) * 8;
+      if (col < n) a.y[col * a.y_stride + row] = acc[r][q];
+    }
+  }
+}
+
+inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
+  return Args{static_cast<const uint4*>(w.data.raw()), static_cast<const uint32_t*>(w.scales.raw()), static_cast<const uint32_t*>(w.biases.raw()),
+              w.rows / 16, static_cast<int>(w.cols / 64), static_cast<int>(w.cols / w.quant.group_size), x, xs, n, y, ys};
+}
+
+// Warps per row tile splitting its columns: enough warps in all to keep every multiprocessor's loads
+// in flight, while each warp keeps four or more column tiles.
+inline int column_split(int64_t row_tiles, int rt, int64_t k_tiles) {
+  const int64_t groups = (row_tiles + rt - 1) / rt, target = int64_t{64} * multiprocessor_count();
+  int ks = 1;
+  while (ks < kWarps && groups * ks < target && k_tiles >= 4 * ks) ks *= 2;
+  return ks;
+}
+
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB>
+void launch(const Args& a) {
+  constexpr int64_t tiles_per_block = kWarps / KS * RT;
+  const auto blocks = static_cast<unsigned>((a.row_tiles + tiles_per_block - 1) / tiles_per_block);
+  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB>, dim3(blocks), dim3(kWarps * 32), 0, a);
+}
+
+template <class S, int RT, int GT, int DEPTH, int MINB>
+void launch_split(const Args& a) {
+  switch (column_split(a.row_tiles, RT, a.k_tiles)) {
+    case 1: return launch<S, 1, RT, GT, DEPTH, MINB>(a);
+    case 2: return launch<S, 2, RT, GT, DEPTH, MINB>(a);
+    case 4: return launch<S, 4, RT, GT, DEPTH, MINB>(a);
+    default: return launch<S, 8, RT, GT, DEPTH, MINB>(a);
+  }
+}
+
+}  // namespace sanctum::ops::cuda::tiles

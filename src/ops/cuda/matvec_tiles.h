@@ -1,0 +1,24 @@
+#pragma once
+// 4-bit weights reordered at load for the tensor-core decode mat-vec (matvec_tiles.cu; the layout:
+// matvec_tiles.cuh). Plain C++ declarations, so that the op front ends can call them in every build.
+#include <cstdint>
+
+#include "tensor/tensor.h"
+#include "tensor/weight.h"
+
+namespace sanctum::ops::cuda {
+
+// A GPU weight in the row layout that the tiled mat-vec takes: 4-bit, groups of 64 or 128, bf16/f16
+// scales, rows a multiple of 16, columns of 64, contiguous and 16-byte aligned.
+bool can_tile(const Weight& w);
+// Reorders w's tensors in place into WeightLayout::tiles (waits for the GPU).
+void tile_weight(Weight& w);
+// Load-time preparation of a GPU weight: tiles it in the bf16 precision mode when it can
+// (SANCTUM_TILE_WEIGHTS=0 keeps the row layout, for comparisons).
+void prepare_weight(Weight& w);
+// A tiled weight and 1 to 8 x rows, 16-byte aligned.
+bool tiles_matvec_ok(const Weight& w, const Tensor& x, int64_t n);
+// y (n, rows) = x (n, cols) · wᵀ with x rounded to bf16, sums in f32.
+void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y);
+
+}  // namespace sanctum::ops::cuda

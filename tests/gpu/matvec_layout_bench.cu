@@ -1,0 +1,144 @@
+// Decode mat-vecs as a model step runs them: a stream of distinct weights (27B GatedDeltaNet layers,
+// together several times the L2), timed as one CUDA graph. Compares the row-layout kernel, every
+// tuning of the tiled kernel, and a read of the same bytes that computes nothing (the ceiling for
+// this many launches).
+#include <cuda_bf16.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpu_timing.h"
+#include "matvec_layout_bench.h"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/matvec_mma.cuh"
+#include "ops/cuda/matvec_tiles.cuh"
+#include "ops/cuda/matvec_tiles.h"
+
+namespace sanctum::test {
+
+namespace {
+
+using namespace ops::cuda;
+
+// Reads n16 16-byte words, DEPTH per thread in flight, and keeps nothing.
+template <int DEPTH>
+__global__ void __launch_bounds__(256) read_only(const uint4* __restrict__ p, int64_t n16, uint32_t* sink) {
+  uint32_t v = 0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * DEPTH;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x * DEPTH + threadIdx.x; i < n16; i += stride) {
+    uint4 r[DEPTH];
+#pragma unroll
+    for (int d = 0; d < DEPTH; ++d) r[d] = i + d * blockDim.x < n16 ? __ldcs(p + i + d * blockDim.x) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int d = 0; d < DEPTH; ++d) v ^= r[d].x ^ r[d].y ^ r[d].z ^ r[d].w;
+  }
+  if (v == 0x9E3779B9u) *sink = v;
+}
+
+void read_all(const Tensor& t, uint32_t* sink, int blocks_per_sm) {
+  read_only<4><<<static_cast<unsigned>(multiprocessor_count() * blocks_per_sm), 256, 0, stream()>>>(static_cast<const uint4*>(t.raw()),
+                                                                                                      static_cast<int64_t>(t.nbytes() / 16), sink);
+}
+
+__global__ void fill_random(uint32_t* p, int64_t n, uint32_t seed, uint32_t mask, uint32_t bits) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u + seed;
+  h ^= h >> 15;
+  h *= 0x85EBCA77u;
+  h ^= h >> 13;
+  p[i] = (h & mask) | bits;
+}
+
+// A random 4-bit g64 weight made on the device (timing only; scales and biases bf16 near 2^-8).
+Weight device_weight(int64_t rows, int64_t cols, uint32_t seed) {
+  Weight w;
+  w.rows = rows;
+  w.cols = cols;
+  w.quant = QuantParams{4, 64};
+  w.name = "stream";
+  w.data = Tensor::zeros({rows, cols / 8}, DType::u32, Device::cuda);
+  w.scales = Tensor::zeros({rows, cols / 64}, DType::bf16, Device::cuda);
+  w.biases = Tensor::zeros({rows, cols / 64}, DType::bf16, Device::cuda);
+  const int64_t nc = rows * cols / 8, ns = rows * cols / 128;
+  fill_random<<<blocks_for(nc, 256), 256, 0, stream()>>>(w.data.data<uint32_t>(), nc, seed, 0xFFFFFFFFu, 0u);
+  fill_random<<<blocks_for(ns, 256), 256, 0, stream()>>>(static_cast<uint32_t*>(w.scales.raw()), ns, seed + 1, 0x807F807Fu, 0x3C003C00u);
+  fill_random<<<blocks_for(ns, 256), 256, 0, stream()>>>(static_cast<uint32_t*>(w.biases.raw()), ns, seed + 2, 0x807F807Fu, 0x3C003C00u);
+  check_launch("device weight");
+  return w;
+}
+
+struct Tuning {
+  std::string name;
+  std::function<void(const tiles::Args&)> launch;
+};
+
+template <int RT, int DEPTH, int MINB>
+Tuning tuning() {
+  return {"tiles rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" + std::to_string(MINB),
+          [](const tiles::Args& a) { tiles::launch_split<__nv_bfloat16, RT, 1, DEPTH, MINB>(a); }};
+}
+
+}  // namespace
+
+void matvec_layer_stream_report(int layers) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  // One 27B GatedDeltaNet layer in decode: stacked in-projections, out_proj, stacked gate/up, down.
+  const std::vector<Shape> layer = {{16480, 5120}, {5120, 6144}, {34816, 5120}, {5120, 17408}};
+  std::vector<Weight> rows, tiled;
+  std::vector<Tensor> xs, ys;
+  size_t bytes = 0;
+  uint32_t seed = 7;
+  for (int l = 0; l < layers; ++l)
+    for (const Shape& s : layer) {
+      rows.push_back(device_weight(s.rows, s.cols, seed += 3));
+      tiled.push_back(device_weight(s.rows, s.cols, seed += 3));
+      tile_weight(tiled.back());
+      xs.push_back(Tensor::zeros({1, s.cols}, DType::f32, Device::cuda));
+      ys.push_back(Tensor::zeros({1, s.rows}, DType::f32, Device::cuda));
+      bytes += rows.back().nbytes();
+    }
+  Tensor sink = Tensor::zeros({1}, DType::u32, Device::cuda);
+  auto report = [&](const std::string& name, const std::function<void(size_t)>& one) {
+    const double s = time_graph(
+        [&] {
+          for (size_t i = 0; i < rows.size(); ++i) one(i);
+        },
+        5);
+    std::printf("layer stream %-32s %8.1f us per layer %6.2f TB/s\n", name.c_str(), s * 1e6 / layers, static_cast<double>(bytes) / s / 1e12);
+  };
+  std::printf("layer stream: %d layers, %.1f MB of weights\n", layers, static_cast<double>(bytes) / 1e6);
+  report("row layout (matvec_mma)", [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); });
+  report("tiles as shipped", [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); });
+  for (const Tuning& t : {tuning<1, 2, 3>(), tuning<1, 4, 3>(), tuning<1, 6, 3>(), tuning<1, 8, 2>(), tuning<1, 4, 4>(), tuning<2, 4, 2>(),
+                          tuning<2, 3, 3>()})
+    report(t.name, [&](size_t i) { t.launch(tiles::args_of(tiled[i], xs[i].data<float>(), 0, 1, ys[i].data<float>(), 0)); });
+  report("read only (codes, scales, biases)", [&](size_t i) {
+    read_all(tiled[i].data, sink.data<uint32_t>(), 8);
+    read_all(tiled[i].scales, sink.data<uint32_t>(), 2);
+    read_all(tiled[i].biases, sink.data<uint32_t>(), 2);
+  });
+  // Each shape alone, cold (every weight of that shape once per pass, the layers in turn).
+  for (size_t s = 0; s < layer.size(); ++s)
+    for (bool t : {false, true}) {
+      const double sec = time_graph(
+                             [&] {
+                               for (int l = 0; l < layers; ++l) {
+                                 const size_t i = l * layer.size() + s;
+                                 if (t) tiles_matvec(xs[i], tiled[i], ys[i]);
+                                 else mma_matvec(xs[i], rows[i], ys[i]);
+                               }
+                             },
+                             5) /
+                         layers;
+      std::printf("cold %6lld x %6lld %-12s %7.2f us %6.2f TB/s\n", static_cast<long long>(layer[s].rows),
+                  static_cast<long long>(layer[s].cols), t ? "tiles" : "row layout", sec * 1e6,
+                  static_cast<double>(rows[s].nbytes()) / sec / 1e12);
+    }
+}
+
+}  // namespace sanctum::test
