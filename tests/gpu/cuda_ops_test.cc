@@ -337,6 +337,13 @@ TEST_F(Cuda, bf16_tensor_core_prefill_stays_within_bf16_rounding) {
     check_matmul(q, n, rng, 1e-2, "q4 bf16 gemm");
     check_matmul(d, n, rng, 1e-2, "dense bf16 gemm");
   }
+  // Every code width, group and scale type the word-wise dequantization takes, odd row counts.
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128})
+      for (DType st : {DType::f32, DType::bf16, DType::f16}) {
+        Weight w = test::random_quantized(37, 384, bits, group, st, rng);
+        check_matmul(w, 11, rng, 1e-2, label("q%d g%d %s bf16 gemm", bits, group, dtype_name(st)));
+      }
 }
 
 TEST_F(Cuda, strided_rows_in_and_out) {
