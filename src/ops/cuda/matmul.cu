@@ -13,6 +13,7 @@
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/convert.cuh"
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/precision.h"
@@ -304,12 +305,6 @@ __global__ void dequantize_bf16(WeightView w, int64_t rows, int64_t k, __nv_bflo
   out[i] = __float2bfloat16(weight_at(w, i / k, i % k));
 }
 
-__global__ void to_bf16(const float* x, int64_t x_stride, int64_t n, int64_t k, __nv_bfloat16* out) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n * k) return;
-  out[i] = __float2bfloat16(x[(i / k) * x_stride + i % k]);
-}
-
 struct QuantizedArgs {
   const uint4* w;
   int64_t w4;
@@ -463,8 +458,7 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
     wp = buf;
   }
   auto* xb = static_cast<__nv_bfloat16*>(scratch_bytes(x_scratch(), static_cast<size_t>(n * k) * 2));
-  to_bf16<<<blocks_for(n * k, 256), 256, 0, stream()>>>(x.data<float>(), x.stride(0), n, k, xb);
-  check_launch("matmul to_bf16");
+  rows_to_bf16(x.data<float>(), x.stride(0), n, k, xb);
   check_blas(blas_gemm_ex(blas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, wp,
                           CUDA_R_16BF, static_cast<int>(ld), xb, CUDA_R_16BF, static_cast<int>(k), &zero, y.data<float>(), CUDA_R_32F,
                           static_cast<int>(y.stride(0)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),

@@ -22,6 +22,7 @@
 
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/convert.cuh"
 #include "ops/cuda/moe_grouped.h"
 #include "ops/precision.h"
 
@@ -367,14 +368,6 @@ Tensor& x_bf16_scratch() {
   return t;
 }
 
-// (n, k) f32 rows (k % 4 == 0, 16-byte aligned rows) → contiguous bf16, 4 values a thread.
-__global__ void rows_to_bf16(const float* __restrict__ x, int64_t stride, int64_t n, int64_t k, __nv_bfloat16* __restrict__ out) {
-  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * 4;
-  if (i >= n * k) return;
-  const float4 v = *reinterpret_cast<const float4*>(x + (i / k) * stride + i % k);
-  *reinterpret_cast<uint2*>(out + i) = make_uint2(bf16_pair(v.x, v.y), bf16_pair(v.z, v.w));
-}
-
 // Formats and layouts grouped_mma reads: MLX 4/8-bit with groups of 32/64/128 or dense bf16; rows of
 // whole 16-byte vectors; 64-column steps.
 bool mma_ok(const ExpertSet& experts, const Tensor& x) {
@@ -464,8 +457,7 @@ void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tens
     // block, and a token's row once per expert it chose).
     const int64_t xn = x.dim(0), K = x.dim(1);
     auto* xb = static_cast<__nv_bfloat16*>(scratch_bytes(x_bf16_scratch(), static_cast<size_t>(xn * K) * 2));
-    rows_to_bf16<<<blocks_for(xn * K / 4, 256), 256, 0, stream()>>>(x.data<float>(), x.stride(0), xn, K, xb);
-    check_launch("grouped_expert_matmul bf16 x");
+    rows_to_bf16(x.data<float>(), x.stride(0), xn, K, xb);
     const bool q = w.quantized();
     const Launch a{table,
                    offsets.data<int32_t>(),
