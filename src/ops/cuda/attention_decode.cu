@@ -58,6 +58,8 @@ __device__ __forceinline__ Chunk<VEC> zero_chunk() {
 // Grid: (splits, kv heads, row groups).
 template <int VEC, int P, int RB, int KB>
 __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArgs args) {
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
   constexpr int DP = 32 * P * VEC;
   __shared__ float red_acc[kWarps][RB][DP];
   __shared__ float red_m[kWarps][RB], red_l[kWarps][RB];
@@ -206,6 +208,8 @@ constexpr int kMaxSplits = 256;
 // Merges the splits of one (query, head) for 32 of its d values (blockIdx.z): the 8 warps take
 // every 8th split each, so no thread walks all splits in a row.
 __global__ void __launch_bounds__(256) decode_combine(DecodeArgs args) {
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
   __shared__ float weight[kMaxSplits];
   __shared__ float partial[8][32];
   __shared__ float scratch[32];
@@ -260,11 +264,11 @@ void launch(DecodeArgs args) {
     args.part = part.data<float>();
   }
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(row_groups));
-  attention_decode_kernel<VEC, P, RB, KB><<<grid, kWarps * 32, 0, stream()>>>(args);
+  launch_early(attention_decode_kernel<VEC, P, RB, KB>, grid, dim3(kWarps * 32), 0, args);
   check_launch("attention decode");
   if (splits > 1) {
-    decode_combine<<<dim3(static_cast<unsigned>(a.n), static_cast<unsigned>(a.heads), static_cast<unsigned>((a.d + 31) / 32)), 256, 0,
-                     stream()>>>(args);
+    launch_early(decode_combine, dim3(static_cast<unsigned>(a.n), static_cast<unsigned>(a.heads), static_cast<unsigned>((a.d + 31) / 32)),
+                 dim3(256), 0, args);
     check_launch("attention decode combine");
   }
 }

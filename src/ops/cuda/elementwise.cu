@@ -11,7 +11,8 @@ constexpr int kThreads = 256;
 // One grid-stride loop over rows × cols of up to three row views.
 template <class F>
 __global__ void rows_kernel(int64_t rows, int64_t cols, F f) {
-  allow_next_early();  // a mat-vec after it may start loading weights
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
   const int64_t total = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     f(i / cols, i % cols);
@@ -22,7 +23,7 @@ void launch_rows(int64_t rows, int64_t cols, F f, const char* op) {
   const int64_t total = rows * cols;
   if (total == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 132 * 16));
-  rows_kernel<<<blocks, kThreads, 0, stream()>>>(rows, cols, f);
+  launch_early(rows_kernel<F>, dim3(blocks), dim3(kThreads), 0, rows, cols, f);
   check_launch(op);
 }
 

@@ -38,6 +38,8 @@ __device__ __forceinline__ float conv_step(float (&window)[kMaxKernel], const fl
 // Thread per channel, sequential over tokens with the window in registers.
 __global__ void conv1d_silu_kernel(Rows<const float> x, float* state, int64_t state_stride, const float* taps, int kernel,
                                    int64_t channels, Rows<float> out) {
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= channels) return;
   const int hist = kernel - 1;
@@ -106,6 +108,8 @@ constexpr int kGroupLanes = 8;  // lanes sharing one state row
 // 4 (gl + 8 e) + j. Grid: (value heads, row blocks).
 template <int E4, int R, int W>
 __global__ void __launch_bounds__(W * 32) gated_delta_kernel(RuleArgs r) {
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
   constexpr int DKP = 32 * E4, ROWS = 4 * W * R, T = E4 >= 8 ? 8 : 16;  // T tokens per staged tile
   __shared__ __align__(16) float sq[2][T][DKP];
   __shared__ __align__(16) float sk[2][T][DKP];
@@ -265,7 +269,7 @@ template <int E4, int R>
 void launch_rule(const RuleArgs& r, int64_t hv) {
   constexpr int kWarps = 4, kRows = 4 * kWarps * R;
   const unsigned row_blocks = static_cast<unsigned>((r.dv + kRows - 1) / kRows);
-  gated_delta_kernel<E4, R, kWarps><<<dim3(static_cast<unsigned>(hv), row_blocks), kWarps * 32, 0, stream()>>>(r);
+  launch_early(gated_delta_kernel<E4, R, kWarps>, dim3(static_cast<unsigned>(hv), row_blocks), dim3(kWarps * 32), 0, r);
 }
 
 template <int E4>
@@ -289,8 +293,8 @@ void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps,
   const int64_t state_stride = kernel > 1 ? state.stride(0) : 0;
   // Decode and short batches: one launch, sequential over the few tokens.
   if (rx.rows <= 2 * kConvRun) {
-    conv1d_silu_kernel<<<blocks_for(channels, 128), 128, 0, stream()>>>(rx, state.data<float>(), state_stride, taps.data<float>(), kernel,
-                                                                        channels, ro);
+    launch_early(conv1d_silu_kernel, dim3(blocks_for(channels, 128)), dim3(128), 0, rx, state.data<float>(), state_stride, taps.data<float>(),
+                 kernel, channels, ro);
     check_launch("causal_conv1d_silu");
     return;
   }

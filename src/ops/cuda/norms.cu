@@ -8,7 +8,8 @@ namespace sanctum::ops::cuda {
 namespace {
 
 __global__ void rms_norm_kernel(Rows<const float> x, const void* w, FloatKind kind, float eps, float offset, Rows<float> out) {
-  allow_next_early();  // a mat-vec after it may start loading weights
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
   __shared__ float scratch[32];
   const float* xr = x.data + blockIdx.x * x.stride;
   float* o = out.data + blockIdx.x * out.stride;
@@ -23,7 +24,8 @@ __global__ void rms_norm_kernel(Rows<const float> x, const void* w, FloatKind ki
 // runs in rms_norm_kernel's order, so the result is bitwise that of add followed by rms_norm.
 __global__ void add_rms_norm_kernel(Rows<float> h, Rows<const float> delta, const void* w, FloatKind kind, float eps, float offset,
                                     Rows<float> out) {
-  allow_next_early();  // a mat-vec after it may start loading weights
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
   __shared__ float scratch[32];
   float* hr = h.data + blockIdx.x * h.stride;
   const float* dr = delta.data + blockIdx.x * delta.stride;
@@ -42,7 +44,8 @@ __global__ void add_rms_norm_kernel(Rows<float> h, Rows<const float> delta, cons
 // Block (row, head): d threads or fewer, looping.
 __global__ void gated_rms_norm_kernel(Rows<const float> x, Rows<const float> z, const void* w, FloatKind kind, int64_t d, float eps,
                                       Rows<float> out) {
-  allow_next_early();  // a mat-vec after it may start loading weights
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x, h = blockIdx.y;
   const float* xr = x.data + r * x.stride + h * d;
@@ -63,8 +66,8 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, flo
   const auto rx = rows_of<const float>(x, "rms_norm");
   const auto ro = rows_of<float>(out, "rms_norm");
   if (rx.rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rx.rows), threads_for(rx.cols), 0, stream()>>>(rx, weight.raw(), float_kind(weight), eps,
-                                                                                         weight_offset, ro);
+  launch_early(rms_norm_kernel, dim3(static_cast<unsigned>(rx.rows)), dim3(threads_for(rx.cols)), 0, rx, weight.raw(), float_kind(weight), eps,
+               weight_offset, ro);
   check_launch("rms_norm");
 }
 
@@ -73,8 +76,8 @@ void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float ep
   const auto rd = rows_of<const float>(delta, "add_rms_norm");
   const auto ro = rows_of<float>(out, "add_rms_norm");
   if (rh.rows == 0) return;
-  add_rms_norm_kernel<<<static_cast<unsigned>(rh.rows), threads_for(rh.cols), 0, stream()>>>(rh, rd, weight.raw(), float_kind(weight), eps,
-                                                                                              weight_offset, ro);
+  launch_early(add_rms_norm_kernel, dim3(static_cast<unsigned>(rh.rows)), dim3(threads_for(rh.cols)), 0, rh, rd, weight.raw(),
+               float_kind(weight), eps, weight_offset, ro);
   check_launch("add_rms_norm");
 }
 
@@ -84,7 +87,7 @@ void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, floa
   const int64_t d = weight.dim(0);
   if (rx.rows == 0) return;
   const dim3 grid(static_cast<unsigned>(rx.rows), static_cast<unsigned>(rx.cols / d));
-  gated_rms_norm_kernel<<<grid, d >= 256 ? 256 : 128, 0, stream()>>>(rx, rz, weight.raw(), float_kind(weight), d, eps, ro);
+  launch_early(gated_rms_norm_kernel, grid, dim3(d >= 256 ? 256 : 128), 0, rx, rz, weight.raw(), float_kind(weight), d, eps, ro);
   check_launch("gated_rms_norm");
 }
 

@@ -10,6 +10,8 @@ namespace {
 // Thread per (token, head, pair j < half). cos/sin of the f32 angle in double, as the reference does.
 __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t s0, int64_t s1, int64_t half, const int32_t* positions,
                             const float* inv_freq, float magnitude) {
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n * heads * half) return;
   const int64_t j = i % half, h = (i / half) % heads, t = i / (half * heads);
@@ -32,8 +34,8 @@ void rope(Tensor& x, std::span<const int32_t> positions, const int32_t* device_p
   const int32_t* pos = device_positions != nullptr ? device_positions : device_ints(HostSlot::positions, positions);
   const float* inv = device_table(table.inv_freq());
   const int64_t total = n * heads * half;
-  rope_kernel<<<blocks_for(total, 256), 256, 0, stream()>>>(x.data<float>(), n, heads, x.stride(0), x.stride(1), half, pos, inv,
-                                                          table.magnitude());
+  launch_early(rope_kernel, dim3(blocks_for(total, 256)), dim3(256), 0, x.data<float>(), n, heads, x.stride(0), x.stride(1), half, pos, inv,
+               table.magnitude());
   check_launch("rope");
 }
 
