@@ -12,8 +12,8 @@
 
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/kernels.h"
 #include "ops/cuda/convert.cuh"
+#include "ops/cuda/kernels.h"
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/precision.h"
