@@ -42,6 +42,12 @@ Weight make_q4(int64_t rows, int64_t cols, std::mt19937& gen) {
     w.biases.data<uint16_t>()[i] = f32_to_bf16(-0.05f);
   }
   validate_weight(w);
+  // As a model load does: in int8 mode the scales and biases are transposed once for the int8 kernels
+  // (the f32 kernels keep reading the originals, which stay in place here).
+  const ops::MatmulPrecision mode = ops::matmul_precision();
+  ops::set_matmul_precision(ops::MatmulPrecision::int8);
+  ops::prepare_weight(w);
+  ops::set_matmul_precision(mode);
   return w;
 }
 

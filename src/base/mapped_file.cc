@@ -5,14 +5,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "base/error.h"
 
 namespace sanctum {
+
+namespace {
+// Live mappings, so release_mapped_pages never touches memory that is not a mapped file (on anonymous
+// memory MADV_DONTNEED would zero it), with the byte ranges released so far (sorted, merged): a page
+// shared by two released tensors is released once both are.
+struct LiveMap {
+  uintptr_t base;
+  size_t size;
+  std::vector<std::pair<uintptr_t, uintptr_t>> released;
+};
+std::mutex g_maps_mutex;
+std::vector<LiveMap>& live_maps() {
+  static std::vector<LiveMap> maps;
+  return maps;
+}
+}  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -34,12 +53,49 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       fail(ErrorKind::io, path + ": cannot mmap: " + std::strerror(e));
     }
     data_ = static_cast<const uint8_t*>(p);
+    std::lock_guard<std::mutex> lock(g_maps_mutex);
+    live_maps().push_back(LiveMap{reinterpret_cast<uintptr_t>(data_), size_, {}});
   }
   ::close(fd);
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (!data_) return;
+  {
+    std::lock_guard<std::mutex> lock(g_maps_mutex);
+    auto& maps = live_maps();
+    for (size_t i = 0; i < maps.size(); ++i)
+      if (maps[i].base == reinterpret_cast<uintptr_t>(data_)) {
+        maps.erase(maps.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+  }
+  ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+size_t release_mapped_pages(const void* data, size_t bytes) {
+  uintptr_t begin = reinterpret_cast<uintptr_t>(data), end = begin + bytes;
+  if (bytes == 0) return 0;
+  std::lock_guard<std::mutex> lock(g_maps_mutex);  // held so the mapping cannot go away meanwhile
+  for (LiveMap& map : live_maps()) {
+    if (begin < map.base || end > map.base + map.size) continue;
+    // Merge [begin, end) into the released ranges; the merged range's whole pages go.
+    auto& r = map.released;
+    auto it = r.begin();
+    while (it != r.end() && it->second < begin) ++it;
+    while (it != r.end() && it->first <= end) {
+      begin = std::min(begin, it->first);
+      end = std::max(end, it->second);
+      it = r.erase(it);
+    }
+    r.insert(it, {begin, end});
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (first >= last) return 0;
+    // A read-only private mapping never written: the pages are the file's, and come back on access.
+    return ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) == 0 ? last - first : 0;
+  }
+  return 0;
 }
 
 std::string read_file(const std::string& path) {

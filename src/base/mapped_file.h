@@ -24,6 +24,15 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Drops this process's resident pages of [data, data + bytes) when the range lies inside a live
+// MappedFile: whole pages of the range merged with the ranges released before (a page at either end
+// that also holds bytes not released stays). The bytes do not change: a later read faults them back
+// in from the file. For data that has been copied into another layout, so that the copy does not add
+// to the resident set. Returns the bytes of the pages released by this call (counting again any
+// released before in the merged range); 0, and nothing done, for memory that is not a mapped file
+// (heap storage, say).
+size_t release_mapped_pages(const void* data, size_t bytes);
+
 // Reads a whole (small) file into a string. Throws Error naming the path.
 std::string read_file(const std::string& path);
 

@@ -52,6 +52,7 @@ void prepare_weight(Weight& w) {
   check_weight_layout(w);
   if (w.data.device() == Device::cuda) return cuda::prepare_weight(w);
   cpu::prepare_weight(w);
+  if (w.quantized() && matmul_precision() == MatmulPrecision::int8) cpu::prepare_weight_int8(w);
 }
 
 }  // namespace sanctum::ops

@@ -12,7 +12,10 @@ namespace sanctum::ops {
 void matmul(const Tensor& x, const Weight& w, Tensor& y);
 
 // Optional one-time repack of w into a kernel-friendly layout (stored in w.packed). Must not change
-// the numbers; a no-op where the backend reads the checkpoint layout directly.
+// the numbers; a no-op where the backend reads the checkpoint layout directly. With
+// MatmulPrecision::int8 chosen before the call, a quantized CPU weight is copied into the layout the
+// int8 kernels read (cpu/int8_weight.h) and the checkpoint's mapped pages of it released, so the
+// resident set does not grow; other modes still read the checkpoint (faulted in again from the file).
 void prepare_weight(Weight& w);
 
 // Weights that read the same input, stacked into one of their summed rows (in order), so that one

@@ -42,6 +42,7 @@ struct Weight {
   size_t nbytes() const { return data.nbytes() + scales.nbytes() + biases.nbytes(); }
 
   // Backend-specific repacked form, built once at load by the kernels that want one; null when unused.
+  // On the CPU: the copy the int8 kernels read (ops/cpu/int8_weight.h). Copies of a Weight share it.
   std::shared_ptr<const void> packed;
 };
 

@@ -6,6 +6,8 @@
 
 #include "base/error.h"
 #include "op_test_util.h"
+#include "ops/matmul.h"
+#include "ops/precision.h"
 #include "ops/ref/embedding.h"
 
 namespace sanctum {
@@ -36,6 +38,22 @@ TEST(Embedding, quantized_rows_dequantize_exactly) {
     for (int g : {32, 64, 128})
       for (DType sdt : {DType::f32, DType::bf16, DType::f16})
         expect_same_as_ref(test::random_quantized(37, 2 * 128, bits, g, sdt, rng), rng, "quantized");
+}
+
+// A table tied to an lm_head is prepared for int8 matmuls at load (repacked where the CPU runs the
+// VNNI kernels, with the checkpoint's pages released); the lookup then reads the repacked copy.
+TEST(Embedding, a_table_prepared_for_int8_matmuls_dequantizes_exactly) {
+  Rng rng(63);
+  for (int bits : {4, 8})
+    for (int g : {32, 64, 128})
+      for (DType sdt : {DType::f32, DType::bf16, DType::f16})
+        for (int64_t cols : {int64_t{128}, int64_t{896}}) {
+          Weight table = test::random_quantized(37, cols, bits, g, sdt, rng);
+          ops::set_matmul_precision(ops::MatmulPrecision::int8);
+          ops::prepare_weight(table);
+          ops::set_matmul_precision(ops::MatmulPrecision::f32);
+          expect_same_as_ref(table, rng, "prepared for int8");
+        }
 }
 
 TEST(Embedding, bad_ids_and_shapes_raise_errors) {

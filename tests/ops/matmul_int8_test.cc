@@ -11,11 +11,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "base/thread_pool.h"
 #include "hwy/targets.h"
 #include "op_test_util.h"
@@ -210,6 +216,16 @@ TEST_F(MatmulInt8, results_do_not_depend_on_thread_count) {
   }
 }
 
+// A copy of w prepared as a model load prepares it in int8 mode: repacked for the VNNI kernels
+// (ops/cpu/int8_weight.h) where this CPU runs them.
+Weight prepared_int8(const Weight& w) {
+  Weight p = w;
+  ops::prepare_weight(p);
+  return p;
+}
+
+bool cpu_has_vnni() { return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"); }
+
 // Every SIMD target compiled into the binary meets the twin bit-exactly: AVX3_DL runs the VNNI
 // kernels, AVX3 / AVX2 / SSE4 / scalar the portable loops (a CPU without VNNI).
 TEST_F(MatmulInt8, every_compiled_target_matches_twin_and_keeps_rows_independent) {
@@ -225,6 +241,10 @@ TEST_F(MatmulInt8, every_compiled_target_matches_twin_and_keeps_rows_independent
         expect_matches_twin(test::random_tensor({1, 384}, DType::f32, rng), w, label(name, " q", bits, " g", g, " n=1"));
         expect_matches_twin(test::random_tensor({6, 384}, DType::f32, rng), w, label(name, " q", bits, " g", g, " n=6"));
         expect_rows_independent_of_n(w, 11, rng, name);
+        // Prepared on this target: repacked where it runs the VNNI kernels, the checkpoint layout elsewhere.
+        Weight p = prepared_int8(w);
+        expect_matches_twin(test::random_tensor({1, 384}, DType::f32, rng), p, label(name, " prepared q", bits, " g", g, " n=1"));
+        expect_matches_twin(test::random_tensor({6, 384}, DType::f32, rng), p, label(name, " prepared q", bits, " g", g, " n=6"));
       }
   }
   hwy::SetSupportedTargetsForTest(0);
@@ -232,6 +252,107 @@ TEST_F(MatmulInt8, every_compiled_target_matches_twin_and_keeps_rows_independent
   if (__builtin_cpu_supports("avx512vnni")) {
     EXPECT_NE(std::find(names.begin(), names.end(), "AVX3_DL"), names.end()) << "the VNNI kernels were not exercised";
   }
+}
+
+TEST_F(MatmulInt8, repacked_weights_match_twin_bit_exactly_for_every_bits_group_and_size) {
+  Rng rng(18);
+  for (int bits : {4, 8})
+    for (int g : {32, 64, 128})
+      for (DType sdt : {DType::bf16, DType::f16, DType::f32})
+        // k = 32: a 4-bit row of 16 bytes, a quarter of one 64-byte step; 736: a partial last step.
+        for (int64_t k : {int64_t{32}, int64_t{g}, int64_t{3} * g, int64_t{736}, int64_t{896}})
+          for (auto [n, m] : {std::pair<int64_t, int64_t>{1, 1}, {1, 16}, {1, 47}, {2, 17}, {5, 33}, {9, 15}}) {
+            if (k % g != 0) continue;
+            Weight p = prepared_int8(test::random_quantized(m, k, bits, g, sdt, rng));
+            if (cpu_has_vnni()) {
+              ASSERT_NE(p.packed, nullptr) << "int8 mode did not repack the weight";
+            }
+            Tensor x = test::random_tensor({n, k}, DType::f32, rng);
+            expect_matches_twin(x, p, label("repacked q", bits, " g", g, " ", dtype_name(sdt), " n=", n, " k=", k, " m=", m));
+          }
+}
+
+TEST_F(MatmulInt8, repacked_rows_are_bit_identical_for_any_n_and_thread_count) {
+  Rng rng(19);
+  expect_rows_independent_of_n(prepared_int8(test::random_quantized(37, 896, 4, 64, DType::bf16, rng)), 150, rng, "repacked q4 g64");
+  expect_rows_independent_of_n(prepared_int8(test::random_quantized(21, 4864, 8, 32, DType::f16, rng)), 50, rng, "repacked q8 g32");
+  Weight w = prepared_int8(test::random_quantized(4864, 896, 4, 64, DType::bf16, rng));
+  for (int64_t n : {1, 6})
+    expect_matches_twin(test::random_tensor({n, 896}, DType::f32, rng), w, label("repacked m=4864 n=", n, " threads=", compute_pool().size()));
+}
+
+// The f32 kernels (and every other reader) keep the checkpoint layout, so switching modes after a
+// load prepared in int8 mode changes nothing there.
+TEST_F(MatmulInt8, repacking_leaves_the_f32_mode_unchanged) {
+  Rng rng(20);
+  for (int bits : {4, 8}) {
+    Weight w = test::random_quantized(45, 384, bits, 64, DType::bf16, rng);
+    Weight p = prepared_int8(w);
+    Tensor x = test::random_tensor({3, 384}, DType::f32, rng);
+    Tensor y = Tensor::zeros({3, 45}, DType::f32), yp = Tensor::zeros({3, 45}, DType::f32);
+    ops::set_matmul_precision(ops::MatmulPrecision::f32);
+    ops::matmul(x, w, y);
+    ops::matmul(x, p, yp);
+    ops::set_matmul_precision(ops::MatmulPrecision::int8);
+    EXPECT_TRUE(test::same_bits(y.data<float>(), yp.data<float>(), 3 * 45)) << "q" << bits << " " << test::seed_note();
+  }
+}
+
+// Resident KiB of the mapping that starts at `start`, from /proc/self/smaps (-1 when not found).
+long resident_kib(const void* start) {
+  const std::string head = label(std::hex, reinterpret_cast<uintptr_t>(start), "-");
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    if (line.rfind(head, 0) == 0) in = true;
+    else if (in && line.rfind("Rss:", 0) == 0) return std::atol(line.c_str() + 4);
+  }
+  return -1;
+}
+
+// A weight read from a mapped file, as a checkpoint's is: once repacked, its pages leave the
+// resident set and neither mode's results change (the f32 mode faults them back in).
+TEST_F(MatmulInt8, repacking_a_mapped_weight_releases_its_pages_and_keeps_its_numbers) {
+  if (!cpu_has_vnni()) GTEST_SKIP() << "no VNNI: int8 mode reads the checkpoint layout and repacks nothing";
+  Rng rng(21);
+  const int64_t m = 1000, k = 896;
+  Weight w = test::random_quantized(m, k, 4, 64, DType::bf16, rng);
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "sanctum-int8-XXXXXX").string();
+  const std::string dir = ::mkdtemp(tmpl.data());
+  {
+    std::ofstream out(dir + "/w.bin", std::ios::binary);
+    for (const Tensor* t : {&w.biases, &w.scales, &w.data}) out.write(static_cast<const char*>(t->raw()), static_cast<std::streamsize>(t->nbytes()));
+  }
+  auto file = std::make_shared<MappedFile>(dir + "/w.bin");
+  fs::remove_all(dir);
+  Weight mapped = w;
+  const uint8_t* at = file->data();
+  mapped.biases = Tensor::view_of(at, {m, k / 64}, DType::bf16, file);
+  mapped.scales = Tensor::view_of(at + w.biases.nbytes(), {m, k / 64}, DType::bf16, file);
+  mapped.data = Tensor::view_of(at + w.biases.nbytes() + w.scales.nbytes(), {m, k / 8}, DType::u32, file);
+
+  Tensor x = test::random_tensor({1, k}, DType::f32, rng);
+  Tensor before = Tensor::zeros({1, m}, DType::f32);
+  ops::matmul(x, mapped, before);  // reads (faults in) the whole mapping
+  const long resident = resident_kib(file->data());
+  ASSERT_GE(resident, static_cast<long>(file->size() / 1024)) << "the mapping was not found in /proc/self/smaps";
+  ops::prepare_weight(mapped);
+  ASSERT_NE(mapped.packed, nullptr);
+  EXPECT_LE(resident_kib(file->data()), 4) << "the checkpoint's pages stayed resident (" << resident << " KiB before)";
+
+  Tensor after = Tensor::zeros({1, m}, DType::f32);
+  ops::matmul(x, mapped, after);
+  EXPECT_TRUE(test::same_bits(before.data<float>(), after.data<float>(), m)) << test::seed_note();
+  EXPECT_LE(resident_kib(file->data()), 4) << "an int8 matmul read the checkpoint's pages again";
+  expect_matches_twin(x, mapped, "mapped, repacked");
+  expect_matches_twin(test::random_tensor({7, k}, DType::f32, rng), mapped, "mapped, repacked, n=7");
+  ops::set_matmul_precision(ops::MatmulPrecision::f32);
+  Tensor f32_mapped = Tensor::zeros({1, m}, DType::f32), f32_heap = Tensor::zeros({1, m}, DType::f32);
+  ops::matmul(x, mapped, f32_mapped);
+  ops::matmul(x, w, f32_heap);
+  EXPECT_TRUE(test::same_bits(f32_mapped.data<float>(), f32_heap.data<float>(), m)) << test::seed_note();
 }
 
 TEST(MatmulPrecision, defaults_to_f32_and_parses_names) {

@@ -15,6 +15,10 @@ void matmul_quantized(const Tensor& x, const Weight& w, Tensor& y);
 // MatmulPrecision::int8: x quantized to int8 per weight group, integer dot products (matmul_int8.cc).
 void matmul_quantized_int8(const Tensor& x, const Weight& w, Tensor& y);
 void prepare_weight(Weight& w);
+// For MatmulPrecision::int8: copies a quantized weight into the layout the int8 kernels read
+// (int8_weight.h, in w.packed) where this CPU runs those (VNNI) kernels, and releases the
+// checkpoint's mapped pages of it. Idempotent.
+void prepare_weight_int8(Weight& w);
 void embedding(const Weight& table, std::span<const int32_t> ids, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset);
 void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table);
