@@ -1,4 +1,6 @@
 // sanctum: one binary, many subcommands (src/cli/<name>.cc each registers one).
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -21,6 +23,11 @@ void print_usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Buffers of 128 KiB and more (KV storage, activations, per-call scratch) are mapped and unmapped on
+  // their own. glibc's default raises that threshold after the first such free, after which they
+  // come from the heap, whose holes stay resident: on the 0.5B CPU benchmark that held 5-12 MB more
+  // at the peak, varying with unrelated changes in allocation order (bench/RESULTS.md).
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_usage();
     return argc < 2 ? 2 : 0;
