@@ -7,8 +7,8 @@
 #                                        reference side of the parity suite needs into dist/gpu/wheels.
 #   scripts/gpu_check.sh run [stages]    on the GPU machine (Python with torch/transformers, CUDA 13):
 #                                        unpacks, runs the CUDA op tests, the mlx-lm and transformers
-#                                        parity suites with --device cuda and the CUDA-graph on/off
-#                                        check, then each stage named:
+#                                        parity suites with --device cuda, the CUDA-graph on/off
+#                                        check and the bf16-against-f32 check, then each stage named:
 #                                        --large (27B-shape parity with transformers), --ops=FILTER (only
 #                                        the op tests a gtest filter names), --perf[=NAME] (kernel
 #                                        timings at production shapes; NAME picks tests), --bench (the GPU
@@ -93,6 +93,8 @@ run() {
     grep -q " failed\| error" "$out/parity.log" && status=1
     echo "== recorded decode steps (CUDA graphs) on and off"
     python3 tests/gpu/cuda_graph_check.py 2>&1 | tee "$out/graphs.log" || status=1
+    echo "== the bf16 mode (tiled weights) against the f32 mode"
+    python3 tests/gpu/bf16_mode_check.py 2>&1 | tee "$out/bf16.log" || status=1
   fi
   for stage in "$@"; do
     case "$stage" in

@@ -36,9 +36,10 @@ class DecoderModel final : public Model {
     // Tied when the checkpoint has no lm_head (mlx-lm drops it), whatever the config claims.
     lm_head_ = ckpt.has(options.lm_head + ".weight") ? ckpt.linear(options.lm_head, c.vocab_size, c.hidden_size, q) : embed_;
     ops::prepare_weight(lm_head_);
-    // On the CPU a tied table's lookup reads the prepared lm_head: int8 mode repacks it and releases
-    // the checkpoint's pages, which the lookup would otherwise fault back in.
-    if (!ckpt.has(options.lm_head + ".weight") && lm_head_.data.device() == Device::cpu) embed_ = lm_head_;
+    // A tied table's lookup reads the prepared lm_head: on the CPU int8 mode repacks it and releases
+    // the checkpoint's pages, which the lookup would otherwise fault back in; on the GPU the bf16 mode
+    // reorders its bytes in place (WeightLayout::tiles), which the lookup must know to read them.
+    if (!ckpt.has(options.lm_head + ".weight")) embed_ = lm_head_;
 
     const AttentionShape attn{c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim};
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
