@@ -16,12 +16,14 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y);
 // MatmulPrecision::int8 chosen before the call, a quantized CPU weight is copied into the layout the
 // int8 kernels read (cpu/int8_weight.h) and the checkpoint's mapped pages of it released, so the
 // resident set does not grow; other modes still read the checkpoint (faulted in again from the file).
+// With MatmulPrecision::bf16 chosen before the call, a 4-bit GPU weight is reordered in place for the
+// tensor-core mat-vec (WeightLayout::tiles, cuda/matvec_tiles.cuh), which every GPU reader follows.
 void prepare_weight(Weight& w);
 
 // Weights that read the same input, stacked into one of their summed rows (in order), so that one
 // pass over x computes them all: on a GPU, where each small mat-vec is a launch that waits on memory
 // latency, four projections cost about one. They stack when they agree in columns, format (dtype,
-// bits, group size, scale dtype), device and contiguity; the result is a new allocation.
+// bits, group size, scale dtype, layout), device and contiguity; the result is a new allocation.
 bool can_stack_rows(std::span<const Weight* const> parts);
 Weight stack_rows(std::span<const Weight* const> parts, std::string name);
 
