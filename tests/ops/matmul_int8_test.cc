@@ -28,6 +28,7 @@
 #include "ops/matmul.h"
 #include "ops/precision.h"
 #include "ops/ref/matmul.h"
+#include "../resident_memory.h"
 
 namespace sanctum {
 namespace {
@@ -298,19 +299,6 @@ TEST_F(MatmulInt8, repacking_leaves_the_f32_mode_unchanged) {
   }
 }
 
-// Resident KiB of the mapping that starts at `start`, from /proc/self/smaps (-1 when not found).
-long resident_kib(const void* start) {
-  const std::string head = label(std::hex, reinterpret_cast<uintptr_t>(start), "-");
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool in = false;
-  while (std::getline(smaps, line)) {
-    if (line.rfind(head, 0) == 0) in = true;
-    else if (in && line.rfind("Rss:", 0) == 0) return std::atol(line.c_str() + 4);
-  }
-  return -1;
-}
-
 // A weight read from a mapped file, as a checkpoint's is: once repacked, its pages leave the
 // resident set and neither mode's results change (the f32 mode faults them back in).
 TEST_F(MatmulInt8, repacking_a_mapped_weight_releases_its_pages_and_keeps_its_numbers) {
@@ -336,16 +324,16 @@ TEST_F(MatmulInt8, repacking_a_mapped_weight_releases_its_pages_and_keeps_its_nu
   Tensor x = test::random_tensor({1, k}, DType::f32, rng);
   Tensor before = Tensor::zeros({1, m}, DType::f32);
   ops::matmul(x, mapped, before);  // reads (faults in) the whole mapping
-  const long resident = resident_kib(file->data());
+  const long resident = test::resident_kib(file->data());
   ASSERT_GE(resident, static_cast<long>(file->size() / 1024)) << "the mapping was not found in /proc/self/smaps";
   ops::prepare_weight(mapped);
   ASSERT_NE(mapped.packed, nullptr);
-  EXPECT_LE(resident_kib(file->data()), 4) << "the checkpoint's pages stayed resident (" << resident << " KiB before)";
+  EXPECT_LE(test::resident_kib(file->data()), 4) << "the checkpoint's pages stayed resident (" << resident << " KiB before)";
 
   Tensor after = Tensor::zeros({1, m}, DType::f32);
   ops::matmul(x, mapped, after);
   EXPECT_TRUE(test::same_bits(before.data<float>(), after.data<float>(), m)) << test::seed_note();
-  EXPECT_LE(resident_kib(file->data()), 4) << "an int8 matmul read the checkpoint's pages again";
+  EXPECT_LE(test::resident_kib(file->data()), 4) << "an int8 matmul read the checkpoint's pages again";
   expect_matches_twin(x, mapped, "mapped, repacked");
   expect_matches_twin(test::random_tensor({7, k}, DType::f32, rng), mapped, "mapped, repacked, n=7");
   ops::set_matmul_precision(ops::MatmulPrecision::f32);

@@ -12,24 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "../resident_memory.h"
+
 namespace sanctum {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Resident KiB of the mapping that starts at `start`, from /proc/self/smaps (-1 when not found).
-long resident_kib(const void* start) {
-  char head[32];
-  std::snprintf(head, sizeof head, "%lx-", reinterpret_cast<unsigned long>(start));
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool in = false;
-  while (std::getline(smaps, line)) {
-    if (line.rfind(head, 0) == 0) in = true;
-    else if (in && line.rfind("Rss:", 0) == 0) return std::atol(line.c_str() + 4);
-  }
-  return -1;
-}
 
 class ReleaseMappedPages : public ::testing::Test {
  protected:
@@ -56,12 +44,12 @@ class ReleaseMappedPages : public ::testing::Test {
 TEST_F(ReleaseMappedPages, drops_whole_pages_and_keeps_the_bytes) {
   MappedFile file(path_);
   expect_contents(file);
-  const long before = resident_kib(file.data());
+  const long before = test::resident_kib(file.data());
   ASSERT_GE(before, static_cast<long>(16 * page_ / 1024)) << "the mapping was not found in /proc/self/smaps or is not resident";
   // From the middle of page 2 to the middle of page 12: pages 3..11 go, 2 and 12 hold bytes outside.
   const size_t released = release_mapped_pages(file.data() + 2 * page_ + 100, 10 * page_);
   EXPECT_EQ(released, 9 * page_);
-  EXPECT_EQ(resident_kib(file.data()), before - static_cast<long>(9 * page_ / 1024));
+  EXPECT_EQ(test::resident_kib(file.data()), before - static_cast<long>(9 * page_ / 1024));
   expect_contents(file);  // read again: faulted back in from the file, unchanged
 }
 
