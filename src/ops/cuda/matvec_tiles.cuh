@@ -11,7 +11,7 @@
 // lane the pair (row g, row g + 8).
 //
 // The arithmetic is that of the row-layout kernel (matvec_mma_kernel.cuh), in the same order, so the
-// two give the same bits: codes enter mma.sync as bf16 128 + q, x as bf16 in the lanes' code
+// two give the same bits where they split the columns alike: codes enter mma.sync as bf16 128 + q, x as bf16 in the lanes' code
 // order, and y += scale * sum(code * x) + (bias - 128 scale) * sum(x) per group, the sums of x from
 // one more mma with an all-ones A.
 //
