@@ -1,0 +1,198 @@
+// bf16-operand GEMMs for the chunked GatedDeltaNet (see gemm_bf16.h). AVX512_BF16 intrinsics under
+// a function target attribute, picked at run time: the rest of the build keeps its baseline ISA.
+#include "ops/cpu/gemm_bf16.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "hwy/base.h"
+
+#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 9 : __GNUC__ >= 10)
+#define SANCTUM_BF16_GEMM 1
+#include <immintrin.h>
+#else
+#define SANCTUM_BF16_GEMM 0
+#endif
+
+namespace sanctum::ops::cpu {
+
+#if SANCTUM_BF16_GEMM
+
+bool bf16_gemm_available() {
+  // libgcc / compiler-rt report AVX-512 features only when the OS saves the zmm state.
+  static const bool has = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
+  return has;
+}
+
+HWY_PUSH_ATTRIBUTES("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16")
+namespace {
+
+constexpr int64_t kLanes = 16;  // f32 lanes (and bf16 pairs) per 512-bit vector
+// Tile: kMR rows x kNV vectors of accumulators (16), 2 vectors of B per reduction pair, A's pair
+// broadcast from memory.
+constexpr int kMR = 8, kNV = 2;
+
+__mmask16 first_lanes(int64_t count) {
+  return count >= kLanes ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
+}
+
+// 16 floats (masked lanes read as 0) rounded to bf16 (nearest even), zero-extended to 32-bit lanes.
+// (The maskz forms with a full mask: GCC 12 flags the unmasked ones' undefined pass-through operand.)
+__m512i bf16_lanes(const float* p, __mmask16 mask) {
+  return _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, p)));
+}
+
+template <int MR, int NV>
+void tile(const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C, int64_t ldc, int64_t pairs,
+          bool accumulate) {
+  __m512 c[MR][NV];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) c[r][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512bh b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_loadu_si512(B + p * ldb + v * kLanes);
+    for (int r = 0; r < MR; ++r) {
+      uint32_t w;
+      std::memcpy(&w, A + r * lda + 2 * p, sizeof(w));
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(w));
+      for (int v = 0; v < NV; ++v) c[r][v] = _mm512_dpbf16_ps(c[r][v], a, b[v]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) {
+      float* cp = C + r * ldc + v * kLanes;
+      _mm512_storeu_ps(cp, accumulate ? _mm512_add_ps(_mm512_loadu_ps(cp), c[r][v]) : c[r][v]);
+    }
+}
+
+template <int MR>
+void rows(int nv, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C, int64_t ldc, int64_t pairs,
+          bool accumulate) {
+  if (nv >= 2) return tile<MR, 2>(A, lda, B, ldb, C, ldc, pairs, accumulate);
+  tile<MR, 1>(A, lda, B, ldb, C, ldc, pairs, accumulate);
+}
+
+void pack_rows(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16_t* dst, int64_t ldd) {
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const float* s = src + i * lds;
+    uint16_t* d = dst + i * ldd;
+    for (int64_t c = 0; c < kk; c += kLanes) {
+      const __mmask16 m = first_lanes(kk - c);
+      _mm256_mask_storeu_epi16(d + c, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s + c)));
+    }
+    if (kk % 2) d[kk] = 0;
+  }
+}
+
+void pack_pairs(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd) {
+  for (int64_t p = 0; 2 * p < kk; ++p) {
+    const float* lo = src + 2 * p * lds;
+    const float* hi = lo + lds;
+    const __mmask16 hi_mask = 2 * p + 1 < kk ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>(0);
+    uint32_t* d = dst + p * ldd;
+    for (int64_t j = 0; j < n; j += kLanes) {
+      const __m512i word = _mm512_or_si512(bf16_lanes(lo + j, 0xffff), _mm512_maskz_slli_epi32(0xffff, bf16_lanes(hi + j, hi_mask), 16));
+      _mm512_storeu_si512(d + j, word);
+    }
+  }
+}
+
+void pairs_of_transpose(const uint16_t* A, int64_t lda, int64_t m, int64_t kk, uint32_t* dst, int64_t ldd, int64_t n) {
+  for (int64_t p = 0; 2 * p < kk; ++p) {
+    uint32_t* d = dst + p * ldd;
+    for (int64_t j = 0; j < m; ++j) std::memcpy(d + j, A + j * lda + 2 * p, sizeof(uint32_t));
+    for (int64_t j = m; j < n; ++j) d[j] = 0;
+  }
+}
+
+void unpack_pairs(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, uint16_t* dst, int64_t ldd) {
+  for (int64_t p = 0; 2 * p < kk; ++p)
+    for (int64_t j = 0; j < n; j += kLanes) {
+      const __m512i w = _mm512_loadu_si512(B + p * ldb + j);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * p * ldd + j), _mm512_maskz_cvtepi32_epi16(0xffff, w));
+      if (2 * p + 1 < kk)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (2 * p + 1) * ldd + j),
+                            _mm512_maskz_cvtepi32_epi16(0xffff, _mm512_maskz_srli_epi32(0xffff, w, 16)));
+    }
+}
+
+void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C,
+          int64_t ldc, bool accumulate, bool lower_a, bool lower_c) {
+  const int64_t nvec = n / kLanes;
+  // Column panels outer: a panel of B stays in L1 while the row blocks pass.
+  for (int64_t v0 = 0; v0 < nvec; v0 += kNV) {
+    const int nv = static_cast<int>(std::min<int64_t>(kNV, nvec - v0));
+    for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+      const int64_t mr = std::min<int64_t>(kMR, m - i0);
+      const int64_t need = lower_c ? std::min<int64_t>(nv, (i0 + mr + kLanes - 1) / kLanes - v0) : nv;
+      if (need <= 0) continue;
+      // lower_a: the reduction ends at these rows' last column (rounded up to a whole pair, whose
+      // second half is zero in every row here).
+      const int64_t pairs = ((lower_a ? std::min(kk, i0 + mr) : kk) + 1) / 2;
+      const uint16_t* a = A + i0 * lda;
+      const uint32_t* b = B + v0 * kLanes;
+      float* c = C + i0 * ldc + v0 * kLanes;
+      const int nvr = static_cast<int>(need);
+      switch (mr) {
+        case 1: rows<1>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
+        case 2: rows<2>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
+        case 3: rows<3>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
+        case 4: rows<4>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
+        case 5: rows<5>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
+        case 6: rows<6>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
+        case 7: rows<7>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
+        default: rows<kMR>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
+      }
+    }
+  }
+}
+
+}  // namespace
+HWY_POP_ATTRIBUTES
+
+void pack_rows_bf16(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16_t* dst, int64_t ldd) {
+  pack_rows(src, lds, n_rows, kk, dst, ldd);
+}
+
+void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd) {
+  SANCTUM_CHECK(n % kLanes == 0, ErrorKind::internal, "pack_pairs_bf16: n must be a multiple of 16");
+  pack_pairs(src, lds, kk, n, dst, ldd);
+}
+
+void pairs_of_transpose_bf16(const uint16_t* A, int64_t lda, int64_t m, int64_t kk, uint32_t* dst, int64_t ldd,
+                             int64_t n) {
+  pairs_of_transpose(A, lda, m, kk, dst, ldd, n);
+}
+
+void unpack_pairs_bf16(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, uint16_t* dst, int64_t ldd) {
+  SANCTUM_CHECK(n % kLanes == 0, ErrorKind::internal, "unpack_pairs_bf16: n must be a multiple of 16");
+  unpack_pairs(B, ldb, kk, n, dst, ldd);
+}
+
+void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
+               float* C, int64_t ldc, bool accumulate, bool lower_a, bool lower_c) {
+  SANCTUM_CHECK(n % kLanes == 0, ErrorKind::internal, "gemm_bf16: n must be a multiple of 16");
+  gemm(m, n, kk, A, lda, B, ldb, C, ldc, accumulate, lower_a, lower_c);
+}
+
+#else  // no AVX512_BF16 in this build: callers take their f32 path.
+
+namespace {
+[[noreturn]] void unavailable() { fail(ErrorKind::internal, "bf16 GEMM called in a build without AVX512_BF16"); }
+}  // namespace
+
+bool bf16_gemm_available() { return false; }
+void pack_rows_bf16(const float*, int64_t, int64_t, int64_t, uint16_t*, int64_t) { unavailable(); }
+void pack_pairs_bf16(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t) { unavailable(); }
+void pairs_of_transpose_bf16(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t, int64_t) { unavailable(); }
+void unpack_pairs_bf16(const uint32_t*, int64_t, int64_t, int64_t, uint16_t*, int64_t) { unavailable(); }
+void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, bool, bool,
+               bool) {
+  unavailable();
+}
+
+#endif
+
+}  // namespace sanctum::ops::cpu

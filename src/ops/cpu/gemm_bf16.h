@@ -1,0 +1,40 @@
+#pragma once
+// Small GEMMs with bf16 operands and f32 accumulation (AVX512_BF16 vdpbf16ps: 32 multiply-adds per
+// instruction against 16 for an f32 FMA) for the chunked GatedDeltaNet's fast mode. Operands are
+// rounded to bf16 (nearest even) by the pack functions; products of two bf16 values are exact in
+// f32, so the only other rounding is the f32 sum. Each C element is one f32 chain over reduction
+// pairs in order, so results do not depend on the tiling or thread count. ops/ref/gemm_bf16.h is the
+// scalar twin. Plain C++ interface; callers check bf16_gemm_available() first.
+#include <cstdint>
+
+namespace sanctum::ops::cpu {
+
+// The CPU runs vdpbf16ps (avx512_bf16, with the OS saving AVX-512 state) and this build has it.
+bool bf16_gemm_available();
+
+// A operand (m x kk, reduction along rows): each f32 row rounded to kk bf16 values, then zeros to
+// an even count. lds in floats, ldd in bf16 values (even).
+void pack_rows_bf16(const float* src, int64_t lds, int64_t rows, int64_t kk, uint16_t* dst, int64_t ldd);
+
+// B operand (kk x n, reduction down columns): row pair p of the result holds rows 2p and 2p+1
+// interleaved per column, (B[2p][j], B[2p+1][j]) as one 32-bit word (a missing odd row is zero).
+// n a multiple of 16; lds in floats, ldd in words.
+void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd);
+
+// The B operand of Aᵀ (kk x m; as for A Aᵀ) from A's packed rows: word p of row j of A becomes
+// column j of pair row p; columns m..n (n a multiple of 16) are zero. Exact (no rounding).
+void pairs_of_transpose_bf16(const uint16_t* A, int64_t lda, int64_t m, int64_t kk, uint32_t* dst, int64_t ldd,
+                             int64_t n);
+
+// The bf16 rows of a B operand (kk x n, from pack_pairs_bf16 or the above), as A operand rows of
+// n values each (ldd even, >= n). Exact.
+void unpack_pairs_bf16(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, uint16_t* dst, int64_t ldd);
+
+// C (m x n) = A B (accumulate: C += A B) over kk reduction steps, A from pack_rows_bf16 (lda in bf16
+// values), B from pack_pairs_bf16 (ldb in words); n a multiple of 16.
+// lower_a: A[i][p] = 0 for p > i (row blocks stop their reduction after their last row).
+// lower_c: only C[i][j] for j <= i is wanted (others are left unspecified).
+void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
+               float* C, int64_t ldc, bool accumulate, bool lower_a = false, bool lower_c = false);
+
+}  // namespace sanctum::ops::cpu
