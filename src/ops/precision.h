@@ -9,6 +9,8 @@
 //         dequantized to bf16, activations rounded to bf16, f32 accumulation); decode mat-vecs stay
 //         f32. The CPU computes bf16 like f32. The GPU default when nothing is set.
 // On the CPU either mode gives each output row the same bits whatever the batch size n or thread count.
+// Either non-f32 mode also lets the CPU's chunked GatedDeltaNet prefill run its products with bf16
+// operands and f32 accumulation where the CPU has AVX512_BF16 (ops/cpu/gated_delta_chunked.cc).
 #include <string_view>
 
 namespace sanctum::ops {

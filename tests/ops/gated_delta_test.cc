@@ -11,11 +11,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <ctime>
 #include <random>
 #include <vector>
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "ops/cpu/gemm_bf16.h"
+#include "ops/precision.h"
 #include "ops/ref/gated_delta.h"
 #include "tensor/dtype.h"
 
@@ -336,6 +339,119 @@ TEST(GatedDeltaRule, strided_inputs_and_half_precision_parameters) {
   }
 }
 
+// ---------------------------------------------------------------- fast matmul mode
+// With ops::matmul_precision() other than f32, the chunked kernel runs its products (all but the
+// triangular solve) with bf16 operands and f32 accumulation where the CPU has AVX512_BF16; the state
+// stays f32. Elsewhere the fast mode runs the f32 kernel.
+
+// Sets the fast mode for a scope.
+class FastMode {
+ public:
+  FastMode() : saved_(matmul_precision()) { set_matmul_precision(MatmulPrecision::int8); }
+  ~FastMode() { set_matmul_precision(saved_); }
+  FastMode(const FastMode&) = delete;
+  FastMode& operator=(const FastMode&) = delete;
+
+ private:
+  MatmulPrecision saved_;
+};
+
+// Against the f32 token-by-token recurrence. A bf16 operand is within 2^-9 = 2.0e-3 (relative) of
+// its f32 value, so a dot product of terms with mixed signs (S q, S k, k.q) is off by about 2^-9 of
+// its own size (RMS), and the largest of thousands of such errors by a few times that: measured
+// 1.4e-3 to 1.0e-2 of the largest output and 1.9e-3 to 6.3e-3 of the largest state value over these
+// shapes and up to 1000 tokens (the state error does not grow with the token count: the delta rule
+// pulls each chunk's state back towards v). 2e-2 is 10 bf16 units: it catches a wrong operand or a
+// lost term (errors of O(1)) and is the same order as the int8 mode's own matmul error (1/254 of a
+// group's largest activation per value).
+constexpr double kFastTolerance = 2e-2;
+
+TEST(GatedDeltaRule, fast_mode_chunked_matches_sequential_recurrence) {
+  const FastMode fast;
+  for (const auto& s : kConfigs) {
+    for (int64_t n : {1, 2, 63, 64, 65, 200, 1000}) {
+      SCOPED_TRACE(name(s, n));
+      const Inputs in = make_inputs(s, n, static_cast<uint64_t>(n * 13 + s.value_dim));
+      Tensor state = in.state.clone(), state_ref = in.state.clone();
+      Tensor out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32), out_ref = out.clone();
+      run(in, state, out, 0, n, kChunk);
+      run(in, state_ref, out_ref, 0, n, kRef);
+      EXPECT_LT(rel_diff(out, out_ref), kFastTolerance);
+      EXPECT_LT(rel_diff(state.reshape({-1}), state_ref.reshape({-1})), kFastTolerance);
+    }
+  }
+}
+
+TEST(GatedDeltaRule, fast_mode_zero_initial_state_and_slow_decay) {
+  // As zero_initial_state_and_slow_decay: the state grows over many tokens with little decay.
+  const FastMode fast;
+  const GatedDeltaShape s{2, 128, 4, 128};
+  const int64_t n = 600;
+  Inputs in = make_inputs(s, n, 98);
+  for (int64_t h = 0; h < s.n_value_heads; ++h) in.a_log.data<float>()[h] = -8.0f;
+  std::fill(in.state.data<float>(), in.state.data<float>() + in.state.numel(), 0.0f);
+  Tensor state = in.state.clone(), state_ref = in.state.clone();
+  Tensor out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32), out_ref = out.clone();
+  run(in, state, out, 0, n, kChunk);
+  run(in, state_ref, out_ref, 0, n, kRef);
+  EXPECT_LT(rel_diff(out, out_ref), kFastTolerance);
+  EXPECT_LT(rel_diff(state.reshape({-1}), state_ref.reshape({-1})), kFastTolerance);
+}
+
+TEST(GatedDeltaRule, fast_mode_prefill_in_aligned_pieces_equals_one_prefill) {
+  // Chunks sit at absolute positions when a prompt is split at multiples of 64, and the state passes
+  // between calls in f32: the pieces give the bits of one call. Then decode (token by token, f32)
+  // stays within the tolerance of the reference.
+  const FastMode fast;
+  for (const auto& s : kConfigs) {
+    const int64_t n = 300;
+    const Inputs in = make_inputs(s, n, 55);
+    Tensor out_one = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32), state_one = in.state.clone();
+    run(in, state_one, out_one, 0, 256, kChunk);
+    for (int64_t split : {64, 128, 192}) {
+      SCOPED_TRACE(name(s, n) + " split " + std::to_string(split));
+      Tensor out = out_one.clone(), state = in.state.clone();
+      run(in, state, out, 0, split, kChunk);
+      run(in, state, out, split, 256, kChunk);
+      EXPECT_EQ(max_abs_diff(out.slice(0, 0, 256), out_one.slice(0, 0, 256)), 0.0);
+      EXPECT_EQ(max_abs_diff(state.reshape({-1}), state_one.reshape({-1})), 0.0);
+    }
+    for (int64_t t = 256; t < n; ++t) run(in, state_one, out_one, t, t + 1, kAuto);
+    Tensor out_ref = out_one.clone(), state_ref = in.state.clone();
+    run(in, state_ref, out_ref, 0, n, kRef);
+    EXPECT_LT(rel_diff(out_one, out_ref), kFastTolerance);
+    EXPECT_LT(rel_diff(state_one.reshape({-1}), state_ref.reshape({-1})), kFastTolerance);
+  }
+}
+
+TEST(GatedDeltaRule, fast_mode_runs_bf16_products_only_where_the_cpu_has_them) {
+  const GatedDeltaShape s{2, 128, 4, 128};
+  const int64_t n = 130;
+  const Inputs in = make_inputs(s, n, 3);
+  Tensor out32 = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32), state32 = in.state.clone();
+  run(in, state32, out32, 0, n, kChunk);
+  Tensor out16 = out32.clone(), state16 = in.state.clone();
+  {
+    const FastMode fast;
+    run(in, state16, out16, 0, n, kChunk);
+  }
+  if (cpu::bf16_gemm_available()) {
+    EXPECT_GT(max_abs_diff(out16, out32), 0.0);
+  } else {
+    EXPECT_EQ(max_abs_diff(out16, out32), 0.0);
+    EXPECT_EQ(max_abs_diff(state16.reshape({-1}), state32.reshape({-1})), 0.0);
+  }
+  // The token-by-token kernel (decode) is f32 in every mode.
+  Tensor outs = out32.clone(), states = in.state.clone(), outs_fast = out32.clone(), states_fast = in.state.clone();
+  run(in, states, outs, 0, 20, kSeq);
+  {
+    const FastMode fast;
+    run(in, states_fast, outs_fast, 0, 20, kSeq);
+  }
+  EXPECT_EQ(max_abs_diff(outs, outs_fast), 0.0);
+  EXPECT_EQ(max_abs_diff(states.reshape({-1}), states_fast.reshape({-1})), 0.0);
+}
+
 TEST(GatedDeltaRule, empty_input_is_a_no_op) {
   const GatedDeltaShape s{1, 16, 1, 16};
   const Inputs in = make_inputs(s, 0, 3);
@@ -427,15 +543,26 @@ TEST(GatedDeltaOps, bad_arguments_throw) {
 // ---------------------------------------------------------------- timings
 // Run with --gtest_also_run_disabled_tests --gtest_filter='*Perf*' (2 compute threads).
 
-// Best of `rounds` timings of `reps` calls each (the machine may be shared: the minimum is the
-// figure least disturbed by other work), after one warm-up call.
-double seconds_per_call(int reps, const std::function<void()>& f, int rounds = 5) {
+// With one compute thread the work runs on the calling thread, and its CPU time is the figure least
+// disturbed by other work on a shared machine; with more, wall-clock time.
+double now_seconds() {
+  if (compute_pool().size() == 1) {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Best of `rounds` timings of `reps` calls each (the minimum is the figure least disturbed by other
+// work), after one warm-up call.
+double seconds_per_call(int reps, const std::function<void()>& f, int rounds = 10) {
   f();
   double best = INFINITY;
   for (int round = 0; round < rounds; ++round) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_seconds();
     for (int i = 0; i < reps; ++i) f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps);
+    best = std::min(best, (now_seconds() - t0) / reps);
   }
   return best;
 }
@@ -455,6 +582,11 @@ TEST(GatedDeltaPerf, DISABLED_qwen3_5_shapes) {
     Tensor state = in.state.clone();
     const double seq = seconds_per_call(1, [&] { run(in, state, out, 0, n, kSeq); });
     const double chunk = seconds_per_call(2, [&] { run(in, state, out, 0, n, kChunk); });
+    // The fast matmul mode: bf16 products in the chunked kernel where the CPU has AVX512_BF16.
+    const bool bf16 = cpu::bf16_gemm_available();
+    set_matmul_precision(MatmulPrecision::int8);
+    const double fast = seconds_per_call(2, [&] { run(in, state, out, 0, n, kChunk); });
+    set_matmul_precision(MatmulPrecision::f32);
     const double decode = seconds_per_call(200, [&] { run(in, state, out, 0, 1, kSeq); });
     const int64_t conv_dim = 2 * s.n_key_heads * s.key_dim + s.n_value_heads * s.value_dim;
     const Tensor cx = randn({n, conv_dim}, 2), cw = randn({conv_dim, 4}, 3);
@@ -465,11 +597,13 @@ TEST(GatedDeltaPerf, DISABLED_qwen3_5_shapes) {
     const double conv1 = seconds_per_call(200, [&] { causal_conv1d_silu_taps(cx.slice(0, 0, 1), cstate, taps, cout1); });
     const double conv1w = seconds_per_call(200, [&] { causal_conv1d_silu(cx.slice(0, 0, 1), cstate, cw, cout1); });
     std::printf(
-        "%s, %d threads, n=%lld:\n  sequential %.2f us/token (%.1f ms)\n  chunked    %.2f us/token (%.1f ms), "
-        "%.2fx faster\n  decode step (n=1) %.1f us/layer\n  conv1d (taps) %.2f us/token at n=%lld, %.1f us at n=1 "
-        "(%.1f us converting the weight per call)\n",
-        c.name, compute_pool().size(), static_cast<long long>(n), seq / n * 1e6, seq * 1e3, chunk / n * 1e6,
-        chunk * 1e3, seq / chunk, decode * 1e6, conv / n * 1e6, static_cast<long long>(n), conv1 * 1e6, conv1w * 1e6);
+        "%s, %d threads (%s), n=%lld:\n  sequential %.2f us/token (%.1f ms)\n  chunked f32  %.2f us/token (%.1f ms), "
+        "%.2fx faster\n  chunked fast %.2f us/token (%.1f ms), %.2fx faster (%s)\n  decode step (n=1) %.1f us/layer\n"
+        "  conv1d (taps) %.2f us/token at n=%lld, %.1f us at n=1 (%.1f us converting the weight per call)\n",
+        c.name, compute_pool().size(), compute_pool().size() == 1 ? "CPU time" : "wall clock",
+        static_cast<long long>(n), seq / n * 1e6, seq * 1e3, chunk / n * 1e6, chunk * 1e3, seq / chunk, fast / n * 1e6,
+        fast * 1e3, seq / fast, bf16 ? "bf16 products" : "no AVX512_BF16: f32 products", decode * 1e6, conv / n * 1e6,
+        static_cast<long long>(n), conv1 * 1e6, conv1w * 1e6);
   }
 }
 

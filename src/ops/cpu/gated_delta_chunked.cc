@@ -1,6 +1,9 @@
 // The gated delta rule in chunks of kGatedDeltaChunk tokens (WY / UT form): per chunk, the work is a
 // handful of small dense products (chunk x 128 by 128 x 128 and chunk x chunk) run by a
-// register-tiled GEMM, instead of one pass over the whole state per token.
+// register-tiled GEMM, instead of one pass over the whole state per token. In the fast matmul mode
+// (ops/precision.h, not f32) on CPUs with AVX512_BF16, the products other than the triangular solve
+// take bf16 operands with f32 accumulation (gemm_bf16.h), as flash-linear-attention's chunked kernels
+// do on tensor cores; the state, the solve and every other step stay f32.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/gated_delta_chunked.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -13,8 +16,10 @@
 #include "base/thread_pool.h"
 #include "ops/cpu/gated_delta-inl.h"
 #include "ops/cpu/gated_delta.h"
+#include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/small_gemm-inl.h"
 #include "ops/op_util.h"
+#include "ops/precision.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace sanctum::ops::cpu {
@@ -61,15 +66,16 @@ void SolveUnitLower(int64_t L, int64_t n, const float* HWY_RESTRICT m, int64_t l
   }
 }
 
-// Value heads [h0, h1); runs of heads that share a key head share its chunk products.
-void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
+// Value heads [h0, h1); runs of heads that share a key head share its chunk products. bf16: run the
+// products through gemm_bf16 (the caller checked bf16_gemm_available()).
+void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   constexpr int64_t CL = kGatedDeltaChunk;
   const int64_t n = p.q->dim(0), dk = p.shape.key_dim, dv = p.shape.value_dim, dkp = Padded(dk), dvp = Padded(dv),
                 lp = Padded(CL), group = p.shape.n_value_heads / p.shape.n_key_heads;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  auto states = Scratch((h1 - h0) * dk * dvp);
+  auto states = Scratch(group * dk * dvp);  // (run heads, dk, dvp) the run's states, transposed
   auto buf = Scratch(2 * CL * dkp + dk * lp + 4 * CL * lp + 2 * CL * dvp + lp);
   float* x = buf.get();       // (2L, dkp) normalised keys, then normalised scaled queries
   float* kt = x + 2 * CL * dkp;  // (dk, lp) the keys transposed
@@ -79,44 +85,60 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
   float* pm = mm + CL * lp;   // (CL, lp) P
   float* y = pm + CL * lp;    // (2L, dvp) [Yk; Yq], then [u; out]
   float* drow = y + 2 * CL * dvp;  // (lp) G_i - G_j
+  // bf16 operands (fast mode only): A operands as bf16 rows, B operands as interleaved row pairs.
+  const int64_t np = bf16 ? 1 : 0;
+  auto a16 = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(np * (2 * CL * dkp + dk * lp + CL * lp) + 1));
+  auto b32 = hwy::AllocateAligned<uint32_t>(static_cast<size_t>(np * (dkp / 2 * lp + dkp / 2 * dvp + CL / 2 * dvp) + 1));
+  uint16_t* xa = a16.get();          // (2L, dkp) [K; Q]
+  uint16_t* kta = xa + 2 * CL * dkp;  // (dk, lp) K^T
+  uint16_t* pa = kta + dk * lp;       // (CL, lp) P
+  uint32_t* ktb = b32.get();          // (dkp/2, lp) K^T as B
+  uint32_t* stb = ktb + dkp / 2 * lp;  // (dkp/2, dvp) St as B
+  uint32_t* ub = stb + dkp / 2 * dvp;  // (CL/2, dvp) u, then diag(exp(G_last - G)) u, as B
   double G[CL];
   float beta[CL], e[CL], el[CL];
-  for (int64_t h = h0; h < h1; ++h) {
-    const float* S = p.state + h * dv * dk;
-    float* st = states.get() + (h - h0) * dk * dvp;
-    for (int64_t c = 0; c < dk; ++c)
-      for (int64_t r = 0; r < dv; ++r) st[c * dvp + r] = S[r * dk + c];
-  }
-  // Chunks outer, heads inner: consecutive heads read neighbouring columns of the same input rows
-  // (whole DRAM pages, prefetcher-friendly); each head's transposed state lives in `states`.
+  // Runs outer, chunks inner: a run's states (group x 64 KB at 128 x 128) stay in L2 through the
+  // prompt, leaving room for the next chunk's input rows.
   auto run_end = [&](int64_t h) { return std::min(h1, (h / group + 1) * group); };
-  for (int64_t t0 = 0; t0 < n; t0 += CL) {
-    const int64_t L = std::min(CL, n - t0), lpad = Padded(L);
-    for (int64_t ha = h0, hb = run_end(h0); ha < h1; ha = hb, hb = run_end(hb)) {
-      const int64_t kh = ha / group;
-      // The next run's rows (or the first run's of the next chunk) come into L2 while this one
-      // computes: rows of the fused projection output are far apart.
-      {
-        const int64_t na = hb < h1 ? hb : h0, nb = run_end(na), nt = hb < h1 ? t0 : t0 + CL, nkh = na / group;
-        for (int64_t i = nt; i < std::min(n, nt + CL); ++i) {
-          PrefetchL2(detail::row_ptr<const float>(*p.q, i) + nkh * dk, dk);
-          PrefetchL2(detail::row_ptr<const float>(*p.k, i) + nkh * dk, dk);
-          PrefetchL2(detail::row_ptr<const float>(*p.v, i) + na * dv, (nb - na) * dv);
-        }
+  for (int64_t ha = h0, hb = run_end(h0); ha < h1; ha = hb, hb = run_end(hb)) {
+    const int64_t kh = ha / group;
+    for (int64_t h = ha; h < hb; ++h) {
+      const float* S = p.state + h * dv * dk;
+      float* st = states.get() + (h - ha) * dk * dvp;
+      for (int64_t c = 0; c < dk; ++c)
+        for (int64_t r = 0; r < dv; ++r) st[c * dvp + r] = S[r * dk + c];
+    }
+    for (int64_t t0 = 0; t0 < n; t0 += CL) {
+      const int64_t L = std::min(CL, n - t0), lpad = Padded(L);
+      // The next chunk's rows come into L2 while this one computes: rows of the fused projection
+      // output are far apart, beyond the hardware prefetchers' reach.
+      for (int64_t i = t0 + CL; i < std::min(n, t0 + 2 * CL); ++i) {
+        PrefetchL2(detail::row_ptr<const float>(*p.q, i) + kh * dk, dk);
+        PrefetchL2(detail::row_ptr<const float>(*p.k, i) + kh * dk, dk);
+        PrefetchL2(detail::row_ptr<const float>(*p.v, i) + ha * dv, (hb - ha) * dv);
       }
       float* xq = x + L * dkp;  // queries right after the L keys: [K; Q] is one A operand
       for (int64_t i = 0; i < L; ++i) {
         L2Normalize(detail::row_ptr<const float>(*p.k, t0 + i) + kh * dk, dk, dkp, 1.0f, x + i * dkp);
         L2Normalize(detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk, dk, dkp, q_scale, xq + i * dkp);
       }
-      for (int64_t c = 0; c < dk; ++c) {
-        for (int64_t i = 0; i < L; ++i) kt[c * lp + i] = x[i * dkp + c];
-        for (int64_t i = L; i < lpad; ++i) kt[c * lp + i] = 0.0f;
+      if (bf16) {
+        // Kᵀ in both operand forms straight from K's bf16 rows (no f32 transpose).
+        pack_rows_bf16(x, dkp, 2 * L, dk, xa, dkp);
+        pairs_of_transpose_bf16(xa, dkp, L, dk, ktb, lp, lpad);
+        unpack_pairs_bf16(ktb, lp, dk, lpad, kta, lp);
+        gemm_bf16(L, lpad, dk, xa, dkp, ktb, lp, kk, lp, false, false, true);
+        gemm_bf16(L, lpad, dk, xa + L * dkp, dkp, ktb, lp, qk, lp, false, false, true);
+      } else {
+        for (int64_t c = 0; c < dk; ++c) {
+          for (int64_t i = 0; i < L; ++i) kt[c * lp + i] = x[i * dkp + c];
+          for (int64_t i = L; i < lpad; ++i) kt[c * lp + i] = 0.0f;
+        }
+        SmallGemm(L, lpad, dk, x, dkp, kt, lp, kk, lp, Acc::set, false, true);
+        SmallGemm(L, lpad, dk, xq, dkp, kt, lp, qk, lp, Acc::set, false, true);
       }
-      SmallGemm(L, lpad, dk, x, dkp, kt, lp, kk, lp, Acc::set, false, true);
-      SmallGemm(L, lpad, dk, xq, dkp, kt, lp, qk, lp, Acc::set, false, true);
       for (int64_t h = ha; h < hb; ++h) {
-        float* st = states.get() + (h - h0) * dk * dvp;
+        float* st = states.get() + (h - ha) * dk * dvp;
         double cum = 0.0;
         for (int64_t i = 0; i < L; ++i) {
           beta[i] = Beta(p, t0 + i, h);
@@ -145,7 +167,12 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
           }
         }
         // [Yk; Yq] = [K; Q] St.
-        SmallGemm(2 * L, dvp, dk, x, dkp, st, dvp, y, dvp, Acc::set);
+        if (bf16) {
+          pack_pairs_bf16(st, dvp, dk, dvp, stb, dvp);
+          gemm_bf16(2 * L, dvp, dk, xa, dkp, stb, dvp, y, dvp, false);
+        } else {
+          SmallGemm(2 * L, dvp, dk, x, dkp, st, dvp, y, dvp, Acc::set);
+        }
         // Right-hand side beta (v - exp(G) Yk) over Yk (padding columns stay zero), then u.
         for (int64_t i = 0; i < L; ++i) {
           const float* vr = detail::row_ptr<const float>(*p.v, t0 + i) + h * dv;
@@ -159,7 +186,13 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
           const auto ve = hn::Set(df, e[i]);
           for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, yq + i * dvp + c), ve), df, yq + i * dvp + c);
         }
-        SmallGemm(L, dvp, L, pm, lp, y, dvp, yq, dvp, Acc::add, true, false);
+        if (bf16) {
+          pack_rows_bf16(pm, lp, L, L, pa, lp);
+          pack_pairs_bf16(y, dvp, L, dvp, ub, dvp);
+          gemm_bf16(L, dvp, L, pa, lp, ub, dvp, yq, dvp, true, true, false);
+        } else {
+          SmallGemm(L, dvp, L, pm, lp, y, dvp, yq, dvp, Acc::add, true, false);
+        }
         for (int64_t i = 0; i < L; ++i)
           std::memcpy(detail::row_ptr<float>(*p.out, t0 + i) + h * dv, yq + i * dvp, static_cast<size_t>(dv) * sizeof(float));
         // St = exp(G_last) St + K^T (diag(exp(G_last - G)) u).
@@ -169,15 +202,20 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1) {
           const auto ve = hn::Set(df, el[i]);
           for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, y + i * dvp + c), ve), df, y + i * dvp + c);
         }
-        SmallGemm(dk, dvp, L, kt, lp, y, dvp, st, dvp, Acc::add);
+        if (bf16) {
+          pack_pairs_bf16(y, dvp, L, dvp, ub, dvp);
+          gemm_bf16(dk, dvp, L, kta, lp, ub, dvp, st, dvp, true);
+        } else {
+          SmallGemm(dk, dvp, L, kt, lp, y, dvp, st, dvp, Acc::add);
+        }
       }
     }
-  }
-  for (int64_t h = h0; h < h1; ++h) {
-    float* S = p.state + h * dv * dk;
-    const float* st = states.get() + (h - h0) * dk * dvp;
-    for (int64_t r = 0; r < dv; ++r)
-      for (int64_t c = 0; c < dk; ++c) S[r * dk + c] = st[c * dvp + r];
+    for (int64_t h = ha; h < hb; ++h) {
+      float* S = p.state + h * dv * dk;
+      const float* st = states.get() + (h - ha) * dk * dvp;
+      for (int64_t r = 0; r < dv; ++r)
+        for (int64_t c = 0; c < dk; ++c) S[r * dk + c] = st[c * dvp + r];
+    }
   }
 }
 
@@ -196,6 +234,7 @@ void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, cons
   std::vector<float> rate, bias;
   per_head_params(a_log, dt_bias, shape.n_value_heads, rate, bias);
   const GdnArgs args{&q, &k, &v, &a, &b, rate.data(), bias.data(), shape, state.data<float>(), &out};
+  const bool bf16 = matmul_precision() != MatmulPrecision::f32 && bf16_gemm_available();
   // Split over key heads when there are enough of them, so each task keeps a key head's value heads
   // together and computes its K K^T and Q K^T once; otherwise over value heads. Per-head arithmetic
   // is the same either way.
@@ -203,12 +242,12 @@ void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, cons
   if (hk >= compute_pool().size()) {
     compute_pool().parallel_for(hk, 1, [&](int64_t k0, int64_t k1) {
       const FlushDenormals ftz;
-      HWY_DYNAMIC_DISPATCH(ChunkedHeads)(args, k0 * group, k1 * group);
+      HWY_DYNAMIC_DISPATCH(ChunkedHeads)(args, k0 * group, k1 * group, bf16);
     });
   } else {
     compute_pool().parallel_for(shape.n_value_heads, 1, [&](int64_t h0, int64_t h1) {
       const FlushDenormals ftz;
-      HWY_DYNAMIC_DISPATCH(ChunkedHeads)(args, h0, h1);
+      HWY_DYNAMIC_DISPATCH(ChunkedHeads)(args, h0, h1, bf16);
     });
   }
 }
