@@ -20,12 +20,15 @@ using test::Rng;
 
 struct Case {
   int64_t m, n, kk;
-  bool accumulate, lower_a, lower_c;
+  float c_scale;  // C = A B + c_scale C
+  bool lower_a, lower_c;
+  bool row_scale = false;  // B's rows scaled while packing
 };
 
 std::string name(const Case& c) {
   return "m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " kk " + std::to_string(c.kk) +
-         (c.accumulate ? " +=" : " =") + (c.lower_a ? " lower_a" : "") + (c.lower_c ? " lower_c" : "");
+         " c_scale " + std::to_string(c.c_scale) + (c.lower_a ? " lower_a" : "") + (c.lower_c ? " lower_c" : "") +
+         (c.row_scale ? " row_scale" : "");
 }
 
 // Runs one case and returns the largest error in units of its bound (must stay <= 1).
@@ -40,12 +43,18 @@ double check(const Case& c, Rng& rng) {
   for (float& x : B) x = rng.normal() * std::exp2(rng.uniform(-6, 2));
   for (float& x : C) x = rng.normal();
   const std::vector<float> C0 = C;
+  std::vector<float> scale(static_cast<size_t>(c.kk), 1.0f);
+  if (c.row_scale)
+    for (float& x : scale) x = std::exp2(rng.uniform(-4, 1));
 
   std::vector<uint16_t> Ap(static_cast<size_t>(c.m * ldp), 0xffff);  // poison: padding must not be read
   std::vector<uint32_t> Bp(static_cast<size_t>((c.kk + 1) / 2 * ldb), 0xffffffffu);
   cpu::pack_rows_bf16(A.data(), lda, c.m, c.kk, Ap.data(), ldp);
-  cpu::pack_pairs_bf16(B.data(), ldb, c.kk, c.n, Bp.data(), ldb);
-  cpu::gemm_bf16(c.m, c.n, c.kk, Ap.data(), ldp, Bp.data(), ldb, C.data(), ldc, c.accumulate, c.lower_a, c.lower_c);
+  cpu::pack_pairs_bf16(B.data(), ldb, c.kk, c.n, Bp.data(), ldb, c.row_scale ? scale.data() : nullptr);
+  cpu::gemm_bf16(c.m, c.n, c.kk, Ap.data(), ldp, Bp.data(), ldb, C.data(), ldc, c.c_scale, c.lower_a, c.lower_c);
+  // The reference sees B's rows as scaled in f32 (what the packing rounds).
+  for (int64_t p = 0; p < c.kk; ++p)
+    for (int64_t j = 0; j < ldb; ++j) B[static_cast<size_t>(p * ldb + j)] *= scale[static_cast<size_t>(p)];
 
   std::vector<double> want(static_cast<size_t>(c.m * c.n)), mag(want.size());
   std::vector<float> absA(A.size()), absB(B.size());
@@ -54,15 +63,15 @@ double check(const Case& c, Rng& rng) {
   ref::gemm_bf16(c.m, c.n, c.kk, A.data(), lda, B.data(), ldb, want.data(), c.n);
   ref::gemm_bf16(c.m, c.n, c.kk, absA.data(), lda, absB.data(), ldb, mag.data(), c.n);
   // Products of bf16 values are exact in f32; what remains is at most one f32 rounding per
-  // reduction step and one for the accumulation into C, each <= 2^-24 of the running magnitude
+  // reduction step, one for c_scale C and one for the sum, each <= 2^-24 of the running magnitude
   // (plus flushed denormals, far below this scale).
   double worst = 0.0;
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < c.n; ++j) {
       if (c.lower_c && j > i) continue;
       const size_t r = static_cast<size_t>(i * c.n + j), o = static_cast<size_t>(i * ldc + j);
-      const double base = c.accumulate ? C0[o] : 0.0;
-      const double bound = static_cast<double>(c.kk + 1) * std::ldexp(1.0, -24) * (mag[r] + std::fabs(base)) + 1e-30;
+      const double base = static_cast<double>(c.c_scale) * C0[o];
+      const double bound = static_cast<double>(c.kk + 2) * std::ldexp(1.0, -24) * (mag[r] + std::fabs(base)) + 1e-30;
       worst = std::max(worst, std::fabs(static_cast<double>(C[o]) - (base + want[r])) / bound);
     }
   // Columns past n (inside ldc) are never written.
@@ -78,8 +87,8 @@ TEST(GemmBf16, matches_bf16_rounding_reference) {
   for (int64_t m : {1, 7, 8, 9, 31, 64, 128})
     for (int64_t n : {16, 32, 48, 128})
       for (int64_t kk : {1, 2, 3, 31, 33, 64, 127, 128})
-        for (bool accumulate : {false, true}) {
-          const Case c{m, n, kk, accumulate, false, false};
+        for (float c_scale : {0.0f, 1.0f, 0.37f}) {
+          const Case c{m, n, kk, c_scale, false, false, c_scale == 0.37f};
           SCOPED_TRACE(name(c));
           EXPECT_LE(check(c, rng), 1.0);
         }
@@ -92,8 +101,8 @@ TEST(GemmBf16, triangular_variants) {
   // The chunk's shapes: P u (lower A, L x L by L x Dv) and K K^T (lower C, L x Dk by Dk x L).
   for (int64_t l : {1, 5, 17, 63, 64}) {
     const int64_t lp = (l + 15) / 16 * 16;
-    for (const Case& c : {Case{l, 128, l, true, true, false}, Case{l, 48, l, false, true, false},
-                          Case{l, lp, 128, false, false, true}, Case{l, lp, 33, false, false, true}}) {
+    for (const Case& c : {Case{l, 128, l, 1.0f, true, false}, Case{l, 48, l, 0.0f, true, false, true},
+                          Case{l, lp, 128, 0.0f, false, true}, Case{l, lp, 33, 0.0f, false, true}}) {
       SCOPED_TRACE(name(c));
       EXPECT_LE(check(c, rng), 1.0);
     }
@@ -139,7 +148,7 @@ TEST(GemmBf16, rounds_operands_to_nearest_even) {
   cpu::pack_rows_bf16(a, 4, 1, 3, Ap, 4);
   cpu::pack_pairs_bf16(B.data(), 16, 3, 16, Bp.data(), 16);
   float C[16];
-  cpu::gemm_bf16(1, 16, 3, Ap, 4, Bp.data(), 16, C, 16, false);
+  cpu::gemm_bf16(1, 16, 3, Ap, 4, Bp.data(), 16, C, 16, 0.0f);
   const float want[3] = {1.0f + 0x1p-7f, 1.0f, 1.0f + 0x1p-6f};
   for (int64_t j = 0; j < 16; ++j) EXPECT_EQ(C[j], want[j % 3]) << j;
 }

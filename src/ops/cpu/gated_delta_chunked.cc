@@ -127,8 +127,8 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
         pack_rows_bf16(x, dkp, 2 * L, dk, xa, dkp);
         pairs_of_transpose_bf16(xa, dkp, L, dk, ktb, lp, lpad);
         unpack_pairs_bf16(ktb, lp, dk, lpad, kta, lp);
-        gemm_bf16(L, lpad, dk, xa, dkp, ktb, lp, kk, lp, false, false, true);
-        gemm_bf16(L, lpad, dk, xa + L * dkp, dkp, ktb, lp, qk, lp, false, false, true);
+        gemm_bf16(L, lpad, dk, xa, dkp, ktb, lp, kk, lp, 0.0f, false, true);
+        gemm_bf16(L, lpad, dk, xa + L * dkp, dkp, ktb, lp, qk, lp, 0.0f, false, true);
       } else {
         for (int64_t c = 0; c < dk; ++c) {
           for (int64_t i = 0; i < L; ++i) kt[c * lp + i] = x[i * dkp + c];
@@ -169,7 +169,7 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
         // [Yk; Yq] = [K; Q] St.
         if (bf16) {
           pack_pairs_bf16(st, dvp, dk, dvp, stb, dvp);
-          gemm_bf16(2 * L, dvp, dk, xa, dkp, stb, dvp, y, dvp, false);
+          gemm_bf16(2 * L, dvp, dk, xa, dkp, stb, dvp, y, dvp, 0.0f);
         } else {
           SmallGemm(2 * L, dvp, dk, x, dkp, st, dvp, y, dvp, Acc::set);
         }
@@ -180,32 +180,38 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
           for (int64_t r = 0; r < dv; ++r) yi[r] = beta[i] * (vr[r] - e[i] * yi[r]);
         }
         SolveUnitLower(L, dvp, mm, lp, y, dvp);
-        // out = exp(G) Yq + P u.
+        // out = exp(G) Yq + P u; in fast mode with whole vectors per head (Dv = dvp), built in the out
+        // rows themselves.
         float* yq = y + L * dvp;
+        const bool direct = bf16 && dv == dvp;
+        float* o = direct ? detail::row_ptr<float>(*p.out, t0) + h * dv : yq;
+        const int64_t ldo = direct ? p.out->stride(0) : dvp;
         for (int64_t i = 0; i < L; ++i) {
           const auto ve = hn::Set(df, e[i]);
-          for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, yq + i * dvp + c), ve), df, yq + i * dvp + c);
+          for (int64_t c = 0; c < dvp; c += N) hn::StoreU(hn::Mul(hn::Load(df, yq + i * dvp + c), ve), df, o + i * ldo + c);
         }
         if (bf16) {
           pack_rows_bf16(pm, lp, L, L, pa, lp);
           pack_pairs_bf16(y, dvp, L, dvp, ub, dvp);
-          gemm_bf16(L, dvp, L, pa, lp, ub, dvp, yq, dvp, true, true, false);
+          gemm_bf16(L, dvp, L, pa, lp, ub, dvp, o, ldo, 1.0f, true, false);
         } else {
           SmallGemm(L, dvp, L, pm, lp, y, dvp, yq, dvp, Acc::add, true, false);
         }
-        for (int64_t i = 0; i < L; ++i)
-          std::memcpy(detail::row_ptr<float>(*p.out, t0 + i) + h * dv, yq + i * dvp, static_cast<size_t>(dv) * sizeof(float));
-        // St = exp(G_last) St + K^T (diag(exp(G_last - G)) u).
-        const auto vl = hn::Set(df, e[L - 1]);
-        for (int64_t c = 0; c < dk * dvp; c += N) hn::Store(hn::Mul(hn::Load(df, st + c), vl), df, st + c);
-        for (int64_t i = 0; i < L; ++i) {
-          const auto ve = hn::Set(df, el[i]);
-          for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, y + i * dvp + c), ve), df, y + i * dvp + c);
-        }
+        if (!direct)
+          for (int64_t i = 0; i < L; ++i)
+            std::memcpy(detail::row_ptr<float>(*p.out, t0 + i) + h * dv, yq + i * dvp, static_cast<size_t>(dv) * sizeof(float));
+        // St = exp(G_last) St + K^T (diag(exp(G_last - G)) u). Fast mode folds both scalings into
+        // the packing of u and the product's update of St.
         if (bf16) {
-          pack_pairs_bf16(y, dvp, L, dvp, ub, dvp);
-          gemm_bf16(dk, dvp, L, kta, lp, ub, dvp, st, dvp, true);
+          pack_pairs_bf16(y, dvp, L, dvp, ub, dvp, el);
+          gemm_bf16(dk, dvp, L, kta, lp, ub, dvp, st, dvp, e[L - 1]);
         } else {
+          const auto vl = hn::Set(df, e[L - 1]);
+          for (int64_t c = 0; c < dk * dvp; c += N) hn::Store(hn::Mul(hn::Load(df, st + c), vl), df, st + c);
+          for (int64_t i = 0; i < L; ++i) {
+            const auto ve = hn::Set(df, el[i]);
+            for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, y + i * dvp + c), ve), df, y + i * dvp + c);
+          }
           SmallGemm(dk, dvp, L, kt, lp, y, dvp, st, dvp, Acc::add);
         }
       }

@@ -38,15 +38,17 @@ __mmask16 first_lanes(int64_t count) {
   return count >= kLanes ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
-// 16 floats (masked lanes read as 0) rounded to bf16 (nearest even), zero-extended to 32-bit lanes.
-// (The maskz forms with a full mask: GCC 12 flags the unmasked ones' undefined pass-through operand.)
-__m512i bf16_lanes(const float* p, __mmask16 mask) {
-  return _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, p)));
+// 16 floats (masked lanes read as 0) times scale, rounded to bf16 (nearest even), zero-extended to
+// 32-bit lanes. (The maskz forms with a full mask: GCC 12 flags the unmasked ones' undefined
+// pass-through operand.)
+__m512i bf16_lanes(const float* p, __mmask16 mask, __m512 scale) {
+  const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, p), scale);
+  return _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(x));
 }
 
 template <int MR, int NV>
 void tile(const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C, int64_t ldc, int64_t pairs,
-          bool accumulate) {
+          float c_scale) {
   __m512 c[MR][NV];
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) c[r][v] = _mm512_setzero_ps();
@@ -60,18 +62,19 @@ void tile(const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float*
       for (int v = 0; v < NV; ++v) c[r][v] = _mm512_dpbf16_ps(c[r][v], a, b[v]);
     }
   }
+  const __m512 scale = _mm512_set1_ps(c_scale);
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) {
       float* cp = C + r * ldc + v * kLanes;
-      _mm512_storeu_ps(cp, accumulate ? _mm512_add_ps(_mm512_loadu_ps(cp), c[r][v]) : c[r][v]);
+      _mm512_storeu_ps(cp, c_scale != 0.0f ? _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(cp), scale), c[r][v]) : c[r][v]);
     }
 }
 
 template <int MR>
 void rows(int nv, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C, int64_t ldc, int64_t pairs,
-          bool accumulate) {
-  if (nv >= 2) return tile<MR, 2>(A, lda, B, ldb, C, ldc, pairs, accumulate);
-  tile<MR, 1>(A, lda, B, ldb, C, ldc, pairs, accumulate);
+          float c_scale) {
+  if (nv >= 2) return tile<MR, 2>(A, lda, B, ldb, C, ldc, pairs, c_scale);
+  tile<MR, 1>(A, lda, B, ldb, C, ldc, pairs, c_scale);
 }
 
 void pack_rows(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16_t* dst, int64_t ldd) {
@@ -86,14 +89,18 @@ void pack_rows(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16
   }
 }
 
-void pack_pairs(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd) {
+void pack_pairs(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd, const float* row_scale) {
   for (int64_t p = 0; 2 * p < kk; ++p) {
     const float* lo = src + 2 * p * lds;
     const float* hi = lo + lds;
-    const __mmask16 hi_mask = 2 * p + 1 < kk ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>(0);
+    const bool has_hi = 2 * p + 1 < kk;
+    const __mmask16 hi_mask = has_hi ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>(0);
+    const __m512 s_lo = _mm512_set1_ps(row_scale ? row_scale[2 * p] : 1.0f),
+                 s_hi = _mm512_set1_ps(row_scale && has_hi ? row_scale[2 * p + 1] : 1.0f);
     uint32_t* d = dst + p * ldd;
     for (int64_t j = 0; j < n; j += kLanes) {
-      const __m512i word = _mm512_or_si512(bf16_lanes(lo + j, 0xffff), _mm512_maskz_slli_epi32(0xffff, bf16_lanes(hi + j, hi_mask), 16));
+      const __m512i word = _mm512_or_si512(bf16_lanes(lo + j, 0xffff, s_lo),
+                                           _mm512_maskz_slli_epi32(0xffff, bf16_lanes(hi + j, hi_mask, s_hi), 16));
       _mm512_storeu_si512(d + j, word);
     }
   }
@@ -119,7 +126,7 @@ void unpack_pairs(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, uint16_
 }
 
 void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C,
-          int64_t ldc, bool accumulate, bool lower_a, bool lower_c) {
+          int64_t ldc, float c_scale, bool lower_a, bool lower_c) {
   const int64_t nvec = n / kLanes;
   // Column panels outer: a panel of B stays in L1 while the row blocks pass.
   for (int64_t v0 = 0; v0 < nvec; v0 += kNV) {
@@ -136,14 +143,14 @@ void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, cons
       float* c = C + i0 * ldc + v0 * kLanes;
       const int nvr = static_cast<int>(need);
       switch (mr) {
-        case 1: rows<1>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
-        case 2: rows<2>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
-        case 3: rows<3>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
-        case 4: rows<4>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
-        case 5: rows<5>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
-        case 6: rows<6>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
-        case 7: rows<7>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
-        default: rows<kMR>(nvr, a, lda, b, ldb, c, ldc, pairs, accumulate); break;
+        case 1: rows<1>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
+        case 2: rows<2>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
+        case 3: rows<3>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
+        case 4: rows<4>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
+        case 5: rows<5>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
+        case 6: rows<6>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
+        case 7: rows<7>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
+        default: rows<kMR>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
       }
     }
   }
@@ -156,9 +163,10 @@ void pack_rows_bf16(const float* src, int64_t lds, int64_t n_rows, int64_t kk, u
   pack_rows(src, lds, n_rows, kk, dst, ldd);
 }
 
-void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd) {
+void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd,
+                     const float* row_scale) {
   SANCTUM_CHECK(n % kLanes == 0, ErrorKind::internal, "pack_pairs_bf16: n must be a multiple of 16");
-  pack_pairs(src, lds, kk, n, dst, ldd);
+  pack_pairs(src, lds, kk, n, dst, ldd, row_scale);
 }
 
 void pairs_of_transpose_bf16(const uint16_t* A, int64_t lda, int64_t m, int64_t kk, uint32_t* dst, int64_t ldd,
@@ -172,9 +180,9 @@ void unpack_pairs_bf16(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, ui
 }
 
 void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
-               float* C, int64_t ldc, bool accumulate, bool lower_a, bool lower_c) {
+               float* C, int64_t ldc, float c_scale, bool lower_a, bool lower_c) {
   SANCTUM_CHECK(n % kLanes == 0, ErrorKind::internal, "gemm_bf16: n must be a multiple of 16");
-  gemm(m, n, kk, A, lda, B, ldb, C, ldc, accumulate, lower_a, lower_c);
+  gemm(m, n, kk, A, lda, B, ldb, C, ldc, c_scale, lower_a, lower_c);
 }
 
 #else  // no AVX512_BF16 in this build: callers take their f32 path.
@@ -185,10 +193,10 @@ namespace {
 
 bool bf16_gemm_available() { return false; }
 void pack_rows_bf16(const float*, int64_t, int64_t, int64_t, uint16_t*, int64_t) { unavailable(); }
-void pack_pairs_bf16(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t) { unavailable(); }
+void pack_pairs_bf16(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t, const float*) { unavailable(); }
 void pairs_of_transpose_bf16(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t, int64_t) { unavailable(); }
 void unpack_pairs_bf16(const uint32_t*, int64_t, int64_t, int64_t, uint16_t*, int64_t) { unavailable(); }
-void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, bool, bool,
+void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, float, bool,
                bool) {
   unavailable();
 }

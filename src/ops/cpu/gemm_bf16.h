@@ -18,8 +18,10 @@ void pack_rows_bf16(const float* src, int64_t lds, int64_t rows, int64_t kk, uin
 
 // B operand (kk x n, reduction down columns): row pair p of the result holds rows 2p and 2p+1
 // interleaved per column, (B[2p][j], B[2p+1][j]) as one 32-bit word (a missing odd row is zero).
-// n a multiple of 16; lds in floats, ldd in words.
-void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd);
+// n a multiple of 16; lds in floats, ldd in words. row_scale (kk values, optional): row p is
+// multiplied by row_scale[p] in f32 before rounding.
+void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd,
+                     const float* row_scale = nullptr);
 
 // The B operand of Aᵀ (kk x m; as for A Aᵀ) from A's packed rows: word p of row j of A becomes
 // column j of pair row p; columns m..n (n a multiple of 16) are zero. Exact (no rounding).
@@ -30,11 +32,12 @@ void pairs_of_transpose_bf16(const uint16_t* A, int64_t lda, int64_t m, int64_t 
 // n values each (ldd even, >= n). Exact.
 void unpack_pairs_bf16(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, uint16_t* dst, int64_t ldd);
 
-// C (m x n) = A B (accumulate: C += A B) over kk reduction steps, A from pack_rows_bf16 (lda in bf16
-// values), B from pack_pairs_bf16 (ldb in words); n a multiple of 16.
+// C (m x n) = A B + c_scale C over kk reduction steps (c_scale C rounded to f32 first, then the sum;
+// c_scale = 0: C is only written), A from pack_rows_bf16 (lda in bf16 values), B from
+// pack_pairs_bf16 (ldb in words); n a multiple of 16.
 // lower_a: A[i][p] = 0 for p > i (row blocks stop their reduction after their last row).
 // lower_c: only C[i][j] for j <= i is wanted (others are left unspecified).
 void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
-               float* C, int64_t ldc, bool accumulate, bool lower_a = false, bool lower_c = false);
+               float* C, int64_t ldc, float c_scale, bool lower_a = false, bool lower_c = false);
 
 }  // namespace sanctum::ops::cpu
