@@ -6,9 +6,11 @@
 #include <vector>
 
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/matvec_tiles.h"
 #include "ops/cuda/moe_grouped.h"
 #include "ops/matmul.h"
 #include "ops/op_util.h"
+#include "ops/precision.h"
 #include "ops/ref/moe.h"
 
 namespace sanctum::ops {
@@ -136,6 +138,7 @@ ExpertSet::ExpertSet(std::vector<Weight> experts) : experts_(std::move(experts))
     detail::require_weight(kOp, w);
     SANCTUM_REQUIRE(w.rows == a.rows && w.cols == a.cols && w.quant.bits == a.quant.bits && w.quant.group_size == a.quant.group_size &&
                         w.data.dtype() == a.data.dtype() && w.data.stride(0) == a.data.stride(0) && w.data.device() == a.data.device() &&
+                        w.layout == a.layout &&
                         (!w.quantized() || (w.scales.dtype() == a.scales.dtype() && w.scales.stride(0) == a.scales.stride(0))),
                     kOp, "expert '" + w.name + "' differs in shape, format or layout from '" + a.name + "'");
   }
@@ -151,20 +154,34 @@ ExpertSet::ExpertSet(std::vector<Weight> experts) : experts_(std::move(experts))
   table_ = host.to(Device::cuda);
 }
 
-void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y) {
-  constexpr const char* kOp = "expert_matmul";
-  require_rows(kOp, "x", x);
-  require_rows(kOp, "y", y);
-  detail::require_dtype(kOp, "ids", ids, DType::i32);
-  SANCTUM_REQUIRE(experts.size() > 0, kOp, "empty expert set");
+namespace {
+// The checks of expert_matmul; returns the device of the call.
+Device check_expert_matmul(const char* op, const Tensor& x, const ExpertSet& experts, const Tensor& ids, const Tensor& y) {
+  require_rows(op, "x", x);
+  require_rows(op, "y", y);
+  detail::require_dtype(op, "ids", ids, DType::i32);
+  SANCTUM_REQUIRE(experts.size() > 0, op, "empty expert set");
   const Tensor& w0 = experts[0].data;
-  const Device device = detail::require_one_device(kOp, {{"x", &x}, {"ids", &ids}, {"y", &y}, {"experts", &w0}});
+  const Device device = detail::require_one_device(op, {{"x", &x}, {"ids", &ids}, {"y", &y}, {"experts", &w0}});
   const int64_t m = y.dim(0);
-  SANCTUM_REQUIRE(ids.is_contiguous() && ids.numel() == m, kOp, "ids must hold one expert per row of y (" + std::to_string(m) + ")");
-  SANCTUM_REQUIRE(x.dim(0) > 0 ? m % x.dim(0) == 0 : m == 0, kOp, "rows of y must be a multiple of rows of x");
-  SANCTUM_REQUIRE(x.dim(1) == experts[0].cols && y.dim(1) == experts[0].rows, kOp,
+  SANCTUM_REQUIRE(ids.is_contiguous() && ids.numel() == m, op, "ids must hold one expert per row of y (" + std::to_string(m) + ")");
+  SANCTUM_REQUIRE(x.dim(0) > 0 ? m % x.dim(0) == 0 : m == 0, op, "rows of y must be a multiple of rows of x");
+  SANCTUM_REQUIRE(x.dim(1) == experts[0].cols && y.dim(1) == experts[0].rows, op,
                   "x " + x.shape_string() + " / y " + y.shape_string() + " do not fit experts of (" + std::to_string(experts[0].rows) +
                       ", " + std::to_string(experts[0].cols) + ")");
+  return device;
+}
+
+// The tiled tensor-core kernel reads the experts (bf16 mode, decode-sized calls).
+bool tiled_experts(Device device, const ExpertSet& experts, const Tensor& x, const Tensor& y) {
+  return device == Device::cuda && matmul_precision() != MatmulPrecision::f32 && y.dim(0) <= 65535 && cuda::tiles_experts_ok(experts, x);
+}
+}  // namespace
+
+void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y) {
+  constexpr const char* kOp = "expert_matmul";
+  const Device device = check_expert_matmul(kOp, x, experts, ids, y);
+  const int64_t m = y.dim(0);
   if (m == 0) return;
   if (device == Device::cuda) return cuda::expert_matmul(x, experts, ids, y);
   const int64_t fan = m / x.dim(0);
@@ -174,6 +191,20 @@ void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids,
     Tensor yr = y.slice(0, i, i + 1);
     matmul(x.slice(0, i / fan, i / fan + 1), experts[e], yr);
   }
+}
+
+void expert_gate_up_matmul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& gate_out, Tensor& up_out) {
+  constexpr const char* kOp = "expert_gate_up_matmul";
+  const Device device = check_expert_matmul(kOp, x, gate, ids, gate_out);
+  check_expert_matmul(kOp, x, up, ids, up_out);
+  SANCTUM_REQUIRE(gate[0].layout == up[0].layout && gate[0].quant.group_size == up[0].quant.group_size &&
+                      gate[0].scales.dtype() == up[0].scales.dtype(),
+                  kOp, "gate and up experts differ in format");
+  if (gate_out.dim(0) == 0) return;
+  if (tiled_experts(device, gate, x, gate_out) && tiled_experts(device, up, x, up_out) && gate_out.stride(0) == up_out.stride(0))
+    return cuda::tiles_expert_matvec(x, gate, &up, ids, gate_out, &up_out);
+  expert_matmul(x, gate, ids, gate_out);
+  expert_matmul(x, up, ids, up_out);
 }
 
 void moe_group(const Tensor& ids, int64_t n_experts, Tensor& offsets, Tensor& sorted) {

@@ -64,6 +64,10 @@ class ExpertSet {
 // token to its k experts). x: (m / fan, cols) f32; ids: (m) i32 on x's device; y: (m, rows) f32.
 void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y);
 
+// expert_matmul of two projections of one shape and format (an expert MLP's gate and up) over the
+// same x and ids, in one launch where the backend can (a GPU in the bf16 mode, tiled experts).
+void expert_gate_up_matmul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& gate_out, Tensor& up_out);
+
 // Counting sort of expert choices, stable: the rows that chose expert e are
 // sorted[offsets[e] .. offsets[e + 1]), ascending. ids: (m) i32, each in [0, n_experts);
 // offsets: (n_experts + 1) i32; sorted: (m) i32; all on one device (a GPU never waits for the host).

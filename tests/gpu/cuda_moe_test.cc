@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "../ops/op_test_util.h"
 #include "../weights/safetensors_writer.h"
 #include "gpu_test_util.h"
 #include "model/blocks/moe.h"
+#include "ops/cuda/matvec_tiles.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "ops/ref/matmul.h"
@@ -36,8 +39,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 TEST_F(CudaMoe, routing_matches_the_host_for_both_schemes_and_ties) {
   Rng rng(31);
   for (bool softmax_first : {true, false})
-    for (int64_t experts : {8, 64, 256}) {
-      const int64_t n = 5, k = experts >= 64 ? 8 : 2;
+    for (int64_t experts : {8, 64, 100, 256, 600}) {
+      const int64_t n = 5, k = experts >= 600 ? 32 : experts >= 64 ? 8 : 2;
       Tensor logits = test::random_tensor({n, experts}, DType::f32, rng);
       logits.data<float>()[3] = logits.data<float>()[5];  // a tie: the lower id must win on both sides
       ops::MoeRouting how{k, softmax_first, true};
@@ -253,68 +256,211 @@ void add_linear(std::vector<testing::StTensor>& ts, const std::string& name, int
   ts.push_back({name + ".biases", "BF16", {rows, cols / group}, std::string(static_cast<const char*>(w.biases.raw()), w.biases.nbytes())});
 }
 
+// Experts as MLX grids or as a Hugging Face fused gate_up grid; loaded in the f32 mode (checkpoint
+// layout) or in the bf16 mode, which tiles the 4-bit grids for the decode mat-vec (the views of each
+// expert, and of its gate and up halves, inside one tiled grid). Decode-sized inputs take the
+// expert mat-vecs (gate and up in one launch, SwiGLU fused into down), longer ones the grouped path.
 TEST_F(CudaMoe, moe_block_on_the_device_matches_the_host) {
   Rng rng(37);
   const int64_t H = 128, I = 64, E = 16, k = 4, S = 64;
-  for (int bits : {4, 8}) {
-    testing::TempDir dir;
-    std::vector<testing::StTensor> ts;
-    // Router: logit e = x[e] exactly on both sides (x's first E values are distinct multiples of
-    // 1/4), so both pick the same experts and the comparison sees only the experts' arithmetic.
-    Tensor router = Tensor::zeros({E, H}, DType::bf16);
-    for (int64_t e = 0; e < E; ++e) router.data<uint16_t>()[e * H + e] = f32_to_bf16(1.0f);
-    ts.push_back({"mlp.gate.weight", "BF16", {E, H}, testing::bytes_of(bf16_bytes(router))});
-    ts.push_back({"mlp.shared_expert_gate.weight", "BF16", {1, H}, testing::bytes_of(bf16_bytes(test::random_tensor({1, H}, DType::bf16, rng, 0.1f)))});
-    add_grid(ts, "mlp.switch_mlp.gate_proj", E, I, H, bits, 64, rng);
-    add_grid(ts, "mlp.switch_mlp.up_proj", E, I, H, bits, 64, rng);
-    add_grid(ts, "mlp.switch_mlp.down_proj", E, H, I, bits, 64, rng);
-    add_linear(ts, "mlp.shared_expert.gate_proj", S, H, bits, 64, rng);
-    add_linear(ts, "mlp.shared_expert.up_proj", S, H, bits, 64, rng);
-    add_linear(ts, "mlp.shared_expert.down_proj", H, S, bits, 64, rng);
-    testing::write_bytes(dir.path / "model.safetensors", testing::make_safetensors(ts));
-    const QuantConfig quant = QuantConfig::from_json(nlohmann::json::parse(
-        R"({"quantization": {"group_size": 64, "bits": )" + std::to_string(bits) + R"(, "mlp.gate": false, "mlp.shared_expert_gate": false}})"));
-    MoeConfig cfg;
-    cfg.hidden = H;
-    cfg.expert_intermediate = I;
-    cfg.n_experts = E;
-    cfg.top_k = k;
-    cfg.shared_expert_intermediate = S;
-    Checkpoint hckpt(dir.str()), dckpt(dir.str());
-    dckpt.set_device(Device::cuda);
-    MoeBlock hblock(hckpt, "mlp.", cfg, quant), dblock(dckpt, "mlp.", cfg, quant);
-    Workspace hws, dws(Device::cuda);
-    for (int64_t n : {9, 37, 300}) {
-      Tensor x = test::random_tensor({n, H}, DType::f32, rng);
-      std::vector<int> order(static_cast<size_t>(E));
-      for (int64_t t = 0; t < n; ++t) {
-        std::iota(order.begin(), order.end(), 0);
-        for (int64_t i = E - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(rng.integer(0, i))]);
-        for (int64_t e = 0; e < E; ++e) x.data<float>()[t * H + e] = 0.25f * static_cast<float>(order[static_cast<size_t>(e)]);
-      }
-      Tensor want = Tensor::zeros({n, H}, DType::f32);
-      hblock.forward(x, hws, want);
-      double rms = 0.0;
-      for (int64_t i = 0; i < want.numel(); ++i) rms += std::pow(want.data<float>()[i], 2);
-      rms = std::sqrt(rms / static_cast<double>(want.numel()));
-      for (ops::MatmulPrecision prec : {ops::MatmulPrecision::bf16, ops::MatmulPrecision::f32}) {
-        PrecisionScope p(prec);
-        Tensor out = Tensor::zeros({n, H}, DType::f32, Device::cuda);
-        dblock.forward(x.to(Device::cuda), dws, out);
-        Tensor got = out.to(Device::cpu);
-        double worst = 0.0, sq = 0.0;
-        for (int64_t i = 0; i < got.numel(); ++i) {
-          const double d = std::abs(static_cast<double>(got.data<float>()[i]) - want.data<float>()[i]);
-          worst = std::max(worst, d);
-          sq += d * d;
+  for (int bits : {4, 8})
+    for (bool fused_grid : {false, true})
+      for (ops::MatmulPrecision load_mode : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16}) {
+        testing::TempDir dir;
+        std::vector<testing::StTensor> ts;
+        // Router: logit e = x[e] exactly on both sides (x's first E values are distinct multiples of
+        // 1/4), so both pick the same experts and the comparison sees only the experts' arithmetic.
+        Tensor router = Tensor::zeros({E, H}, DType::bf16);
+        for (int64_t e = 0; e < E; ++e) router.data<uint16_t>()[e * H + e] = f32_to_bf16(1.0f);
+        ts.push_back({"mlp.gate.weight", "BF16", {E, H}, testing::bytes_of(bf16_bytes(router))});
+        ts.push_back({"mlp.shared_expert_gate.weight", "BF16", {1, H}, testing::bytes_of(bf16_bytes(test::random_tensor({1, H}, DType::bf16, rng, 0.1f)))});
+        if (fused_grid) {  // Hugging Face names its grids without a ".weight"
+          for (const char* name : {"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}) {
+            const bool gate_up = std::string(name).ends_with("gate_up_proj");
+            add_grid(ts, name, E, gate_up ? 2 * I : H, gate_up ? H : I, bits, 64, rng);
+            ts[ts.size() - 3].name = name;
+          }
+        } else {
+          add_grid(ts, "mlp.switch_mlp.gate_proj", E, I, H, bits, 64, rng);
+          add_grid(ts, "mlp.switch_mlp.up_proj", E, I, H, bits, 64, rng);
+          add_grid(ts, "mlp.switch_mlp.down_proj", E, H, I, bits, 64, rng);
         }
-        const bool bf16 = prec == ops::MatmulPrecision::bf16;
-        SCOPED_TRACE("bits " + std::to_string(bits) + " n " + std::to_string(n) + (bf16 ? " bf16 " : " f32 ") + test::seed_note());
-        EXPECT_LE(worst / rms, bf16 ? 5e-2 : 1e-4);
-        EXPECT_LE(std::sqrt(sq / static_cast<double>(got.numel())) / rms, bf16 ? 1e-2 : 1e-5);
+        add_linear(ts, "mlp.shared_expert.gate_proj", S, H, bits, 64, rng);
+        add_linear(ts, "mlp.shared_expert.up_proj", S, H, bits, 64, rng);
+        add_linear(ts, "mlp.shared_expert.down_proj", H, S, bits, 64, rng);
+        testing::write_bytes(dir.path / "model.safetensors", testing::make_safetensors(ts));
+        const QuantConfig quant = QuantConfig::from_json(nlohmann::json::parse(
+            R"({"quantization": {"group_size": 64, "bits": )" + std::to_string(bits) + R"(, "mlp.gate": false, "mlp.shared_expert_gate": false}})"));
+        MoeConfig cfg;
+        cfg.hidden = H;
+        cfg.expert_intermediate = I;
+        cfg.n_experts = E;
+        cfg.top_k = k;
+        cfg.shared_expert_intermediate = S;
+        Checkpoint hckpt(dir.str()), dckpt(dir.str());
+        dckpt.set_device(Device::cuda);
+        MoeBlock hblock(hckpt, "mlp.", cfg, quant);
+        std::optional<MoeBlock> dblock;
+        {
+          PrecisionScope load(load_mode);
+          dblock.emplace(dckpt, "mlp.", cfg, quant);
+        }
+        Workspace hws, dws(Device::cuda);
+        for (int64_t n : {1, 3, 9, 37, 300}) {
+          Tensor x = test::random_tensor({n, H}, DType::f32, rng);
+          std::vector<int> order(static_cast<size_t>(E));
+          for (int64_t t = 0; t < n; ++t) {
+            std::iota(order.begin(), order.end(), 0);
+            for (int64_t i = E - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(rng.integer(0, i))]);
+            for (int64_t e = 0; e < E; ++e) x.data<float>()[t * H + e] = 0.25f * static_cast<float>(order[static_cast<size_t>(e)]);
+          }
+          Tensor want = Tensor::zeros({n, H}, DType::f32);
+          hblock.forward(x, hws, want);
+          double rms = 0.0;
+          for (int64_t i = 0; i < want.numel(); ++i) rms += std::pow(want.data<float>()[i], 2);
+          rms = std::sqrt(rms / static_cast<double>(want.numel()));
+          for (ops::MatmulPrecision prec : {ops::MatmulPrecision::bf16, ops::MatmulPrecision::f32}) {
+            PrecisionScope p(prec);
+            Tensor out = Tensor::zeros({n, H}, DType::f32, Device::cuda);
+            dblock->forward(x.to(Device::cuda), dws, out);
+            Tensor got = out.to(Device::cpu);
+            double worst = 0.0, sq = 0.0;
+            for (int64_t i = 0; i < got.numel(); ++i) {
+              const double d = std::abs(static_cast<double>(got.data<float>()[i]) - want.data<float>()[i]);
+              worst = std::max(worst, d);
+              sq += d * d;
+            }
+            const bool bf16 = prec == ops::MatmulPrecision::bf16;
+            SCOPED_TRACE("bits " + std::to_string(bits) + (fused_grid ? " fused gate_up grid" : " mlx grids") + " loaded in " +
+                         ops::matmul_precision_name(load_mode) + " n " + std::to_string(n) + (bf16 ? " bf16 " : " f32 ") + test::seed_note());
+            EXPECT_LE(worst / rms, bf16 ? 5e-2 : 1e-4);
+            EXPECT_LE(std::sqrt(sq / static_cast<double>(got.numel())) / rms, bf16 ? 1e-2 : 1e-5);
+          }
+        }
       }
+}
+
+// ---- tiled experts (the bf16 mode's load-time layout) by device ids ----
+
+// Tiles a host grid of E experts (E * rows, cols) as MoeBlock does at load: one weight on the GPU,
+// reordered whole, then each expert a view of its rows.
+std::vector<Weight> tiled_grid_views(const std::vector<Weight>& experts) {
+  const Weight& a = experts[0];
+  const int64_t E = static_cast<int64_t>(experts.size()), rows = a.rows;
+  Tensor data = Tensor::zeros({E * rows, a.data.dim(1)}, a.data.dtype());
+  Tensor scales = Tensor::zeros({E * rows, a.scales.dim(1)}, a.scales.dtype()), biases = Tensor::zeros({E * rows, a.biases.dim(1)}, a.biases.dtype());
+  for (int64_t e = 0; e < E; ++e)
+    for (auto [from, to] : {std::pair{&experts[static_cast<size_t>(e)].data, &data}, {&experts[static_cast<size_t>(e)].scales, &scales},
+                            {&experts[static_cast<size_t>(e)].biases, &biases}})
+      std::memcpy(static_cast<char*>(to->raw()) + e * from->nbytes(), from->raw(), from->nbytes());
+  Weight whole = a;
+  whole.data = data.to(Device::cuda);
+  whole.scales = scales.to(Device::cuda);
+  whole.biases = biases.to(Device::cuda);
+  whole.rows = E * rows;
+  EXPECT_TRUE(ops::cuda::can_tile(whole));
+  ops::cuda::tile_weight(whole);
+  std::vector<Weight> views;
+  for (int64_t e = 0; e < E; ++e) {
+    Weight v = whole;
+    v.data = whole.data.slice(0, e * rows, (e + 1) * rows);
+    v.scales = whole.scales.slice(0, e * rows, (e + 1) * rows);
+    v.biases = whole.biases.slice(0, e * rows, (e + 1) * rows);
+    v.rows = rows;
+    views.push_back(v);
+  }
+  return views;
+}
+
+std::vector<Weight> random_experts(int64_t E, int64_t rows, int64_t cols, int group, DType scales, Rng& rng) {
+  std::vector<Weight> v;
+  for (int64_t e = 0; e < E; ++e) v.push_back(test::random_quantized(rows, cols, 4, group, scales, rng));
+  return v;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
+  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.raw(), hb.raw(), ha.nbytes()) == 0;
+}
+
+// Against exact f32 on the host (x rounds to bf16 on the device); gate and up in one launch against
+// each alone; a slot against the tiled dense mat-vec of its expert.
+TEST_F(CudaMoe, tiled_experts_by_device_ids) {
+  Rng rng(38);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  struct Shape {
+    int64_t inter, hidden;
+    int group;
+    DType scales;
+  };
+  for (const Shape& sh : {Shape{64, 256, 64, DType::bf16}, Shape{512, 2048, 64, DType::bf16}, Shape{128, 640, 128, DType::f16}}) {
+    const int64_t E = 10, I = sh.inter, H = sh.hidden;
+    const std::vector<Weight> hg = random_experts(E, I, H, sh.group, sh.scales, rng), hu = random_experts(E, I, H, sh.group, sh.scales, rng);
+    const std::vector<Weight> hd = random_experts(E, H, I, sh.group, sh.scales, rng);
+    const ops::ExpertSet gate(tiled_grid_views(hg)), up(tiled_grid_views(hu)), down(tiled_grid_views(hd));
+    const ops::ExpertSet host_gate(hg), host_up(hu), host_down(hd);
+    for (int64_t n : {1, 3, 8}) {
+      const int64_t k = 4, m = n * k;
+      Tensor ids = choose_experts(m, E, Spread::uniform, rng), gids = ids.to(Device::cuda);
+      const Tensor x = test::random_tensor({n, H}, DType::f32, rng), gx = x.to(Device::cuda);
+      SCOPED_TRACE("I " + std::to_string(I) + " H " + std::to_string(H) + " n " + std::to_string(n) + " " + test::seed_note());
+
+      Tensor g1 = Tensor::zeros({m, I}, DType::f32, Device::cuda), u1 = Tensor::zeros({m, I}, DType::f32, Device::cuda);
+      ops::expert_matmul(gx, gate, gids, g1);
+      ops::expert_matmul(gx, up, gids, u1);
+      Tensor want_g = Tensor::zeros({m, I}, DType::f32), want_u = Tensor::zeros({m, I}, DType::f32);
+      {
+        PrecisionScope exact(ops::MatmulPrecision::f32);
+        ops::expert_matmul(x, host_gate, ids, want_g);
+        ops::expert_matmul(x, host_up, ids, want_u);
+      }
+      EXPECT_LE(grouped_error(g1, want_g, x, host_gate), 1e-2);
+      EXPECT_LE(grouped_error(u1, want_u, x, host_up), 1e-2);
+
+      Tensor g2 = Tensor::zeros({m, I}, DType::f32, Device::cuda), u2 = Tensor::zeros({m, I}, DType::f32, Device::cuda);
+      ops::expert_gate_up_matmul(gx, gate, up, gids, g2, u2);
+      EXPECT_LE(max_abs_diff(g2, g1), 1e-5 * (1.0 + max_abs_diff(g1, Tensor::zeros({m, I}, DType::f32, Device::cuda))));
+      EXPECT_LE(max_abs_diff(u2, u1), 1e-5 * (1.0 + max_abs_diff(u1, Tensor::zeros({m, I}, DType::f32, Device::cuda))));
+
+      const int64_t slot = m - 1, e = ids.data<int32_t>()[slot];
+      Tensor alone = Tensor::zeros({1, I}, DType::f32, Device::cuda);
+      ops::matmul(gx.slice(0, slot / k, slot / k + 1), gate[e], alone);
+      EXPECT_LE(max_abs_diff(alone, g1.slice(0, slot, slot + 1)), 1e-5 * (1.0 + max_abs_diff(alone, Tensor::zeros({1, I}, DType::f32, Device::cuda))));
+
+      Tensor act = Tensor::zeros({m, I}, DType::f32, Device::cuda), y = Tensor::zeros({m, H}, DType::f32, Device::cuda);
+      ops::silu_mul(g1, u1, act);
+      ops::expert_matmul(act, down, gids, y);
+      Tensor want_y = Tensor::zeros({m, H}, DType::f32);
+      {
+        PrecisionScope exact(ops::MatmulPrecision::f32);
+        ops::expert_matmul(act.to(Device::cpu), host_down, ids, want_y);
+      }
+      // silu(gate) * up is heavy-tailed, so its bf16 rounding weighs more than that of a Gaussian x.
+      EXPECT_LE(grouped_error(y, want_y, act.to(Device::cpu), host_down), 3e-2);
     }
   }
+}
+
+// The grouped tensor-core path (prompts) reads tiled experts as it reads the row layout.
+TEST_F(CudaMoe, grouped_matmul_reads_tiled_experts) {
+  Rng rng(39);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  for (int group : {64, 128})
+    for (DType st : {DType::bf16, DType::f16}) {
+      const int64_t E = 8, rows = 96, cols = 384, n = 37, k = 3, m = n * k;
+      const std::vector<Weight> host = random_experts(E, rows, cols, group, st, rng);
+      std::vector<Weight> rows_layout;
+      for (const Weight& w : host) rows_layout.push_back(test::gpu(w));
+      const ops::ExpertSet tiled(tiled_grid_views(host)), plain(rows_layout);
+      Tensor ids = choose_experts(m, E, Spread::uniform, rng);
+      Tensor offsets = Tensor::zeros({E + 1}, DType::i32, Device::cuda), sorted = Tensor::zeros({m}, DType::i32, Device::cuda);
+      ops::moe_group(ids.to(Device::cuda), E, offsets, sorted);
+      const Tensor x = test::random_tensor({n, cols}, DType::f32, rng).to(Device::cuda);
+      Tensor a = Tensor::zeros({m, rows}, DType::f32, Device::cuda), b = Tensor::zeros({m, rows}, DType::f32, Device::cuda);
+      ops::grouped_expert_matmul(x, tiled, offsets, sorted, ops::GroupedRows::gather, a);
+      ops::grouped_expert_matmul(x, plain, offsets, sorted, ops::GroupedRows::gather, b);
+      EXPECT_TRUE(same_bits(a, b)) << "g" << group << " " << dtype_name(st);
+    }
 }
 
 }  // namespace

@@ -37,7 +37,33 @@ Weight expert_view(const Tensor& data, const Tensor& scales, const Tensor& biase
 struct Grid {
   Tensor data, scales, biases;
   QuantParams quant;
+  WeightLayout layout = WeightLayout::rows;
 };
+
+// On a GPU, prepares the whole grid as one (E · rows, cols) weight: in the bf16 mode that reorders it
+// for the tiled mat-vec (ops::prepare_weight). Its 16-row tiles never straddle two experts, or an
+// expert's gate and up halves, when every view's rows are a multiple of 16 (view_rows), so each
+// expert's view keeps its offsets and only takes the layout tag.
+void prepare_grid(Grid& g, int64_t view_rows, int64_t cols, const std::string& name) {
+  if (g.data.device() != Device::cuda || !g.scales || view_rows % 16 != 0) return;
+  const int64_t rows = g.data.dim(0) * g.data.dim(1);
+  Weight whole;
+  whole.data = g.data.reshape({rows, g.data.dim(2)});
+  whole.scales = g.scales.reshape({rows, g.scales.dim(2)});
+  whole.biases = g.biases.reshape({rows, g.biases.dim(2)});
+  whole.quant = g.quant;
+  whole.rows = rows;
+  whole.cols = cols;
+  whole.name = name;
+  ops::prepare_weight(whole);
+  g.layout = whole.layout;
+}
+
+Weight expert_view(const Grid& g, int64_t e, int64_t row0, int64_t rows, int64_t cols, const std::string& name) {
+  Weight w = expert_view(g.data, g.scales, g.biases, e, row0, rows, cols, g.quant, name);
+  w.layout = g.layout;
+  return w;
+}
 
 Grid load_grid(Checkpoint& ckpt, const std::string& prefix, int64_t n_experts, int64_t rows, int64_t cols, const QuantConfig& quant) {
   Grid g;
@@ -88,20 +114,25 @@ void MoeBlock::load_experts(Checkpoint& ckpt, const std::string& prefix, const Q
     Grid gate = load_grid(ckpt, prefix + "switch_mlp.gate_proj", E, I, H, quant);
     Grid up = load_grid(ckpt, prefix + "switch_mlp.up_proj", E, I, H, quant);
     Grid down = load_grid(ckpt, prefix + "switch_mlp.down_proj", E, H, I, quant);
+    prepare_grid(gate, I, H, prefix + "switch_mlp.gate_proj");
+    prepare_grid(up, I, H, prefix + "switch_mlp.up_proj");
+    prepare_grid(down, H, I, prefix + "switch_mlp.down_proj");
     for (int64_t e = 0; e < E; ++e) {
       auto& x = experts_[static_cast<size_t>(e)];
-      x.gate = expert_view(gate.data, gate.scales, gate.biases, e, 0, I, H, gate.quant, prefix + "switch_mlp.gate_proj");
-      x.up = expert_view(up.data, up.scales, up.biases, e, 0, I, H, up.quant, prefix + "switch_mlp.up_proj");
-      x.down = expert_view(down.data, down.scales, down.biases, e, 0, H, I, down.quant, prefix + "switch_mlp.down_proj");
+      x.gate = expert_view(gate, e, 0, I, H, prefix + "switch_mlp.gate_proj");
+      x.up = expert_view(up, e, 0, I, H, prefix + "switch_mlp.up_proj");
+      x.down = expert_view(down, e, 0, H, I, prefix + "switch_mlp.down_proj");
     }
   } else if (ckpt.has(prefix + "experts.gate_up_proj")) {  // Hugging Face fused grids: gate rows, then up rows
     Grid gate_up = load_grid(ckpt, prefix + "experts.gate_up_proj", E, 2 * I, H, quant);
     Grid down = load_grid(ckpt, prefix + "experts.down_proj", E, H, I, quant);
+    prepare_grid(gate_up, I, H, prefix + "experts.gate_up_proj");
+    prepare_grid(down, H, I, prefix + "experts.down_proj");
     for (int64_t e = 0; e < E; ++e) {
       auto& x = experts_[static_cast<size_t>(e)];
-      x.gate = expert_view(gate_up.data, gate_up.scales, gate_up.biases, e, 0, I, H, gate_up.quant, prefix + "experts.gate_up_proj");
-      x.up = expert_view(gate_up.data, gate_up.scales, gate_up.biases, e, I, I, H, gate_up.quant, prefix + "experts.gate_up_proj");
-      x.down = expert_view(down.data, down.scales, down.biases, e, 0, H, I, down.quant, prefix + "experts.down_proj");
+      x.gate = expert_view(gate_up, e, 0, I, H, prefix + "experts.gate_up_proj");
+      x.up = expert_view(gate_up, e, I, I, H, prefix + "experts.gate_up_proj");
+      x.down = expert_view(down, e, 0, H, I, prefix + "experts.down_proj");
     }
   } else {  // per-expert tensors
     const bool mixtral_names = ckpt.has(prefix + "experts.0.w1.weight");
@@ -111,6 +142,9 @@ void MoeBlock::load_experts(Checkpoint& ckpt, const std::string& prefix, const Q
       x.gate = ckpt.linear(p + (mixtral_names ? "w1" : "gate_proj"), I, H, quant);
       x.up = ckpt.linear(p + (mixtral_names ? "w3" : "up_proj"), I, H, quant);
       x.down = ckpt.linear(p + (mixtral_names ? "w2" : "down_proj"), H, I, quant);
+      // GPU only: on the CPU the experts keep the checkpoint layout (the int8 repack is for dense weights).
+      if (x.gate.data.device() == Device::cuda)
+        for (Weight* w : {&x.gate, &x.up, &x.down}) ops::prepare_weight(*w);
     }
   }
 }
@@ -191,8 +225,7 @@ void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Te
   // per_rank row t*k + r: token t through its r-th expert.
   Tensor gate = ws.get(kGate, n * k, I), up = ws.get(kUp, n * k, I), per_rank = ws.get(kPerRank, n * k, H);
   if (n <= kDeviceRoutedTokens) {
-    ops::expert_matmul(x, gate_set_, flat_ids, gate);
-    ops::expert_matmul(x, up_set_, flat_ids, up);
+    ops::expert_gate_up_matmul(x, gate_set_, up_set_, flat_ids, gate, up);
     ops::silu_mul(gate, up, gate);
     ops::expert_matmul(gate, down_set_, flat_ids, per_rank);
   } else {

@@ -503,6 +503,7 @@ void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids,
   const int fan = static_cast<int>(y.dim(0) / x.dim(0));
   const int32_t* id = ids.data<int32_t>();
   check(y.dim(0) <= 65535, ErrorKind::unsupported, "[expert_matmul] at most 65535 rows per call on cuda");
+  if (matmul_precision() != MatmulPrecision::f32 && tiles_experts_ok(experts, x)) return tiles_expert_matvec(x, experts, nullptr, ids, y, nullptr);
   bool fast = quantized_fast_ok(w) && aligned16(x.raw()) && x.stride(0) % 4 == 0;
   for (int64_t e = 0; fast && e < experts.size(); ++e) fast = aligned16(experts[e].data.raw());
   if (fast) {

@@ -55,6 +55,14 @@ void launch_tiles(const tiles::Args& a, int group_tiles) {
   else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks>(a);
 }
 
+template <class S>
+void launch_expert_tiles(const tiles::ExpertArgs& e, int group_tiles, int slots, int projections) {
+  if (group_tiles == 1) tiles::launch_experts_split<S, 1, kDepth, kMinBlocks>(e, slots, projections);
+  else tiles::launch_experts_split<S, 2, kDepth, kMinBlocks>(e, slots, projections);
+}
+
+bool x_rows_ok(const Tensor& x) { return aligned16(x.raw()) && x.stride(0) % 4 == 0; }
+
 }  // namespace
 
 bool can_tile(const Weight& w) {
@@ -89,7 +97,7 @@ void prepare_weight(Weight& w) {
 }
 
 bool tiles_matvec_ok(const Weight& w, const Tensor& x, int64_t n) {
-  return w.layout == WeightLayout::tiles && n >= 1 && n <= 8 && aligned16(x.raw()) && x.stride(0) % 4 == 0;
+  return w.layout == WeightLayout::tiles && n >= 1 && n <= 8 && x_rows_ok(x);
 }
 
 void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y) {
@@ -100,4 +108,27 @@ void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y) {
   check_launch("matmul (tiled tensor-core mat-vec)");
 }
 
+
+bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x) {
+  return experts.size() > 0 && experts[0].layout == WeightLayout::tiles && x_rows_ok(x);
+}
+
+void tiles_expert_matvec(const Tensor& x, const ExpertSet& a, const ExpertSet* b, const Tensor& ids, Tensor& ya, Tensor* yb) {
+  const Weight& w = a[0];
+  const int slots = static_cast<int>(ya.dim(0)), projections = b != nullptr ? 2 : 1;
+  const tiles::ExpertArgs e{{a.device_table().data<int64_t>(), b != nullptr ? b->device_table().data<int64_t>() : nullptr},
+                            {ya.data<float>(), yb != nullptr ? yb->data<float>() : nullptr},
+                            ids.data<int32_t>(),
+                            w.rows / 16,
+                            static_cast<int>(w.cols / 64),
+                            static_cast<int>(w.cols / w.quant.group_size),
+                            x.data<float>(),
+                            x.stride(0),
+                            static_cast<int>(ya.dim(0) / x.dim(0)),
+                            ya.stride(0)};
+  const int group_tiles = w.quant.group_size / 64;
+  if (w.scales.dtype() == DType::bf16) launch_expert_tiles<__nv_bfloat16>(e, group_tiles, slots, projections);
+  else launch_expert_tiles<__half>(e, group_tiles, slots, projections);
+  check_launch("expert mat-vec (tiled)");
+}
 }  // namespace sanctum::ops::cuda

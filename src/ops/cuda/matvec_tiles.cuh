@@ -44,6 +44,22 @@ struct Args {
   int64_t y_stride;
 };
 
+// Experts picked on the device (MoE decode): block row blockIdx.y is output row `slot` of expert
+// ids[slot], whose addresses come from a (E, 3) table of codes, scales and biases; x row slot / fan.
+// Two projections of the same shape over the same x (gate and up) share a launch: blockIdx.z picks
+// table and y.
+struct ExpertArgs {
+  const int64_t* table[2];
+  float* y[2];
+  const int32_t* ids;
+  int64_t row_tiles;  // of one expert
+  int k_tiles, groups;
+  const float* x;
+  int64_t x_stride;
+  int fan;
+  int64_t y_stride;
+};
+
 template <class S>
 __device__ __forceinline__ float pair_lo(uint32_t v) {
   if constexpr (std::is_same_v<S, __nv_bfloat16>) return __uint_as_float(v << 16);
@@ -62,12 +78,12 @@ __device__ __forceinline__ uint32_t mask_or(uint32_t a, uint32_t mask, uint32_t 
   return d;
 }
 
-// Grid: one block per kWarps / KS groups of RT row tiles. y (n, rows) f32, n <= 8.
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB>
-__global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
+// Block `block` of the grid: kWarps / KS groups of RT row tiles. y (n, rows) f32, n <= 8.
+template <class S, int KS, int RT, int GT, int DEPTH>
+__device__ __forceinline__ void matvec_body(const Args& a, int64_t block) {
   __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
-  const int64_t rt0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / KS) + warp / KS) * RT;
+  const int64_t rt0 = (block * (kWarps / KS) + warp / KS) * RT;
   const int k_tiles = a.k_tiles, n = a.n, count = (k_tiles - slice + KS - 1) / KS;
   const uint4* cp[RT];
   const uint32_t *sp[RT], *bp[RT];
@@ -190,6 +206,31 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
   }
 }
 
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB>
+__global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
+  matvec_body<S, KS, RT, GT, DEPTH>(a, blockIdx.x);
+}
+
+template <class S, int KS, int GT, int DEPTH, int MINB>
+__global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e) {
+  wait_for_previous();  // the ids (and x) come from the kernels ahead; nothing is known before them
+  const int slot = blockIdx.y;
+  const int64_t* ent = (blockIdx.z == 0 ? e.table[0] : e.table[1]) + 3 * static_cast<int64_t>(e.ids[slot]);
+  const int64_t xr = static_cast<int64_t>(slot / e.fan) * e.x_stride;
+  const Args a{reinterpret_cast<const uint4*>(ent[0]),
+               reinterpret_cast<const uint32_t*>(ent[1]),
+               reinterpret_cast<const uint32_t*>(ent[2]),
+               e.row_tiles,
+               e.k_tiles,
+               e.groups,
+               e.x + xr,
+               e.x_stride,
+               1,
+               (blockIdx.z == 0 ? e.y[0] : e.y[1]) + static_cast<int64_t>(slot) * e.y_stride,
+               e.y_stride};
+  matvec_body<S, KS, 1, GT, DEPTH>(a, blockIdx.x);
+}
+
 inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
   return Args{static_cast<const uint4*>(w.data.raw()), static_cast<const uint32_t*>(w.scales.raw()), static_cast<const uint32_t*>(w.biases.raw()),
               w.rows / 16, static_cast<int>(w.cols / 64), static_cast<int>(w.cols / w.quant.group_size), x, xs, n, y, ys};
@@ -218,6 +259,32 @@ void launch_split(const Args& a) {
     case 2: return launch<S, 2, RT, GT, DEPTH, MINB>(a);
     case 4: return launch<S, 4, RT, GT, DEPTH, MINB>(a);
     default: return launch<S, 8, RT, GT, DEPTH, MINB>(a);
+  }
+}
+
+// projections: 1, or 2 when table[1] / y[1] hold a second one; slots: rows of y.
+template <class S, int KS, int GT, int DEPTH, int MINB>
+void launch_experts(const ExpertArgs& e, int slots, int projections) {
+  const dim3 grid(static_cast<unsigned>((e.row_tiles + kWarps / KS - 1) / (kWarps / KS)), static_cast<unsigned>(slots),
+                  static_cast<unsigned>(projections));
+  launch_early(expert_matvec<S, KS, GT, DEPTH, MINB>, grid, dim3(kWarps * 32), 0, e);
+}
+
+// Expert matrices are small: a second wave of blocks would wait out the first's whole latency, so
+// the column split stops where the blocks still fit on the multiprocessors at once.
+inline int expert_column_split(int64_t row_tiles, int64_t k_tiles, int min_blocks) {
+  int ks = column_split(row_tiles, 1, k_tiles);
+  while (ks > 1 && row_tiles * ks > int64_t{kWarps} * min_blocks * multiprocessor_count()) ks /= 2;
+  return ks;
+}
+
+template <class S, int GT, int DEPTH, int MINB>
+void launch_experts_split(const ExpertArgs& e, int slots, int projections) {
+  switch (expert_column_split(e.row_tiles * slots * projections, e.k_tiles, MINB)) {
+    case 1: return launch_experts<S, 1, GT, DEPTH, MINB>(e, slots, projections);
+    case 2: return launch_experts<S, 2, GT, DEPTH, MINB>(e, slots, projections);
+    case 4: return launch_experts<S, 4, GT, DEPTH, MINB>(e, slots, projections);
+    default: return launch_experts<S, 8, GT, DEPTH, MINB>(e, slots, projections);
   }
 }
 

@@ -3,6 +3,7 @@
 // matvec_tiles.cuh). Plain C++ declarations, so that the op front ends can call them in every build.
 #include <cstdint>
 
+#include "ops/moe.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
 
@@ -20,5 +21,9 @@ void prepare_weight(Weight& w);
 bool tiles_matvec_ok(const Weight& w, const Tensor& x, int64_t n);
 // y (n, rows) = x (n, cols) · wᵀ with x rounded to bf16, sums in f32.
 void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y);
+// Experts in the tiled layout, picked by device ids, as expert_matmul: ya row i = a[ids[i]] · (x row
+// i / fan); with b (same shape as a), yb likewise in the same launch. ya.dim(0) <= 65535.
+bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x);
+void tiles_expert_matvec(const Tensor& x, const ExpertSet& a, const ExpertSet* b, const Tensor& ids, Tensor& ya, Tensor* yb);
 
 }  // namespace sanctum::ops::cuda

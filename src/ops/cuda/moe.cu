@@ -27,26 +27,36 @@ __global__ void moe_combine_kernel(const float* per_rank, int64_t pr_stride, con
 }
 
 // Warp per token: top-k by repeated arg-max (ties → lower id), then the weights exactly as the host's
-// route_token computes them (double softmax sums).
+// route_token computes them (double softmax sums). Lane l holds logits l, l + 32, .. in registers
+// (PL of them) and a mask of those already chosen; round r's winner is kept by lane r, which
+// writes it out at the end. No per-lane arrays indexed at run time, so nothing spills to local memory.
+template <int PL>
 __global__ void moe_route_kernel(const float* logits, int64_t stride, int64_t n, int E, int k, bool softmax_first, bool normalize,
                                  int32_t* ids, float* weights) {
   const int lane = threadIdx.x & 31;
+  wait_for_previous();  // launched early (common.cuh): the logits come from the kernel ahead
+  allow_next_early();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   if (t >= n) return;
   const float* l = logits + t * stride;
-  int32_t chosen[32];
-  float chosen_logit[32];
+  float v[PL];
+#pragma unroll
+  for (int i = 0; i < PL; ++i) v[i] = lane + 32 * i < E ? l[lane + 32 * i] : 0.0f;
+  uint32_t taken = 0;  // bit i: expert lane + 32 i is chosen (or does not exist)
+#pragma unroll
+  for (int i = 0; i < PL; ++i)
+    if (lane + 32 * i >= E) taken |= 1u << i;
+  int32_t my_id = 0;
+  float my_logit = 0.0f, top = 0.0f;
   for (int r = 0; r < k; ++r) {
     float best = -INFINITY;
     int best_id = 0x7fffffff;
-    for (int e = lane; e < E; e += 32) {
-      bool taken = false;
-      for (int j = 0; j < r; ++j) taken |= chosen[j] == e;
-      if (taken) continue;
-      const float v = l[e];
-      if (v > best || (v == best && e < best_id) || best_id == 0x7fffffff) {
-        best = v;
-        best_id = e;
+#pragma unroll
+    for (int i = 0; i < PL; ++i) {
+      if (taken >> i & 1u) continue;
+      if (v[i] > best || best_id == 0x7fffffff) {  // ids rise with i: a tie keeps the lower
+        best = v[i];
+        best_id = lane + 32 * i;
       }
     }
     for (int o = 16; o > 0; o >>= 1) {
@@ -57,31 +67,36 @@ __global__ void moe_route_kernel(const float* logits, int64_t stride, int64_t n,
         best_id = oi;
       }
     }
-    chosen[r] = best_id;
-    chosen_logit[r] = best;
-  }
-  const float m = chosen_logit[0];
-  double total = 0.0;
-  if (softmax_first) {
-    for (int e = lane; e < E; e += 32) total += exp(static_cast<double>(l[e] - m));
-    for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
-  }
-  if (lane != 0) return;
-  int32_t* id = ids + t * k;
-  float* w = weights + t * k;
-  for (int r = 0; r < k; ++r) id[r] = chosen[r];
-  if (softmax_first) {
-    double kept = 0.0;
-    for (int r = 0; r < k; ++r) {
-      w[r] = static_cast<float>(exp(static_cast<double>(chosen_logit[r] - m)) / total);
-      kept += w[r];
+    if ((best_id & 31) == lane) taken |= 1u << (best_id >> 5);
+    if (r == 0) top = best;
+    if (lane == r) {
+      my_id = best_id;
+      my_logit = best;
     }
-    if (normalize)
-      for (int r = 0; r < k; ++r) w[r] = static_cast<float>(w[r] / kept);
+  }
+  const double mine = exp(static_cast<double>(my_logit - top));
+  double w = 0.0;
+  if (softmax_first) {
+    double total = 0.0;
+#pragma unroll
+    for (int i = 0; i < PL; ++i)
+      if (lane + 32 * i < E) total += exp(static_cast<double>(v[i] - top));
+    for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+    const float wf = static_cast<float>(mine / total);
+    w = wf;
+    if (normalize) {
+      double kept = 0.0;  // in rank order, as the host adds them
+      for (int r = 0; r < k; ++r) kept += __shfl_sync(0xffffffffu, static_cast<double>(wf), r);
+      w = static_cast<float>(static_cast<double>(wf) / kept);
+    }
   } else {
     double sum = 0.0;
-    for (int r = 0; r < k; ++r) sum += exp(static_cast<double>(chosen_logit[r] - m));
-    for (int r = 0; r < k; ++r) w[r] = static_cast<float>(exp(static_cast<double>(chosen_logit[r] - m)) / sum);
+    for (int r = 0; r < k; ++r) sum += __shfl_sync(0xffffffffu, mine, r);
+    w = static_cast<float>(mine / sum);
+  }
+  if (lane < k) {
+    ids[t * k + lane] = my_id;
+    weights[t * k + lane] = static_cast<float>(w);
   }
 }
 
@@ -104,10 +119,19 @@ __global__ void moe_combine_device_kernel(const float* per_rank, int64_t pr_stri
 
 void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights) {
   const int64_t n = logits.dim(0);
+  const int E = static_cast<int>(logits.dim(1));
+  check(E <= 32 * 32, ErrorKind::unsupported, "[moe_route] at most 1024 experts on cuda, got " + std::to_string(E));
   constexpr int kWarps = 4;
-  moe_route_kernel<<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0, stream()>>>(
-      logits.data<float>(), logits.stride(0), n, static_cast<int>(logits.dim(1)), static_cast<int>(routing.top_k), routing.softmax_first,
-      routing.normalize, ids.data<int32_t>(), weights.data<float>());
+  const auto launch = [&](auto kernel) {
+    launch_early(kernel, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0, logits.data<float>(), logits.stride(0),
+                 n, E, static_cast<int>(routing.top_k), routing.softmax_first, routing.normalize, ids.data<int32_t>(), weights.data<float>());
+  };
+  if (E <= 32) launch(moe_route_kernel<1>);
+  else if (E <= 64) launch(moe_route_kernel<2>);
+  else if (E <= 128) launch(moe_route_kernel<4>);
+  else if (E <= 256) launch(moe_route_kernel<8>);
+  else if (E <= 512) launch(moe_route_kernel<16>);
+  else launch(moe_route_kernel<32>);
   check_launch("moe_route");
 }
 

@@ -201,9 +201,10 @@ __device__ __forceinline__ void dequantize32(const uint4 (&q)[BITS == 16 ? 4 : B
   }
 }
 
-// BITS 4 / 8: MLX codes with S scales and biases; 16: dense bf16 rows (S unused).
+// BITS 4 / 8: MLX codes with S scales and biases; 16: dense bf16 rows (S unused). TILED: 4-bit weights
+// reordered for the decode mat-vec (WeightLayout::tiles, matvec_tiles.cuh).
 // Grid: x = row tiles (worst case), y = column blocks of kBN.
-template <int BITS, class S, int BM>
+template <int BITS, class S, int BM, bool TILED = false>
 __global__ void __launch_bounds__(kThreads, 2)
     grouped_mma(const int64_t* __restrict__ table, const int32_t* __restrict__ offsets, const int32_t* __restrict__ tiles, int E,
                 const int32_t* __restrict__ sorted, bool gather, int fan, int64_t row_bytes, int64_t s_stride, int group_shift, int N,
@@ -250,10 +251,24 @@ __global__ void __launch_bounds__(kThreads, 2)
   auto fetch = [&](int kt) {
 #pragma unroll
     for (int i = 0; i < XR; ++i) xv[i] = xrow[i] ? *reinterpret_cast<const uint4*>(xrow[i] + kt * kBK) : make_uint4(0u, 0u, 0u, 0u);
-    const uint4* p = reinterpret_cast<const uint4*>(wp + static_cast<int64_t>(kt) * (BITS == 16 ? 128 : 8 * BITS));
+    if constexpr (TILED) {
+      // The row's 32 codes of this half step: 8 bytes in each of lanes 4 g + 2 half and + 1 of the
+      // (row tile, column tile)'s 512, at byte 8 h for row g + 8 h of the tile.
+      const int64_t rt = wrow >> 4;
+      const int g = static_cast<int>(wrow & 7), h = static_cast<int>((wrow >> 3) & 1), lane0 = 4 * g + 2 * half;
+      const uint8_t* tile = codes + (rt * (K / kBK) + kt) * 512;
+      const uint2 lo = __ldg(reinterpret_cast<const uint2*>(tile + lane0 * 16 + h * 8));
+      const uint2 hi = __ldg(reinterpret_cast<const uint2*>(tile + (lane0 + 1) * 16 + h * 8));
+      qv[0] = make_uint4(lo.x, lo.y, hi.x, hi.y);
+      const int64_t at = (rt * (K >> group_shift) + ((kt * kBK + half * 32) >> group_shift)) * 16 + 2 * g + h;
+      sc = to_f(scales[at]);
+      bi = to_f(biases[at]);
+    } else {
+      const uint4* p = reinterpret_cast<const uint4*>(wp + static_cast<int64_t>(kt) * (BITS == 16 ? 128 : 8 * BITS));
 #pragma unroll
-    for (int i = 0; i < QV; ++i) qv[i] = __ldg(p + i);
-    if constexpr (BITS != 16) {
+      for (int i = 0; i < QV; ++i) qv[i] = __ldg(p + i);
+    }
+    if constexpr (BITS != 16 && !TILED) {
       const int g = (kt * kBK + half * 32) >> group_shift;
       sc = to_f(scales[wrow * s_stride + g]);
       bi = to_f(biases[wrow * s_stride + g]);
@@ -401,23 +416,23 @@ struct Launch {
   int64_t ys;
 };
 
-template <int BITS, class S, int BM>
+template <int BITS, class S, int BM, bool TILED = false>
 void launch_mma(const Launch& a, int64_t m) {
   tile_schedule<<<1, 1024, static_cast<size_t>(a.E) * 4, stream()>>>(a.offsets, a.E, BM, a.tiles);
   check_launch("grouped_expert_matmul schedule");
   const int64_t worst = m / BM + std::min<int64_t>(a.E, m);
   const dim3 grid(static_cast<unsigned>(worst), static_cast<unsigned>((a.N + kBN - 1) / kBN));
-  grouped_mma<BITS, S, BM><<<grid, kThreads, 0, stream()>>>(a.table, a.offsets, a.tiles, a.E, a.sorted, a.gather, a.fan, a.row_bytes,
-                                                            a.s_stride, a.shift, a.N, a.K, a.x, a.y, a.ys);
+  grouped_mma<BITS, S, BM, TILED><<<grid, kThreads, 0, stream()>>>(a.table, a.offsets, a.tiles, a.E, a.sorted, a.gather, a.fan,
+                                                                   a.row_bytes, a.s_stride, a.shift, a.N, a.K, a.x, a.y, a.ys);
 }
 
 // Rows per tile from the mean rows per expert: few rows per expert waste less of a small tile.
-template <int BITS, class S>
+template <int BITS, class S, bool TILED = false>
 void launch_rows(const Launch& a, int64_t m) {
   const int64_t mean = m / a.E;
-  if (mean >= 48) launch_mma<BITS, S, 64>(a, m);
-  else if (mean >= 20) launch_mma<BITS, S, 32>(a, m);
-  else launch_mma<BITS, S, 16>(a, m);
+  if (mean >= 48) launch_mma<BITS, S, 64, TILED>(a, m);
+  else if (mean >= 20) launch_mma<BITS, S, 32, TILED>(a, m);
+  else launch_mma<BITS, S, 16, TILED>(a, m);
 }
 
 template <int BITS>
@@ -475,6 +490,8 @@ void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tens
                    y.data<float>(),
                    y.stride(0)};
     if (!q) launch_mma<16, float, 64>(a, m);  // dense rows: no dequantization to amortise, one tile shape
+    else if (w.layout == WeightLayout::tiles && w.scales.dtype() == DType::bf16) launch_rows<4, __nv_bfloat16, true>(a, m);
+    else if (w.layout == WeightLayout::tiles) launch_rows<4, __half, true>(a, m);
     else if (w.quant.bits == 4) launch_bits<4>(a, m, w.scales.dtype());
     else launch_bits<8>(a, m, w.scales.dtype());
     check_launch("grouped_expert_matmul");
