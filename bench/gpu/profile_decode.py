@@ -6,7 +6,10 @@ kernel's duration. The last decode step is found as the repeating tail of the ke
 kernels are printed in order with their times, then summed by kernel name. The gap between the sum
 and the graph's step time is what launches and dependencies cost.
 
-  python3 bench/gpu/profile_decode.py --shape qwen3_5_moe-35b-a3b --layers 4 --out DIR
+With --prefill N it profiles one prefill of N tokens instead: every kernel after loading (the load's
+weight reordering excluded), summed by name.
+
+  python3 bench/gpu/profile_decode.py --shape qwen3_5_moe-35b-a3b --layers 4 [--prefill 4096] --out DIR
 Needs SANCTUM_BIN and ncu on the PATH (or NCU).
 """
 import argparse
@@ -32,10 +35,11 @@ def graph_step_ms(model: Path) -> float:
     return 1000.0 / tg["tokens_per_second"]
 
 
-def kernel_times(model: Path, tokens: int, log: Path) -> list[tuple[str, float]]:
+def kernel_times(model: Path, prompt: int, tokens: int, log: Path) -> list[tuple[str, float]]:
     ncu = os.environ.get("NCU", "ncu")
+    ids = ",".join(str(5 + i % 1000) for i in range(prompt))
     cmd = [ncu, "--clock-control", "none", "--cache-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--log-file", str(log),
-           os.environ["SANCTUM_BIN"], "generate", "--model", str(model), "--device", "cuda", "--prompt-ids", "5,6,7", "--max-tokens",
+           os.environ["SANCTUM_BIN"], "generate", "--model", str(model), "--device", "cuda", "--prompt-ids", ids, "--max-tokens",
            str(tokens), "--ignore-eos", "--no-pld"]
     subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True, env={**os.environ, "SANCTUM_CUDA_GRAPHS": "0"})
     text = log.read_text()
@@ -65,6 +69,7 @@ def main():
     ap.add_argument("--shape", required=True, choices=list(random_checkpoint.SHAPES))
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=4)
+    ap.add_argument("--prefill", type=int, default=0, help="profile a prefill of this many tokens instead of a decode step")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     out = Path(args.out)
@@ -72,12 +77,18 @@ def main():
     model = Path(os.environ.get("SANCTUM_BENCH_DIR", "/tmp/sanctum-bench")) / f"{args.shape}-{args.layers}l"
     if not (model / "config.json").exists():
         random_checkpoint.write_mlx_4bit(model, random_checkpoint.hf_config(args.shape, args.layers))
-    step_ms = graph_step_ms(model)
-    step = last_step(kernel_times(model, args.tokens, out / f"{args.shape}-ncu.csv"))
-    total = sum(t for _, t in step)
-    print(f"{args.shape}, {args.layers} layers: graph step {step_ms * 1000:.1f} us; {len(step)} kernels, their sum {total:.1f} us")
-    for name, t in step:
-        print(f"  {t:8.2f}  {name}")
+    if args.prefill:
+        rows = kernel_times(model, args.prefill, 1, out / f"{args.shape}-prefill{args.prefill}-ncu.csv")
+        step = [(n, t) for n, t in rows if not n.split("::")[-1].startswith("tile_")]
+        total = sum(t for _, t in step)
+        print(f"{args.shape}, {args.layers} layers: prefill of {args.prefill} tokens, {len(step)} kernels, their sum {total / 1000:.2f} ms")
+    else:
+        step_ms = graph_step_ms(model)
+        step = last_step(kernel_times(model, 3, args.tokens, out / f"{args.shape}-ncu.csv"))
+        total = sum(t for _, t in step)
+        print(f"{args.shape}, {args.layers} layers: graph step {step_ms * 1000:.1f} us; {len(step)} kernels, their sum {total:.1f} us")
+        for name, t in step:
+            print(f"  {t:8.2f}  {name}")
     by_name = defaultdict(lambda: [0, 0.0])
     for name, t in step:
         by_name[name][0] += 1

@@ -70,7 +70,7 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
   auto t0 = std::chrono::steady_clock::now();
   Tensor logits;
   int32_t first_token = -1;  // picked on the device with the last prompt chunk
-  const size_t chunk = static_cast<size_t>(std::max(1, params.prefill_chunk));
+  const size_t chunk = static_cast<size_t>(std::max(1, params.prefill_chunk > 0 ? params.prefill_chunk : model.prefill_chunk()));
   const int64_t start = state.length();
   for (size_t begin = 0; begin < prompt.size();) {
     size_t end = std::min(prompt.size(), begin + chunk);

@@ -53,6 +53,11 @@ class Model {
   }
   virtual bool picks_on_device() const { return false; }
 
+  // Prompt tokens per forward when a prompt is prefilled in pieces. On the CPU the piece bounds the
+  // scratch memory; a GPU prefill dequantizes every weight for the tensor cores once per forward, so
+  // there longer pieces pay that once for more tokens.
+  virtual int prefill_chunk() const { return 512; }
+
   // Bytes of weights one decode step reads (for bandwidth accounting).
   virtual size_t weight_bytes_per_token() const = 0;
 
