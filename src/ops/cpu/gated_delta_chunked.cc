@@ -66,6 +66,28 @@ void SolveUnitLower(int64_t L, int64_t n, const float* HWY_RESTRICT m, int64_t l
   }
 }
 
+// The same with the rows above each block applied as a bf16 product (fast mode): -M in bf16 rows
+// (mneg, ldm), and each block's finished rows of u packed into ub (pairs, ldb words) as they are
+// solved, which is also the B operand P u needs next. The blocks' own triangles stay f32.
+void SolveUnitLowerBf16(int64_t L, int64_t n, const float* HWY_RESTRICT m, const uint16_t* mneg, int64_t ldm,
+                        float* HWY_RESTRICT r, int64_t ldr, uint32_t* ub, int64_t ldb) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t i0 = 0; i0 < L; i0 += kSolveBlock) {
+    const int64_t i1 = std::min(L, i0 + kSolveBlock);
+    if (i0 > 0) gemm_bf16(i1 - i0, n, i0, mneg + i0 * ldm, ldm, ub, ldb, r + i0 * ldr, ldr, 1.0f);
+    for (int64_t i = i0 + 1; i < i1; ++i) {
+      float* ri = r + i * ldr;
+      for (int64_t c = 0; c < n; c += N) {
+        auto x = hn::Load(df, ri + c);
+        for (int64_t j = i0; j < i; ++j) x = hn::NegMulAdd(hn::Set(df, m[i * ldm + j]), hn::Load(df, r + j * ldr + c), x);
+        hn::Store(x, df, ri + c);
+      }
+    }
+    pack_pairs_bf16(r + i0 * ldr, ldr, i1 - i0, n, ub + i0 / 2 * ldb, ldb);
+  }
+}
+
 // Value heads [h0, h1); runs of heads that share a key head share its chunk products. bf16: run the
 // products through gemm_bf16 (the caller checked bf16_gemm_available()).
 void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
@@ -179,7 +201,12 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
           float* yi = y + i * dvp;
           for (int64_t r = 0; r < dv; ++r) yi[r] = beta[i] * (vr[r] - e[i] * yi[r]);
         }
-        SolveUnitLower(L, dvp, mm, lp, y, dvp);
+        if (bf16) {
+          pack_rows_bf16(mm, lp, L, L, pa, lp, -1.0f);
+          SolveUnitLowerBf16(L, dvp, mm, pa, lp, y, dvp, ub, dvp);
+        } else {
+          SolveUnitLower(L, dvp, mm, lp, y, dvp);
+        }
         // out = exp(G) Yq + P u; in fast mode with whole vectors per head (Dv = dvp), built in the out
         // rows themselves.
         float* yq = y + L * dvp;
@@ -191,8 +218,7 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
           for (int64_t c = 0; c < dvp; c += N) hn::StoreU(hn::Mul(hn::Load(df, yq + i * dvp + c), ve), df, o + i * ldo + c);
         }
         if (bf16) {
-          pack_rows_bf16(pm, lp, L, L, pa, lp);
-          pack_pairs_bf16(y, dvp, L, dvp, ub, dvp);
+          pack_rows_bf16(pm, lp, L, L, pa, lp);  // ub: u, packed by the solve
           gemm_bf16(L, dvp, L, pa, lp, ub, dvp, o, ldo, 1.0f, true, false);
         } else {
           SmallGemm(L, dvp, L, pm, lp, y, dvp, yq, dvp, Acc::add, true, false);

@@ -77,13 +77,14 @@ void rows(int nv, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb
   tile<MR, 1>(A, lda, B, ldb, C, ldc, pairs, c_scale);
 }
 
-void pack_rows(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16_t* dst, int64_t ldd) {
+void pack_rows(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16_t* dst, int64_t ldd, float scale) {
+  const __m512 vs = _mm512_set1_ps(scale);
   for (int64_t i = 0; i < n_rows; ++i) {
     const float* s = src + i * lds;
     uint16_t* d = dst + i * ldd;
     for (int64_t c = 0; c < kk; c += kLanes) {
       const __mmask16 m = first_lanes(kk - c);
-      _mm256_mask_storeu_epi16(d + c, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s + c)));
+      _mm256_mask_storeu_epi16(d + c, m, (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + c), vs)));
     }
     if (kk % 2) d[kk] = 0;
   }
@@ -159,8 +160,9 @@ void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, cons
 }  // namespace
 HWY_POP_ATTRIBUTES
 
-void pack_rows_bf16(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16_t* dst, int64_t ldd) {
-  pack_rows(src, lds, n_rows, kk, dst, ldd);
+void pack_rows_bf16(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16_t* dst, int64_t ldd,
+                    float scale) {
+  pack_rows(src, lds, n_rows, kk, dst, ldd, scale);
 }
 
 void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd,
@@ -192,7 +194,7 @@ namespace {
 }  // namespace
 
 bool bf16_gemm_available() { return false; }
-void pack_rows_bf16(const float*, int64_t, int64_t, int64_t, uint16_t*, int64_t) { unavailable(); }
+void pack_rows_bf16(const float*, int64_t, int64_t, int64_t, uint16_t*, int64_t, float) { unavailable(); }
 void pack_pairs_bf16(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t, const float*) { unavailable(); }
 void pairs_of_transpose_bf16(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t, int64_t) { unavailable(); }
 void unpack_pairs_bf16(const uint32_t*, int64_t, int64_t, int64_t, uint16_t*, int64_t) { unavailable(); }

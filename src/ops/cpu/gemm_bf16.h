@@ -12,9 +12,10 @@ namespace sanctum::ops::cpu {
 // The CPU runs vdpbf16ps (avx512_bf16, with the OS saving AVX-512 state) and this build has it.
 bool bf16_gemm_available();
 
-// A operand (m x kk, reduction along rows): each f32 row rounded to kk bf16 values, then zeros to
-// an even count. lds in floats, ldd in bf16 values (even).
-void pack_rows_bf16(const float* src, int64_t lds, int64_t rows, int64_t kk, uint16_t* dst, int64_t ldd);
+// A operand (m x kk, reduction along rows): each f32 row times scale rounded to kk bf16 values, then
+// zeros to an even count. lds in floats, ldd in bf16 values (even).
+void pack_rows_bf16(const float* src, int64_t lds, int64_t rows, int64_t kk, uint16_t* dst, int64_t ldd,
+                    float scale = 1.0f);
 
 // B operand (kk x n, reduction down columns): row pair p of the result holds rows 2p and 2p+1
 // interleaved per column, (B[2p][j], B[2p+1][j]) as one 32-bit word (a missing odd row is zero).
