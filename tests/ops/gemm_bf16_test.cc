@@ -23,12 +23,13 @@ struct Case {
   float c_scale;  // C = A B + c_scale C
   bool lower_a, lower_c;
   bool row_scale = false;  // B's rows scaled while packing
+  float a_scale = 1.0f;    // A's rows scaled while packing
 };
 
 std::string name(const Case& c) {
   return "m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " kk " + std::to_string(c.kk) +
          " c_scale " + std::to_string(c.c_scale) + (c.lower_a ? " lower_a" : "") + (c.lower_c ? " lower_c" : "") +
-         (c.row_scale ? " row_scale" : "");
+         (c.row_scale ? " row_scale" : "") + " a_scale " + std::to_string(c.a_scale);
 }
 
 // Runs one case and returns the largest error in units of its bound (must stay <= 1).
@@ -49,10 +50,11 @@ double check(const Case& c, Rng& rng) {
 
   std::vector<uint16_t> Ap(static_cast<size_t>(c.m * ldp), 0xffff);  // poison: padding must not be read
   std::vector<uint32_t> Bp(static_cast<size_t>((c.kk + 1) / 2 * ldb), 0xffffffffu);
-  cpu::pack_rows_bf16(A.data(), lda, c.m, c.kk, Ap.data(), ldp);
+  cpu::pack_rows_bf16(A.data(), lda, c.m, c.kk, Ap.data(), ldp, c.a_scale);
   cpu::pack_pairs_bf16(B.data(), ldb, c.kk, c.n, Bp.data(), ldb, c.row_scale ? scale.data() : nullptr);
   cpu::gemm_bf16(c.m, c.n, c.kk, Ap.data(), ldp, Bp.data(), ldb, C.data(), ldc, c.c_scale, c.lower_a, c.lower_c);
-  // The reference sees B's rows as scaled in f32 (what the packing rounds).
+  // The reference sees the operands as scaled in f32 (what the packing rounds).
+  for (float& x : A) x *= c.a_scale;
   for (int64_t p = 0; p < c.kk; ++p)
     for (int64_t j = 0; j < ldb; ++j) B[static_cast<size_t>(p * ldb + j)] *= scale[static_cast<size_t>(p)];
 
@@ -102,7 +104,8 @@ TEST(GemmBf16, triangular_variants) {
   for (int64_t l : {1, 5, 17, 63, 64}) {
     const int64_t lp = (l + 15) / 16 * 16;
     for (const Case& c : {Case{l, 128, l, 1.0f, true, false}, Case{l, 48, l, 0.0f, true, false, true},
-                          Case{l, lp, 128, 0.0f, false, true}, Case{l, lp, 33, 0.0f, false, true}}) {
+                          Case{l, lp, 128, 0.0f, false, true}, Case{l, lp, 33, 0.0f, false, true},
+                          Case{l, 128, 8 * (l / 8), 1.0f, false, false, false, -1.0f}}) {
       SCOPED_TRACE(name(c));
       EXPECT_LE(check(c, rng), 1.0);
     }
@@ -114,9 +117,9 @@ TEST(GemmBf16, transposed_operands_equal_packing_the_transpose) {
   SCOPED_TRACE(test::seed_note());
   Rng rng(3);
   for (int64_t m : {1, 15, 16, 17, 64})
-    for (int64_t kk : {1, 2, 7, 24, 128}) {
+    for (int64_t kk : {1, 2, 7, 24, 33, 40, 128}) {
       SCOPED_TRACE("m " + std::to_string(m) + " kk " + std::to_string(kk));
-      const int64_t n = (m + 15) / 16 * 16 + 16, lda = kk + 1 + kk % 2, pairs = (kk + 1) / 2;
+      const int64_t n = (m + 15) / 16 * 16 + 16, lda = (kk + 1) / 2 * 2 + 2, pairs = (kk + 1) / 2;
       std::vector<float> K(static_cast<size_t>(m * kk)), Kt(static_cast<size_t>(kk * n), 0.0f);
       for (int64_t j = 0; j < m; ++j)
         for (int64_t p = 0; p < kk; ++p) Kt[static_cast<size_t>(p * n + j)] = K[static_cast<size_t>(j * kk + p)] = rng.normal();

@@ -107,12 +107,42 @@ void pack_pairs(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* 
   }
 }
 
-void pairs_of_transpose(const uint16_t* A, int64_t lda, int64_t m, int64_t kk, uint32_t* dst, int64_t ldd, int64_t n) {
-  for (int64_t p = 0; 2 * p < kk; ++p) {
-    uint32_t* d = dst + p * ldd;
-    for (int64_t j = 0; j < m; ++j) std::memcpy(d + j, A + j * lda + 2 * p, sizeof(uint32_t));
-    for (int64_t j = m; j < n; ++j) d[j] = 0;
+// 16 x 16 transpose of 32-bit words in registers: r[i] (row i) becomes column i. (maskz forms with
+// full masks, as in bf16_lanes.)
+void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // pairs of rows interleaved within 128-bit lanes
+    t[i] = _mm512_maskz_unpacklo_epi32(0xffff, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_epi32(0xffff, r[i], r[i + 1]);
   }
+  for (int i = 0; i < 16; i += 4) {  // lane l of r[i + c]: column 4l + c of rows i..i+3
+    r[i] = _mm512_maskz_unpacklo_epi64(0xff, t[i], t[i + 2]);
+    r[i + 1] = _mm512_maskz_unpackhi_epi64(0xff, t[i], t[i + 2]);
+    r[i + 2] = _mm512_maskz_unpacklo_epi64(0xff, t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_maskz_unpackhi_epi64(0xff, t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 16; i += 8)  // then whole lanes across 4 and 8 rows
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_maskz_shuffle_i32x4(0xffff, r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_maskz_shuffle_i32x4(0xffff, r[i + j], r[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_maskz_shuffle_i32x4(0xffff, t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_maskz_shuffle_i32x4(0xffff, t[j], t[j + 8], 0xdd);
+  }
+}
+
+void pairs_of_transpose(const uint16_t* A, int64_t lda, int64_t m, int64_t kk, uint32_t* dst, int64_t ldd, int64_t n) {
+  const int64_t pairs = (kk + 1) / 2;
+  for (int64_t j0 = 0; j0 < n; j0 += kLanes)
+    for (int64_t p0 = 0; p0 < pairs; p0 += kLanes) {
+      const __mmask16 cols = first_lanes(pairs - p0);
+      __m512i r[16];
+      for (int64_t j = 0; j < kLanes; ++j)
+        r[j] = j0 + j < m ? _mm512_maskz_loadu_epi32(cols, A + (j0 + j) * lda + 2 * p0) : _mm512_setzero_si512();
+      transpose16(r);
+      for (int64_t p = 0; p < std::min<int64_t>(kLanes, pairs - p0); ++p) _mm512_storeu_si512(dst + (p0 + p) * ldd + j0, r[p]);
+    }
 }
 
 void unpack_pairs(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, uint16_t* dst, int64_t ldd) {
@@ -173,6 +203,8 @@ void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint3
 
 void pairs_of_transpose_bf16(const uint16_t* A, int64_t lda, int64_t m, int64_t kk, uint32_t* dst, int64_t ldd,
                              int64_t n) {
+  SANCTUM_CHECK(n % kLanes == 0 && lda % 2 == 0, ErrorKind::internal,
+                "pairs_of_transpose_bf16: n must be a multiple of 16 and lda even");
   pairs_of_transpose(A, lda, m, kk, dst, ldd, n);
 }
 

@@ -27,7 +27,7 @@ void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint3
 // The B operand of Aᵀ (kk x m; as for A Aᵀ) from A's packed rows: word p of row j of A becomes
 // column j of pair row p; columns m..n (n a multiple of 16) are zero. Exact (no rounding).
 void pairs_of_transpose_bf16(const uint16_t* A, int64_t lda, int64_t m, int64_t kk, uint32_t* dst, int64_t ldd,
-                             int64_t n);
+                             int64_t n);  // lda even
 
 // The bf16 rows of a B operand (kk x n, from pack_pairs_bf16 or the above), as A operand rows of
 // n values each (ldd even, >= n). Exact.
