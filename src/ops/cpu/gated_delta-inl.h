@@ -117,9 +117,14 @@ HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, i
   return s;
 }
 
+// scale / sqrt(sum x^2 + 1e-6): the factor L2Normalize applies.
+HWY_INLINE float L2NormScale(const float* HWY_RESTRICT x, int64_t d, float scale) {
+  return scale / std::sqrt(Dot(x, x, d) + 1e-6f);
+}
+
 // out[0..d) = x * scale / sqrt(sum x^2 + 1e-6); out[d..dp) = 0.
 HWY_INLINE void L2Normalize(const float* HWY_RESTRICT x, int64_t d, int64_t dp, float scale, float* HWY_RESTRICT out) {
-  const float inv = scale / std::sqrt(Dot(x, x, d) + 1e-6f);
+  const float inv = L2NormScale(x, d, scale);
   for (int64_t c = 0; c < d; ++c) out[c] = x[c] * inv;
   for (int64_t c = d; c < dp; ++c) out[c] = 0.0f;
 }

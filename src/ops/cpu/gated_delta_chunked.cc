@@ -141,12 +141,18 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
       }
       float* xq = x + L * dkp;  // queries right after the L keys: [K; Q] is one A operand
       for (int64_t i = 0; i < L; ++i) {
-        L2Normalize(detail::row_ptr<const float>(*p.k, t0 + i) + kh * dk, dk, dkp, 1.0f, x + i * dkp);
-        L2Normalize(detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk, dk, dkp, q_scale, xq + i * dkp);
+        const float* kr = detail::row_ptr<const float>(*p.k, t0 + i) + kh * dk;
+        const float* qr = detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk;
+        if (bf16) {  // normalised straight into bf16 rows (the same f32 products, then rounded)
+          pack_rows_bf16(kr, dk, 1, dk, xa + i * dkp, dkp, L2NormScale(kr, dk, 1.0f));
+          pack_rows_bf16(qr, dk, 1, dk, xa + (L + i) * dkp, dkp, L2NormScale(qr, dk, q_scale));
+        } else {
+          L2Normalize(kr, dk, dkp, 1.0f, x + i * dkp);
+          L2Normalize(qr, dk, dkp, q_scale, xq + i * dkp);
+        }
       }
       if (bf16) {
         // Kᵀ in both operand forms straight from K's bf16 rows (no f32 transpose).
-        pack_rows_bf16(x, dkp, 2 * L, dk, xa, dkp);
         pairs_of_transpose_bf16(xa, dkp, L, dk, ktb, lp, lpad);
         unpack_pairs_bf16(ktb, lp, dk, lpad, kta, lp);
         gemm_bf16(L, lpad, dk, xa, dkp, ktb, lp, kk, lp, 0.0f, false, true);
