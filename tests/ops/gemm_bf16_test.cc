@@ -24,12 +24,13 @@ struct Case {
   bool lower_a, lower_c;
   bool row_scale = false;  // B's rows scaled while packing
   float a_scale = 1.0f;    // A's rows scaled while packing
+  bool c_pairs = false;    // the new C also as a B operand
 };
 
 std::string name(const Case& c) {
   return "m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " kk " + std::to_string(c.kk) +
          " c_scale " + std::to_string(c.c_scale) + (c.lower_a ? " lower_a" : "") + (c.lower_c ? " lower_c" : "") +
-         (c.row_scale ? " row_scale" : "") + " a_scale " + std::to_string(c.a_scale);
+         (c.row_scale ? " row_scale" : "") + " a_scale " + std::to_string(c.a_scale) + (c.c_pairs ? " c_pairs" : "");
 }
 
 // Runs one case and returns the largest error in units of its bound (must stay <= 1).
@@ -52,7 +53,13 @@ double check(const Case& c, Rng& rng) {
   std::vector<uint32_t> Bp(static_cast<size_t>((c.kk + 1) / 2 * ldb), 0xffffffffu);
   cpu::pack_rows_bf16(A.data(), lda, c.m, c.kk, Ap.data(), ldp, c.a_scale);
   cpu::pack_pairs_bf16(B.data(), ldb, c.kk, c.n, Bp.data(), ldb, c.row_scale ? scale.data() : nullptr);
-  cpu::gemm_bf16(c.m, c.n, c.kk, Ap.data(), ldp, Bp.data(), ldb, C.data(), ldc, c.c_scale, c.lower_a, c.lower_c);
+  std::vector<uint32_t> Cp(static_cast<size_t>((c.m + 1) / 2 * ldc), 0xdeadbeefu), Cp_want(Cp.size(), 0xdeadbeefu);
+  cpu::gemm_bf16(c.m, c.n, c.kk, Ap.data(), ldp, Bp.data(), ldb, C.data(), ldc, c.c_scale, c.lower_a, c.lower_c,
+                 c.c_pairs ? Cp.data() : nullptr, ldc);
+  if (c.c_pairs) {  // the same words as packing the C just written
+    cpu::pack_pairs_bf16(C.data(), ldc, c.m, c.n, Cp_want.data(), ldc);
+    EXPECT_EQ(Cp, Cp_want);
+  }
   // The reference sees the operands as scaled in f32 (what the packing rounds).
   for (float& x : A) x *= c.a_scale;
   for (int64_t p = 0; p < c.kk; ++p)
@@ -90,7 +97,7 @@ TEST(GemmBf16, matches_bf16_rounding_reference) {
     for (int64_t n : {16, 32, 48, 128})
       for (int64_t kk : {1, 2, 3, 31, 33, 64, 127, 128})
         for (float c_scale : {0.0f, 1.0f, 0.37f}) {
-          const Case c{m, n, kk, c_scale, false, false, c_scale == 0.37f};
+          const Case c{m, n, kk, c_scale, false, false, c_scale == 0.37f, 1.0f, c_scale != 0.0f};
           SCOPED_TRACE(name(c));
           EXPECT_LE(check(c, rng), 1.0);
         }

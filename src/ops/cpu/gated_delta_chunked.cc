@@ -110,13 +110,13 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
   // bf16 operands (fast mode only): A operands as bf16 rows, B operands as interleaved row pairs.
   const int64_t np = bf16 ? 1 : 0;
   auto a16 = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(np * (2 * CL * dkp + dk * lp + CL * lp) + 1));
-  auto b32 = hwy::AllocateAligned<uint32_t>(static_cast<size_t>(np * (dkp / 2 * lp + dkp / 2 * dvp + CL / 2 * dvp) + 1));
+  auto b32 = hwy::AllocateAligned<uint32_t>(static_cast<size_t>(np * (dkp / 2 * lp + CL / 2 * dvp + group * dkp / 2 * dvp) + 1));
   uint16_t* xa = a16.get();          // (2L, dkp) [K; Q]
   uint16_t* kta = xa + 2 * CL * dkp;  // (dk, lp) K^T
   uint16_t* pa = kta + dk * lp;       // (CL, lp) P
   uint32_t* ktb = b32.get();          // (dkp/2, lp) K^T as B
-  uint32_t* stb = ktb + dkp / 2 * lp;  // (dkp/2, dvp) St as B
-  uint32_t* ub = stb + dkp / 2 * dvp;  // (CL/2, dvp) u, then diag(exp(G_last - G)) u, as B
+  uint32_t* ub = ktb + dkp / 2 * lp;  // (CL/2, dvp) u, then diag(exp(G_last - G)) u, as B
+  uint32_t* stbs = ub + CL / 2 * dvp;  // (run heads, dkp/2, dvp) each St as B, kept with St
   double G[CL];
   float beta[CL], e[CL], el[CL];
   // Runs outer, chunks inner: a run's states (group x 64 KB at 128 x 128) stay in L2 through the
@@ -195,8 +195,9 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
           }
         }
         // [Yk; Yq] = [K; Q] St.
+        uint32_t* stb = stbs + (h - ha) * (dkp / 2) * dvp;
         if (bf16) {
-          pack_pairs_bf16(st, dvp, dk, dvp, stb, dvp);
+          if (t0 == 0) pack_pairs_bf16(st, dvp, dk, dvp, stb, dvp);  // later chunks: written by the update
           gemm_bf16(2 * L, dvp, dk, xa, dkp, stb, dvp, y, dvp, 0.0f);
         } else {
           SmallGemm(2 * L, dvp, dk, x, dkp, st, dvp, y, dvp, Acc::set);
@@ -236,7 +237,7 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
         // the packing of u and the product's update of St.
         if (bf16) {
           pack_pairs_bf16(y, dvp, L, dvp, ub, dvp, el);
-          gemm_bf16(dk, dvp, L, kta, lp, ub, dvp, st, dvp, e[L - 1]);
+          gemm_bf16(dk, dvp, L, kta, lp, ub, dvp, st, dvp, e[L - 1], false, false, stb, dvp);
         } else {
           const auto vl = hn::Set(df, e[L - 1]);
           for (int64_t c = 0; c < dk * dvp; c += N) hn::Store(hn::Mul(hn::Load(df, st + c), vl), df, st + c);

@@ -46,9 +46,18 @@ __m512i bf16_lanes(const float* p, __mmask16 mask, __m512 scale) {
   return _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(x));
 }
 
+// Where a product goes: C (ldc) = A B + c_scale C, and optionally the new C's rows as a B operand
+// (pairs, ldp words; rows 2p, 2p+1 of C in pair row p).
+struct Dest {
+  float* C;
+  int64_t ldc;
+  float c_scale;
+  uint32_t* pairs;
+  int64_t ldp;
+};
+
 template <int MR, int NV>
-void tile(const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C, int64_t ldc, int64_t pairs,
-          float c_scale) {
+void tile(const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, const Dest& d, int64_t pairs) {
   __m512 c[MR][NV];
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) c[r][v] = _mm512_setzero_ps();
@@ -62,19 +71,27 @@ void tile(const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float*
       for (int v = 0; v < NV; ++v) c[r][v] = _mm512_dpbf16_ps(c[r][v], a, b[v]);
     }
   }
-  const __m512 scale = _mm512_set1_ps(c_scale);
+  const __m512 scale = _mm512_set1_ps(d.c_scale);
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) {
-      float* cp = C + r * ldc + v * kLanes;
-      _mm512_storeu_ps(cp, c_scale != 0.0f ? _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(cp), scale), c[r][v]) : c[r][v]);
+      float* cp = d.C + r * d.ldc + v * kLanes;
+      if (d.c_scale != 0.0f) c[r][v] = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(cp), scale), c[r][v]);
+      _mm512_storeu_ps(cp, c[r][v]);
     }
+  if (d.pairs)
+    for (int r = 0; r < MR; r += 2)
+      for (int v = 0; v < NV; ++v) {
+        const __m512i lo = _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(c[r][v]));
+        const __m512i hi = r + 1 < MR ? _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(c[r + 1][v]))
+                                      : _mm512_setzero_si512();
+        _mm512_storeu_si512(d.pairs + r / 2 * d.ldp + v * kLanes, _mm512_or_si512(lo, _mm512_maskz_slli_epi32(0xffff, hi, 16)));
+      }
 }
 
 template <int MR>
-void rows(int nv, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C, int64_t ldc, int64_t pairs,
-          float c_scale) {
-  if (nv >= 2) return tile<MR, 2>(A, lda, B, ldb, C, ldc, pairs, c_scale);
-  tile<MR, 1>(A, lda, B, ldb, C, ldc, pairs, c_scale);
+void rows(int nv, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, const Dest& d, int64_t pairs) {
+  if (nv >= 2) return tile<MR, 2>(A, lda, B, ldb, d, pairs);
+  tile<MR, 1>(A, lda, B, ldb, d, pairs);
 }
 
 void pack_rows(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16_t* dst, int64_t ldd, float scale) {
@@ -156,8 +173,8 @@ void unpack_pairs(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, uint16_
     }
 }
 
-void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C,
-          int64_t ldc, float c_scale, bool lower_a, bool lower_c) {
+void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
+          const Dest& dest, bool lower_a, bool lower_c) {
   const int64_t nvec = n / kLanes;
   // Column panels outer: a panel of B stays in L1 while the row blocks pass.
   for (int64_t v0 = 0; v0 < nvec; v0 += kNV) {
@@ -171,17 +188,19 @@ void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, cons
       const int64_t pairs = ((lower_a ? std::min(kk, i0 + mr) : kk) + 1) / 2;
       const uint16_t* a = A + i0 * lda;
       const uint32_t* b = B + v0 * kLanes;
-      float* c = C + i0 * ldc + v0 * kLanes;
+      // i0 is even (kMR is), so the tile's row pairs are C's.
+      const Dest d{dest.C + i0 * dest.ldc + v0 * kLanes, dest.ldc, dest.c_scale,
+                   dest.pairs ? dest.pairs + i0 / 2 * dest.ldp + v0 * kLanes : nullptr, dest.ldp};
       const int nvr = static_cast<int>(need);
       switch (mr) {
-        case 1: rows<1>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
-        case 2: rows<2>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
-        case 3: rows<3>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
-        case 4: rows<4>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
-        case 5: rows<5>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
-        case 6: rows<6>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
-        case 7: rows<7>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
-        default: rows<kMR>(nvr, a, lda, b, ldb, c, ldc, pairs, c_scale); break;
+        case 1: rows<1>(nvr, a, lda, b, ldb, d, pairs); break;
+        case 2: rows<2>(nvr, a, lda, b, ldb, d, pairs); break;
+        case 3: rows<3>(nvr, a, lda, b, ldb, d, pairs); break;
+        case 4: rows<4>(nvr, a, lda, b, ldb, d, pairs); break;
+        case 5: rows<5>(nvr, a, lda, b, ldb, d, pairs); break;
+        case 6: rows<6>(nvr, a, lda, b, ldb, d, pairs); break;
+        case 7: rows<7>(nvr, a, lda, b, ldb, d, pairs); break;
+        default: rows<kMR>(nvr, a, lda, b, ldb, d, pairs); break;
       }
     }
   }
@@ -214,9 +233,9 @@ void unpack_pairs_bf16(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, ui
 }
 
 void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
-               float* C, int64_t ldc, float c_scale, bool lower_a, bool lower_c) {
+               float* C, int64_t ldc, float c_scale, bool lower_a, bool lower_c, uint32_t* c_pairs, int64_t ldcp) {
   SANCTUM_CHECK(n % kLanes == 0, ErrorKind::internal, "gemm_bf16: n must be a multiple of 16");
-  gemm(m, n, kk, A, lda, B, ldb, C, ldc, c_scale, lower_a, lower_c);
+  gemm(m, n, kk, A, lda, B, ldb, Dest{C, ldc, c_scale, c_pairs, ldcp}, lower_a, lower_c);
 }
 
 #else  // no AVX512_BF16 in this build: callers take their f32 path.
@@ -231,7 +250,7 @@ void pack_pairs_bf16(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t
 void pairs_of_transpose_bf16(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t, int64_t) { unavailable(); }
 void unpack_pairs_bf16(const uint32_t*, int64_t, int64_t, int64_t, uint16_t*, int64_t) { unavailable(); }
 void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, float, bool,
-               bool) {
+               bool, uint32_t*, int64_t) {
   unavailable();
 }
 

@@ -38,7 +38,9 @@ void unpack_pairs_bf16(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, ui
 // pack_pairs_bf16 (ldb in words); n a multiple of 16.
 // lower_a: A[i][p] = 0 for p > i (row blocks stop their reduction after their last row).
 // lower_c: only C[i][j] for j <= i is wanted (others are left unspecified).
+// c_pairs (optional, ldcp words): also the new C as a B operand, as pack_pairs_bf16(C) would give it.
 void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
-               float* C, int64_t ldc, float c_scale, bool lower_a = false, bool lower_c = false);
+               float* C, int64_t ldc, float c_scale, bool lower_a = false, bool lower_c = false,
+               uint32_t* c_pairs = nullptr, int64_t ldcp = 0);
 
 }  // namespace sanctum::ops::cpu
