@@ -574,15 +574,21 @@ TEST_F(Cuda, attention_decode_kernel_for_one_to_eight_queries) {
       for (int64_t pos0 : {int64_t{0}, int64_t{5}, int64_t{700}, int64_t{4100}}) check_attention(n, pos0, heads, kv_heads, d, 1e-5, rng);
 }
 
-TEST_F(Cuda, attention_fast_mode_long_prefill_on_cublas) {
+// From 64 queries the fast mode runs on the tensor cores: the bf16 flash kernel for head dims 64 and
+// 128 (bf16 Q, K, V and P: errors of a few 1e-3 of the largest output), cuBLAS in TF32 for the
+// others. Odd query counts leave the last 64-query block part empty; a cache position ahead of the
+// queries (a prompt continued after a cached prefix) shifts the causal diagonal into the key tiles.
+TEST_F(Cuda, attention_fast_mode_long_prefill) {
   Rng rng(26);
   PrecisionScope fast(ops::MatmulPrecision::bf16);
-  // TF32 inputs: errors of about 1e-3 of the largest output; n < 64 stays on the flash kernel.
   check_attention(300, 0, 6, 2, 128, 1e-2, rng);
-  check_attention(130, 700, 4, 1, 256, 1e-2, rng);
-  check_attention(64, 3, 3, 3, 48, 1e-2, rng);
-  check_attention(2100, 0, 2, 1, 64, 1e-2, rng);  // several query blocks
-  check_attention(40, 10, 4, 2, 64, 1e-5, rng);   // flash kernel, exact
+  check_attention(77, 0, 8, 1, 128, 1e-2, rng);
+  check_attention(130, 700, 4, 1, 256, 1e-2, rng);  // cuBLAS
+  check_attention(200, 33, 24, 4, 256, 1e-2, rng);  // cuBLAS
+  check_attention(64, 3, 3, 3, 48, 1e-2, rng);      // cuBLAS
+  check_attention(2100, 0, 2, 1, 64, 1e-2, rng);    // many query blocks
+  check_attention(65, 4031, 4, 2, 64, 1e-2, rng);   // one full block and one row
+  check_attention(40, 10, 4, 2, 64, 1e-5, rng);     // under 64 queries: the f32 flash kernel, exact
 }
 
 TEST_F(Cuda, conv1d_with_rolling_state_across_calls) {

@@ -3,7 +3,8 @@
 // output per query (online softmax), so nothing of size n × n_kv is ever stored. K/V of the query
 // head's KV head are read in place. When few blocks would run, the keys are also split across
 // blocks (split-K) and a second kernel merges the partial results. This kernel is the exact-mode
-// prefill; attention() sends decode and fast-mode long prefill to attention_paths.cuh.
+// prefill and the fast mode's for 9 to 63 queries; attention() sends decode and fast-mode long
+// prefill to attention_paths.cuh.
 #include <algorithm>
 
 #include "ops/cuda/attention_paths.cuh"
@@ -171,7 +172,8 @@ Tensor& partial_scratch() {
 
 }  // namespace
 
-// Fast-mode prefill at or above this many queries goes to cuBLAS; below it the GEMMs are too thin.
+// Fast-mode prefill at or above this many queries goes to the tensor cores (the bf16 flash kernel, or
+// cuBLAS for other head dims); below it the 64-query tiles are mostly empty.
 constexpr int64_t kGemmMinQueries = 64;
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out) {
@@ -184,7 +186,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   // depend on how many queries share its forward (prefill k + decode == full prefill, bitwise).
   const bool exact = matmul_precision() == MatmulPrecision::f32;
   if (view.n <= kDecodeMaxQueries && !exact) return attention_decode(view);
-  if (view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr) return attention_gemm(view);
+  if (view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr)
+    return attention_flash_bf16_ok(view) ? attention_flash_bf16(view) : attention_gemm(view);
   AttnArgs a{};
   a.n = q.dim(0);
   a.n_heads = q.dim(1);

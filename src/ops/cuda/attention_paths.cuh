@@ -27,8 +27,15 @@ constexpr int64_t kDecodeMaxQueries = 8;
 // split across warps and blocks, K/V read once per (KV head, row group) straight from global.
 void attention_decode(const AttnView& a);
 
-// Long prefill in the fast precision mode: per KV head and query block, S = scale * Q K^T and
-// O = P V on cuBLAS (TF32 inputs, f32 accumulation) with a causal softmax kernel between them.
+// Long prefill in the fast precision mode, flash-attention style on the tensor cores (bf16 Q, K, V
+// and P, f32 sums and softmax; attention_flash_bf16.cu): head dims 64 and 128, rows of whole
+// 16-byte vectors, the position on the host.
+bool attention_flash_bf16_ok(const AttnView& a);
+void attention_flash_bf16(const AttnView& a);
+
+// Long prefill in the fast precision mode for the other head dims: per KV head and query block,
+// S = scale * Q K^T and O = P V on cuBLAS (TF32 inputs, f32 accumulation) with a causal softmax
+// kernel between them.
 void attention_gemm(const AttnView& a);
 
 }  // namespace sanctum::ops::cuda
