@@ -556,7 +556,7 @@ double now_seconds() {
 
 // Best of `rounds` timings of `reps` calls each (the minimum is the figure least disturbed by other
 // work), after one warm-up call.
-double seconds_per_call(int reps, const std::function<void()>& f, int rounds = 10) {
+double seconds_per_call(int reps, const std::function<void()>& f, int rounds = 5) {
   f();
   double best = INFINITY;
   for (int round = 0; round < rounds; ++round) {
@@ -564,6 +564,20 @@ double seconds_per_call(int reps, const std::function<void()>& f, int rounds = 1
     for (int i = 0; i < reps; ++i) f();
     best = std::min(best, (now_seconds() - t0) / reps);
   }
+  return best;
+}
+
+// The best time per call of each of `fs`, measured in turns (one call of each per round, after a
+// warm-up call each), so that other work on the machine weighs on every variant alike.
+std::vector<double> best_in_turns(const std::vector<std::function<void()>>& fs, int rounds) {
+  std::vector<double> best(fs.size(), INFINITY);
+  for (const auto& f : fs) f();
+  for (int round = 0; round < rounds; ++round)
+    for (size_t i = 0; i < fs.size(); ++i) {
+      const double t0 = now_seconds();
+      fs[i]();
+      best[i] = std::min(best[i], now_seconds() - t0);
+    }
   return best;
 }
 
@@ -580,13 +594,18 @@ TEST(GatedDeltaPerf, DISABLED_qwen3_5_shapes) {
     const Inputs in = make_inputs(s, n, 1);
     Tensor out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32);
     Tensor state = in.state.clone();
-    const double seq = seconds_per_call(1, [&] { run(in, state, out, 0, n, kSeq); });
-    const double chunk = seconds_per_call(2, [&] { run(in, state, out, 0, n, kChunk); });
-    // The fast matmul mode: bf16 products in the chunked kernel where the CPU has AVX512_BF16.
+    // Token by token, chunked in f32, chunked in the fast matmul mode (bf16 products where the CPU
+    // has AVX512_BF16).
     const bool bf16 = cpu::bf16_gemm_available();
-    set_matmul_precision(MatmulPrecision::int8);
-    const double fast = seconds_per_call(2, [&] { run(in, state, out, 0, n, kChunk); });
-    set_matmul_precision(MatmulPrecision::f32);
+    const auto times = best_in_turns(
+        {[&] { run(in, state, out, 0, n, kSeq); }, [&] { run(in, state, out, 0, n, kChunk); },
+         [&] {
+           set_matmul_precision(MatmulPrecision::int8);
+           run(in, state, out, 0, n, kChunk);
+           set_matmul_precision(MatmulPrecision::f32);
+         }},
+        10);
+    const double seq = times[0], chunk = times[1], fast = times[2];
     const double decode = seconds_per_call(200, [&] { run(in, state, out, 0, 1, kSeq); });
     const int64_t conv_dim = 2 * s.n_key_heads * s.key_dim + s.n_value_heads * s.value_dim;
     const Tensor cx = randn({n, conv_dim}, 2), cw = randn({conv_dim, 4}, 3);
