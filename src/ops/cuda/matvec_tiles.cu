@@ -108,7 +108,6 @@ void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y) {
   check_launch("matmul (tiled tensor-core mat-vec)");
 }
 
-
 bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x) {
   return experts.size() > 0 && experts[0].layout == WeightLayout::tiles && x_rows_ok(x);
 }
@@ -131,4 +130,5 @@ void tiles_expert_matvec(const Tensor& x, const ExpertSet& a, const ExpertSet* b
   else launch_expert_tiles<__half>(e, group_tiles, slots, projections);
   check_launch("expert mat-vec (tiled)");
 }
+
 }  // namespace sanctum::ops::cuda
