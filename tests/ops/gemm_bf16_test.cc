@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,48 @@ TEST(GemmBf16, transposed_operands_equal_packing_the_transpose) {
       cpu::pack_rows_bf16(Kt.data(), n, kk, n, rows_want.data(), n);
       EXPECT_EQ(rows, rows_want);
     }
+}
+
+TEST(GemmBf16, old_c_from_elsewhere_row_scaled_and_streamed_gives_the_same_bits) {
+  // C = A B + diag(s) C_in written to a separate (64-byte aligned, streamed or not) C must equal
+  // pre-scaling C_in's rows into C in f32, then C = A B + 1 C: the chunked kernel's output path.
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  SCOPED_TRACE(test::seed_note());
+  Rng rng(4);
+  for (int64_t m : {1, 7, 8, 13, 64})
+    for (int64_t n : {16, 48, 128})
+      for (bool lower_a : {false, true})
+        for (bool stream : {false, true}) {
+          const int64_t kk = lower_a ? m : 37, lda = (kk + 1) / 2 * 2, ldc = n + 32, ldci = n + 16;
+          SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + (lower_a ? " lower_a" : "") +
+                       (stream ? " stream" : ""));
+          std::vector<float> A(static_cast<size_t>(m * kk)), B(static_cast<size_t>(kk * n)), Cin(static_cast<size_t>(m * ldci)),
+              s(static_cast<size_t>(m));
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t p = 0; p < kk; ++p) A[static_cast<size_t>(i * kk + p)] = lower_a && p > i ? 0.0f : rng.normal();
+          for (float& x : B) x = rng.normal();
+          for (float& x : Cin) x = rng.normal();
+          for (float& x : s) x = std::exp2(rng.uniform(-6, 0));
+          std::vector<uint16_t> Ap(static_cast<size_t>(m * lda));
+          std::vector<uint32_t> Bp(static_cast<size_t>((kk + 1) / 2 * n));
+          cpu::pack_rows_bf16(A.data(), kk, m, kk, Ap.data(), lda);
+          cpu::pack_pairs_bf16(B.data(), n, kk, n, Bp.data(), n);
+          std::vector<float> want(static_cast<size_t>(m * ldc), -7.0f);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              want[static_cast<size_t>(i * ldc + j)] = Cin[static_cast<size_t>(i * ldci + j)] * s[static_cast<size_t>(i)];
+          cpu::gemm_bf16(m, n, kk, Ap.data(), lda, Bp.data(), n, want.data(), ldc, 1.0f, lower_a);
+          float* got = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(m * ldc) * sizeof(float)));
+          std::fill(got, got + m * ldc, -7.0f);
+          cpu::GemmBf16Extra extra;
+          extra.c_in = Cin.data();
+          extra.ldc_in = ldci;
+          extra.c_row_scale = s.data();
+          extra.stream = stream;
+          cpu::gemm_bf16(m, n, kk, Ap.data(), lda, Bp.data(), n, got, ldc, 0.0f, lower_a, false, nullptr, 0, &extra);
+          EXPECT_EQ(std::vector<float>(got, got + m * ldc), want);
+          std::free(got);
+        }
 }
 
 TEST(GemmBf16, rounds_operands_to_nearest_even) {

@@ -214,21 +214,32 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
         } else {
           SolveUnitLower(L, dvp, mm, lp, y, dvp);
         }
-        // out = exp(G) Yq + P u; in fast mode with whole vectors per head (Dv = dvp), built in the out
-        // rows themselves.
+        // out = exp(G) Yq + P u. Fast mode with whole vectors per head (Dv = dvp): the product reads
+        // Yq, scales its rows by exp(G) and streams the sum into the out rows (they are written once
+        // and not read here, so their lines need not be fetched first); the same f32 operations as
+        // writing exp(G) Yq first and adding P u to it.
         float* yq = y + L * dvp;
         const bool direct = bf16 && dv == dvp;
-        float* o = direct ? detail::row_ptr<float>(*p.out, t0) + h * dv : yq;
-        const int64_t ldo = direct ? p.out->stride(0) : dvp;
-        for (int64_t i = 0; i < L; ++i) {
-          const auto ve = hn::Set(df, e[i]);
-          for (int64_t c = 0; c < dvp; c += N) hn::StoreU(hn::Mul(hn::Load(df, yq + i * dvp + c), ve), df, o + i * ldo + c);
-        }
-        if (bf16) {
+        if (direct) {
           pack_rows_bf16(pm, lp, L, L, pa, lp);  // ub: u, packed by the solve
-          gemm_bf16(L, dvp, L, pa, lp, ub, dvp, o, ldo, 1.0f, true, false);
+          GemmBf16Extra ox;
+          ox.c_in = yq;
+          ox.ldc_in = dvp;
+          ox.c_row_scale = e;
+          ox.stream = true;
+          gemm_bf16(L, dvp, L, pa, lp, ub, dvp, detail::row_ptr<float>(*p.out, t0) + h * dv, p.out->stride(0), 0.0f,
+                    true, false, nullptr, 0, &ox);
         } else {
-          SmallGemm(L, dvp, L, pm, lp, y, dvp, yq, dvp, Acc::add, true, false);
+          for (int64_t i = 0; i < L; ++i) {
+            const auto ve = hn::Set(df, e[i]);
+            for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, yq + i * dvp + c), ve), df, yq + i * dvp + c);
+          }
+          if (bf16) {
+            pack_rows_bf16(pm, lp, L, L, pa, lp);
+            gemm_bf16(L, dvp, L, pa, lp, ub, dvp, yq, dvp, 1.0f, true, false);
+          } else {
+            SmallGemm(L, dvp, L, pm, lp, y, dvp, yq, dvp, Acc::add, true, false);
+          }
         }
         if (!direct)
           for (int64_t i = 0; i < L; ++i)

@@ -3,6 +3,7 @@
 #include "ops/cpu/gemm_bf16.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "base/error.h"
@@ -54,6 +55,10 @@ struct Dest {
   float c_scale;
   uint32_t* pairs;
   int64_t ldp;
+  const float* c_in = nullptr;  // the old C, if not C itself (ldci)
+  int64_t ldci = 0;
+  const float* row_scale = nullptr;  // per row of C, instead of c_scale
+  bool stream = false;               // non-temporal stores (C's rows 64-byte aligned)
 };
 
 template <int MR, int NV>
@@ -71,13 +76,19 @@ void tile(const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, const 
       for (int v = 0; v < NV; ++v) c[r][v] = _mm512_dpbf16_ps(c[r][v], a, b[v]);
     }
   }
-  const __m512 scale = _mm512_set1_ps(d.c_scale);
-  for (int r = 0; r < MR; ++r)
+  const bool read = d.row_scale || d.c_scale != 0.0f;
+  for (int r = 0; r < MR; ++r) {
+    const __m512 scale = _mm512_set1_ps(d.row_scale ? d.row_scale[r] : d.c_scale);
+    const float* cin = d.c_in ? d.c_in + r * d.ldci : d.C + r * d.ldc;
     for (int v = 0; v < NV; ++v) {
       float* cp = d.C + r * d.ldc + v * kLanes;
-      if (d.c_scale != 0.0f) c[r][v] = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(cp), scale), c[r][v]);
-      _mm512_storeu_ps(cp, c[r][v]);
+      if (read) c[r][v] = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(cin + v * kLanes), scale), c[r][v]);
+      if (d.stream)
+        _mm512_stream_ps(cp, c[r][v]);
+      else
+        _mm512_storeu_ps(cp, c[r][v]);
     }
+  }
   if (d.pairs)
     for (int r = 0; r < MR; r += 2)
       for (int v = 0; v < NV; ++v) {
@@ -189,8 +200,15 @@ void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, cons
       const uint16_t* a = A + i0 * lda;
       const uint32_t* b = B + v0 * kLanes;
       // i0 is even (kMR is), so the tile's row pairs are C's.
-      const Dest d{dest.C + i0 * dest.ldc + v0 * kLanes, dest.ldc, dest.c_scale,
-                   dest.pairs ? dest.pairs + i0 / 2 * dest.ldp + v0 * kLanes : nullptr, dest.ldp};
+      const Dest d{dest.C + i0 * dest.ldc + v0 * kLanes,
+                   dest.ldc,
+                   dest.c_scale,
+                   dest.pairs ? dest.pairs + i0 / 2 * dest.ldp + v0 * kLanes : nullptr,
+                   dest.ldp,
+                   dest.c_in ? dest.c_in + i0 * dest.ldci + v0 * kLanes : nullptr,
+                   dest.ldci,
+                   dest.row_scale ? dest.row_scale + i0 : nullptr,
+                   dest.stream};
       const int nvr = static_cast<int>(need);
       switch (mr) {
         case 1: rows<1>(nvr, a, lda, b, ldb, d, pairs); break;
@@ -204,6 +222,7 @@ void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, cons
       }
     }
   }
+  if (dest.stream) _mm_sfence();  // the streamed lines ordered before anything after the product
 }
 
 }  // namespace
@@ -233,9 +252,20 @@ void unpack_pairs_bf16(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, ui
 }
 
 void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
-               float* C, int64_t ldc, float c_scale, bool lower_a, bool lower_c, uint32_t* c_pairs, int64_t ldcp) {
+               float* C, int64_t ldc, float c_scale, bool lower_a, bool lower_c, uint32_t* c_pairs, int64_t ldcp,
+               const GemmBf16Extra* extra) {
   SANCTUM_CHECK(n % kLanes == 0, ErrorKind::internal, "gemm_bf16: n must be a multiple of 16");
-  gemm(m, n, kk, A, lda, B, ldb, Dest{C, ldc, c_scale, c_pairs, ldcp}, lower_a, lower_c);
+  Dest d{C, ldc, c_scale, c_pairs, ldcp};
+  if (extra) {
+    d.c_in = extra->c_in;
+    d.ldci = extra->ldc_in;
+    d.row_scale = extra->c_row_scale;
+    SANCTUM_CHECK(!extra->stream || extra->c_in || (c_scale == 0.0f && !extra->c_row_scale), ErrorKind::internal,
+                  "gemm_bf16: streamed stores need the old C from c_in");
+    // Whole aligned lines only: every tile's rows then start on a line (tiles are 16-float columns).
+    d.stream = extra->stream && reinterpret_cast<uintptr_t>(C) % 64 == 0 && ldc % kLanes == 0;
+  }
+  gemm(m, n, kk, A, lda, B, ldb, d, lower_a, lower_c);
 }
 
 #else  // no AVX512_BF16 in this build: callers take their f32 path.
@@ -250,7 +280,7 @@ void pack_pairs_bf16(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t
 void pairs_of_transpose_bf16(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t, int64_t) { unavailable(); }
 void unpack_pairs_bf16(const uint32_t*, int64_t, int64_t, int64_t, uint16_t*, int64_t) { unavailable(); }
 void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, float, bool,
-               bool, uint32_t*, int64_t) {
+               bool, uint32_t*, int64_t, const GemmBf16Extra*) {
   unavailable();
 }
 

@@ -33,6 +33,18 @@ void pairs_of_transpose_bf16(const uint16_t* A, int64_t lda, int64_t m, int64_t 
 // n values each (ldd even, >= n). Exact.
 void unpack_pairs_bf16(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, uint16_t* dst, int64_t ldd);
 
+// Optional parts of a product (gemm_bf16's last argument).
+struct GemmBf16Extra {
+  // The old C read from c_in (ldc_in floats) instead of C; with c_row_scale, row i's old values are
+  // multiplied by c_row_scale[i] instead of c_scale (rounded to f32, then the sum, as for c_scale).
+  const float* c_in = nullptr;
+  int64_t ldc_in = 0;
+  const float* c_row_scale = nullptr;
+  // C written with non-temporal stores (where its rows are 64-byte aligned): no read of C's lines
+  // before they are overwritten, nothing of C kept in cache. Only with c_in or c_scale = 0.
+  bool stream = false;
+};
+
 // C (m x n) = A B + c_scale C over kk reduction steps (c_scale C rounded to f32 first, then the sum;
 // c_scale = 0: C is only written), A from pack_rows_bf16 (lda in bf16 values), B from
 // pack_pairs_bf16 (ldb in words); n a multiple of 16.
@@ -41,6 +53,6 @@ void unpack_pairs_bf16(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, ui
 // c_pairs (optional, ldcp words): also the new C as a B operand, as pack_pairs_bf16(C) would give it.
 void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
                float* C, int64_t ldc, float c_scale, bool lower_a = false, bool lower_c = false,
-               uint32_t* c_pairs = nullptr, int64_t ldcp = 0);
+               uint32_t* c_pairs = nullptr, int64_t ldcp = 0, const GemmBf16Extra* extra = nullptr);
 
 }  // namespace sanctum::ops::cpu
