@@ -47,22 +47,29 @@ HWY_INLINE void PrefetchL2(const float* p, int64_t count) {
 // block's own lower triangle row by row.
 constexpr int64_t kSolveBlock = kGemmMR;
 
+// Rows [i0, i1) of (I + M) u = R in place, once the rows above i0 have been applied: forward
+// substitution within the block's own lower triangle, f32.
+HWY_INLINE void SolveBlockTriangle(int64_t i0, int64_t i1, int64_t n, const float* HWY_RESTRICT m, int64_t ldm,
+                                   float* HWY_RESTRICT r, int64_t ldr) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t i = i0 + 1; i < i1; ++i) {
+    float* ri = r + i * ldr;
+    for (int64_t c = 0; c < n; c += N) {
+      auto x = hn::Load(df, ri + c);
+      for (int64_t j = i0; j < i; ++j) x = hn::NegMulAdd(hn::Set(df, m[i * ldm + j]), hn::Load(df, r + j * ldr + c), x);
+      hn::Store(x, df, ri + c);
+    }
+  }
+}
+
 // (I + M) u = R in place (R: L rows of ldr floats, n of them used), M strictly lower (ldm).
 void SolveUnitLower(int64_t L, int64_t n, const float* HWY_RESTRICT m, int64_t ldm, float* HWY_RESTRICT r,
                     int64_t ldr) {
-  const hn::ScalableTag<float> df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t i0 = 0; i0 < L; i0 += kSolveBlock) {
     const int64_t i1 = std::min(L, i0 + kSolveBlock);
     if (i0 > 0) SmallGemm(i1 - i0, n, i0, m + i0 * ldm, ldm, r, ldr, r + i0 * ldr, ldr, Acc::sub);
-    for (int64_t i = i0 + 1; i < i1; ++i) {
-      float* ri = r + i * ldr;
-      for (int64_t c = 0; c < n; c += N) {
-        auto x = hn::Load(df, ri + c);
-        for (int64_t j = i0; j < i; ++j) x = hn::NegMulAdd(hn::Set(df, m[i * ldm + j]), hn::Load(df, r + j * ldr + c), x);
-        hn::Store(x, df, ri + c);
-      }
-    }
+    SolveBlockTriangle(i0, i1, n, m, ldm, r, ldr);
   }
 }
 
@@ -71,19 +78,10 @@ void SolveUnitLower(int64_t L, int64_t n, const float* HWY_RESTRICT m, int64_t l
 // solved, which is also the B operand P u needs next. The blocks' own triangles stay f32.
 void SolveUnitLowerBf16(int64_t L, int64_t n, const float* HWY_RESTRICT m, const uint16_t* mneg, int64_t ldm,
                         float* HWY_RESTRICT r, int64_t ldr, uint32_t* ub, int64_t ldb) {
-  const hn::ScalableTag<float> df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t i0 = 0; i0 < L; i0 += kSolveBlock) {
     const int64_t i1 = std::min(L, i0 + kSolveBlock);
     if (i0 > 0) gemm_bf16(i1 - i0, n, i0, mneg + i0 * ldm, ldm, ub, ldb, r + i0 * ldr, ldr, 1.0f);
-    for (int64_t i = i0 + 1; i < i1; ++i) {
-      float* ri = r + i * ldr;
-      for (int64_t c = 0; c < n; c += N) {
-        auto x = hn::Load(df, ri + c);
-        for (int64_t j = i0; j < i; ++j) x = hn::NegMulAdd(hn::Set(df, m[i * ldm + j]), hn::Load(df, r + j * ldr + c), x);
-        hn::Store(x, df, ri + c);
-      }
-    }
+    SolveBlockTriangle(i0, i1, n, m, ldm, r, ldr);
     pack_pairs_bf16(r + i0 * ldr, ldr, i1 - i0, n, ub + i0 / 2 * ldb, ldb);
   }
 }
