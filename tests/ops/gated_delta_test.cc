@@ -424,6 +424,31 @@ TEST(GatedDeltaRule, fast_mode_prefill_in_aligned_pieces_equals_one_prefill) {
   }
 }
 
+TEST(GatedDeltaRule, fast_mode_chunks_outer_and_heads_outer_give_the_same_bits) {
+  // The fast mode runs chunks outer (inputs gathered per chunk) when a task's states are small, heads
+  // outer otherwise; both do the same operations per head. 48 value heads of 128 x 128 in one call
+  // (tasks of 24 or 48 heads with up to 2 compute threads) take heads outer; the same heads in calls
+  // of 8 take chunks outer.
+  if (compute_pool().size() > 2) GTEST_SKIP() << "tasks would be small enough for chunks outer";
+  const FastMode fast;
+  const GatedDeltaShape s{2, 128, 48, 128}, part{1, 128, 8, 128};
+  const int64_t n = 130, g = 8, d = 128;
+  const Inputs in = make_inputs(s, n, 91);
+  Tensor state = in.state.clone(), out = Tensor::zeros({n, s.n_value_heads * d}, DType::f32);
+  run(in, state, out, 0, n, kChunk);
+  Tensor state2 = in.state.clone(), out2 = Tensor::zeros({n, s.n_value_heads * d}, DType::f32);
+  for (int64_t j = 0; j < 6; ++j) {
+    const int64_t kh = j * g / 24;
+    Tensor st = state2.slice(0, j * g, (j + 1) * g), o = out2.slice(1, j * g * d, (j + 1) * g * d);
+    gated_delta_rule(in.q.slice(1, kh * d, (kh + 1) * d), in.k.slice(1, kh * d, (kh + 1) * d),
+                     in.v.slice(1, j * g * d, (j + 1) * g * d), in.a.slice(1, j * g, (j + 1) * g),
+                     in.b.slice(1, j * g, (j + 1) * g), in.a_log.slice(0, j * g, (j + 1) * g),
+                     in.dt_bias.slice(0, j * g, (j + 1) * g), part, st, o, GatedDeltaAlgorithm::chunked);
+  }
+  EXPECT_EQ(max_abs_diff(out2, out), 0.0);
+  EXPECT_EQ(max_abs_diff(state2.reshape({-1}), state.reshape({-1})), 0.0);
+}
+
 TEST(GatedDeltaRule, fast_mode_runs_bf16_products_only_where_the_cpu_has_them) {
   const GatedDeltaShape s{2, 128, 4, 128};
   const int64_t n = 130;

@@ -47,6 +47,11 @@ HWY_INLINE void PrefetchL2(const float* p, int64_t count) {
 // block's own lower triangle row by row.
 constexpr int64_t kSolveBlock = kGemmMR;
 
+// Largest f32 + bf16 state footprint of one task for which the fast mode runs chunks outer, heads
+// inner (ChunkedHeads): on this 1 MB-L2 / 32 MB-L3 Zen 4 that order was ~10% faster at 16 heads of
+// 128 x 128 (1.5 MB, one thread) and ~8% slower at 48 (4.7 MB).
+constexpr int64_t kChunksOuterStateBytes = int64_t{2} << 20;
+
 // Rows [i0, i1) of (I + M) u = R in place, once the rows above i0 have been applied: forward
 // substitution within the block's own lower triangle, f32.
 HWY_INLINE void SolveBlockTriangle(int64_t i0, int64_t i1, int64_t n, const float* HWY_RESTRICT m, int64_t ldm,
@@ -95,7 +100,17 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
   const int64_t n = p.q->dim(0), dk = p.shape.key_dim, dv = p.shape.value_dim, dkp = Padded(dk), dvp = Padded(dv),
                 lp = Padded(CL), group = p.shape.n_value_heads / p.shape.n_key_heads;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  auto states = Scratch(group * dk * dvp);  // (run heads, dk, dvp) the run's states, transposed
+  const int64_t nh = h1 - h0, kh0 = h0 / group, kh1 = (h1 - 1) / group + 1;
+  auto states = Scratch(nh * dk * dvp);  // (heads, dk, dvp) the states, transposed
+  // Fast mode, when the task's states (f32 and the bf16 copy) fit kChunksOuterStateBytes: chunks
+  // outer, heads inner. One sequential pass over each chunk's rows gathers every head's inputs
+  // (normalised bf16 [K; Q] per key head, the v rows per value head) into contiguous scratch, and the
+  // states stream through L3 once per chunk. Otherwise heads outer, chunks inner, each head's inputs
+  // read from the rows (a strided 512-byte piece of each) while its state stays in L2.
+  const bool chunks_outer = bf16 && nh * dk * dvp * 6 <= kChunksOuterStateBytes;
+  const int64_t span = chunks_outer ? CL : n;  // tokens per pass of the head loop
+  auto xg = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(chunks_outer ? (kh1 - kh0) * 2 * CL * dkp : 1));
+  auto vg = hwy::AllocateAligned<float>(static_cast<size_t>(chunks_outer ? nh * CL * dv : 1));
   auto buf = Scratch(2 * CL * dkp + dk * lp + 4 * CL * lp + 2 * CL * dvp + lp);
   float* x = buf.get();       // (2L, dkp) normalised keys, then normalised scaled queries
   float* kt = x + 2 * CL * dkp;  // (dk, lp) the keys transposed
@@ -108,162 +123,187 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
   // bf16 operands (fast mode only): A operands as bf16 rows, B operands as interleaved row pairs.
   const int64_t np = bf16 ? 1 : 0;
   auto a16 = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(np * (2 * CL * dkp + dk * lp + CL * lp) + 1));
-  auto b32 = hwy::AllocateAligned<uint32_t>(static_cast<size_t>(np * (dkp / 2 * lp + CL / 2 * dvp + group * dkp / 2 * dvp) + 1));
+  auto b32 = hwy::AllocateAligned<uint32_t>(static_cast<size_t>(np * (dkp / 2 * lp + CL / 2 * dvp + nh * dkp / 2 * dvp) + 1));
   uint16_t* xa = a16.get();          // (2L, dkp) [K; Q]
   uint16_t* kta = xa + 2 * CL * dkp;  // (dk, lp) K^T
   uint16_t* pa = kta + dk * lp;       // (CL, lp) P
   uint32_t* ktb = b32.get();          // (dkp/2, lp) K^T as B
   uint32_t* ub = ktb + dkp / 2 * lp;  // (CL/2, dvp) u, then diag(exp(G_last - G)) u, as B
-  uint32_t* stbs = ub + CL / 2 * dvp;  // (run heads, dkp/2, dvp) each St as B, kept with St
+  uint32_t* stbs = ub + CL / 2 * dvp;  // (heads, dkp/2, dvp) each St as B, kept with St
   double G[CL];
   float beta[CL], e[CL], el[CL];
-  // Runs outer, chunks inner: a run's states (group x 64 KB at 128 x 128) stay in L2 through the
-  // prompt, leaving room for the next chunk's input rows.
+  for (int64_t h = h0; h < h1; ++h) {
+    const float* S = p.state + h * dv * dk;
+    float* st = states.get() + (h - h0) * dk * dvp;
+    for (int64_t c = 0; c < dk; ++c)
+      for (int64_t r = 0; r < dv; ++r) st[c * dvp + r] = S[r * dk + c];
+  }
   auto run_end = [&](int64_t h) { return std::min(h1, (h / group + 1) * group); };
-  for (int64_t ha = h0, hb = run_end(h0); ha < h1; ha = hb, hb = run_end(hb)) {
-    const int64_t kh = ha / group;
-    for (int64_t h = ha; h < hb; ++h) {
-      const float* S = p.state + h * dv * dk;
-      float* st = states.get() + (h - ha) * dk * dvp;
-      for (int64_t c = 0; c < dk; ++c)
-        for (int64_t r = 0; r < dv; ++r) st[c * dvp + r] = S[r * dk + c];
+  for (int64_t s0 = 0; s0 < n; s0 += span) {
+    const int64_t s1 = std::min(n, s0 + span);
+    if (chunks_outer) {  // the chunk [s0, s1): [K; Q] of key head kh at xg + kh 2 CL dkp
+      for (int64_t i = 0; i < s1 - s0; ++i) {
+        const float* krow = detail::row_ptr<const float>(*p.k, s0 + i);
+        const float* qrow = detail::row_ptr<const float>(*p.q, s0 + i);
+        const float* vrow = detail::row_ptr<const float>(*p.v, s0 + i);
+        for (int64_t kh = kh0; kh < kh1; ++kh) {
+          uint16_t* xc = xg.get() + (kh - kh0) * 2 * CL * dkp;
+          const float* kr = krow + kh * dk;
+          const float* qr = qrow + kh * dk;
+          pack_rows_bf16(kr, dk, 1, dk, xc + i * dkp, dkp, L2NormScale(kr, dk, 1.0f));
+          pack_rows_bf16(qr, dk, 1, dk, xc + (s1 - s0 + i) * dkp, dkp, L2NormScale(qr, dk, q_scale));
+        }
+        for (int64_t h = h0; h < h1; ++h)
+          std::memcpy(vg.get() + ((h - h0) * CL + i) * dv, vrow + h * dv, static_cast<size_t>(dv) * sizeof(float));
+      }
     }
-    for (int64_t t0 = 0; t0 < n; t0 += CL) {
-      const int64_t L = std::min(CL, n - t0), lpad = Padded(L);
-      // The next chunk's rows come into L2 while this one computes: rows of the fused projection
-      // output are far apart, beyond the hardware prefetchers' reach.
-      for (int64_t i = t0 + CL; i < std::min(n, t0 + 2 * CL); ++i) {
-        PrefetchL2(detail::row_ptr<const float>(*p.q, i) + kh * dk, dk);
-        PrefetchL2(detail::row_ptr<const float>(*p.k, i) + kh * dk, dk);
-        PrefetchL2(detail::row_ptr<const float>(*p.v, i) + ha * dv, (hb - ha) * dv);
-      }
-      float* xq = x + L * dkp;  // queries right after the L keys: [K; Q] is one A operand
-      for (int64_t i = 0; i < L; ++i) {
-        const float* kr = detail::row_ptr<const float>(*p.k, t0 + i) + kh * dk;
-        const float* qr = detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk;
-        if (bf16) {  // normalised straight into bf16 rows (the same f32 products, then rounded)
-          pack_rows_bf16(kr, dk, 1, dk, xa + i * dkp, dkp, L2NormScale(kr, dk, 1.0f));
-          pack_rows_bf16(qr, dk, 1, dk, xa + (L + i) * dkp, dkp, L2NormScale(qr, dk, q_scale));
+    for (int64_t ha = h0, hb = run_end(h0); ha < h1; ha = hb, hb = run_end(hb)) {
+      const int64_t kh = ha / group;
+      // Heads outer (span = n): a run's states (group x 64 KB at 128 x 128) stay in L2 through the
+      // prompt, leaving room for the next chunk's input rows.
+      for (int64_t t0 = s0; t0 < s1; t0 += CL) {
+        const int64_t L = std::min(CL, n - t0), lpad = Padded(L);
+        const uint16_t* xc = xa;  // [K; Q] as bf16 rows
+        float* xq = x + L * dkp;  // queries right after the L keys: [K; Q] is one A operand
+        if (chunks_outer) {
+          xc = xg.get() + (kh - kh0) * 2 * CL * dkp;
         } else {
-          L2Normalize(kr, dk, dkp, 1.0f, x + i * dkp);
-          L2Normalize(qr, dk, dkp, q_scale, xq + i * dkp);
-        }
-      }
-      if (bf16) {
-        // Kᵀ in both operand forms straight from K's bf16 rows (no f32 transpose).
-        pairs_of_transpose_bf16(xa, dkp, L, dk, ktb, lp, lpad);
-        unpack_pairs_bf16(ktb, lp, dk, lpad, kta, lp);
-        gemm_bf16(L, lpad, dk, xa, dkp, ktb, lp, kk, lp, 0.0f, false, true);
-        gemm_bf16(L, lpad, dk, xa + L * dkp, dkp, ktb, lp, qk, lp, 0.0f, false, true);
-      } else {
-        for (int64_t c = 0; c < dk; ++c) {
-          for (int64_t i = 0; i < L; ++i) kt[c * lp + i] = x[i * dkp + c];
-          for (int64_t i = L; i < lpad; ++i) kt[c * lp + i] = 0.0f;
-        }
-        SmallGemm(L, lpad, dk, x, dkp, kt, lp, kk, lp, Acc::set, false, true);
-        SmallGemm(L, lpad, dk, xq, dkp, kt, lp, qk, lp, Acc::set, false, true);
-      }
-      for (int64_t h = ha; h < hb; ++h) {
-        float* st = states.get() + (h - ha) * dk * dvp;
-        double cum = 0.0;
-        for (int64_t i = 0; i < L; ++i) {
-          beta[i] = Beta(p, t0 + i, h);
-          cum += static_cast<double>(LogDecay(p, t0 + i, h));
-          G[i] = cum;
-        }
-        for (int64_t i = L; i < lpad; ++i) G[i] = cum;
-        for (int64_t i = 0; i < L; ++i) {
-          e[i] = ExpFlush(static_cast<float>(G[i]));
-          el[i] = ExpFlush(static_cast<float>(G[L - 1] - G[i]));
-        }
-        for (int64_t i = 0; i < L; ++i) {
-          // exp(G_i - G_j) for j <= i (G past the chunk end repeats G[L-1]; those columns are masked).
-          // Only the vectors up to the diagonal; the rest of both rows is zero.
-          const int64_t jend = std::min(lpad, (i / N + 1) * N);
-          for (int64_t j = 0; j < jend; ++j) drow[j] = static_cast<float>(G[i] - G[j]);
-          const auto vb = hn::Set(df, beta[i]), vi = hn::Set(df, static_cast<float>(i));
-          std::memset(mm + i * lp + jend, 0, static_cast<size_t>(lp - jend) * sizeof(float));
-          std::memset(pm + i * lp + jend, 0, static_cast<size_t>(lp - jend) * sizeof(float));
-          for (int64_t j = 0; j < jend; j += N) {
-            const auto idx = hn::Iota(df, static_cast<float>(j));
-            const auto dj = ExpFlush(df, hn::Load(df, drow + j));
-            hn::Store(hn::IfThenElseZero(hn::Lt(idx, vi), hn::Mul(hn::Mul(vb, dj), hn::Load(df, kk + i * lp + j))), df,
-                      mm + i * lp + j);
-            hn::Store(hn::IfThenElseZero(hn::Le(idx, vi), hn::Mul(dj, hn::Load(df, qk + i * lp + j))), df, pm + i * lp + j);
+          // The next chunk's rows come into L2 while this one computes: rows of the fused projection
+          // output are far apart, beyond the hardware prefetchers' reach.
+          for (int64_t i = t0 + CL; i < std::min(n, t0 + 2 * CL); ++i) {
+            PrefetchL2(detail::row_ptr<const float>(*p.q, i) + kh * dk, dk);
+            PrefetchL2(detail::row_ptr<const float>(*p.k, i) + kh * dk, dk);
+            PrefetchL2(detail::row_ptr<const float>(*p.v, i) + ha * dv, (hb - ha) * dv);
+          }
+          for (int64_t i = 0; i < L; ++i) {
+            const float* kr = detail::row_ptr<const float>(*p.k, t0 + i) + kh * dk;
+            const float* qr = detail::row_ptr<const float>(*p.q, t0 + i) + kh * dk;
+            if (bf16) {  // normalised straight into bf16 rows (the same f32 products, then rounded)
+              pack_rows_bf16(kr, dk, 1, dk, xa + i * dkp, dkp, L2NormScale(kr, dk, 1.0f));
+              pack_rows_bf16(qr, dk, 1, dk, xa + (L + i) * dkp, dkp, L2NormScale(qr, dk, q_scale));
+            } else {
+              L2Normalize(kr, dk, dkp, 1.0f, x + i * dkp);
+              L2Normalize(qr, dk, dkp, q_scale, xq + i * dkp);
+            }
           }
         }
-        // [Yk; Yq] = [K; Q] St.
-        uint32_t* stb = stbs + (h - ha) * (dkp / 2) * dvp;
         if (bf16) {
-          if (t0 == 0) pack_pairs_bf16(st, dvp, dk, dvp, stb, dvp);  // later chunks: written by the update
-          gemm_bf16(2 * L, dvp, dk, xa, dkp, stb, dvp, y, dvp, 0.0f);
+          // Kᵀ in both operand forms straight from K's bf16 rows (no f32 transpose).
+          pairs_of_transpose_bf16(xc, dkp, L, dk, ktb, lp, lpad);
+          unpack_pairs_bf16(ktb, lp, dk, lpad, kta, lp);
+          gemm_bf16(L, lpad, dk, xc, dkp, ktb, lp, kk, lp, 0.0f, false, true);
+          gemm_bf16(L, lpad, dk, xc + L * dkp, dkp, ktb, lp, qk, lp, 0.0f, false, true);
         } else {
-          SmallGemm(2 * L, dvp, dk, x, dkp, st, dvp, y, dvp, Acc::set);
+          for (int64_t c = 0; c < dk; ++c) {
+            for (int64_t i = 0; i < L; ++i) kt[c * lp + i] = x[i * dkp + c];
+            for (int64_t i = L; i < lpad; ++i) kt[c * lp + i] = 0.0f;
+          }
+          SmallGemm(L, lpad, dk, x, dkp, kt, lp, kk, lp, Acc::set, false, true);
+          SmallGemm(L, lpad, dk, xq, dkp, kt, lp, qk, lp, Acc::set, false, true);
         }
-        // Right-hand side beta (v - exp(G) Yk) over Yk (padding columns stay zero), then u.
-        for (int64_t i = 0; i < L; ++i) {
-          const float* vr = detail::row_ptr<const float>(*p.v, t0 + i) + h * dv;
-          float* yi = y + i * dvp;
-          for (int64_t r = 0; r < dv; ++r) yi[r] = beta[i] * (vr[r] - e[i] * yi[r]);
-        }
-        if (bf16) {
-          pack_rows_bf16(mm, lp, L, L, pa, lp, -1.0f);
-          SolveUnitLowerBf16(L, dvp, mm, pa, lp, y, dvp, ub, dvp);
-        } else {
-          SolveUnitLower(L, dvp, mm, lp, y, dvp);
-        }
-        // out = exp(G) Yq + P u. Fast mode with whole vectors per head (Dv = dvp): the product reads
-        // Yq, scales its rows by exp(G) and streams the sum into the out rows (they are written once
-        // and not read here, so their lines need not be fetched first); the same f32 operations as
-        // writing exp(G) Yq first and adding P u to it.
-        float* yq = y + L * dvp;
-        const bool direct = bf16 && dv == dvp;
-        if (direct) {
-          pack_rows_bf16(pm, lp, L, L, pa, lp);  // ub: u, packed by the solve
-          GemmBf16Extra ox;
-          ox.c_in = yq;
-          ox.ldc_in = dvp;
-          ox.c_row_scale = e;
-          ox.stream = true;
-          gemm_bf16(L, dvp, L, pa, lp, ub, dvp, detail::row_ptr<float>(*p.out, t0) + h * dv, p.out->stride(0), 0.0f,
-                    true, false, nullptr, 0, &ox);
-        } else {
+        for (int64_t h = ha; h < hb; ++h) {
+          float* st = states.get() + (h - h0) * dk * dvp;
+          double cum = 0.0;
           for (int64_t i = 0; i < L; ++i) {
-            const auto ve = hn::Set(df, e[i]);
-            for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, yq + i * dvp + c), ve), df, yq + i * dvp + c);
+            beta[i] = Beta(p, t0 + i, h);
+            cum += static_cast<double>(LogDecay(p, t0 + i, h));
+            G[i] = cum;
+          }
+          for (int64_t i = L; i < lpad; ++i) G[i] = cum;
+          for (int64_t i = 0; i < L; ++i) {
+            e[i] = ExpFlush(static_cast<float>(G[i]));
+            el[i] = ExpFlush(static_cast<float>(G[L - 1] - G[i]));
+          }
+          for (int64_t i = 0; i < L; ++i) {
+            // exp(G_i - G_j) for j <= i (G past the chunk end repeats G[L-1]; those columns are masked).
+            // Only the vectors up to the diagonal; the rest of both rows is zero.
+            const int64_t jend = std::min(lpad, (i / N + 1) * N);
+            for (int64_t j = 0; j < jend; ++j) drow[j] = static_cast<float>(G[i] - G[j]);
+            const auto vb = hn::Set(df, beta[i]), vi = hn::Set(df, static_cast<float>(i));
+            std::memset(mm + i * lp + jend, 0, static_cast<size_t>(lp - jend) * sizeof(float));
+            std::memset(pm + i * lp + jend, 0, static_cast<size_t>(lp - jend) * sizeof(float));
+            for (int64_t j = 0; j < jend; j += N) {
+              const auto idx = hn::Iota(df, static_cast<float>(j));
+              const auto dj = ExpFlush(df, hn::Load(df, drow + j));
+              hn::Store(hn::IfThenElseZero(hn::Lt(idx, vi), hn::Mul(hn::Mul(vb, dj), hn::Load(df, kk + i * lp + j))), df,
+                        mm + i * lp + j);
+              hn::Store(hn::IfThenElseZero(hn::Le(idx, vi), hn::Mul(dj, hn::Load(df, qk + i * lp + j))), df, pm + i * lp + j);
+            }
+          }
+          // [Yk; Yq] = [K; Q] St.
+          uint32_t* stb = stbs + (h - h0) * (dkp / 2) * dvp;
+          if (bf16) {
+            if (t0 == 0) pack_pairs_bf16(st, dvp, dk, dvp, stb, dvp);  // later chunks: written by the update
+            gemm_bf16(2 * L, dvp, dk, xc, dkp, stb, dvp, y, dvp, 0.0f);
+          } else {
+            SmallGemm(2 * L, dvp, dk, x, dkp, st, dvp, y, dvp, Acc::set);
+          }
+          // Right-hand side beta (v - exp(G) Yk) over Yk (padding columns stay zero), then u.
+          for (int64_t i = 0; i < L; ++i) {
+            const float* vr = chunks_outer ? vg.get() + ((h - h0) * CL + i) * dv
+                                     : detail::row_ptr<const float>(*p.v, t0 + i) + h * dv;
+            float* yi = y + i * dvp;
+            for (int64_t r = 0; r < dv; ++r) yi[r] = beta[i] * (vr[r] - e[i] * yi[r]);
           }
           if (bf16) {
-            pack_rows_bf16(pm, lp, L, L, pa, lp);
-            gemm_bf16(L, dvp, L, pa, lp, ub, dvp, yq, dvp, 1.0f, true, false);
+            pack_rows_bf16(mm, lp, L, L, pa, lp, -1.0f);
+            SolveUnitLowerBf16(L, dvp, mm, pa, lp, y, dvp, ub, dvp);
           } else {
-            SmallGemm(L, dvp, L, pm, lp, y, dvp, yq, dvp, Acc::add, true, false);
+            SolveUnitLower(L, dvp, mm, lp, y, dvp);
           }
-        }
-        if (!direct)
-          for (int64_t i = 0; i < L; ++i)
-            std::memcpy(detail::row_ptr<float>(*p.out, t0 + i) + h * dv, yq + i * dvp, static_cast<size_t>(dv) * sizeof(float));
-        // St = exp(G_last) St + K^T (diag(exp(G_last - G)) u). Fast mode folds both scalings into
-        // the packing of u and the product's update of St.
-        if (bf16) {
-          pack_pairs_bf16(y, dvp, L, dvp, ub, dvp, el);
-          gemm_bf16(dk, dvp, L, kta, lp, ub, dvp, st, dvp, e[L - 1], false, false, stb, dvp);
-        } else {
-          const auto vl = hn::Set(df, e[L - 1]);
-          for (int64_t c = 0; c < dk * dvp; c += N) hn::Store(hn::Mul(hn::Load(df, st + c), vl), df, st + c);
-          for (int64_t i = 0; i < L; ++i) {
-            const auto ve = hn::Set(df, el[i]);
-            for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, y + i * dvp + c), ve), df, y + i * dvp + c);
+          // out = exp(G) Yq + P u. Fast mode with whole vectors per head (Dv = dvp): the product reads
+          // Yq, scales its rows by exp(G) and streams the sum into the out rows (they are written once
+          // and not read here, so their lines need not be fetched first); the same f32 operations as
+          // writing exp(G) Yq first and adding P u to it.
+          float* yq = y + L * dvp;
+          const bool direct = bf16 && dv == dvp;
+          if (direct) {
+            pack_rows_bf16(pm, lp, L, L, pa, lp);  // ub: u, packed by the solve
+            GemmBf16Extra ox;
+            ox.c_in = yq;
+            ox.ldc_in = dvp;
+            ox.c_row_scale = e;
+            ox.stream = true;
+            gemm_bf16(L, dvp, L, pa, lp, ub, dvp, detail::row_ptr<float>(*p.out, t0) + h * dv, p.out->stride(0), 0.0f,
+                      true, false, nullptr, 0, &ox);
+          } else {
+            for (int64_t i = 0; i < L; ++i) {
+              const auto ve = hn::Set(df, e[i]);
+              for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, yq + i * dvp + c), ve), df, yq + i * dvp + c);
+            }
+            if (bf16) {
+              pack_rows_bf16(pm, lp, L, L, pa, lp);
+              gemm_bf16(L, dvp, L, pa, lp, ub, dvp, yq, dvp, 1.0f, true, false);
+            } else {
+              SmallGemm(L, dvp, L, pm, lp, y, dvp, yq, dvp, Acc::add, true, false);
+            }
           }
-          SmallGemm(dk, dvp, L, kt, lp, y, dvp, st, dvp, Acc::add);
+          if (!direct)
+            for (int64_t i = 0; i < L; ++i)
+              std::memcpy(detail::row_ptr<float>(*p.out, t0 + i) + h * dv, yq + i * dvp, static_cast<size_t>(dv) * sizeof(float));
+          // St = exp(G_last) St + K^T (diag(exp(G_last - G)) u). Fast mode folds both scalings into
+          // the packing of u and the product's update of St.
+          if (bf16) {
+            pack_pairs_bf16(y, dvp, L, dvp, ub, dvp, el);
+            gemm_bf16(dk, dvp, L, kta, lp, ub, dvp, st, dvp, e[L - 1], false, false, stb, dvp);
+          } else {
+            const auto vl = hn::Set(df, e[L - 1]);
+            for (int64_t c = 0; c < dk * dvp; c += N) hn::Store(hn::Mul(hn::Load(df, st + c), vl), df, st + c);
+            for (int64_t i = 0; i < L; ++i) {
+              const auto ve = hn::Set(df, el[i]);
+              for (int64_t c = 0; c < dvp; c += N) hn::Store(hn::Mul(hn::Load(df, y + i * dvp + c), ve), df, y + i * dvp + c);
+            }
+            SmallGemm(dk, dvp, L, kt, lp, y, dvp, st, dvp, Acc::add);
+          }
         }
       }
     }
-    for (int64_t h = ha; h < hb; ++h) {
-      float* S = p.state + h * dv * dk;
-      const float* st = states.get() + (h - ha) * dk * dvp;
-      for (int64_t r = 0; r < dv; ++r)
-        for (int64_t c = 0; c < dk; ++c) S[r * dk + c] = st[c * dvp + r];
     }
+  for (int64_t h = h0; h < h1; ++h) {
+    float* S = p.state + h * dv * dk;
+    const float* st = states.get() + (h - h0) * dk * dvp;
+    for (int64_t r = 0; r < dv; ++r)
+      for (int64_t c = 0; c < dk; ++c) S[r * dk + c] = st[c * dvp + r];
   }
 }
 
