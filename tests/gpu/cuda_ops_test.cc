@@ -377,7 +377,7 @@ TEST_F(Cuda, embedding_dense_and_quantized) {
 
 TEST_F(Cuda, rms_norm_with_and_without_offset) {
   Rng rng(16);
-  for (int64_t d : {1, 33, 256, 5120})
+  for (int64_t d : {1, 33, 256, 1023, 5120, 10000})  // 10000: past 8 values per thread
     for (float offset : {0.0f, 1.0f}) {
       Tensor x = test::random_tensor({7, d}, DType::f32, rng), w = test::random_tensor({d}, DType::bf16, rng);
       Tensor ref = Tensor::zeros({7, d}, DType::f32), out = Tensor::zeros({7, d}, DType::f32, Device::cuda);
@@ -389,7 +389,7 @@ TEST_F(Cuda, rms_norm_with_and_without_offset) {
 
 TEST_F(Cuda, add_rms_norm_is_bitwise_add_then_rms_norm) {
   Rng rng(28);
-  for (int64_t d : {1, 33, 256, 5120})
+  for (int64_t d : {1, 33, 256, 1023, 5120, 10000})  // 10000: past 8 values per thread
     for (float offset : {0.0f, 1.0f}) {
       Tensor h = test::random_tensor({5, d}, DType::f32, rng), delta = test::random_tensor({5, d}, DType::f32, rng);
       Tensor w = test::random_tensor({d}, DType::bf16, rng);

@@ -7,13 +7,47 @@ namespace sanctum::ops::cuda {
 
 namespace {
 
+// Rows of up to kHeld values per thread keep them in registers, and their weights are loaded before
+// the kernel waits for its input (the weights never change within a step), so the loads after the
+// row's sum are gone. Longer rows take the plain loops. The same operations in the same order.
+constexpr int kHeld = 8;
+
+__device__ __forceinline__ bool held(int64_t cols) { return cols <= static_cast<int64_t>(kHeld) * blockDim.x; }
+
+__device__ __forceinline__ void load_weights(const void* w, FloatKind kind, float offset, int64_t cols, float (&wv)[kHeld]) {
+#pragma unroll
+  for (int i = 0; i < kHeld; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    wv[i] = c < cols ? load_float(w, kind, c) + offset : 0.0f;
+  }
+}
+
 __global__ void rms_norm_kernel(Rows<const float> x, const void* w, FloatKind kind, float eps, float offset, Rows<float> out) {
-  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  float wv[kHeld];
+  if (held(x.cols)) load_weights(w, kind, offset, x.cols, wv);
+  wait_for_previous();  // launched early (common.cuh): nothing but weights is read before the kernel ahead ends
   allow_next_early();
   __shared__ float scratch[32];
   const float* xr = x.data + blockIdx.x * x.stride;
   float* o = out.data + blockIdx.x * out.stride;
   float ss = 0.0f;
+  if (held(x.cols)) {
+    float v[kHeld];
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+      v[i] = c < x.cols ? xr[c] : 0.0f;
+      if (c < x.cols) ss += v[i] * v[i];
+    }
+    ss = block_sum(ss, scratch);
+    const float inv = rsqrtf(ss / static_cast<float>(x.cols) + eps);
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+      if (c < x.cols) o[c] = v[i] * inv * wv[i];
+    }
+    return;
+  }
   for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) ss += xr[c] * xr[c];
   ss = block_sum(ss, scratch);
   const float inv = rsqrtf(ss / static_cast<float>(x.cols) + eps);
@@ -24,13 +58,36 @@ __global__ void rms_norm_kernel(Rows<const float> x, const void* w, FloatKind ki
 // runs in rms_norm_kernel's order, so the result is bitwise that of add followed by rms_norm.
 __global__ void add_rms_norm_kernel(Rows<float> h, Rows<const float> delta, const void* w, FloatKind kind, float eps, float offset,
                                     Rows<float> out) {
-  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  float wv[kHeld];
+  if (held(h.cols)) load_weights(w, kind, offset, h.cols, wv);
+  wait_for_previous();  // launched early (common.cuh): nothing but weights is read before the kernel ahead ends
   allow_next_early();
   __shared__ float scratch[32];
   float* hr = h.data + blockIdx.x * h.stride;
   const float* dr = delta.data + blockIdx.x * delta.stride;
   float* o = out.data + blockIdx.x * out.stride;
   float ss = 0.0f;
+  if (held(h.cols)) {
+    float v[kHeld];
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+      v[i] = 0.0f;
+      if (c < h.cols) {
+        v[i] = hr[c] + dr[c];
+        hr[c] = v[i];
+        ss += v[i] * v[i];
+      }
+    }
+    ss = block_sum(ss, scratch);
+    const float inv = rsqrtf(ss / static_cast<float>(h.cols) + eps);
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+      if (c < h.cols) o[c] = v[i] * inv * wv[i];
+    }
+    return;
+  }
   for (int64_t c = threadIdx.x; c < h.cols; c += blockDim.x) {
     const float v = hr[c] + dr[c];
     hr[c] = v;
