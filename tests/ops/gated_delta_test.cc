@@ -198,17 +198,22 @@ std::string name(const GatedDeltaShape& s, int64_t n) {
          std::to_string(s.n_value_heads) + " Dv " + std::to_string(s.value_dim) + " n " + std::to_string(n);
 }
 
+// `algorithm` over all n tokens from the inputs' state against the reference: output and final state
+// within `tolerance` (relative).
+void expect_near_reference(const Inputs& in, const GatedDeltaShape& s, int64_t n, int algorithm, double tolerance) {
+  Tensor state = in.state.clone(), state_ref = in.state.clone();
+  Tensor out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32), out_ref = out.clone();
+  run(in, state, out, 0, n, algorithm);
+  run(in, state_ref, out_ref, 0, n, kRef);
+  EXPECT_LT(rel_diff(out, out_ref), tolerance);
+  EXPECT_LT(rel_diff(state.reshape({-1}), state_ref.reshape({-1})), tolerance);
+}
+
 TEST(GatedDeltaRule, sequential_matches_reference) {
   for (const auto& s : kConfigs) {
     for (int64_t n : {1, 2, 17, 63, 200}) {
       SCOPED_TRACE(name(s, n));
-      const Inputs in = make_inputs(s, n, static_cast<uint64_t>(n * 31 + s.key_dim));
-      Tensor state = in.state.clone(), state_ref = in.state.clone();
-      Tensor out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32), out_ref = out.clone();
-      run(in, state, out, 0, n, kSeq);
-      run(in, state_ref, out_ref, 0, n, kRef);
-      EXPECT_LT(rel_diff(out, out_ref), 1e-5);
-      EXPECT_LT(rel_diff(state.reshape({-1}), state_ref.reshape({-1})), 1e-5);
+      expect_near_reference(make_inputs(s, n, static_cast<uint64_t>(n * 31 + s.key_dim)), s, n, kSeq, 1e-5);
     }
   }
 }
@@ -217,13 +222,7 @@ TEST(GatedDeltaRule, chunked_matches_sequential_recurrence) {
   for (const auto& s : kConfigs) {
     for (int64_t n : {1, 2, 63, 64, 65, 200, 1000}) {
       SCOPED_TRACE(name(s, n));
-      const Inputs in = make_inputs(s, n, static_cast<uint64_t>(n * 17 + s.value_dim));
-      Tensor state = in.state.clone(), state_ref = in.state.clone();
-      Tensor out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32), out_ref = out.clone();
-      run(in, state, out, 0, n, kChunk);
-      run(in, state_ref, out_ref, 0, n, kRef);
-      EXPECT_LT(rel_diff(out, out_ref), 1e-4);
-      EXPECT_LT(rel_diff(state.reshape({-1}), state_ref.reshape({-1})), 1e-4);
+      expect_near_reference(make_inputs(s, n, static_cast<uint64_t>(n * 17 + s.value_dim)), s, n, kChunk, 1e-4);
     }
   }
 }
@@ -258,12 +257,7 @@ TEST(GatedDeltaRule, zero_initial_state_and_slow_decay) {
   Inputs in = make_inputs(s, n, 99);
   for (int64_t h = 0; h < s.n_value_heads; ++h) in.a_log.data<float>()[h] = -8.0f;
   std::fill(in.state.data<float>(), in.state.data<float>() + in.state.numel(), 0.0f);
-  Tensor state = in.state.clone(), state_ref = in.state.clone();
-  Tensor out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32), out_ref = out.clone();
-  run(in, state, out, 0, n, kChunk);
-  run(in, state_ref, out_ref, 0, n, kRef);
-  EXPECT_LT(rel_diff(out, out_ref), 1e-4);
-  EXPECT_LT(rel_diff(state.reshape({-1}), state_ref.reshape({-1})), 1e-4);
+  expect_near_reference(in, s, n, kChunk, 1e-4);
 }
 
 TEST(GatedDeltaRule, two_calls_equal_one) {
@@ -371,13 +365,7 @@ TEST(GatedDeltaRule, fast_mode_chunked_matches_sequential_recurrence) {
   for (const auto& s : kConfigs) {
     for (int64_t n : {1, 2, 63, 64, 65, 200, 1000}) {
       SCOPED_TRACE(name(s, n));
-      const Inputs in = make_inputs(s, n, static_cast<uint64_t>(n * 13 + s.value_dim));
-      Tensor state = in.state.clone(), state_ref = in.state.clone();
-      Tensor out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32), out_ref = out.clone();
-      run(in, state, out, 0, n, kChunk);
-      run(in, state_ref, out_ref, 0, n, kRef);
-      EXPECT_LT(rel_diff(out, out_ref), kFastTolerance);
-      EXPECT_LT(rel_diff(state.reshape({-1}), state_ref.reshape({-1})), kFastTolerance);
+      expect_near_reference(make_inputs(s, n, static_cast<uint64_t>(n * 13 + s.value_dim)), s, n, kChunk, kFastTolerance);
     }
   }
 }
@@ -390,12 +378,7 @@ TEST(GatedDeltaRule, fast_mode_zero_initial_state_and_slow_decay) {
   Inputs in = make_inputs(s, n, 98);
   for (int64_t h = 0; h < s.n_value_heads; ++h) in.a_log.data<float>()[h] = -8.0f;
   std::fill(in.state.data<float>(), in.state.data<float>() + in.state.numel(), 0.0f);
-  Tensor state = in.state.clone(), state_ref = in.state.clone();
-  Tensor out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32), out_ref = out.clone();
-  run(in, state, out, 0, n, kChunk);
-  run(in, state_ref, out_ref, 0, n, kRef);
-  EXPECT_LT(rel_diff(out, out_ref), kFastTolerance);
-  EXPECT_LT(rel_diff(state.reshape({-1}), state_ref.reshape({-1})), kFastTolerance);
+  expect_near_reference(in, s, n, kChunk, kFastTolerance);
 }
 
 TEST(GatedDeltaRule, fast_mode_prefill_in_aligned_pieces_equals_one_prefill) {
