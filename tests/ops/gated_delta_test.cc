@@ -432,6 +432,31 @@ TEST(GatedDeltaRule, fast_mode_chunks_outer_and_heads_outer_give_the_same_bits) 
   EXPECT_EQ(max_abs_diff(state2.reshape({-1}), state.reshape({-1})), 0.0);
 }
 
+TEST(GatedDeltaRule, chunked_results_do_not_depend_on_scratch_left_by_other_calls) {
+  // The chunked kernel keeps its scratch per thread between calls. A call of another shape whose
+  // values overflow (inf and NaN left in the scratch) must not change the next call's bits.
+  const GatedDeltaShape s{2, 24, 6, 40}, other{1, 128, 3, 128};
+  const int64_t n = 150;
+  const Inputs in = make_inputs(s, n, 61);
+  Inputs bad = make_inputs(other, 200, 62);
+  for (Tensor* t : {&bad.q, &bad.k, &bad.v, &bad.state})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] *= 1e38f;
+  for (const bool fast : {false, true}) {
+    SCOPED_TRACE(fast ? "fast mode" : "f32");
+    const MatmulPrecision saved = matmul_precision();
+    if (fast) set_matmul_precision(MatmulPrecision::int8);
+    Tensor state = in.state.clone(), out = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32);
+    run(in, state, out, 0, n, kChunk);
+    Tensor bad_state = bad.state.clone(), bad_out = Tensor::zeros({200, other.n_value_heads * other.value_dim}, DType::f32);
+    run(bad, bad_state, bad_out, 0, 200, kChunk);
+    Tensor state2 = in.state.clone(), out2 = Tensor::zeros({n, s.n_value_heads * s.value_dim}, DType::f32);
+    run(in, state2, out2, 0, n, kChunk);
+    set_matmul_precision(saved);
+    EXPECT_EQ(max_abs_diff(out2, out), 0.0);
+    EXPECT_EQ(max_abs_diff(state2.reshape({-1}), state.reshape({-1})), 0.0);
+  }
+}
+
 TEST(GatedDeltaRule, fast_mode_runs_bf16_products_only_where_the_cpu_has_them) {
   const GatedDeltaShape s{2, 128, 4, 128};
   const int64_t n = 130;
