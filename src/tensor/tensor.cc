@@ -121,7 +121,6 @@ Tensor Tensor::squeeze0() const {
 }
 
 Tensor Tensor::reshape(std::initializer_list<int64_t> shape) const {
-  SANCTUM_CHECK(is_contiguous(), ErrorKind::invalid_argument, "reshape needs a contiguous tensor, got " + shape_string());
   SANCTUM_CHECK(static_cast<int>(shape.size()) <= kMaxDims, ErrorKind::invalid_argument, "reshape: too many dims");
   Tensor t = *this;
   t.ndim_ = static_cast<int>(shape.size());
@@ -142,8 +141,39 @@ Tensor Tensor::reshape(std::initializer_list<int64_t> shape) const {
     t.shape_[static_cast<size_t>(infer)] = numel() / known;
   }
   SANCTUM_CHECK(t.numel() == numel(), ErrorKind::invalid_argument, "reshape: element count differs from " + shape_string());
-  t.set_contiguous_strides();
+  if (is_contiguous() || numel() == 0) {
+    t.set_contiguous_strides();
+    return t;
+  }
+  SANCTUM_CHECK(view_strides(t), ErrorKind::invalid_argument,
+                "reshape: " + shape_string() + " is strided in a way no view of shape " + t.shape_string() + " can follow");
   return t;
+}
+
+// Strides for t's shape over this tensor's elements, where a view exists: the old dims fall into
+// runs laid out contiguously among themselves (stride i = stride i+1 * size i+1), and each run must
+// be exactly a run of new dims, which then take strides within it. E.g. columns [0, 8) of a (4, 16)
+// tensor viewed as (4, 2, 4): strides (16, 4, 1).
+bool Tensor::view_strides(Tensor& t) const {
+  int nd = t.ndim_ - 1;  // next new dim to place, from the innermost
+  int64_t base = strides_[static_cast<size_t>(ndim_ - 1)], old_run = 1;
+  for (int od = ndim_ - 1; od >= 0; --od) {
+    old_run *= shape_[static_cast<size_t>(od)];
+    const bool run_ends = od == 0 || (shape_[static_cast<size_t>(od - 1)] != 1 && strides_[static_cast<size_t>(od - 1)] != old_run * base);
+    if (!run_ends) continue;
+    int64_t new_run = 1;
+    while (nd >= 0 && (new_run < old_run || t.shape_[static_cast<size_t>(nd)] == 1)) {
+      t.strides_[static_cast<size_t>(nd)] = new_run * base;
+      new_run *= t.shape_[static_cast<size_t>(nd)];
+      --nd;
+    }
+    if (new_run != old_run) return false;
+    if (od > 0) {
+      base = strides_[static_cast<size_t>(od - 1)];
+      old_run = 1;
+    }
+  }
+  return nd < 0;
 }
 
 namespace {

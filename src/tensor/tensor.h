@@ -46,7 +46,9 @@ class Tensor {
   // Views (no copy).
   Tensor slice(int dim, int64_t begin, int64_t end) const;  // [begin, end) along dim
   Tensor row(int64_t i) const { return slice(0, i, i + 1).squeeze0(); }
-  Tensor reshape(std::initializer_list<int64_t> shape) const;  // contiguous only; one -1 allowed
+  // A view of the same elements in another shape (one -1 allowed); a strided tensor reshapes where
+  // its runs of contiguous dims split or merge into the new dims (e.g. a column slice into heads).
+  Tensor reshape(std::initializer_list<int64_t> shape) const;
   Tensor squeeze0() const;  // drops a leading dim of size 1
 
   // Deep copy into fresh contiguous storage of the same dtype, on the same device or on `device`.
@@ -66,6 +68,7 @@ class Tensor {
   Device device_ = Device::cpu;
 
   void set_contiguous_strides();
+  bool view_strides(Tensor& t) const;
 };
 
 // Host allocation aligned for SIMD (64 bytes), zero-filled.

@@ -30,6 +30,31 @@ TEST(Tensor, reshape_infers_and_rejects_bad_counts) {
   EXPECT_THROW(t.slice(0, 1, 3), Error);
 }
 
+// A column slice of a stacked projection's output reshapes into heads as a view; a reshape that
+// would need the sliced-off columns, or to merge a strided dim, is refused.
+TEST(Tensor, strided_reshape_splits_and_merges_runs_of_contiguous_dims) {
+  Tensor t = Tensor::zeros({4, 16}, DType::f32);
+  for (int i = 0; i < 64; ++i) t.data<float>()[i] = static_cast<float>(i);
+  const Tensor cols = t.slice(1, 8, 16);  // (4, 8), strides (16, 1)
+  const Tensor heads = cols.reshape({4, 2, 4});
+  EXPECT_EQ(heads.stride(0), 16);
+  EXPECT_EQ(heads.stride(1), 4);
+  EXPECT_EQ(heads.stride(2), 1);
+  for (int r = 0; r < 4; ++r)
+    for (int h = 0; h < 2; ++h)
+      for (int d = 0; d < 4; ++d)
+        EXPECT_EQ(heads.data<float>()[r * heads.stride(0) + h * heads.stride(1) + d], static_cast<float>(16 * r + 8 + 4 * h + d));
+  const Tensor back = heads.reshape({4, 8});  // merges the run (2, 4) again
+  EXPECT_EQ(back.stride(0), 16);
+  EXPECT_EQ(back.stride(1), 1);
+  const Tensor unit = cols.reshape({4, 1, 8, 1});
+  EXPECT_EQ(unit.stride(2), 1);
+  EXPECT_EQ(unit.data<float>()[3 * unit.stride(0) + 7], 63.0f);
+  EXPECT_THROW(cols.reshape({32}), Error);     // rows 16 apart cannot merge into one dim
+  EXPECT_THROW(cols.reshape({2, 16}), Error);  // nor into rows of 16
+  EXPECT_EQ(t.slice(0, 1, 3).reshape({32}).stride(0), 1);  // a row slice stays contiguous
+}
+
 TEST(DType, bf16_round_trip_rounds_to_nearest_even) {
   EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f)), 1.0f);
   // 1 + 2^-8 is exactly halfway between two bf16 values: ties to even (1.0).
