@@ -2,12 +2,13 @@
 
 #include <cmath>
 
+#include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
 
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kQ = 100, kK, kV, kAttn };
+enum Slot : size_t { kQ = 100, kK, kV, kAttn, kQkv };
 }
 
 AttentionBlock::AttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& s, bool qkv_bias,
@@ -24,6 +25,7 @@ AttentionBlock::AttentionBlock(Checkpoint& ckpt, const std::string& prefix, cons
     v_bias_ = ckpt.tensor(prefix + "v_proj.bias", {kv_dim});
   }
   for (Weight* w : {&q_, &k_, &v_, &o_}) ops::prepare_weight(*w);
+  qkv_ = stack_linears(ckpt, {&q_, &k_, &v_}, prefix + "{q,k,v}_proj");
 }
 
 void AttentionBlock::forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
@@ -31,12 +33,22 @@ void AttentionBlock::forward(const Tensor& x, const ops::Positions& positions, K
   const int64_t n = x.dim(0);
   const int64_t H = shape_.n_heads, KV = shape_.n_kv_heads, D = shape_.head_dim;
 
-  Tensor q = ws.get(kQ, n, H * D);
-  Tensor k = ws.get(kK, n, KV * D);  // the new K/V rows, stored into the cache once rotated
-  Tensor v = ws.get(kV, n, KV * D);
-  ops::matmul(x, q_, q);
-  ops::matmul(x, k_, k);
-  ops::matmul(x, v_, v);
+  // The new K/V rows are stored into the cache once rotated.
+  Tensor q, k, v;
+  if (qkv_.rows > 0) {  // one mat-vec, then views of its columns: [q | k | v]
+    Tensor all = ws.get(kQkv, n, (H + 2 * KV) * D);
+    ops::matmul(x, qkv_, all);
+    q = all.slice(1, 0, H * D);
+    k = all.slice(1, H * D, (H + KV) * D);
+    v = all.slice(1, (H + KV) * D, (H + 2 * KV) * D);
+  } else {
+    q = ws.get(kQ, n, H * D);
+    k = ws.get(kK, n, KV * D);
+    v = ws.get(kV, n, KV * D);
+    ops::matmul(x, q_, q);
+    ops::matmul(x, k_, k);
+    ops::matmul(x, v_, v);
+  }
   if (q_bias_) {
     ops::add_bias(q, q_bias_);
     ops::add_bias(k, k_bias_);
@@ -59,7 +71,7 @@ void AttentionBlock::forward(const Tensor& x, const ops::Positions& positions, K
 }
 
 size_t AttentionBlock::weight_bytes() const {
-  return q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + q_bias_.nbytes() + k_bias_.nbytes() + v_bias_.nbytes();
+  return qkv_.nbytes() + q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + q_bias_.nbytes() + k_bias_.nbytes() + v_bias_.nbytes();
 }
 
 }  // namespace sanctum

@@ -34,6 +34,7 @@ class AttentionBlock {
  private:
   AttentionShape shape_;
   Weight q_, k_, v_, o_;
+  Weight qkv_;  // q, k and v stacked (GPU), or empty with the three kept apart
   Tensor q_bias_, k_bias_, v_bias_;
 };
 

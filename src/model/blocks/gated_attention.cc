@@ -2,13 +2,14 @@
 
 #include <cmath>
 
+#include "model/blocks/stacked_linear.h"
 #include "ops/gating.h"
 #include "ops/ops.h"
 
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kQueryGate = 300, kQuery, kGate, kKey, kValue, kAttn };
+enum Slot : size_t { kQueryGate = 300, kQuery, kGate, kKey, kValue, kAttn, kStacked };
 }
 
 GatedAttentionBlock::GatedAttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& s, float norm_eps,
@@ -22,6 +23,7 @@ GatedAttentionBlock::GatedAttentionBlock(Checkpoint& ckpt, const std::string& pr
   q_norm_ = ckpt.tensor(prefix + "q_norm.weight", {s.head_dim});
   k_norm_ = ckpt.tensor(prefix + "k_norm.weight", {s.head_dim});
   for (Weight* w : {&q_, &k_, &v_, &o_}) ops::prepare_weight(*w);
+  qkv_ = stack_linears(ckpt, {&q_, &k_, &v_}, prefix + "{q,k,v}_proj");
 }
 
 void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
@@ -29,9 +31,30 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
   const int64_t n = x.dim(0);
   const int64_t H = shape_.n_heads, KV = shape_.n_kv_heads, D = shape_.head_dim;
 
-  // (n, H, 2D): per head the query then its gate; split into contiguous buffers.
-  Tensor qg = ws.get(kQueryGate, n, 2 * H * D);
-  ops::matmul(x, q_, qg);
+  // (n, H, 2D): per head the query then its gate; split into contiguous buffers. The new K/V rows
+  // are stored into the cache once normalised and rotated.
+  Tensor qg, k, v;
+  if (qkv_.rows > 0) {  // one mat-vec, then views of its columns: [q and gate | k | v]
+    Tensor all = ws.get(kStacked, n, 2 * (H + KV) * D);
+    ops::matmul(x, qkv_, all);
+    qg = all.slice(1, 0, 2 * H * D);
+    k = all.slice(1, 2 * H * D, (2 * H + KV) * D);
+    v = all.slice(1, (2 * H + KV) * D, 2 * (H + KV) * D);
+    if (n > 1) {  // the head views below (n * heads rows of D) need each token's rows contiguous
+      Tensor qg_rows = ws.get(kQueryGate, n, 2 * H * D), k_rows = ws.get(kKey, n, KV * D);
+      ops::copy(qg, qg_rows);
+      ops::copy(k, k_rows);
+      qg = qg_rows;
+      k = k_rows;
+    }
+  } else {
+    qg = ws.get(kQueryGate, n, 2 * H * D);
+    k = ws.get(kKey, n, KV * D);
+    v = ws.get(kValue, n, KV * D);
+    ops::matmul(x, q_, qg);
+    ops::matmul(x, k_, k);
+    ops::matmul(x, v_, v);
+  }
   Tensor qg3 = qg.reshape({n, H, 2 * D});
   Tensor q = ws.get(kQuery, n, H * D);
   Tensor gate = ws.get(kGate, n, H * D);
@@ -39,11 +62,6 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
   Tensor gate3 = gate.reshape({n, H, D});
   ops::copy(qg3.slice(2, 0, D), q3);
   ops::copy(qg3.slice(2, D, 2 * D), gate3);
-
-  Tensor k = ws.get(kKey, n, KV * D);  // the new K/V rows, stored into the cache once normalised and rotated
-  Tensor v = ws.get(kValue, n, KV * D);
-  ops::matmul(x, k_, k);
-  ops::matmul(x, v_, v);
 
   Tensor q_heads = q.reshape({n * H, D});
   Tensor k_heads = k.reshape({n * KV, D});

@@ -25,12 +25,13 @@ class GatedAttentionBlock {
 
   void forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
                Workspace& ws, Tensor& out) const;
-  size_t weight_bytes() const { return q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + q_norm_.nbytes() + k_norm_.nbytes(); }
+  size_t weight_bytes() const { return qkv_.nbytes() + q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + q_norm_.nbytes() + k_norm_.nbytes(); }
 
  private:
   AttentionShape shape_;
   float eps_ = 1e-6f, norm_offset_ = 0.0f;
   Weight q_, k_, v_, o_;
+  Weight qkv_;  // q (with its gate), k and v stacked (GPU), or empty with the three kept apart
   Tensor q_norm_, k_norm_;
 };
 
