@@ -99,6 +99,38 @@ TEST_F(Cuda, quantized_matmul_matches_ref_for_bits_groups_scale_types_and_row_co
         }
 }
 
+// A prompt's MLP hands the down projection its input in bf16: silu_mul writes the values the GEMM
+// would have rounded x to, so the bf16 hand-off gives the f32 path's bits. Where the matmul would not
+// round x (few rows, exact mode) it refuses bf16 x.
+TEST_F(Cuda, bf16_activations_into_the_gemm_give_the_f32_paths_bits) {
+  Rng rng(30);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  const Weight w = gpu(test::random_quantized(72, 320, 4, 64, DType::bf16, rng));
+  for (int64_t n : {9, 100}) {
+    Tensor gate = gpu(test::random_tensor({n, 2 * w.cols}, DType::f32, rng)).slice(1, 0, w.cols);  // strided rows, as from a stacked weight
+    Tensor up = gpu(test::random_tensor({n, w.cols}, DType::f32, rng));
+    ASSERT_EQ(ops::matmul_input_dtype(w, n, Device::cuda), DType::bf16);
+    Tensor act32 = Tensor::zeros({n, w.cols}, DType::f32, Device::cuda), act16 = Tensor::zeros({n, w.cols}, DType::bf16, Device::cuda);
+    ops::silu_mul(gate, up, act32);
+    ops::silu_mul(gate, up, act16);
+    const Tensor a32 = host(act32), a16 = host(act16);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n * w.cols; ++i) differ += f32_to_bf16(a32.data<float>()[i]) != a16.data<uint16_t>()[i];
+    EXPECT_EQ(differ, 0) << "n=" << n;
+    Tensor y32 = Tensor::zeros({n, w.rows}, DType::f32, Device::cuda), y16 = Tensor::zeros({n, w.rows}, DType::f32, Device::cuda);
+    ops::matmul(act32, w, y32);
+    ops::matmul(act16, w, y16);
+    EXPECT_LE(relative_error(y16, host(y32)), 0.0) << "n=" << n;
+  }
+  Tensor few = Tensor::zeros({8, w.cols}, DType::bf16, Device::cuda), y = Tensor::zeros({8, w.rows}, DType::f32, Device::cuda);
+  EXPECT_EQ(ops::matmul_input_dtype(w, 8, Device::cuda), DType::f32);
+  EXPECT_THROW(ops::matmul(few, w, y), Error);
+  PrecisionScope exact(ops::MatmulPrecision::f32);
+  Tensor many = Tensor::zeros({100, w.cols}, DType::bf16, Device::cuda), y100 = Tensor::zeros({100, w.rows}, DType::f32, Device::cuda);
+  EXPECT_EQ(ops::matmul_input_dtype(w, 100, Device::cuda), DType::f32);
+  EXPECT_THROW(ops::matmul(many, w, y100), Error);
+}
+
 // Tall weights take several rows per warp and long rows split across warps (row counts that leave
 // a partial last block); a row's bits must not depend on how many x rows share the launch.
 TEST_F(Cuda, quantized_matvec_with_split_rows_matches_ref_and_is_independent_of_n) {
@@ -574,18 +606,23 @@ TEST_F(Cuda, attention_decode_kernel_for_one_to_eight_queries) {
       for (int64_t pos0 : {int64_t{0}, int64_t{5}, int64_t{700}, int64_t{4100}}) check_attention(n, pos0, heads, kv_heads, d, 1e-5, rng);
 }
 
-// From 64 queries the fast mode runs on the tensor cores: the bf16 flash kernel for head dims 64 and
-// 128 (bf16 Q, K, V and P: errors of a few 1e-3 of the largest output), cuBLAS in TF32 for the
+// From 64 queries the fast mode runs on the tensor cores: the bf16 flash kernel for head dims 64, 128
+// and 256 (bf16 Q, K, V and P: errors of a few 1e-3 of the largest output), cuBLAS in TF32 for the
 // others. Odd query counts leave the last 64-query block part empty; a cache position ahead of the
-// queries (a prompt continued after a cached prefix) shifts the causal diagonal into the key tiles.
+// queries (a prompt continued after a cached prefix) shifts the causal diagonal into the key tiles,
+// and key counts off the tile size leave the last tile part empty.
 TEST_F(Cuda, attention_fast_mode_long_prefill) {
   Rng rng(26);
   PrecisionScope fast(ops::MatmulPrecision::bf16);
   check_attention(300, 0, 6, 2, 128, 1e-2, rng);
   check_attention(77, 0, 8, 1, 128, 1e-2, rng);
-  check_attention(130, 700, 4, 1, 256, 1e-2, rng);  // cuBLAS
-  check_attention(200, 33, 24, 4, 256, 1e-2, rng);  // cuBLAS
+  check_attention(130, 700, 4, 1, 256, 1e-2, rng);
+  check_attention(200, 33, 24, 4, 256, 1e-2, rng);
+  check_attention(1000, 0, 16, 2, 256, 1e-2, rng);
+  check_attention(64, 2047, 2, 2, 256, 1e-2, rng);
+  check_attention(129, 2048, 4, 1, 128, 1e-2, rng);
   check_attention(64, 3, 3, 3, 48, 1e-2, rng);      // cuBLAS
+  check_attention(100, 0, 2, 1, 96, 1e-2, rng);     // cuBLAS
   check_attention(2100, 0, 2, 1, 64, 1e-2, rng);    // many query blocks
   check_attention(65, 4031, 4, 2, 64, 1e-2, rng);   // one full block and one row
   check_attention(40, 10, 4, 2, 64, 1e-5, rng);     // under 64 queries: the f32 flash kernel, exact
@@ -627,6 +664,31 @@ TEST_F(Cuda, gated_delta_rule_decode_and_prefill_including_odd_key_dims) {
       EXPECT_LE(relative_error(out, ref), 1e-4) << "dk=" << dk << " n=" << n;
       EXPECT_LE(relative_error(state_gpu, state_ref), 1e-4) << "dk=" << dk << " n=" << n;
     }
+  }
+}
+
+// Decode takes a kernel of its own for one token; token by token it gives the bits of the walk over
+// the same tokens in one call (a prompt's short tail and decode agree with a longer walk).
+TEST_F(Cuda, gated_delta_rule_one_token_steps_give_the_walks_bits) {
+  Rng rng(29);
+  for (auto [hk, dk, hv, dv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 128, 6, 128}, {1, 48, 3, 40}, {2, 256, 4, 72}}) {
+    ops::GatedDeltaShape s{hk, dk, hv, dv};
+    const int64_t n = 9;
+    Tensor a_log = gpu(test::random_tensor({hv}, DType::f32, rng, 0.5f)), dt_bias = gpu(test::random_tensor({hv}, DType::bf16, rng, 0.5f));
+    Tensor state0 = test::random_tensor({hv, dv, dk}, DType::f32, rng, 0.1f);
+    Tensor q = gpu(test::random_tensor({n, hk * dk}, DType::f32, rng)), k = gpu(test::random_tensor({n, hk * dk}, DType::f32, rng));
+    Tensor v = gpu(test::random_tensor({n, hv * dv}, DType::f32, rng)), a = gpu(test::random_tensor({n, hv}, DType::f32, rng));
+    Tensor b = gpu(test::random_tensor({n, hv}, DType::f32, rng));
+    Tensor walk_state = gpu(state0), step_state = gpu(state0);
+    Tensor walk = Tensor::zeros({n, hv * dv}, DType::f32, Device::cuda), steps = Tensor::zeros({n, hv * dv}, DType::f32, Device::cuda);
+    ops::gated_delta_rule(q, k, v, a, b, a_log, dt_bias, s, walk_state, walk);
+    for (int64_t t = 0; t < n; ++t) {
+      Tensor row = steps.slice(0, t, t + 1);
+      ops::gated_delta_rule(q.slice(0, t, t + 1), k.slice(0, t, t + 1), v.slice(0, t, t + 1), a.slice(0, t, t + 1), b.slice(0, t, t + 1),
+                            a_log, dt_bias, s, step_state, row);
+    }
+    EXPECT_LE(relative_error(steps, host(walk)), 0.0) << "dk=" << dk << " dv=" << dv;
+    EXPECT_LE(relative_error(step_state, host(walk_state)), 0.0) << "dk=" << dk << " dv=" << dv;
   }
 }
 

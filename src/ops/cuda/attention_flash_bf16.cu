@@ -1,109 +1,146 @@
-// Long-prefill attention on the tensor cores (fast precision mode), flash-attention style: a block
-// takes 64 queries of one head (16 per warp) and walks the keys in tiles, staging K and Vᵀ as bf16
-// in shared memory. Each warp computes its tile of S = Q Kᵀ with mma.sync (bf16 inputs, f32 sums),
-// keeps a running max and sum per query row (online softmax in f32, base 2), and adds P V into f32
-// accumulators with P rounded to bf16. No score matrix is ever stored, and K/V of the query head's
-// KV head are read in place (GQA without copies).
+// Long-prefill attention on the tensor cores (fast precision mode), flash-attention style.
 //
-// Fragment layouts are those of mma.m16n8k16 (lane = 4 g + t): A holds rows g and g + 8, columns
-// 2t, 2t + 1 and those + 8; B holds column g, rows 2t, 2t + 1 and those + 8; C rows g and g + 8,
-// columns 2t, 2t + 1. S's C fragments are P's A fragments as they stand, which is why Vᵀ (not V)
-// is staged: a B fragment of V then is a pair of neighbouring bf16 in one row of Vᵀ.
+// A first pass rounds Q, K and V to bf16 once, head-major ([head][row][d]), so that the blocks,
+// which each walk all the keys their queries see, copy finished 16-byte rows straight into shared
+// memory (cp.async, the next key tile in flight while this one is computed) instead of each
+// converting f32 rows. A block takes 64 queries of one head, 16 per warp; per key tile a warp
+// computes S = Q Kᵀ with mma.sync (bf16 inputs, f32 sums, fragments from ldmatrix), keeps a running
+// max and sum per query row (online softmax in f32, base 2), and adds P V into f32 accumulators
+// with P rounded to bf16; V's fragments come from its rows with a transposing ldmatrix. No score
+// matrix is stored, and a query head reads its KV head's rows by index (GQA without copies).
 //
-// Head dims 64 and 128. At 256 (Qwen3.5) the accumulators take 237 registers, two blocks share a
-// multiprocessor and the staging waits are not hidden: on an H200 the 35B-A3B prefill of 4,096
-// tokens ran 7% slower than on the cuBLAS path, which such heads keep.
+// Blocks start with the last query rows, which see the most keys, so the short causal blocks fill
+// the tail. Head dims 64, 128 (key tiles of 64) and 256 (tiles of 32, to stay at two blocks per
+// multiprocessor).
 #include <cuda_bf16.h>
 
 #include "ops/cuda/attention_paths.cuh"
+#include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/matvec_mma_kernel.cuh"
+#include "ops/cuda/tensor_core.cuh"
 
 namespace sanctum::ops::cuda {
 
 namespace {
 
 constexpr int kWarps = 4, kRows = 16 * kWarps;  // queries per block
-// bf16 per shared row beyond the data: consecutive rows then start 4 banks apart, so the eight rows
-// of a fragment load fall in different banks.
-constexpr int kPad = 8;
-constexpr int kKeys = 64;  // keys per tile
 
-template <int D>
-constexpr size_t shared_bytes() {
-  return 2 * (static_cast<size_t>(kRows) * (D + kPad) + static_cast<size_t>(kKeys) * (D + kPad) + static_cast<size_t>(D) * (kKeys + kPad));
+template <int D, int BK>
+struct Tiles {
+  static constexpr int LD = D + 8;  // bf16 per shared row: the rows of an ldmatrix land 4 banks apart
+  static constexpr int Q_ELEMS = kRows * LD, KV_ELEMS = BK * LD;
+  static constexpr size_t bytes = 2 * (static_cast<size_t>(Q_ELEMS) + 4 * static_cast<size_t>(KV_ELEMS));  // Q; K and V twice
+};
+
+struct FlashArgs {
+  const __nv_bfloat16* q;  // [heads][n][D]
+  const __nv_bfloat16* k;  // [kv_heads][keys][D]
+  const __nv_bfloat16* v;
+  float* out;
+  int64_t o_s0, o_s1;
+  int64_t n, keys, q_pos0;
+  int64_t group;  // query heads per KV head
+  float scale_log2;
+};
+
+// dst[head][row][c] = bf16(src[row * s0 + head * s1 + c]), four values per thread.
+__global__ void to_bf16_head_major(const float* __restrict__ src, int64_t s0, int64_t s1, int64_t rows, int64_t heads, int d,
+                                   __nv_bfloat16* __restrict__ dst) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, quads = d / 4;
+  if (i >= heads * rows * quads) return;
+  const int64_t c = i % quads * 4, row = i / quads % rows, head = i / quads / rows;
+  const float4 x = *reinterpret_cast<const float4*>(src + row * s0 + head * s1 + c);
+  *reinterpret_cast<uint2*>(dst + (head * rows + row) * d + c) = make_uint2(tc::bf16_pair(x.x, x.y), tc::bf16_pair(x.z, x.w));
 }
 
-__device__ __forceinline__ uint32_t pair_at(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
-template <int D>
-__global__ void __launch_bounds__(kWarps * 32) flash_bf16(AttnView a, float scale_log2) {
-  constexpr int BK = kKeys, LQ = D + kPad, LK = D + kPad, LV = BK + kPad;
+template <int D, int BK>
+__global__ void __launch_bounds__(kWarps * 32, 2) flash_bf16(FlashArgs a) {
+  using T = Tiles<D, BK>;
+  constexpr int LD = T::LD, CHUNKS = D / 8;  // 16-byte chunks per row
   extern __shared__ __align__(16) unsigned char shared_raw[];
-  __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(shared_raw);  // kRows × LQ
-  __nv_bfloat16* ks = qs + kRows * LQ;                                // BK × LK
-  __nv_bfloat16* vt = ks + BK * LK;                                   // D × LV: V transposed
+  __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(shared_raw);  // kRows x LD
+  __nv_bfloat16* kv = qs + T::Q_ELEMS;                                // buffer b: K at 2b tiles, V after it
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int64_t h = blockIdx.y, kv_head = h / (a.heads / a.kv_heads), q0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int64_t h = blockIdx.x, kv_head = h / a.group;
+  const int64_t q0 = (static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y) * kRows;
   const int64_t rows = a.n - q0 < kRows ? a.n - q0 : kRows;
-  const float* kb = a.k + kv_head * a.k_s1;
-  const float* vb = a.v + kv_head * a.v_s1;
-  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const int64_t keys = a.q_pos0 + q0 + rows;  // keys any query of the block sees
+  const int tiles = static_cast<int>((keys + BK - 1) / BK);
+  const __nv_bfloat16* kg = a.k + kv_head * a.keys * D;
+  const __nv_bfloat16* vg = a.v + kv_head * a.keys * D;
 
-  for (int i = tid; i < kRows * D / 4; i += kWarps * 32) {  // the block's queries, zeros past n
-    const int r = i / (D / 4), c = i % (D / 4) * 4;
-    const float4 x = r < rows ? *reinterpret_cast<const float4*>(a.q + (q0 + r) * a.q_s0 + h * a.q_s1 + c) : zero;
-    *reinterpret_cast<uint2*>(qs + r * LQ + c) = make_uint2(mma::bf16_pair(x.x, x.y), mma::bf16_pair(x.z, x.w));
+  auto stage = [&](int tile, int buf) {
+    __nv_bfloat16* ks = kv + 2 * buf * T::KV_ELEMS;
+    __nv_bfloat16* vs = ks + T::KV_ELEMS;
+    const int64_t k0 = static_cast<int64_t>(tile) * BK;
+    for (int i = tid; i < BK * CHUNKS; i += kWarps * 32) {
+      const int r = i / CHUNKS, c = i % CHUNKS * 8;
+      const bool valid = k0 + r < keys;  // zeros past the end: P is 0 there, and 0 * V must be too
+      const int64_t at = (valid ? k0 + r : 0) * D + c;
+      tc::copy16_async(ks + r * LD + c, kg + at, valid);
+      tc::copy16_async(vs + r * LD + c, vg + at, valid);
+    }
+  };
+  const __nv_bfloat16* qg = a.q + (h * a.n + q0) * D;
+  for (int i = tid; i < kRows * CHUNKS; i += kWarps * 32) {
+    const int r = i / CHUNKS, c = i % CHUNKS * 8;
+    tc::copy16_async(qs + r * LD + c, qg + (r < rows ? r : 0) * D + c, r < rows);
   }
+  stage(0, 0);
+  tc::commit_copies();
 
   const int r0 = warp * 16;
-  const int64_t last_a = a.q_pos0 + q0 + r0 + g, last_b = last_a + 8;  // the last key rows g and g + 8 see
-  const int64_t keys = a.q_pos0 + q0 + rows;                          // keys any query of the block sees
+  const int64_t first = a.q_pos0 + q0 + r0;           // the position of the warp's first query
+  const int64_t last_a = first + g, last_b = last_a + 8;  // the last key rows g and g + 8 see
+  // ldmatrix lane offsets: Q's A fragment (rows + 8 for matrices 1 and 3, columns + 8 for 2 and 3),
+  // K's B fragments for two key tiles (keys + 8 for matrices 2 and 3, dims + 8 for 1 and 3), V's
+  // for two dim tiles (keys + 8 for matrices 1 and 3, dims + 8 for 2 and 3).
+  const int lr = lane & 7, m1 = (lane >> 3) & 1, m2 = lane >> 4;
+  const int q_off = (r0 + lr + 8 * m1) * LD + 8 * m2, k_off = (lr + 8 * m2) * LD + 8 * m1, v_off = (lr + 8 * m1) * LD + 8 * m2;
+
   float o[D / 8][4];
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;  // l: this thread's share of the row sum
 
-  for (int64_t k0 = 0; k0 < keys; k0 += BK) {
-    __syncthreads();  // every warp is done with the previous tile (and, the first time, Q is staged)
-    for (int i = tid; i < BK * D / 4; i += kWarps * 32) {
-      const int r = i / (D / 4), c = i % (D / 4) * 4;
-      const int64_t key = k0 + r;
-      const float4 kx = key < keys ? *reinterpret_cast<const float4*>(kb + key * a.k_s0 + c) : zero;
-      const float4 vx = key < keys ? *reinterpret_cast<const float4*>(vb + key * a.v_s0 + c) : zero;
-      *reinterpret_cast<uint2*>(ks + r * LK + c) = make_uint2(mma::bf16_pair(kx.x, kx.y), mma::bf16_pair(kx.z, kx.w));
-      vt[(c + 0) * LV + r] = __float2bfloat16(vx.x);
-      vt[(c + 1) * LV + r] = __float2bfloat16(vx.y);
-      vt[(c + 2) * LV + r] = __float2bfloat16(vx.z);
-      vt[(c + 3) * LV + r] = __float2bfloat16(vx.w);
-    }
-    __syncthreads();
+  for (int tile = 0; tile < tiles; ++tile) {
+    tc::wait_copies<0>();
+    __syncthreads();  // this tile (and Q) has landed for every thread, and every warp is done with the other buffer
+    if (tile + 1 < tiles) stage(tile + 1, (tile + 1) & 1);
+    tc::commit_copies();
+    const int64_t k0 = static_cast<int64_t>(tile) * BK;
     // Warps past n, or whose queries all precede this tile, have nothing to add.
-    if (r0 >= rows || k0 > a.q_pos0 + q0 + r0 + 15) continue;
+    if (r0 >= rows || k0 > first + 15) continue;
+    const __nv_bfloat16* ks = kv + 2 * (tile & 1) * T::KV_ELEMS;
+    const __nv_bfloat16* vs = ks + T::KV_ELEMS;
 
     float s[BK / 8][4];
 #pragma unroll
     for (int j = 0; j < BK / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D; kk += 16) {
-      const __nv_bfloat16* qp = qs + (r0 + g) * LQ + kk + 2 * t;
-      const uint32_t a0 = pair_at(qp), a1 = pair_at(qp + 8 * LQ), a2 = pair_at(qp + 8), a3 = pair_at(qp + 8 * LQ + 8);
+      uint32_t qa[4];
+      tc::ldmatrix_x4(qa, qs + q_off + kk);
 #pragma unroll
-      for (int j = 0; j < BK / 8; ++j) {
-        const __nv_bfloat16* kp = ks + (8 * j + g) * LK + kk + 2 * t;
-        mma::mma_bf16(s[j], a0, a1, a2, a3, pair_at(kp), pair_at(kp + 8));
+      for (int j = 0; j < BK / 8; j += 2) {
+        uint32_t kb[4];
+        tc::ldmatrix_x4(kb, ks + k_off + 8 * j * LD + kk);
+        tc::mma_bf16(s[j], qa, kb[0], kb[1]);
+        tc::mma_bf16(s[j + 1], qa, kb[2], kb[3]);
       }
     }
 
-    // Scaled to base 2, causal mask, and the rows' new maxima (a row's four lanes share them).
+    // Scaled to base 2, the causal mask on tiles that reach past the warp's first query, and the
+    // rows' new maxima (a row's four lanes share them).
+    const bool diagonal = k0 + BK - 1 > first;
     float max_a = -INFINITY, max_b = -INFINITY;
 #pragma unroll
     for (int j = 0; j < BK / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int64_t key = k0 + 8 * j + 2 * t + e;
-        s[j][e] = key <= last_a ? s[j][e] * scale_log2 : -INFINITY;
-        s[j][2 + e] = key <= last_b ? s[j][2 + e] * scale_log2 : -INFINITY;
+        s[j][e] = !diagonal || key <= last_a ? s[j][e] * a.scale_log2 : -INFINITY;
+        s[j][2 + e] = !diagonal || key <= last_b ? s[j][2 + e] * a.scale_log2 : -INFINITY;
         max_a = fmaxf(max_a, s[j][e]);
         max_b = fmaxf(max_b, s[j][2 + e]);
       }
@@ -127,8 +164,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bf16(AttnView a, float scal
       const float p2 = exp2f(s[j][2] - new_b), p3 = exp2f(s[j][3] - new_b);
       sum_a += p0 + p1;
       sum_b += p2 + p3;
-      p[j / 2][(j & 1) * 2] = mma::bf16_pair(p0, p1);
-      p[j / 2][(j & 1) * 2 + 1] = mma::bf16_pair(p2, p3);
+      p[j / 2][(j & 1) * 2] = tc::bf16_pair(p0, p1);
+      p[j / 2][(j & 1) * 2 + 1] = tc::bf16_pair(p2, p3);
     }
     l_a = l_a * keep_a + sum_a;
     l_b = l_b * keep_b + sum_b;
@@ -140,11 +177,13 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bf16(AttnView a, float scal
       o[j][3] *= keep_b;
     }
 #pragma unroll
-    for (int ks2 = 0; ks2 < BK / 16; ++ks2)
+    for (int kstep = 0; kstep < BK / 16; ++kstep)
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        const __nv_bfloat16* vp = vt + (8 * j + g) * LV + 16 * ks2 + 2 * t;
-        mma::mma_bf16(o[j], p[ks2][0], p[ks2][1], p[ks2][2], p[ks2][3], pair_at(vp), pair_at(vp + 8));
+      for (int j = 0; j < D / 8; j += 2) {
+        uint32_t vb[4];
+        tc::ldmatrix_x4_trans(vb, vs + v_off + 16 * kstep * LD + 8 * j);
+        tc::mma_bf16(o[j], p[kstep], vb[0], vb[1]);
+        tc::mma_bf16(o[j + 1], p[kstep], vb[2], vb[3]);
       }
   }
 
@@ -168,16 +207,41 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bf16(AttnView a, float scal
   }
 }
 
-template <int D>
+Tensor& bf16_rows_scratch() {
+  static Tensor t;
+  return t;
+}
+
+__nv_bfloat16* head_major(const float* src, int64_t s0, int64_t s1, int64_t rows, int64_t heads, int d, __nv_bfloat16* dst) {
+  to_bf16_head_major<<<blocks_for(heads * rows * d / 4, 256), 256, 0, stream()>>>(src, s0, s1, rows, heads, d, dst);
+  check_launch("attention (bf16 rows)");
+  return dst;
+}
+
+template <int D, int BK>
 void launch(const AttnView& a) {
-  constexpr size_t bytes = shared_bytes<D>();
+  constexpr size_t bytes = Tiles<D, BK>::bytes;
   static bool configured = false;
   if (!configured) {
-    check_cuda(cudaFuncSetAttribute(flash_bf16<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "flash attention smem");
+    check_cuda(cudaFuncSetAttribute(flash_bf16<D, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "flash attention smem");
     configured = true;
   }
-  const dim3 grid(static_cast<unsigned>((a.n + kRows - 1) / kRows), static_cast<unsigned>(a.heads));
-  flash_bf16<D><<<grid, kWarps * 32, bytes, stream()>>>(a, a.scale * 1.4426950408889634f);  // scale · log2(e)
+  const int64_t keys = a.q_pos0 + a.n, q_elems = a.n * a.heads * D, kv_elems = keys * a.kv_heads * D;
+  auto* base = static_cast<__nv_bfloat16*>(scratch_bytes(bf16_rows_scratch(), static_cast<size_t>(q_elems + 2 * kv_elems) * 2));
+  FlashArgs f{};
+  f.q = head_major(a.q, a.q_s0, a.q_s1, a.n, a.heads, D, base);
+  f.k = head_major(a.k, a.k_s0, a.k_s1, keys, a.kv_heads, D, base + q_elems);
+  f.v = head_major(a.v, a.v_s0, a.v_s1, keys, a.kv_heads, D, base + q_elems + kv_elems);
+  f.out = a.out;
+  f.o_s0 = a.o_s0;
+  f.o_s1 = a.o_s1;
+  f.n = a.n;
+  f.keys = keys;
+  f.q_pos0 = a.q_pos0;
+  f.group = a.heads / a.kv_heads;
+  f.scale_log2 = a.scale * 1.4426950408889634f;  // scale · log2(e)
+  const dim3 grid(static_cast<unsigned>(a.heads), static_cast<unsigned>((a.n + kRows - 1) / kRows));
+  flash_bf16<D, BK><<<grid, kWarps * 32, bytes, stream()>>>(f);
   check_launch("attention (flash, bf16 tensor cores)");
 }
 
@@ -186,14 +250,15 @@ bool rows_of_float4(const float* p, int64_t s0, int64_t s1) { return aligned16(p
 }  // namespace
 
 bool attention_flash_bf16_ok(const AttnView& a) {
-  return (a.d == 64 || a.d == 128) && a.q_pos0_device == nullptr && a.heads % a.kv_heads == 0 && a.heads <= 65535 &&
+  return (a.d == 64 || a.d == 128 || a.d == 256) && a.q_pos0_device == nullptr && a.heads % a.kv_heads == 0 && a.n <= int64_t{65535} * kRows &&
          rows_of_float4(a.q, a.q_s0, a.q_s1) && rows_of_float4(a.k, a.k_s0, a.k_s1) && rows_of_float4(a.v, a.v_s0, a.v_s1) &&
          aligned16(a.out) && a.o_s0 % 2 == 0 && a.o_s1 % 2 == 0;
 }
 
 void attention_flash_bf16(const AttnView& a) {
-  if (a.d == 64) launch<64>(a);
-  else launch<128>(a);
+  if (a.d == 64) launch<64, 64>(a);
+  else if (a.d == 128) launch<128, 64>(a);
+  else launch<256, 32>(a);
 }
 
 }  // namespace sanctum::ops::cuda

@@ -24,6 +24,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/convert.cuh"
 #include "ops/cuda/moe_grouped.h"
+#include "ops/cuda/tensor_core.cuh"
 #include "ops/precision.h"
 
 namespace sanctum::ops::cuda {
@@ -151,21 +152,9 @@ __device__ __forceinline__ int owner(const int32_t* __restrict__ starts, int E, 
 
 constexpr int kBN = 128, kBK = 64, kLds = kBK + 8, kThreads = 256;  // kLds: padded row (bf16), ldmatrix without bank conflicts
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
-  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-
-__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
+using tc::bf16_pair;
+using tc::ldmatrix_x4;
+using tc::mma_bf16;
 
 // Exact float of a code of at most 8 bits: placed in the low mantissa of 2^23 by a byte permute.
 __device__ __forceinline__ float code_at(uint32_t bytes, int k) {
