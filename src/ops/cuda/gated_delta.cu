@@ -265,6 +265,77 @@ __global__ void __launch_bounds__(W * 32) gated_delta_kernel(RuleArgs r) {
   }
 }
 
+// One token (decode): the walk above without its staging. Each warp computes the token's norms,
+// gate and decay itself from global loads (in the walk's order of summation, so the bits are the
+// walk's), and each group of 8 lanes updates one state row in registers. Grid: (value heads, row
+// blocks of 4 W rows).
+template <int E4, int W>
+__global__ void __launch_bounds__(W * 32) gated_delta_step_kernel(RuleArgs r) {
+  const float A = expf(load_float(r.a_log, r.a_log_kind, blockIdx.x));  // weights: read before the wait
+  const float dt_bias = load_float(r.dt_bias, r.dt_bias_kind, blockIdx.x);
+  wait_for_previous();  // launched early (common.cuh): nothing else is read before the kernel ahead ends
+  allow_next_early();
+  constexpr int DKP = 32 * E4;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gl = lane & 7;
+  const int64_t h = blockIdx.x, kh = h / r.group, dk = r.dk, dv = r.dv;
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * 4 * W + 4 * warp + (lane >> 3);
+  const float* q = r.q.data + kh * dk;
+  const float* k = r.k.data + kh * dk;
+
+  float qss = 0.0f, kss = 0.0f;
+  for (int c = lane; c < DKP; c += 32) {
+    const float qc = c < dk ? q[c] : 0.0f, kc = c < dk ? k[c] : 0.0f;
+    qss += qc * qc;
+    kss += kc * kc;
+  }
+  qss = warp_sum(qss);
+  kss = warp_sum(kss);
+  const float inv_k = 1.0f / sqrtf(kss + 1e-6f), q_scale = r.q_scale / sqrtf(qss + 1e-6f);
+  const float beta = sigmoid(r.b.data[h]), decay = expf(-A * softplus(r.a.data[h] + dt_bias));
+
+  float S[E4][4], kk[E4][4], qq[E4][4];
+  float* s = r.state + (h * dv + (row < dv ? row : 0)) * dk;
+#pragma unroll
+  for (int e = 0; e < E4; ++e)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t c = 4 * (gl + kGroupLanes * e) + j;
+      S[e][j] = row < dv && c < dk ? s[c] : 0.0f;
+      kk[e][j] = c < dk ? k[c] : 0.0f;
+      qq[e][j] = c < dk ? q[c] : 0.0f;
+    }
+  float d = 0.0f;
+#pragma unroll
+  for (int e = 0; e < E4; ++e)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      S[e][j] *= decay;
+      d += S[e][j] * kk[e][j];
+    }
+#pragma unroll
+  for (int o = 1; o < kGroupLanes; o <<= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+  const float u = ((row < dv ? r.v.data[h * dv + row] : 0.0f) - d * inv_k) * beta * inv_k;
+  float y = 0.0f;
+#pragma unroll
+  for (int e = 0; e < E4; ++e)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      S[e][j] += u * kk[e][j];
+      y += S[e][j] * qq[e][j];
+    }
+#pragma unroll
+  for (int o = 1; o < kGroupLanes; o <<= 1) y += __shfl_xor_sync(0xffffffffu, y, o);
+  if (row >= dv) return;
+  if (gl == 0) r.out.data[h * dv + row] = y * q_scale;
+#pragma unroll
+  for (int e = 0; e < E4; ++e)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t c = 4 * (gl + kGroupLanes * e) + j;
+      if (c < dk) s[c] = S[e][j];
+    }
+}
+
 template <int E4, int R>
 void launch_rule(const RuleArgs& r, int64_t hv) {
   constexpr int kWarps = 4, kRows = 4 * kWarps * R;
@@ -274,6 +345,12 @@ void launch_rule(const RuleArgs& r, int64_t hv) {
 
 template <int E4>
 void launch_rule_rows(const RuleArgs& r, int64_t hv) {
+  if (r.q.rows == 1) {
+    constexpr int kWarps = 4;
+    launch_early(gated_delta_step_kernel<E4, kWarps>, dim3(static_cast<unsigned>(hv), static_cast<unsigned>((r.dv + 4 * kWarps - 1) / (4 * kWarps))),
+                 dim3(kWarps * 32), 0, r);
+    return;
+  }
   // Two rows per lane group halve the per-block staging for long prefills; one row gives decode
   // twice the blocks to load and store the state with.
   if (r.q.rows >= 64) launch_rule<E4, 2>(r, hv);
