@@ -13,7 +13,8 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   detail::require_defined(kOp, "out", out);
   const Device device = detail::require_one_device(kOp, {{"gate", &gate}, {"up", &up}, {"out", &out}});
   for (const auto& [name, t] : {detail::Named{"gate", &gate}, detail::Named{"up", &up}, detail::Named{"out", &out}}) {
-    detail::require_dtype(kOp, name, *t, DType::f32);
+    // On the GPU, out may be bf16: the input of a matmul that takes it so (matmul_input_dtype).
+    if (t != &out || device != Device::cuda || out.dtype() != DType::bf16) detail::require_dtype(kOp, name, *t, DType::f32);
     detail::require_inner_contiguous(kOp, name, *t);
   }
   SANCTUM_REQUIRE(detail::same_shape(gate, up) && detail::same_shape(gate, out), kOp,

@@ -26,7 +26,9 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   detail::require_defined(kOp, "y", y);
   const Device device = detail::require_one_device(kOp, {{"x", &x}, {"y", &y}, {"weight", &w.data}});
   check_weight_layout(w);
-  detail::require_dtype(kOp, "x", x, DType::f32);
+  // x is f32, or bf16 where matmul_input_dtype says this matmul takes it so.
+  if (!(x.dtype() == DType::bf16 && x.ndim() == 2 && matmul_input_dtype(w, x.dim(0), device) == DType::bf16))
+    detail::require_dtype(kOp, "x", x, DType::f32);
   detail::require_dtype(kOp, "y", y, DType::f32);
   SANCTUM_REQUIRE(x.ndim() == 2 && y.ndim() == 2, kOp, "x and y must be 2-D (n, k) and (n, m), got x " +
                                                            x.shape_string() + ", y " + y.shape_string());
@@ -46,6 +48,10 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
     cpu::matmul_quantized(x, w, y);
   else
     cpu::matmul_dense(x, w, y);
+}
+
+DType matmul_input_dtype(const Weight& w, int64_t rows, Device device) {
+  return device == Device::cuda && cuda::matmul_takes_bf16(w, rows) ? DType::bf16 : DType::f32;
 }
 
 void prepare_weight(Weight& w) {

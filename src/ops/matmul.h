@@ -11,6 +11,12 @@ namespace sanctum::ops {
 // Accumulates in f32; the reduction order over k is fixed, so a row's result does not depend on n.
 void matmul(const Tensor& x, const Weight& w, Tensor& y);
 
+// The element type in which matmul(x, w, y) for `rows` rows on `device` takes x without a conversion
+// pass of its own: bf16 where it would round x to bf16 anyway (the GPU's tensor-core GEMM in the fast
+// precision mode), else f32. A producer that writes x in that type (e.g. silu_mul) saves a pass over
+// it, with the same numbers; matmul accepts bf16 x only there.
+DType matmul_input_dtype(const Weight& w, int64_t rows, Device device);
+
 // Optional one-time repack of w into a kernel-friendly layout (stored in w.packed). Must not change
 // the numbers; a no-op where the backend reads the checkpoint layout directly. With
 // MatmulPrecision::int8 chosen before the call, a quantized CPU weight is copied into the layout the

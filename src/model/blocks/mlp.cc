@@ -6,7 +6,7 @@
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kGate = 200, kUp, kGateUp };
+enum Slot : size_t { kGate = 200, kUp, kGateUp, kAct };
 }
 
 MlpBlock::MlpBlock(Checkpoint& ckpt, const std::string& prefix, int64_t hidden, int64_t intermediate, const QuantConfig& quant,
@@ -21,18 +21,20 @@ MlpBlock::MlpBlock(Checkpoint& ckpt, const std::string& prefix, int64_t hidden, 
 
 void MlpBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   const int64_t n = x.dim(0);
-  Tensor gate = ws.get(kGate, n, intermediate_);
+  // silu(gate) * up in the type the down projection reads (bf16 for a GPU prompt in the fast mode).
+  const DType act_type = ops::matmul_input_dtype(down_, n, x.device());
+  Tensor act = act_type == DType::f32 ? ws.get(kGate, n, intermediate_) : ws.get_typed(kAct, n, intermediate_, act_type);
   if (gate_up_.rows > 0) {
     Tensor both = ws.get(kGateUp, n, 2 * intermediate_);
     ops::matmul(x, gate_up_, both);
-    ops::silu_mul(both.slice(1, 0, intermediate_), both.slice(1, intermediate_, 2 * intermediate_), gate);
+    ops::silu_mul(both.slice(1, 0, intermediate_), both.slice(1, intermediate_, 2 * intermediate_), act);
   } else {
-    Tensor up = ws.get(kUp, n, intermediate_);
+    Tensor gate = ws.get(kGate, n, intermediate_), up = ws.get(kUp, n, intermediate_);
     ops::matmul(x, gate_, gate);
     ops::matmul(x, up_, up);
-    ops::silu_mul(gate, up, gate);
+    ops::silu_mul(gate, up, act);
   }
-  ops::matmul(gate, down_, out);
+  ops::matmul(act, down_, out);
 }
 
 }  // namespace sanctum

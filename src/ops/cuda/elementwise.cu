@@ -76,6 +76,26 @@ void store_rows(const Tensor& src, Tensor& dst, int64_t row0, const int32_t* dev
 
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   const auto rg = rows_of<const float>(gate, "silu_mul"), ru = rows_of<const float>(up, "silu_mul");
+  if (out.dtype() == DType::bf16) {  // the next matmul's input, rounded here instead of by a pass of its own
+    auto* o = out.data<__nv_bfloat16>();
+    const int64_t os = out.stride(0);
+    if (rg.cols % 4 == 0 && rg.stride % 4 == 0 && ru.stride % 4 == 0 && os % 4 == 0 && aligned16(rg.data) && aligned16(ru.data) &&
+        reinterpret_cast<uintptr_t>(o) % 8 == 0) {
+      const int64_t quads = rg.cols / 4;
+      launch_rows(rg.rows, quads, [=] __device__(int64_t r, int64_t c4) {
+        const float4 g = *reinterpret_cast<const float4*>(rg.data + r * rg.stride + 4 * c4);
+        const float4 u = *reinterpret_cast<const float4*>(ru.data + r * ru.stride + 4 * c4);
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(silu(g.x) * u.x, silu(g.y) * u.y);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(silu(g.z) * u.z, silu(g.w) * u.w);
+        *reinterpret_cast<uint2*>(o + r * os + 4 * c4) = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+      }, "silu_mul");
+    } else {
+      launch_rows(rg.rows, rg.cols, [=] __device__(int64_t r, int64_t c) {
+        o[r * os + c] = __float2bfloat16(silu(rg.data[r * rg.stride + c]) * ru.data[r * ru.stride + c]);
+      }, "silu_mul");
+    }
+    return;
+  }
   const auto ro = rows_of<float>(out, "silu_mul");
   launch_rows(ro.rows, ro.cols, [=] __device__(int64_t r, int64_t c) {
     ro.data[r * ro.stride + c] = silu(rg.data[r * rg.stride + c]) * ru.data[r * ru.stride + c];

@@ -457,17 +457,28 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
     check_launch("matmul dequantize");
     wp = buf;
   }
-  auto* xb = static_cast<__nv_bfloat16*>(scratch_bytes(x_scratch(), static_cast<size_t>(n * k) * 2));
-  rows_to_bf16(x.data<float>(), x.stride(0), n, k, xb);
+  const __nv_bfloat16* xb;
+  int64_t ldx = k;
+  if (x.dtype() == DType::bf16) {  // rounded by its producer already
+    xb = x.data<__nv_bfloat16>();
+    ldx = x.stride(0);
+  } else {
+    auto* converted = static_cast<__nv_bfloat16*>(scratch_bytes(x_scratch(), static_cast<size_t>(n * k) * 2));
+    rows_to_bf16(x.data<float>(), x.stride(0), n, k, converted);
+    xb = converted;
+  }
   check_blas(blas_gemm_ex(blas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, wp,
-                          CUDA_R_16BF, static_cast<int>(ld), xb, CUDA_R_16BF, static_cast<int>(k), &zero, y.data<float>(), CUDA_R_32F,
+                          CUDA_R_16BF, static_cast<int>(ld), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, y.data<float>(), CUDA_R_32F,
                           static_cast<int>(y.stride(0)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
              "matmul");
 }
 
 }  // namespace
 
+bool matmul_takes_bf16(const Weight&, int64_t rows) { return matmul_precision() != MatmulPrecision::f32 && rows > kMatvecRows; }
+
 void matmul(const Tensor& x, const Weight& w, Tensor& y) {
+  if (x.dtype() == DType::bf16) return gemm(x, w, y);  // the front end admits bf16 x only where the GEMM runs
   // Exact mode stays on the mat-vec kernels at every n (8 rows per launch): each row's sums then run
   // in one fixed order, so a row's result does not depend on how many rows a forward carries.
   const bool exact = matmul_precision() == MatmulPrecision::f32;
