@@ -37,8 +37,9 @@ __global__ void __launch_bounds__(256) read_only(const uint4* __restrict__ p, in
   if (v == 0x9E3779B9u) *sink = v;
 }
 
+template <int DEPTH = 4>
 void read_all(const Tensor& t, uint32_t* sink, int blocks_per_sm) {
-  read_only<4><<<static_cast<unsigned>(multiprocessor_count() * blocks_per_sm), 256, 0, stream()>>>(static_cast<const uint4*>(t.raw()),
+  read_only<DEPTH><<<static_cast<unsigned>(multiprocessor_count() * blocks_per_sm), 256, 0, stream()>>>(static_cast<const uint4*>(t.raw()),
                                                                                                       static_cast<int64_t>(t.nbytes() / 16), sink);
 }
 
@@ -122,6 +123,14 @@ void matvec_layer_stream_report(int layers) {
     read_all(tiled[i].scales, sink.data<uint32_t>(), 2);
     read_all(tiled[i].biases, sink.data<uint32_t>(), 2);
   });
+  // The read ceiling without launch gaps: every weight's codes as one buffer, read in one launch.
+  Tensor all = Tensor::zeros({static_cast<int64_t>(bytes / 4)}, DType::u32, Device::cuda);
+  for (int blocks : {2, 4, 8}) {
+    const double s4 = time_graph([&] { read_all<4>(all, sink.data<uint32_t>(), blocks); }, 5);
+    const double s8 = time_graph([&] { read_all<8>(all, sink.data<uint32_t>(), blocks); }, 5);
+    std::printf("one read of %.0f MB, %d blocks of 256 per SM: 4 loads in flight %6.2f TB/s, 8 in flight %6.2f TB/s\n",
+                static_cast<double>(bytes) / 1e6, blocks, static_cast<double>(bytes) / s4 / 1e12, static_cast<double>(bytes) / s8 / 1e12);
+  }
   // Each shape alone, cold (every weight of that shape once per pass, the layers in turn).
   for (size_t s = 0; s < layer.size(); ++s)
     for (bool t : {false, true}) {
