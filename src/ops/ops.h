@@ -11,4 +11,5 @@
 #include "ops/moe.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/rope_store.h"
 #include "ops/softmax.h"

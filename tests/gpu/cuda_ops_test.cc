@@ -493,6 +493,69 @@ TEST_F(Cuda, recorded_step_reads_its_position_from_device_memory) {
   }
 }
 
+// The attention layer's RoPE and KV-cache store in one launch give the four ops' bits: q, k and v
+// as column views of one stacked projection, partial and full rotary dims, host positions and (in a
+// recorded step) device positions.
+TEST_F(Cuda, rope_and_store_gives_the_separate_ops_bits) {
+  Rng rng(31);
+  const int64_t capacity = 300;
+  for (auto [heads, kv, d, rotary, n] : {std::tuple<int64_t, int64_t, int64_t, int, int64_t>{8, 2, 64, 32, 5}, {4, 4, 128, 128, 1}, {6, 1, 256, 64, 17}}) {
+    ops::RopeConfig rc;
+    rc.head_dim = static_cast<int>(d);
+    rc.rotary_dim = rotary;
+    rc.theta = 1e6;
+    const ops::RopeTable table(rc);
+    const Tensor stacked = gpu(test::random_tensor({n, (heads + 2 * kv) * d}, DType::f32, rng));
+    const Tensor cache0 = gpu(test::random_tensor({capacity, kv * d}, DType::f32, rng));
+    auto views = [&](Tensor& all) {
+      return std::tuple{all.slice(1, 0, heads * d).reshape({n, heads, d}), all.slice(1, heads * d, (heads + kv) * d).reshape({n, kv, d}),
+                        all.slice(1, (heads + kv) * d, (heads + 2 * kv) * d)};
+    };
+    for (int32_t first : {0, 40, static_cast<int32_t>(capacity - n)}) {
+      std::vector<int32_t> pos(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = first + static_cast<int32_t>(i);
+      Tensor a = stacked.clone(), b = stacked.clone();
+      Tensor ka = cache0.clone(), va = cache0.clone(), kb = cache0.clone(), vb = cache0.clone();
+      auto [qa, k3a, v2a] = views(a);
+      ops::rope(qa, ops::Positions{pos, nullptr}, table);
+      ops::rope(k3a, ops::Positions{pos, nullptr}, table);
+      ops::store_rows(k3a.reshape({n, kv * d}), ka, ops::Positions{pos, nullptr});
+      ops::store_rows(v2a, va, ops::Positions{pos, nullptr});
+      auto [qb, k3b, v2b] = views(b);
+      ops::rope_and_store(qb, k3b, v2b, ops::Positions{pos, nullptr}, table, kb, vb);
+      const std::string what = label("d=%lld rotary=%d n=%lld first=%d", static_cast<long long>(d), rotary, static_cast<long long>(n), first);
+      EXPECT_LE(relative_error(b, host(a)), 0.0) << what << ": q and k";
+      EXPECT_LE(relative_error(kb, host(ka)), 0.0) << what << ": cached k";
+      EXPECT_LE(relative_error(vb, host(va)), 0.0) << what << ": cached v";
+    }
+    // Recorded with the position on the device, replayed at several positions.
+    Tensor device_pos = Tensor::zeros({n}, DType::i32, Device::cuda);
+    std::vector<int32_t> host_pos(static_cast<size_t>(n), 0);
+    Tensor c = stacked.clone(), kc = cache0.clone(), vc = cache0.clone();
+    auto [qc, k3c, v2c] = views(c);
+    auto step = [&] { ops::rope_and_store(qc, k3c, v2c, ops::Positions{host_pos, &device_pos}, table, kc, vc); };
+    step();
+    StepGraph graph;
+    ASSERT_TRUE(graph.record(step)) << graph.last_error();
+    for (int32_t first : {3, 100}) {
+      std::vector<int32_t> pos(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = first + static_cast<int32_t>(i);
+      ops::copy(stacked, c);
+      device_memory::cuda_copy(device_pos.raw(), pos.data(), pos.size() * sizeof(int32_t), device_memory::CopyKind::host_to_device);
+      graph.replay();
+      Tensor a = stacked.clone(), ka = kc.clone(), va = vc.clone();
+      auto [qa, k3a, v2a] = views(a);
+      ops::rope(qa, ops::Positions{pos, nullptr}, table);
+      ops::rope(k3a, ops::Positions{pos, nullptr}, table);
+      ops::store_rows(k3a.reshape({n, kv * d}), ka, ops::Positions{pos, nullptr});
+      ops::store_rows(v2a, va, ops::Positions{pos, nullptr});
+      EXPECT_LE(relative_error(c, host(a)), 0.0) << "replayed at " << first;
+      EXPECT_LE(relative_error(kc, host(ka)), 0.0) << "replayed at " << first;
+      EXPECT_LE(relative_error(vc, host(va)), 0.0) << "replayed at " << first;
+    }
+  }
+}
+
 TEST_F(Cuda, recording_refuses_allocation_and_host_waits) {
   StepGraph graph;
   EXPECT_FALSE(graph.record([] { Tensor::zeros({16}, DType::f32, Device::cuda); }));

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/error.h"
 #include "op_test_util.h"
+#include "ops/elementwise.h"
 #include "ops/ref/rope.h"
+#include "ops/rope_store.h"
 
 namespace sanctum {
 namespace {
@@ -134,6 +137,33 @@ TEST(Rope, bad_arguments_raise_errors) {
   EXPECT_THROW(ops::RopeTable{odd}, Error);
   Tensor cuda = Tensor::view_of(x.raw(), {2, 3, 64}, DType::f32, nullptr, Device::cuda);
   EXPECT_THROW(ops::rope(cuda, two, table), Error);
+}
+
+// On the CPU the fused op is the four it stands for; its checks name what does not fit.
+TEST(Rope, rope_and_store_is_rope_rope_and_two_stores) {
+  Rng rng(9);
+  ops::RopeConfig c;
+  c.head_dim = 16;
+  c.rotary_dim = 8;
+  const ops::RopeTable table(c);
+  const int64_t n = 3, heads = 4, kv = 2, d = 16, capacity = 10;
+  const std::vector<int32_t> pos{4, 5, 6};
+  const Tensor q0 = test::random_tensor({n, heads, d}, DType::f32, rng), k0 = test::random_tensor({n, kv, d}, DType::f32, rng);
+  const Tensor v = test::random_tensor({n, kv * d}, DType::f32, rng), cache0 = test::random_tensor({capacity, kv * d}, DType::f32, rng);
+  Tensor qa = q0.clone(), ka = k0.clone(), cka = cache0.clone(), cva = cache0.clone();
+  ops::rope(qa, pos, table);
+  ops::rope(ka, pos, table);
+  Tensor ka2 = ka.reshape({n, kv * d});
+  ops::store_rows(ka2, cka, ops::Positions{pos, nullptr});
+  ops::store_rows(v, cva, ops::Positions{pos, nullptr});
+  Tensor qb = q0.clone(), kb = k0.clone(), ckb = cache0.clone(), cvb = cache0.clone();
+  ops::rope_and_store(qb, kb, v, ops::Positions{pos, nullptr}, table, ckb, cvb);
+  for (const auto& [x, y] : {std::pair{&qa, &qb}, {&ka, &kb}, {&cka, &ckb}, {&cva, &cvb}})
+    EXPECT_EQ(0, std::memcmp(x->raw(), y->raw(), x->nbytes()));
+  Tensor short_cache = Tensor::zeros({5, kv * d}, DType::f32);
+  EXPECT_THROW(ops::rope_and_store(qb, kb, v, ops::Positions{pos, nullptr}, table, short_cache, cvb), Error);  // rows 4..6 of 5
+  Tensor flat_k = Tensor::zeros({n, kv * d}, DType::f32);
+  EXPECT_THROW(ops::rope_and_store(qb, flat_k, v, ops::Positions{pos, nullptr}, table, ckb, cvb), Error);
 }
 
 }  // namespace

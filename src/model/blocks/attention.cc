@@ -56,13 +56,10 @@ void AttentionBlock::forward(const Tensor& x, const ops::Positions& positions, K
   }
   Tensor q3 = q.reshape({n, H, D});
   Tensor k3 = k.reshape({n, KV, D});
-  ops::rope(q3, positions, rope);
-  ops::rope(k3, positions, rope);
 
   const int64_t capacity = cache.capacity();
   Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
-  ops::store_rows(k, cached_k, positions);
-  ops::store_rows(v, cached_v, positions);
+  ops::rope_and_store(q3, k3, v, positions, rope, cached_k, cached_v);
 
   Tensor attn = ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});

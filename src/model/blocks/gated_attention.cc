@@ -68,13 +68,10 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
   ops::rms_norm(q_heads, q_norm_, eps_, q_heads, norm_offset_);
   ops::rms_norm(k_heads, k_norm_, eps_, k_heads, norm_offset_);
   Tensor k3 = k.reshape({n, KV, D});
-  ops::rope(q3, positions, rope);
-  ops::rope(k3, positions, rope);
 
   const int64_t capacity = cache.capacity();
   Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
-  ops::store_rows(k, cached_k, positions);
-  ops::store_rows(v, cached_v, positions);
+  ops::rope_and_store(q3, k3, v, positions, rope, cached_k, cached_v);
 
   Tensor attn = ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});

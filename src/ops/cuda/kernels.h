@@ -23,6 +23,8 @@ void embedding(const Weight& table, std::span<const int32_t> ids, const int32_t*
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset);
 void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset);
 void rope(Tensor& x, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table);
+void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions,
+                    const RopeTable& table, Tensor& cache_k, Tensor& cache_v);
 void softmax(Tensor& x);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out);

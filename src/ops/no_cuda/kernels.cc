@@ -19,6 +19,9 @@ void embedding(const Weight&, std::span<const int32_t>, const int32_t*, Tensor&)
 void rms_norm(const Tensor&, const Tensor&, float, Tensor&, float) { no_cuda("rms_norm"); }
 void add_rms_norm(Tensor&, const Tensor&, const Tensor&, float, Tensor&, float) { no_cuda("add_rms_norm"); }
 void rope(Tensor&, std::span<const int32_t>, const int32_t*, const RopeTable&) { no_cuda("rope"); }
+void rope_and_store(Tensor&, Tensor&, const Tensor&, std::span<const int32_t>, const int32_t*, const RopeTable&, Tensor&, Tensor&) {
+  no_cuda("rope_and_store");
+}
 void softmax(Tensor&) { no_cuda("softmax"); }
 void silu_mul(const Tensor&, const Tensor&, Tensor&) { no_cuda("silu_mul"); }
 void sigmoid_mul(const Tensor&, const Tensor&, Tensor&) { no_cuda("sigmoid_mul"); }

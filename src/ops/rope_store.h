@@ -1,0 +1,18 @@
+#pragma once
+// An attention layer's step between its projections and attention: RoPE on the new queries and keys,
+// then the rotated keys and the values into the KV cache at the tokens' positions. On a GPU this is
+// one launch where rope, rope, store_rows, store_rows were four (a decode step's attention layer
+// spent ~10 us on them); the results are those of the four ops.
+#include "ops/positions.h"
+#include "ops/rope.h"
+#include "tensor/tensor.h"
+
+namespace sanctum::ops {
+
+// q (n, H, D) and k (n, KV, D) rotated in place as rope() does, each token's k heads contiguous
+// (k viewable as (n, KV * D)); v (n, KV * D). The rows of k and v go to rows positions[i] of
+// cache_k and cache_v (capacity, KV * D), as store_rows() puts them.
+void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, const Positions& positions, const RopeTable& table, Tensor& cache_k,
+                    Tensor& cache_v);
+
+}  // namespace sanctum::ops
