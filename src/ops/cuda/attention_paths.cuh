@@ -28,7 +28,7 @@ constexpr int64_t kDecodeMaxQueries = 8;
 void attention_decode(const AttnView& a);
 
 // Long prefill in the fast precision mode, flash-attention style on the tensor cores (bf16 Q, K, V
-// and P, f32 sums and softmax; attention_flash_bf16.cu): head dims 64 and 128, rows of whole
+// and P, f32 sums and softmax; attention_flash_bf16.cu): head dims 64, 128 and 256, rows of whole
 // 16-byte vectors, the position on the host.
 bool attention_flash_bf16_ok(const AttnView& a);
 void attention_flash_bf16(const AttnView& a);
