@@ -1,4 +1,5 @@
 // sanctum serve: the OpenAI-compatible HTTP server.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -23,7 +24,7 @@ const char* kUsage =
     "                     [--default-max-tokens N] [--deep-health-timeout S] [--max-connections N]\n"
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
     "                     [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N] [--threads N]\n"
-    "                     [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
+    "                     [--prefill-chunk N] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
     "                     [--manifest M [--manifest-sig S] [--manifest-pubkey P]]\n"
     "                     [--tls-cert C --tls-key K --tls-client-ca CA [--tls-crl CRL] [--tls-host ADDR ...]\n"
     "                      [--tls-port N] [--no-plain]] [--auth-token-file F [--auth-loopback-bypass]]\n"
@@ -33,6 +34,8 @@ const char* kUsage =
     "SIGTERM/SIGINT drain in-flight requests (up to --drain-timeout seconds, default 30), then exit 0.\n"
     "Prompt-lookup speculation is on unless --no-pld (SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
     "override its defaults); --prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n"
+    "--prefill-chunk sets the prompt tokens per forward (default: the model's, 512 on the CPU, 2048 on a\n"
+    "GPU): smaller pieces bound a prefill's scratch memory, larger ones spend less per forward.\n"
     "--manifest (one per --model, in order) verifies the model directory before any weight is read or\n"
     "socket bound: the Ed25519 signature (--manifest-sig, default M.sig, checked with --manifest-pubkey,\n"
     "one key for all or one per manifest), then every file's SHA-256; any failure exits non-zero.\n"
@@ -115,7 +118,8 @@ int run_serve(int argc, char** argv) {
             {"model", "host", "port", "max-queue", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
-             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", kDeviceFlag, kGpuMemoryLimitFlag},
+             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", kDeviceFlag,
+             kGpuMemoryLimitFlag},
             {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -139,6 +143,7 @@ int run_serve(int argc, char** argv) {
   opt.stream_flush_tokens = static_cast<int>(positive("stream-flush-tokens", 1));
   opt.body_limit = static_cast<size_t>(positive("body-limit", 8 << 20));
   opt.default_max_tokens = static_cast<int>(positive("default-max-tokens", 512));
+  if (args.has("prefill-chunk")) opt.prefill_chunk = static_cast<int>(std::min<long long>(positive("prefill-chunk", 0), 1 << 30));
   opt.max_connections = static_cast<size_t>(positive("max-connections", 1024));
   opt.drain_timeout = args.get_double("drain-timeout", 30.0);
   opt.deep_health_timeout = args.get_double("deep-health-timeout", 10.0);

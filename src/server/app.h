@@ -30,6 +30,7 @@ struct ServerOptions : ListenOptions {
   bool speculate = true;               // prompt-lookup speculation (exact; backs off when it does not pay)
   spec::PromptLookupParams lookup;     // --pld-max-draft / --pld-ngram, SANCTUM_PLD_* overrides
   size_t prompt_cache_bytes = 1u << 30;  // --prompt-cache-mb; 0 disables prompt-cache reuse
+  int prefill_chunk = 0;                 // --prefill-chunk: prompt tokens per forward; 0: the model's
   Device device = Device::cpu;           // --device: where every served model's weights and state live
 };
 

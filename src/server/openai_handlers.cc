@@ -65,6 +65,7 @@ void App::completions(Exchange& ex, bool chat) {
   job->params.stop_ids = r.stop_token_ids;
   job->params.speculate = options_.speculate;
   job->params.lookup = options_.lookup;
+  job->params.prefill_chunk = options_.prefill_chunk;
   job->n = r.n;
   job->seed_given = r.seed_given;
   job->top_logprobs = r.logprobs ? r.top_logprobs : -1;
