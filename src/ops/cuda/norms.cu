@@ -22,22 +22,41 @@ __device__ __forceinline__ void load_weights(const void* w, FloatKind kind, floa
   }
 }
 
-__global__ void rms_norm_kernel(Rows<const float> x, const void* w, FloatKind kind, float eps, float offset, Rows<float> out) {
+// One row per block. ADD: h += delta first (the sums written back to h), then the norm of h; each
+// thread re-reads only the h values it wrote. Both forms run the same operations in the same order,
+// so add_rms_norm is bitwise add followed by rms_norm. x is h's values as read (h itself when ADD).
+template <bool ADD>
+__global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const float> delta, const void* w, FloatKind kind, float eps, float offset,
+                                Rows<float> out) {
   float wv[kHeld];
   if (held(x.cols)) load_weights(w, kind, offset, x.cols, wv);
   wait_for_previous();  // launched early (common.cuh): nothing but weights is read before the kernel ahead ends
   allow_next_early();
   __shared__ float scratch[32];
   const float* xr = x.data + blockIdx.x * x.stride;
+  float* hr = ADD ? h + blockIdx.x * x.stride : nullptr;
+  const float* dr = ADD ? delta.data + blockIdx.x * delta.stride : nullptr;
   float* o = out.data + blockIdx.x * out.stride;
+  auto value = [&](int64_t c) {  // the row's value at c: x, or h + delta written back to h
+    if constexpr (ADD) {
+      const float v = xr[c] + dr[c];
+      hr[c] = v;
+      return v;
+    } else {
+      return xr[c];
+    }
+  };
   float ss = 0.0f;
   if (held(x.cols)) {
     float v[kHeld];
 #pragma unroll
     for (int i = 0; i < kHeld; ++i) {
       const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-      v[i] = c < x.cols ? xr[c] : 0.0f;
-      if (c < x.cols) ss += v[i] * v[i];
+      v[i] = 0.0f;
+      if (c < x.cols) {
+        v[i] = value(c);
+        ss += v[i] * v[i];
+      }
     }
     ss = block_sum(ss, scratch);
     const float inv = rsqrtf(ss / static_cast<float>(x.cols) + eps);
@@ -48,54 +67,13 @@ __global__ void rms_norm_kernel(Rows<const float> x, const void* w, FloatKind ki
     }
     return;
   }
-  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) ss += xr[c] * xr[c];
-  ss = block_sum(ss, scratch);
-  const float inv = rsqrtf(ss / static_cast<float>(x.cols) + eps);
-  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) o[c] = xr[c] * inv * (load_float(w, kind, c) + offset);
-}
-
-// h += delta, then the rms_norm of h: each thread re-reads only the h values it wrote, and the sum
-// runs in rms_norm_kernel's order, so the result is bitwise that of add followed by rms_norm.
-__global__ void add_rms_norm_kernel(Rows<float> h, Rows<const float> delta, const void* w, FloatKind kind, float eps, float offset,
-                                    Rows<float> out) {
-  float wv[kHeld];
-  if (held(h.cols)) load_weights(w, kind, offset, h.cols, wv);
-  wait_for_previous();  // launched early (common.cuh): nothing but weights is read before the kernel ahead ends
-  allow_next_early();
-  __shared__ float scratch[32];
-  float* hr = h.data + blockIdx.x * h.stride;
-  const float* dr = delta.data + blockIdx.x * delta.stride;
-  float* o = out.data + blockIdx.x * out.stride;
-  float ss = 0.0f;
-  if (held(h.cols)) {
-    float v[kHeld];
-#pragma unroll
-    for (int i = 0; i < kHeld; ++i) {
-      const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-      v[i] = 0.0f;
-      if (c < h.cols) {
-        v[i] = hr[c] + dr[c];
-        hr[c] = v[i];
-        ss += v[i] * v[i];
-      }
-    }
-    ss = block_sum(ss, scratch);
-    const float inv = rsqrtf(ss / static_cast<float>(h.cols) + eps);
-#pragma unroll
-    for (int i = 0; i < kHeld; ++i) {
-      const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-      if (c < h.cols) o[c] = v[i] * inv * wv[i];
-    }
-    return;
-  }
-  for (int64_t c = threadIdx.x; c < h.cols; c += blockDim.x) {
-    const float v = hr[c] + dr[c];
-    hr[c] = v;
+  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
+    const float v = value(c);
     ss += v * v;
   }
   ss = block_sum(ss, scratch);
-  const float inv = rsqrtf(ss / static_cast<float>(h.cols) + eps);
-  for (int64_t c = threadIdx.x; c < h.cols; c += blockDim.x) o[c] = hr[c] * inv * (load_float(w, kind, c) + offset);
+  const float inv = rsqrtf(ss / static_cast<float>(x.cols) + eps);
+  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) o[c] = xr[c] * inv * (load_float(w, kind, c) + offset);
 }
 
 // Block (row, head): d threads or fewer, looping.
@@ -123,8 +101,8 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, flo
   const auto rx = rows_of<const float>(x, "rms_norm");
   const auto ro = rows_of<float>(out, "rms_norm");
   if (rx.rows == 0) return;
-  launch_early(rms_norm_kernel, dim3(static_cast<unsigned>(rx.rows)), dim3(threads_for(rx.cols)), 0, rx, weight.raw(), float_kind(weight), eps,
-               weight_offset, ro);
+  launch_early(rms_norm_kernel<false>, dim3(static_cast<unsigned>(rx.rows)), dim3(threads_for(rx.cols)), 0, rx, static_cast<float*>(nullptr),
+               Rows<const float>{}, weight.raw(), float_kind(weight), eps, weight_offset, ro);
   check_launch("rms_norm");
 }
 
@@ -133,7 +111,8 @@ void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float ep
   const auto rd = rows_of<const float>(delta, "add_rms_norm");
   const auto ro = rows_of<float>(out, "add_rms_norm");
   if (rh.rows == 0) return;
-  launch_early(add_rms_norm_kernel, dim3(static_cast<unsigned>(rh.rows)), dim3(threads_for(rh.cols)), 0, rh, rd, weight.raw(),
+  const Rows<const float> hx{rh.data, rh.rows, rh.cols, rh.stride};
+  launch_early(rms_norm_kernel<true>, dim3(static_cast<unsigned>(rh.rows)), dim3(threads_for(rh.cols)), 0, hx, rh.data, rd, weight.raw(),
                float_kind(weight), eps, weight_offset, ro);
   check_launch("add_rms_norm");
 }
