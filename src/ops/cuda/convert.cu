@@ -1,6 +1,7 @@
 #include "ops/cuda/convert.cuh"
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/tensor_core.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -12,8 +13,7 @@ __global__ void rows_to_bf16_x4(const float* __restrict__ x, int64_t stride, uin
   if (i >= n * k) return;
   const uint32_t row = i / k, col = i - row * k;
   const float4 v = *reinterpret_cast<const float4*>(x + row * stride + col);
-  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-  *reinterpret_cast<uint2*>(out + i) = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  *reinterpret_cast<uint2*>(out + i) = make_uint2(tc::bf16_pair(v.x, v.y), tc::bf16_pair(v.z, v.w));
 }
 
 // Any shape or alignment: one value a thread.

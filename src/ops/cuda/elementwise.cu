@@ -1,6 +1,7 @@
 // Row-wise and elementwise kernels: add, add_bias, copy, silu_mul, sigmoid_mul, softmax.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/tensor_core.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -85,9 +86,8 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
       launch_rows(rg.rows, quads, [=] __device__(int64_t r, int64_t c4) {
         const float4 g = *reinterpret_cast<const float4*>(rg.data + r * rg.stride + 4 * c4);
         const float4 u = *reinterpret_cast<const float4*>(ru.data + r * ru.stride + 4 * c4);
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(silu(g.x) * u.x, silu(g.y) * u.y);
-        const __nv_bfloat162 hi = __floats2bfloat162_rn(silu(g.z) * u.z, silu(g.w) * u.w);
-        *reinterpret_cast<uint2*>(o + r * os + 4 * c4) = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+        *reinterpret_cast<uint2*>(o + r * os + 4 * c4) =
+            make_uint2(tc::bf16_pair(silu(g.x) * u.x, silu(g.y) * u.y), tc::bf16_pair(silu(g.z) * u.z, silu(g.w) * u.w));
       }, "silu_mul");
     } else {
       launch_rows(rg.rows, rg.cols, [=] __device__(int64_t r, int64_t c) {

@@ -19,24 +19,17 @@
 #include <cuda_bf16.h>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/tensor_core.cuh"
 
 namespace sanctum::ops::cuda::mma {
 
 constexpr int kWarps = 8;  // per block: kWarps / KS row groups of RT tiles, KS warps each
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+using tc::bf16_pair;
+using tc::mma_bf16;
 
 // bf16 pair (128 + code j, 128 + code j + 4) of a word of eight 4-bit codes.
 __device__ __forceinline__ uint32_t code_pair(uint32_t w, int j) { return ((w >> (4 * j)) & 0x000F000Fu) | 0x43004300u; }
-
-__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
 
 // Staged x: per x row, per column tile, per lane t, the eight bf16 pairs of its B fragments; rows
 // padded by four words so that the rows of one load fall in different banks.
