@@ -51,7 +51,7 @@ void copy(const Tensor& src, Tensor& dst) {
   cpu::copy(src, dst);
 }
 
-void store_rows(const Tensor& src, Tensor& dst, const Positions& positions) {
+Device check_store_rows(const Tensor& src, const Tensor& dst, const Positions& positions) {
   constexpr const char* kOp = "store_rows";
   detail::require_defined(kOp, "src", src);
   detail::require_defined(kOp, "dst", dst);
@@ -67,6 +67,12 @@ void store_rows(const Tensor& src, Tensor& dst, const Positions& positions) {
   SANCTUM_REQUIRE(first >= 0 && first + n <= dst.dim(0), kOp,
                   "rows [" + std::to_string(first) + ", " + std::to_string(first + n) + ") are outside dst " + dst.shape_string());
   if (positions.device != nullptr) detail::require_device_positions(kOp, positions, device);
+  return device;
+}
+
+void store_rows(const Tensor& src, Tensor& dst, const Positions& positions) {
+  const Device device = check_store_rows(src, dst, positions);
+  const int64_t n = src.dim(0), first = positions.first();
   if (n == 0) return;
   if (device == Device::cuda) {
     return cuda::store_rows(src, dst, first, positions.device != nullptr ? positions.device->data<int32_t>() : nullptr);

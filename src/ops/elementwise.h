@@ -14,5 +14,7 @@ void copy(const Tensor& src, Tensor& dst);
 // positions.device is set): a forward's new K/V rows going into the cache. src (n, cols), dst
 // (capacity, cols), both f32 with contiguous rows.
 void store_rows(const Tensor& src, Tensor& dst, const Positions& positions);
+// store_rows()'s checks of its arguments (ops that do its work check with them); returns the device.
+Device check_store_rows(const Tensor& src, const Tensor& dst, const Positions& positions);
 
 }  // namespace sanctum::ops

@@ -88,7 +88,6 @@ RopeTable::RopeTable(const RopeConfig& c) {
   }
 }
 
-namespace {
 Device check_rope(const Tensor& x, size_t n_positions, const RopeTable& table) {
   detail::require_defined(kOp, "x", x);
   const Device device = detail::require_one_device(kOp, {{"x", &x}});
@@ -102,7 +101,6 @@ Device check_rope(const Tensor& x, size_t n_positions, const RopeTable& table) {
                   std::to_string(n_positions) + " positions for " + std::to_string(x.dim(0)) + " tokens");
   return device;
 }
-}  // namespace
 
 void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table) {
   const Device device = check_rope(x, positions.size(), table);

@@ -43,5 +43,7 @@ class RopeTable {
 void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table);
 // The same, reading the positions from positions.device when it is set.
 void rope(Tensor& x, const Positions& positions, const RopeTable& table);
+// rope()'s checks of its arguments (ops that do its work check with them); returns x's device.
+Device check_rope(const Tensor& x, size_t n_positions, const RopeTable& table);
 
 }  // namespace sanctum::ops

@@ -139,7 +139,7 @@ TEST(Rope, bad_arguments_raise_errors) {
   EXPECT_THROW(ops::rope(cuda, two, table), Error);
 }
 
-// On the CPU the fused op is the four it stands for; its checks name what does not fit.
+// On the CPU the fused op is the four it stands for; their checks all run first and name what does not fit.
 TEST(Rope, rope_and_store_is_rope_rope_and_two_stores) {
   Rng rng(9);
   ops::RopeConfig c;
@@ -161,7 +161,11 @@ TEST(Rope, rope_and_store_is_rope_rope_and_two_stores) {
   for (const auto& [x, y] : {std::pair{&qa, &qb}, {&ka, &kb}, {&cka, &ckb}, {&cva, &cvb}})
     EXPECT_EQ(0, std::memcmp(x->raw(), y->raw(), x->nbytes()));
   Tensor short_cache = Tensor::zeros({5, kv * d}, DType::f32);
-  EXPECT_THROW(ops::rope_and_store(qb, kb, v, ops::Positions{pos, nullptr}, table, short_cache, cvb), Error);  // rows 4..6 of 5
+  Tensor qc = q0.clone(), kc = k0.clone();
+  EXPECT_THROW(ops::rope_and_store(qc, kc, v, ops::Positions{pos, nullptr}, table, short_cache, cvb), Error);  // rows 4..6 of 5
+  // Every check runs before anything is written: the refused call left q and k as they were.
+  EXPECT_EQ(0, std::memcmp(qc.raw(), q0.raw(), q0.nbytes()));
+  EXPECT_EQ(0, std::memcmp(kc.raw(), k0.raw(), k0.nbytes()));
   Tensor flat_k = Tensor::zeros({n, kv * d}, DType::f32);
   EXPECT_THROW(ops::rope_and_store(qb, flat_k, v, ops::Positions{pos, nullptr}, table, ckb, cvb), Error);
 }
