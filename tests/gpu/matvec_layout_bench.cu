@@ -115,8 +115,8 @@ void matvec_layer_stream_report(int layers) {
   std::printf("layer stream: %d layers, %.1f MB of weights\n", layers, static_cast<double>(bytes) / 1e6);
   report("row layout (matvec_mma)", [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); });
   report("tiles as shipped", [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); });
-  for (const Tuning& t : {tuning<1, 2, 3>(), tuning<1, 4, 3>(), tuning<1, 6, 3>(), tuning<1, 8, 2>(), tuning<1, 4, 4>(), tuning<2, 4, 2>(),
-                          tuning<2, 3, 3>()})
+  for (const Tuning& t : {tuning<1, 4, 3>(), tuning<1, 2, 3>(), tuning<1, 1, 3>(), tuning<2, 4, 2>(), tuning<2, 3, 2>(), tuning<2, 2, 2>(),
+                          tuning<2, 1, 2>(), tuning<2, 2, 1>(), tuning<4, 2, 1>()})
     report(t.name, [&](size_t i) { t.launch(tiles::args_of(tiled[i], xs[i].data<float>(), 0, 1, ys[i].data<float>(), 0)); });
   report("read only (codes, scales, biases)", [&](size_t i) {
     read_all(tiled[i].data, sink.data<uint32_t>(), 8);

@@ -13,9 +13,12 @@ namespace sanctum::ops::cuda {
 
 namespace {
 
-// Tuning: the perf test's stream put two row tiles per warp (depth 4, 2 blocks) 2-4% ahead, but
-// whole-model decode ran 1-3% slower with it on all three benchmark shapes, so one row tile it is.
-constexpr int kRowTiles = 1, kDepth = 4, kMinBlocks = 3;
+// Tuning (cuda_perf_test, matvec_layer_stream, on an H200): two row tiles per warp, two tiles of
+// each in flight, two blocks per multiprocessor read the 27B layer stream at 2.75 TB/s, against
+// 2.32 for one row tile, four in flight, three blocks. Expert matrices are small (a grid is about
+// one wave), and keep the one-row-tile tuning.
+constexpr int kRowTiles = 2, kDepth = 2, kMinBlocks = 2;
+constexpr int kExpertDepth = 4, kExpertMinBlocks = 3;
 
 // Thread i writes 16-byte word i of the tiled codes: tile i / 32, lane i % 32.
 __global__ void tile_codes(const uint8_t* __restrict__ src, int64_t row_bytes, int64_t row_tiles, int64_t k_tiles, uint4* __restrict__ dst) {
@@ -57,8 +60,8 @@ void launch_tiles(const tiles::Args& a, int group_tiles) {
 
 template <class S>
 void launch_expert_tiles(const tiles::ExpertArgs& e, int group_tiles, int slots, int projections) {
-  if (group_tiles == 1) tiles::launch_experts_split<S, 1, kDepth, kMinBlocks>(e, slots, projections);
-  else tiles::launch_experts_split<S, 2, kDepth, kMinBlocks>(e, slots, projections);
+  if (group_tiles == 1) tiles::launch_experts_split<S, 1, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
+  else tiles::launch_experts_split<S, 2, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
 }
 
 bool x_rows_ok(const Tensor& x) { return aligned16(x.raw()) && x.stride(0) % 4 == 0; }

@@ -79,22 +79,30 @@ __device__ __forceinline__ uint32_t mask_or(uint32_t a, uint32_t mask, uint32_t 
 }
 
 // Block `block` of the grid: kWarps / KS groups of RT row tiles. y (n, rows) f32, n <= 8.
+//
+// The loop is written for few instructions per tile, which is what bounds it (ncu: a variant without
+// the arithmetic reads far faster): pointers advance once per DEPTH tiles and the tiles between take
+// immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp, and
+// the B columns past n hold copies whose results are never stored.
 template <class S, int KS, int RT, int GT, int DEPTH>
 __device__ __forceinline__ void matvec_body(const Args& a, int64_t block) {
+  static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
   __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const int64_t rt0 = (block * (kWarps / KS) + warp / KS) * RT;
   const int k_tiles = a.k_tiles, n = a.n, count = (k_tiles - slice + KS - 1) / KS;
+  // Tile d of a step: codes + d * KS * 32 words, groups + (d * KS) / GT pairs of 8 (whole for d * KS
+  // even; KS = 1 has slice 0), x + d * KS * 64 floats.
   const uint4* cp[RT];
   const uint32_t *sp[RT], *bp[RT];
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
     const int64_t rt = rt0 + r < a.row_tiles ? rt0 + r : a.row_tiles - 1;  // past the end: recompute the last tile, not written
     cp[r] = a.codes + (rt * k_tiles + slice) * 32 + lane;
-    sp[r] = a.scales + rt * a.groups * 8 + g;
-    bp[r] = a.biases + rt * a.groups * 8 + g;
+    sp[r] = a.scales + (rt * a.groups + slice / GT) * 8 + g;
+    bp[r] = a.biases + (rt * a.groups + slice / GT) * 8 + g;
   }
-  const float* xg = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + slice * 64;
+  const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + slice * 64;
   const uint32_t ones = 0x3F803F80u, low_nibbles = 0x000F000Fu, bf16_128 = 0x43004300u;
 
   float acc[RT][4];
@@ -107,32 +115,34 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block) {
     uint4 c[RT];
     uint32_t s[RT], b[RT];
   };
-  auto fetch = [&](Tile& f, int i) {
-    const int grp = (slice + i * KS) / GT;
+  auto fetch = [&](Tile& f, int d) {
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      f.c[r] = __ldcs(cp[r] + i * (KS * 32));
-      f.s[r] = __ldg(sp[r] + grp * 8);
-      f.b[r] = __ldg(bp[r] + grp * 8);
+      f.c[r] = __ldcs(cp[r] + d * (KS * 32));
+      f.s[r] = __ldg(sp[r] + (d * KS) / GT * 8);
+      f.b[r] = __ldg(bp[r] + (d * KS) / GT * 8);
     }
   };
-  auto process = [&](const Tile& f, int i) {
-    uint32_t b[4][2];
-    if (g < n) {
-      const float4* xp = reinterpret_cast<const float4*>(xg + i * (KS * 64));
-      const float4 v0 = xp[0], v1 = xp[1], v2 = xp[2], v3 = xp[3];
-      b[0][0] = mma::bf16_pair(v0.x, v1.x);
-      b[0][1] = mma::bf16_pair(v0.y, v1.y);
-      b[1][0] = mma::bf16_pair(v0.z, v1.z);
-      b[1][1] = mma::bf16_pair(v0.w, v1.w);
-      b[2][0] = mma::bf16_pair(v2.x, v3.x);
-      b[2][1] = mma::bf16_pair(v2.y, v3.y);
-      b[3][0] = mma::bf16_pair(v2.z, v3.z);
-      b[3][1] = mma::bf16_pair(v2.w, v3.w);
-    } else {
+  auto advance = [&] {
 #pragma unroll
-      for (int s = 0; s < 4; ++s) b[s][0] = b[s][1] = 0u;
+    for (int r = 0; r < RT; ++r) {
+      cp[r] += DEPTH * KS * 32;
+      sp[r] += DEPTH * KS / GT * 8;
+      bp[r] += DEPTH * KS / GT * 8;
     }
+  };
+  auto process = [&](const Tile& f, const float* xt) {
+    const float4* xv = reinterpret_cast<const float4*>(xt);
+    const float4 v0 = xv[0], v1 = xv[1], v2 = xv[2], v3 = xv[3];
+    uint32_t b[4][2];
+    b[0][0] = mma::bf16_pair(v0.x, v1.x);
+    b[0][1] = mma::bf16_pair(v0.y, v1.y);
+    b[1][0] = mma::bf16_pair(v0.z, v1.z);
+    b[1][1] = mma::bf16_pair(v0.w, v1.w);
+    b[2][0] = mma::bf16_pair(v2.x, v3.x);
+    b[2][1] = mma::bf16_pair(v2.y, v3.y);
+    b[3][0] = mma::bf16_pair(v2.z, v3.z);
+    b[3][1] = mma::bf16_pair(v2.w, v3.w);
     float xsum[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // [0], [1]: sums of bf16(x) for columns 2t, 2t + 1
 #pragma unroll
     for (int s = 0; s < 4; ++s) mma::mma_bf16(xsum, ones, ones, ones, ones, b[s][0], b[s][1]);
@@ -161,24 +171,38 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block) {
     }
   };
 
-  // DEPTH tiles in flight per warp: each tile's loads are issued DEPTH tiles before it is used.
+  // DEPTH tiles in flight per warp: each step processes DEPTH tiles and issues the loads of the next
+  // DEPTH, so a tile's loads go out DEPTH tiles before it is used.
   Tile buf[DEPTH];
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d)
     if (d < count) fetch(buf[d], d);
+  advance();
   allow_next_early();
   wait_for_previous();
   int i = 0;
-  for (; i + DEPTH <= count; i += DEPTH) {
+  for (; i + 2 * DEPTH <= count; i += DEPTH) {
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
-      process(buf[d], i + d);
-      if (i + d + DEPTH < count) fetch(buf[d], i + d + DEPTH);
+      process(buf[d], xp + d * (KS * 64));
+      fetch(buf[d], d);
     }
+    advance();
+    xp += DEPTH * KS * 64;
+  }
+  // The last DEPTH to 2 DEPTH - 1 tiles: the loads of the final partial step are guarded.
+  if (i + DEPTH <= count) {
+#pragma unroll
+    for (int d = 0; d < DEPTH; ++d) {
+      process(buf[d], xp + d * (KS * 64));
+      if (i + d + DEPTH < count) fetch(buf[d], d);
+    }
+    i += DEPTH;
+    xp += DEPTH * KS * 64;
   }
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d)
-    if (i + d < count) process(buf[d], i + d);
+    if (i + d < count) process(buf[d], xp + d * (KS * 64));
 
   if constexpr (KS > 1) {
 #pragma unroll
