@@ -76,6 +76,13 @@ struct Tuning {
   std::function<void(const tiles::Args&)> launch;
 };
 
+// KS warps per row group splitting the columns, for every shape (the shipped launch picks per shape).
+template <int KS, int RT, int DEPTH, int MINB>
+Tuning fixed_split() {
+  return {"tiles ks" + std::to_string(KS) + " rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" + std::to_string(MINB),
+          [](const tiles::Args& a) { tiles::launch<__nv_bfloat16, KS, RT, 1, DEPTH, MINB>(a); }};
+}
+
 template <int RT, int DEPTH, int MINB>
 Tuning tuning() {
   return {"tiles rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" + std::to_string(MINB),
@@ -115,8 +122,8 @@ void matvec_layer_stream_report(int layers) {
   std::printf("layer stream: %d layers, %.1f MB of weights\n", layers, static_cast<double>(bytes) / 1e6);
   report("row layout (matvec_mma)", [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); });
   report("tiles as shipped", [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); });
-  for (const Tuning& t : {tuning<1, 4, 3>(), tuning<1, 2, 3>(), tuning<1, 1, 3>(), tuning<2, 4, 2>(), tuning<2, 3, 2>(), tuning<2, 2, 2>(),
-                          tuning<2, 1, 2>(), tuning<2, 2, 1>(), tuning<4, 2, 1>()})
+  for (const Tuning& t : {tuning<1, 4, 3>(), tuning<1, 2, 3>(), tuning<2, 4, 2>(), tuning<2, 1, 2>(), tuning<2, 2, 1>(), tuning<4, 2, 1>(),
+                          fixed_split<4, 2, 2, 2>(), fixed_split<2, 2, 2, 2>()})
     report(t.name, [&](size_t i) { t.launch(tiles::args_of(tiled[i], xs[i].data<float>(), 0, 1, ys[i].data<float>(), 0)); });
   report("read only (codes, scales, biases)", [&](size_t i) {
     read_all(tiled[i].data, sink.data<uint32_t>(), 8);

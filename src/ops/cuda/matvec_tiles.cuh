@@ -60,6 +60,23 @@ struct ExpertArgs {
   int64_t y_stride;
 };
 
+// Weights stream past L1 (read once; left to L1 they evict x, which every tile reads again); x stays.
+__device__ __forceinline__ uint4 load_weight(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t load_weight(const uint32_t* p) {
+  uint32_t v;
+  asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float4 load_x(const float* p) {
+  float4 v;
+  asm("ld.global.L1::evict_last.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
+
 template <class S>
 __device__ __forceinline__ float pair_lo(uint32_t v) {
   if constexpr (std::is_same_v<S, __nv_bfloat16>) return __uint_as_float(v << 16);
@@ -118,9 +135,9 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block) {
   auto fetch = [&](Tile& f, int d) {
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      f.c[r] = __ldcs(cp[r] + d * (KS * 32));
-      f.s[r] = __ldg(sp[r] + (d * KS) / GT * 8);
-      f.b[r] = __ldg(bp[r] + (d * KS) / GT * 8);
+      f.c[r] = load_weight(cp[r] + d * (KS * 32));
+      f.s[r] = load_weight(sp[r] + (d * KS) / GT * 8);
+      f.b[r] = load_weight(bp[r] + (d * KS) / GT * 8);
     }
   };
   auto advance = [&] {
@@ -132,8 +149,7 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block) {
     }
   };
   auto process = [&](const Tile& f, const float* xt) {
-    const float4* xv = reinterpret_cast<const float4*>(xt);
-    const float4 v0 = xv[0], v1 = xv[1], v2 = xv[2], v3 = xv[3];
+    const float4 v0 = load_x(xt), v1 = load_x(xt + 4), v2 = load_x(xt + 8), v3 = load_x(xt + 12);
     uint32_t b[4][2];
     b[0][0] = mma::bf16_pair(v0.x, v1.x);
     b[0][1] = mma::bf16_pair(v0.y, v1.y);
