@@ -97,10 +97,11 @@ __device__ __forceinline__ uint32_t mask_or(uint32_t a, uint32_t mask, uint32_t 
 
 // Block `block` of the grid: kWarps / KS groups of RT row tiles. y (n, rows) f32, n <= 8.
 //
-// The loop is written for few instructions per tile, which is what bounds it (ncu: a variant without
-// the arithmetic reads far faster): pointers advance once per DEPTH tiles and the tiles between take
-// immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp, and
-// the B columns past n hold copies whose results are never stored.
+// The loop is kept lean (at one row tile per warp, 72 instructions per tile where per-tile pointer
+// arithmetic, a branch on the x rows and spills had made 99), which is what let two row tiles per
+// warp fit in 128 registers: pointers advance once per DEPTH tiles and the tiles between take
+// immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
+// and the B columns past n hold copies whose results are never stored.
 template <class S, int KS, int RT, int GT, int DEPTH>
 __device__ __forceinline__ void matvec_body(const Args& a, int64_t block) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
