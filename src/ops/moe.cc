@@ -114,7 +114,7 @@ std::vector<ExpertRows> rows_by_expert(std::span<const int32_t> ids, int64_t n_e
   return by_expert;
 }
 
-void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights) {
+void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights, int32_t appended_id) {
   constexpr const char* kOp = "moe_route";
   require_rows(kOp, "logits", logits);
   detail::require_dtype(kOp, "ids", ids, DType::i32);
@@ -122,12 +122,17 @@ void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Ten
   const Device device = detail::require_one_device(kOp, {{"logits", &logits}, {"ids", &ids}, {"weights", &weights}});
   const int64_t n = logits.dim(0), E = logits.dim(1), k = routing.top_k;
   SANCTUM_REQUIRE(k >= 1 && k <= E && k <= 32, kOp, "top_k must be in [1, min(experts, 32)], got " + std::to_string(k));
-  SANCTUM_REQUIRE(ids.is_contiguous() && weights.is_contiguous() && ids.numel() == n * k && weights.numel() == n * k, kOp,
-                  "ids and weights must be contiguous with n * top_k = " + std::to_string(n * k) + " elements");
+  const int64_t ranks = appended_id >= 0 ? k + 1 : k;  // ids per token
+  SANCTUM_REQUIRE(ids.is_contiguous() && weights.is_contiguous() && ids.numel() == n * ranks && weights.numel() == n * k, kOp,
+                  "ids must be contiguous with " + std::to_string(n * ranks) + " elements and weights with n * top_k = " +
+                      std::to_string(n * k));
   if (n == 0) return;
-  if (device == Device::cuda) return cuda::moe_route(logits, routing, ids, weights);
-  for (int64_t t = 0; t < n; ++t)
-    route_token(logits.data<float>() + t * logits.stride(0), E, routing, ids.data<int32_t>() + t * k, weights.data<float>() + t * k);
+  if (device == Device::cuda) return cuda::moe_route(logits, routing, ids, weights, appended_id);
+  for (int64_t t = 0; t < n; ++t) {
+    int32_t* row = ids.data<int32_t>() + t * ranks;
+    route_token(logits.data<float>() + t * logits.stride(0), E, routing, row, weights.data<float>() + t * k);
+    if (appended_id >= 0) row[k] = appended_id;
+  }
 }
 
 ExpertSet::ExpertSet(std::vector<Weight> experts) : experts_(std::move(experts)) {
@@ -304,6 +309,37 @@ void moe_combine(const Tensor& per_rank, const Tensor& weights, const Tensor* sh
     for (int64_t t = 0; t < n; ++t)
       shared_weights.push_back(1.0f / (1.0f + std::exp(-shared_logit->data<float>()[t * shared_logit->stride(0)])));
   moe_combine(per_rank, std::span<const float>(weights.data<float>(), static_cast<size_t>(weights.numel())), shared, shared_weights, out);
+}
+
+void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, Tensor& out) {
+  constexpr const char* kOp = "moe_combine_shared_rank";
+  require_rows(kOp, "per_rank", per_rank);
+  require_rows(kOp, "out", out);
+  detail::require_dtype(kOp, "weights", weights, DType::f32);
+  detail::require_dtype(kOp, "shared_logit", shared_logit, DType::f32);
+  SANCTUM_REQUIRE(weights.is_contiguous(), kOp, "weights must be contiguous");
+  const Device device = detail::require_one_device(
+      kOp, {{"per_rank", &per_rank}, {"weights", &weights}, {"shared_logit", &shared_logit}, {"out", &out}});
+  const int64_t n = out.dim(0), d = out.dim(1);
+  SANCTUM_REQUIRE(n > 0 && weights.numel() % n == 0, kOp, "weights " + weights.shape_string() + " do not fit out " + out.shape_string());
+  const int64_t k = weights.numel() / n;
+  SANCTUM_REQUIRE(per_rank.dim(0) == n * (k + 1) && per_rank.dim(1) == d, kOp,
+                  "per_rank must be (n * (k + 1), d) = (" + std::to_string(n * (k + 1)) + ", " + std::to_string(d) + "), got " +
+                      per_rank.shape_string());
+  SANCTUM_REQUIRE(shared_logit.ndim() == 2 && shared_logit.dim(0) == n && shared_logit.dim(1) == 1, kOp,
+                  "shared_logit must be (n, 1), got " + shared_logit.shape_string());
+  if (d == 0) return;
+  if (device == Device::cuda) return cuda::moe_combine_shared_rank(per_rank, weights, shared_logit, out);
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out.data<float>() + t * out.stride(0);
+    std::fill(o, o + d, 0.0f);
+    for (int64_t r = 0; r <= k; ++r) {
+      const float* y = per_rank.data<float>() + (t * (k + 1) + r) * per_rank.stride(0);
+      const float w = r < k ? weights.data<float>()[t * k + r]
+                            : 1.0f / (1.0f + std::exp(-shared_logit.data<float>()[t * shared_logit.stride(0)]));
+      for (int64_t j = 0; j < d; ++j) o[j] += w * y[j];
+    }
+  }
 }
 
 }  // namespace sanctum::ops

@@ -41,8 +41,10 @@ struct ExpertRows {
 };
 std::vector<ExpertRows> rows_by_expert(std::span<const int32_t> ids, int64_t n_experts, int64_t top_k);
 
-// Every token on the logits' device: logits (n, E) f32 → ids (n, k) i32, weights (n, k) f32.
-void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights);
+// Every token on the logits' device: logits (n, E) f32 → ids (n, k) i32, weights (n, k) f32. With
+// appended_id >= 0, ids is (n, k + 1) and each token's column k holds appended_id: a shared expert
+// run as one more rank of the routed experts' launches.
+void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights, int32_t appended_id = -1);
 
 // One projection of every expert of a layer, addressable by expert id from device code (all experts
 // share one shape and format). Built once at load.
@@ -92,5 +94,10 @@ void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tens
 // moe_combine with the weights in a tensor on the rows' device, and the shared expert's weight given
 // as its gate logit (weight = sigmoid(logit)): weights (n, k) f32, shared_logit (n, 1) f32.
 void moe_combine(const Tensor& per_rank, const Tensor& weights, const Tensor* shared, const Tensor* shared_logit, Tensor& out);
+
+// The same with the shared expert's row inside per_rank, after each token's k routed rows:
+// per_rank (n * (k + 1), d), as moe_route's appended id lays them out. Same arithmetic, in the same
+// order, as moe_combine given that row as `shared`.
+void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, Tensor& out);
 
 }  // namespace sanctum::ops

@@ -54,6 +54,27 @@ TEST_F(CudaMoe, routing_matches_the_host_for_both_schemes_and_ties) {
     }
 }
 
+// The shared expert as one more rank (decode): the appended id and the combine that reads its row
+// from per_rank, on the device against the host.
+TEST_F(CudaMoe, shared_expert_as_an_appended_rank_matches_the_host) {
+  Rng rng(38);
+  const int64_t n = 3, E = 64, k = 8, d = 70;
+  Tensor logits = test::random_tensor({n, E}, DType::f32, rng);
+  const ops::MoeRouting how{k, true, true};
+  Tensor ids = Tensor::zeros({n, k + 1}, DType::i32), w = Tensor::zeros({n, k}, DType::f32);
+  Tensor gids = Tensor::zeros({n, k + 1}, DType::i32, Device::cuda), gw = Tensor::zeros({n, k}, DType::f32, Device::cuda);
+  ops::moe_route(logits, how, ids, w, static_cast<int32_t>(E));
+  ops::moe_route(logits.to(Device::cuda), how, gids, gw, static_cast<int32_t>(E));
+  Tensor hids = gids.to(Device::cpu);
+  for (int64_t i = 0; i < n * (k + 1); ++i) EXPECT_EQ(hids.data<int32_t>()[i], ids.data<int32_t>()[i]) << i;
+  EXPECT_LE(max_abs_diff(gw, w), 1e-7);
+  Tensor per_rank = test::random_tensor({n * (k + 1), d}, DType::f32, rng), logit = test::random_tensor({n, 1}, DType::f32, rng);
+  Tensor out = Tensor::zeros({n, d}, DType::f32), gout = Tensor::zeros({n, d}, DType::f32, Device::cuda);
+  ops::moe_combine_shared_rank(per_rank, w, logit, out);
+  ops::moe_combine_shared_rank(per_rank.to(Device::cuda), w.to(Device::cuda), logit.to(Device::cuda), gout);
+  EXPECT_LE(max_abs_diff(gout, out), 1e-5);
+}
+
 TEST_F(CudaMoe, expert_matmul_by_device_ids_matches_per_expert_matmul) {
   Rng rng(32);
   for (int bits : {4, 8, 0}) {

@@ -19,6 +19,22 @@ MlpBlock::MlpBlock(Checkpoint& ckpt, const std::string& prefix, int64_t hidden, 
   gate_up_ = stack_linears(ckpt, {&gate_, &up_}, prefix + "{" + gate_name + "," + up_name + "}");
 }
 
+std::array<Weight, 3> MlpBlock::parts() const {
+  if (gate_up_.rows == 0) return {gate_, up_, down_};
+  auto rows_of = [&](int64_t row0) {
+    Weight w = gate_up_;
+    w.data = gate_up_.data.slice(0, row0, row0 + intermediate_);
+    if (gate_up_.quantized()) {
+      w.scales = gate_up_.scales.slice(0, row0, row0 + intermediate_);
+      w.biases = gate_up_.biases.slice(0, row0, row0 + intermediate_);
+    }
+    w.rows = intermediate_;
+    validate_weight(w);
+    return w;
+  };
+  return {rows_of(0), rows_of(intermediate_), down_};
+}
+
 void MlpBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   const int64_t n = x.dim(0);
   // silu(gate) * up in the type the down projection reads (bf16 for a GPU prompt in the fast mode).

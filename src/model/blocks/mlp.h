@@ -1,5 +1,6 @@
 #pragma once
 // SiLU-gated MLP: down(silu(gate(x)) * up(x)).
+#include <array>
 #include <string>
 
 #include "model/blocks/workspace.h"
@@ -18,6 +19,9 @@ class MlpBlock {
   // x: (n, hidden) → out: (n, hidden).
   void forward(const Tensor& x, Workspace& ws, Tensor& out) const;
   size_t weight_bytes() const { return gate_up_.nbytes() + gate_.nbytes() + up_.nbytes() + down_.nbytes(); }
+  // gate, up and down as weights (where gate and up are stacked, views of the stack's rows), for a
+  // caller that runs this MLP through other kernels: a MoE block's shared expert.
+  std::array<Weight, 3> parts() const;
 
  private:
   int64_t intermediate_ = 0;

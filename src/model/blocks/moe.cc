@@ -91,12 +91,7 @@ MoeBlock::MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig&
   router_ = ckpt.linear(prefix + "gate", c.n_experts, c.hidden, quant);
   ops::prepare_weight(router_);
   load_experts(ckpt, prefix, quant);
-  std::vector<Weight> gates, ups, downs;
-  for (const Expert& e : experts_) {
-    gates.push_back(e.gate);
-    ups.push_back(e.up);
-    downs.push_back(e.down);
-  }
+  auto [gates, ups, downs] = projections();
   gate_set_ = ops::ExpertSet(std::move(gates));
   up_set_ = ops::ExpertSet(std::move(ups));
   down_set_ = ops::ExpertSet(std::move(downs));
@@ -104,7 +99,43 @@ MoeBlock::MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig&
     has_shared_ = true;
     shared_ = MlpBlock(ckpt, prefix + "shared_expert.", c.hidden, c.shared_expert_intermediate, quant);
     shared_gate_ = ckpt.linear(prefix + "shared_expert_gate", 1, c.hidden, quant);
+    join_shared_expert();
   }
+}
+
+namespace {
+// Whether two weights can sit in one ExpertSet (its own check, asked before it would throw).
+bool same_format(const Weight& a, const Weight& b) {
+  return a.rows == b.rows && a.cols == b.cols && a.quant.bits == b.quant.bits && a.quant.group_size == b.quant.group_size &&
+         a.data.dtype() == b.data.dtype() && a.data.stride(0) == b.data.stride(0) && a.data.device() == b.data.device() &&
+         a.layout == b.layout && a.quantized() == b.quantized() &&
+         (!a.quantized() || (a.scales.dtype() == b.scales.dtype() && a.scales.stride(0) == b.scales.stride(0)));
+}
+}  // namespace
+
+std::array<std::vector<Weight>, 3> MoeBlock::projections() const {
+  std::array<std::vector<Weight>, 3> p;
+  for (const Expert& e : experts_) {
+    p[0].push_back(e.gate);
+    p[1].push_back(e.up);
+    p[2].push_back(e.down);
+  }
+  return p;
+}
+
+void MoeBlock::join_shared_expert() {
+  if (experts_.empty() || experts_[0].gate.data.device() != Device::cuda) return;
+  const auto [gate, up, down] = shared_.parts();
+  const Expert& e = experts_[0];
+  if (!same_format(gate, e.gate) || !same_format(up, e.up) || !same_format(down, e.down)) return;
+  auto [gates, ups, downs] = projections();
+  gates.push_back(gate);
+  ups.push_back(up);
+  downs.push_back(down);
+  gate_shared_set_ = ops::ExpertSet(std::move(gates));
+  up_shared_set_ = ops::ExpertSet(std::move(ups));
+  down_shared_set_ = ops::ExpertSet(std::move(downs));
+  shared_in_sets_ = true;
 }
 
 void MoeBlock::load_experts(Checkpoint& ckpt, const std::string& prefix, const QuantConfig& quant) {
@@ -219,6 +250,18 @@ void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
 
 void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, Tensor& out) const {
   const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k, E = config_.n_experts;
+  if (shared_in_sets_ && n <= kDeviceRoutedTokens) {
+    // The shared expert as rank k of every token, in the routed experts' launches: three launches
+    // fewer per layer than running it as its own MLP.
+    Tensor ids = ws.get_typed(kIds, n, k + 1, DType::i32), weights = ws.get(kWeights, n, k);
+    ops::moe_route(logits, routing(), ids, weights, static_cast<int32_t>(E));
+    Tensor flat_ids = ids.reshape({n * (k + 1)});
+    Tensor gate = ws.get(kGate, n * (k + 1), I), up = ws.get(kUp, n * (k + 1), I), per_rank = ws.get(kPerRank, n * (k + 1), H);
+    ops::expert_gate_up_matmul(x, gate_shared_set_, up_shared_set_, flat_ids, gate, up);
+    ops::silu_mul(gate, up, gate);
+    ops::expert_matmul(gate, down_shared_set_, flat_ids, per_rank);
+    return ops::moe_combine_shared_rank(per_rank, weights, shared_logit, out);
+  }
   Tensor ids = ws.get_typed(kIds, n, k, DType::i32), weights = ws.get(kWeights, n, k);
   ops::moe_route(logits, routing(), ids, weights);
   Tensor flat_ids = ids.reshape({n * k});

@@ -6,6 +6,7 @@
 // Expert weights load from any of: mlx `switch_mlp.{gate,up,down}_proj` 3-D grids (dense or
 // quantized), Hugging Face fused `experts.gate_up_proj` / `experts.down_proj` grids, or per-expert
 // tensors `experts.N.{gate,up,down}_proj` (`experts.N.{w1,w3,w2}` for Mixtral).
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ class MoeBlock {
     Weight gate, up, down;
   };
   void load_experts(Checkpoint& ckpt, const std::string& prefix, const QuantConfig& quant);
+  // Every expert's gate, up and down projection, in expert order.
+  std::array<std::vector<Weight>, 3> projections() const;
+  // On a GPU, adds the shared expert to copies of the expert sets when its weights fit them.
+  void join_shared_expert();
   ops::MoeRouting routing() const;
   // On a GPU: routing and the experts stay on the device (expert ids and their row groups are read
   // there), so neither a decode step nor a prompt waits for the host. Few tokens: a mat-vec per
@@ -50,6 +55,10 @@ class MoeBlock {
   Weight router_;
   std::vector<Expert> experts_;
   ops::ExpertSet gate_set_, up_set_, down_set_;  // the same weights, indexable by expert id on the device
+  // On a GPU, where the shared expert has the routed experts' shape and format: the sets above plus the
+  // shared expert as id n_experts, so that decode runs it as one more rank in the same launches.
+  ops::ExpertSet gate_shared_set_, up_shared_set_, down_shared_set_;
+  bool shared_in_sets_ = false;
   bool has_shared_ = false;
   MlpBlock shared_;
   Weight shared_gate_;

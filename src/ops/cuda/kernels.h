@@ -40,8 +40,9 @@ void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, floa
 void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst, std::span<const int32_t> dst_rows);
 void moe_combine(const Tensor& per_rank, std::span<const float> weights, const Tensor* shared, std::span<const float> shared_weights,
                  Tensor& out);
-void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights);
+void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights, int32_t appended_id);
 void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y);
 void moe_combine_device(const Tensor& per_rank, const Tensor& weights, const Tensor* shared, const Tensor* shared_logit, Tensor& out);
+void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, Tensor& out);
 
 }  // namespace sanctum::ops::cuda

@@ -32,7 +32,7 @@ __global__ void moe_combine_kernel(const float* per_rank, int64_t pr_stride, con
 // writes it out at the end. No per-lane arrays indexed at run time, so nothing spills to local memory.
 template <int PL>
 __global__ void moe_route_kernel(const float* logits, int64_t stride, int64_t n, int E, int k, bool softmax_first, bool normalize,
-                                 int32_t* ids, float* weights) {
+                                 int32_t* ids, float* weights, int32_t appended_id) {
   const int lane = threadIdx.x & 31;
   wait_for_previous();  // launched early (common.cuh): the logits come from the kernel ahead
   allow_next_early();
@@ -94,20 +94,23 @@ __global__ void moe_route_kernel(const float* logits, int64_t stride, int64_t n,
     for (int r = 0; r < k; ++r) sum += __shfl_sync(0xffffffffu, mine, r);
     w = static_cast<float>(mine / sum);
   }
+  const int ranks = appended_id >= 0 ? k + 1 : k;
   if (lane < k) {
-    ids[t * k + lane] = my_id;
+    ids[t * ranks + lane] = my_id;
     weights[t * k + lane] = static_cast<float>(w);
   }
+  if (appended_id >= 0 && lane == 0) ids[t * ranks + k] = appended_id;
 }
 
-__global__ void moe_combine_device_kernel(const float* per_rank, int64_t pr_stride, const float* w, int64_t k, const float* shared,
-                                          int64_t sh_stride, const float* shared_logit, int64_t sl_stride, float* out, int64_t out_stride,
-                                          int64_t n, int64_t d) {
+// ranks: per_rank rows per token (k, or k + 1 where the shared expert's row follows the routed ones).
+__global__ void moe_combine_device_kernel(const float* per_rank, int64_t pr_stride, int64_t ranks, const float* w, int64_t k,
+                                          const float* shared, int64_t sh_stride, const float* shared_logit, int64_t sl_stride, float* out,
+                                          int64_t out_stride, int64_t n, int64_t d) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n * d) return;
   const int64_t t = i / d, j = i % d;
   float o = 0.0f;
-  for (int64_t r = 0; r < k; ++r) o += w[t * k + r] * per_rank[(t * k + r) * pr_stride + j];
+  for (int64_t r = 0; r < k; ++r) o += w[t * k + r] * per_rank[(t * ranks + r) * pr_stride + j];
   if (shared != nullptr) {
     const float g = 1.0f / (1.0f + expf(-shared_logit[t * sl_stride]));
     o += g * shared[t * sh_stride + j];
@@ -117,14 +120,15 @@ __global__ void moe_combine_device_kernel(const float* per_rank, int64_t pr_stri
 
 }  // namespace
 
-void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights) {
+void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights, int32_t appended_id) {
   const int64_t n = logits.dim(0);
   const int E = static_cast<int>(logits.dim(1));
   check(E <= 32 * 32, ErrorKind::unsupported, "[moe_route] at most 1024 experts on cuda, got " + std::to_string(E));
   constexpr int kWarps = 4;
   const auto launch = [&](auto kernel) {
     launch_early(kernel, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0, logits.data<float>(), logits.stride(0),
-                 n, E, static_cast<int>(routing.top_k), routing.softmax_first, routing.normalize, ids.data<int32_t>(), weights.data<float>());
+                 n, E, static_cast<int>(routing.top_k), routing.softmax_first, routing.normalize, ids.data<int32_t>(), weights.data<float>(),
+                 appended_id);
   };
   if (E <= 32) launch(moe_route_kernel<1>);
   else if (E <= 64) launch(moe_route_kernel<2>);
@@ -138,10 +142,18 @@ void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Ten
 void moe_combine_device(const Tensor& per_rank, const Tensor& weights, const Tensor* shared, const Tensor* shared_logit, Tensor& out) {
   const int64_t n = out.dim(0), d = out.dim(1), k = weights.numel() / n;
   moe_combine_device_kernel<<<blocks_for(n * d, 256), 256, 0, stream()>>>(
-      per_rank.data<float>(), per_rank.stride(0), weights.data<float>(), k, shared ? shared->data<float>() : nullptr,
+      per_rank.data<float>(), per_rank.stride(0), k, weights.data<float>(), k, shared ? shared->data<float>() : nullptr,
       shared ? shared->stride(0) : 0, shared_logit ? shared_logit->data<float>() : nullptr, shared_logit ? shared_logit->stride(0) : 0,
       out.data<float>(), out.stride(0), n, d);
   check_launch("moe_combine");
+}
+
+void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, Tensor& out) {
+  const int64_t n = out.dim(0), d = out.dim(1), k = weights.numel() / n, s = per_rank.stride(0);
+  moe_combine_device_kernel<<<blocks_for(n * d, 256), 256, 0, stream()>>>(
+      per_rank.data<float>(), s, k + 1, weights.data<float>(), k, per_rank.data<float>() + k * s, (k + 1) * s, shared_logit.data<float>(),
+      shared_logit.stride(0), out.data<float>(), out.stride(0), n, d);
+  check_launch("moe_combine_shared_rank");
 }
 
 void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst, std::span<const int32_t> dst_rows) {

@@ -38,9 +38,10 @@ void gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&
 void gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) { no_cuda("gated_rms_norm"); }
 void copy_rows(const Tensor&, std::span<const int32_t>, Tensor&, std::span<const int32_t>) { no_cuda("copy_rows"); }
 void moe_combine(const Tensor&, std::span<const float>, const Tensor*, std::span<const float>, Tensor&) { no_cuda("moe_combine"); }
-void moe_route(const Tensor&, const MoeRouting&, Tensor&, Tensor&) { no_cuda("moe_route"); }
+void moe_route(const Tensor&, const MoeRouting&, Tensor&, Tensor&, int32_t) { no_cuda("moe_route"); }
 void expert_matmul(const Tensor&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("expert_matmul"); }
 void moe_combine_device(const Tensor&, const Tensor&, const Tensor*, const Tensor*, Tensor&) { no_cuda("moe_combine"); }
+void moe_combine_shared_rank(const Tensor&, const Tensor&, const Tensor&, Tensor&) { no_cuda("moe_combine_shared_rank"); }
 
 bool mma_matvec_ok(const Weight&, const Tensor&, int64_t) { return false; }
 void mma_matvec(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
