@@ -138,22 +138,25 @@ void matvec_layer_stream_report(int layers) {
     std::printf("one read of %.0f MB, %d blocks of 256 per SM: 4 loads in flight %6.2f TB/s, 8 in flight %6.2f TB/s\n",
                 static_cast<double>(bytes) / 1e6, blocks, static_cast<double>(bytes) / s4 / 1e12, static_cast<double>(bytes) / s8 / 1e12);
   }
-  // Each shape alone, cold (every weight of that shape once per pass, the layers in turn).
+  // Each shape alone, cold (every weight of that shape once per pass, the layers in turn), for the
+  // row layout, the shipped launch and each tuning: which shapes a tuning helps or hurts.
+  std::vector<std::pair<std::string, std::function<void(size_t)>>> kernels = {
+      {"row layout", [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); }},
+      {"tiles as shipped", [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); }}};
+  for (const Tuning& t : {tuning<1, 4, 3>(), tuning<1, 2, 3>(), tuning<2, 4, 2>(), fixed_split<4, 2, 2, 2>(), fixed_split<4, 1, 2, 3>()})
+    kernels.emplace_back(t.name, [&, launch = t.launch](size_t i) {
+      launch(tiles::args_of(tiled[i], xs[i].data<float>(), 0, 1, ys[i].data<float>(), 0));
+    });
   for (size_t s = 0; s < layer.size(); ++s)
-    for (bool t : {false, true}) {
+    for (const auto& [name, one] : kernels) {
       const double sec = time_graph(
                              [&] {
-                               for (int l = 0; l < layers; ++l) {
-                                 const size_t i = l * layer.size() + s;
-                                 if (t) tiles_matvec(xs[i], tiled[i], ys[i]);
-                                 else mma_matvec(xs[i], rows[i], ys[i]);
-                               }
+                               for (int l = 0; l < layers; ++l) one(l * layer.size() + s);
                              },
                              5) /
                          layers;
-      std::printf("cold %6lld x %6lld %-12s %7.2f us %6.2f TB/s\n", static_cast<long long>(layer[s].rows),
-                  static_cast<long long>(layer[s].cols), t ? "tiles" : "row layout", sec * 1e6,
-                  static_cast<double>(rows[s].nbytes()) / sec / 1e12);
+      std::printf("cold %6lld x %6lld %-28s %7.2f us %6.2f TB/s\n", static_cast<long long>(layer[s].rows),
+                  static_cast<long long>(layer[s].cols), name.c_str(), sec * 1e6, static_cast<double>(rows[s].nbytes()) / sec / 1e12);
     }
 }
 
