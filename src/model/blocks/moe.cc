@@ -250,27 +250,22 @@ void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
 
 void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, Tensor& out) const {
   const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k, E = config_.n_experts;
-  if (shared_in_sets_ && n <= kDeviceRoutedTokens) {
-    // The shared expert as rank k of every token, in the routed experts' launches: three launches
-    // fewer per layer than running it as its own MLP.
-    Tensor ids = ws.get_typed(kIds, n, k + 1, DType::i32), weights = ws.get(kWeights, n, k);
-    ops::moe_route(logits, routing(), ids, weights, static_cast<int32_t>(E));
-    Tensor flat_ids = ids.reshape({n * (k + 1)});
-    Tensor gate = ws.get(kGate, n * (k + 1), I), up = ws.get(kUp, n * (k + 1), I), per_rank = ws.get(kPerRank, n * (k + 1), H);
-    ops::expert_gate_up_matmul(x, gate_shared_set_, up_shared_set_, flat_ids, gate, up);
-    ops::silu_mul(gate, up, gate);
-    ops::expert_matmul(gate, down_shared_set_, flat_ids, per_rank);
-    return ops::moe_combine_shared_rank(per_rank, weights, shared_logit, out);
-  }
-  Tensor ids = ws.get_typed(kIds, n, k, DType::i32), weights = ws.get(kWeights, n, k);
-  ops::moe_route(logits, routing(), ids, weights);
-  Tensor flat_ids = ids.reshape({n * k});
-  // per_rank row t*k + r: token t through its r-th expert.
-  Tensor gate = ws.get(kGate, n * k, I), up = ws.get(kUp, n * k, I), per_rank = ws.get(kPerRank, n * k, H);
+  // Few tokens, where the shared expert fits the expert sets: it runs as rank k of every token, in the
+  // routed experts' launches (three launches fewer per layer than its own MLP).
+  const bool shared_rank = shared_in_sets_ && n <= kDeviceRoutedTokens;
+  const int64_t ranks = shared_rank ? k + 1 : k;
+  Tensor ids = ws.get_typed(kIds, n, ranks, DType::i32), weights = ws.get(kWeights, n, k);
+  ops::moe_route(logits, routing(), ids, weights, shared_rank ? static_cast<int32_t>(E) : -1);
+  Tensor flat_ids = ids.reshape({n * ranks});
+  // per_rank row t * ranks + r: token t through its r-th expert.
+  Tensor gate = ws.get(kGate, n * ranks, I), up = ws.get(kUp, n * ranks, I), per_rank = ws.get(kPerRank, n * ranks, H);
   if (n <= kDeviceRoutedTokens) {
-    ops::expert_gate_up_matmul(x, gate_set_, up_set_, flat_ids, gate, up);
+    const ops::ExpertSet& gates = shared_rank ? gate_shared_set_ : gate_set_;
+    const ops::ExpertSet& ups = shared_rank ? up_shared_set_ : up_set_;
+    const ops::ExpertSet& downs = shared_rank ? down_shared_set_ : down_set_;
+    ops::expert_gate_up_matmul(x, gates, ups, flat_ids, gate, up);
     ops::silu_mul(gate, up, gate);
-    ops::expert_matmul(gate, down_set_, flat_ids, per_rank);
+    ops::expert_matmul(gate, downs, flat_ids, per_rank);
   } else {
     // Rows of gate and up in expert order (sorted), one grouped launch per projection; the down
     // projection writes each result back to its (token, rank) row.
@@ -282,6 +277,7 @@ void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Te
     ops::silu_mul(gate, up, gate);
     ops::grouped_expert_matmul(gate, down_set_, offsets, sorted, ops::GroupedRows::scatter, per_rank);
   }
+  if (shared_rank) return ops::moe_combine_shared_rank(per_rank, weights, shared_logit, out);
   if (!has_shared_) return ops::moe_combine(per_rank, weights, nullptr, nullptr, out);
   Tensor shared = ws.get(kShared, n, H);
   shared_.forward(x, ws, shared);
