@@ -216,15 +216,18 @@ void expect_same_bytes(const Weight& want, const Weight& got_gpu, const std::str
 }
 
 // The device reorder matches the layout's definition; the tiled mat-vec gives the row-layout
-// kernel's results (same arithmetic, same order) and stays within bf16 rounding of the reference.
-// Rows as wide as the 24B shape's down projection (32,768 columns) and wider.
+// kernel's results (same arithmetic, sums split differently) and stays within bf16 rounding of the
+// reference. Rows as wide as the 24B shape's down projection (32,768 columns) and wider. Shapes
+// with few row tiles and long rows split their columns into parts across blocks (1024 x 17408 into
+// four parts on an H200; 20,096 columns make parts of unequal length), and a second launch gives
+// the same bits.
 TEST_F(Cuda, tiled_weights_reorder_exactly_and_multiply_like_the_row_layout) {
   Rng rng(21);
   PrecisionScope fast(ops::MatmulPrecision::bf16);
   for (int group : {64, 128})
     for (DType st : {DType::bf16, DType::f16})
       for (auto [m, k] : {std::pair<int64_t, int64_t>{16, 128}, {48, 5120}, {4112, 640}, {8208, 1024}, {64, 17408}, {32, 32768},
-                          {16, 49152}}) {
+                          {16, 49152}, {32, 20096}, {1024, 17408}}) {
         const std::string what = label("g%d %s %lldx%lld", group, dtype_name(st), static_cast<long long>(m), static_cast<long long>(k));
         Weight w = test::random_quantized(m, k, 4, group, st, rng);
         Weight rows = gpu(w), tiled = tiled_on_gpu(w);
@@ -240,6 +243,10 @@ TEST_F(Cuda, tiled_weights_reorder_exactly_and_multiply_like_the_row_layout) {
           ops::cuda::mma_matvec(xg, rows, y_rows);
           EXPECT_LE(matmul_error(x, w, y, ref), 4e-3) << what << " n=" << n;
           EXPECT_LE(matmul_error(x, w, y, host(y_rows)), 1e-6) << what << " n=" << n << " against the row-layout kernel";
+          Tensor again = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+          ops::matmul(xg, tiled, again);
+          const Tensor first = host(y), second = host(again);
+          EXPECT_EQ(std::memcmp(first.raw(), second.raw(), first.nbytes()), 0) << what << " n=" << n << " second launch";
         }
       }
 }

@@ -83,10 +83,12 @@ Tuning fixed_split() {
           [](const tiles::Args& a) { tiles::launch<__nv_bfloat16, KS, RT, 1, DEPTH, MINB>(a); }};
 }
 
+// max_parts: column parts allowed (1: none).
 template <int RT, int DEPTH, int MINB>
-Tuning tuning() {
-  return {"tiles rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" + std::to_string(MINB),
-          [](const tiles::Args& a) { tiles::launch_split<__nv_bfloat16, RT, 1, DEPTH, MINB>(a); }};
+Tuning tuning(int max_parts = tiles::kMaxParts) {
+  return {"tiles rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" + std::to_string(MINB) + " parts<=" +
+              std::to_string(max_parts),
+          [max_parts](const tiles::Args& a) { tiles::launch_split<__nv_bfloat16, RT, 1, DEPTH, MINB>(a, max_parts); }};
 }
 
 }  // namespace
@@ -122,8 +124,8 @@ void matvec_layer_stream_report(int layers) {
   std::printf("layer stream: %d layers, %.1f MB of weights\n", layers, static_cast<double>(bytes) / 1e6);
   report("row layout (matvec_mma)", [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); });
   report("tiles as shipped", [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); });
-  for (const Tuning& t : {tuning<1, 4, 3>(), tuning<1, 2, 3>(), tuning<2, 4, 2>(), tuning<2, 1, 2>(), tuning<2, 2, 1>(), tuning<4, 2, 1>(),
-                          fixed_split<4, 2, 2, 2>(), fixed_split<2, 2, 2, 2>()})
+  for (const Tuning& t : {tuning<2, 2, 2>(1), tuning<2, 2, 2>(2), tuning<2, 2, 2>(3), tuning<2, 2, 2>(4), tuning<1, 4, 3>(), tuning<1, 2, 3>(),
+                          tuning<2, 4, 2>(), tuning<2, 1, 2>(), tuning<2, 2, 1>(), tuning<4, 2, 1>(), fixed_split<4, 2, 2, 2>()})
     report(t.name, [&](size_t i) { t.launch(tiles::args_of(tiled[i], xs[i].data<float>(), 0, 1, ys[i].data<float>(), 0)); });
   report("read only (codes, scales, biases)", [&](size_t i) {
     read_all(tiled[i].data, sink.data<uint32_t>(), 8);
@@ -143,7 +145,7 @@ void matvec_layer_stream_report(int layers) {
   std::vector<std::pair<std::string, std::function<void(size_t)>>> kernels = {
       {"row layout", [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); }},
       {"tiles as shipped", [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); }}};
-  for (const Tuning& t : {tuning<1, 4, 3>(), tuning<1, 2, 3>(), tuning<2, 4, 2>(), fixed_split<4, 2, 2, 2>(), fixed_split<4, 1, 2, 3>()})
+  for (const Tuning& t : {tuning<2, 2, 2>(1), tuning<2, 2, 2>(3), tuning<1, 4, 3>(), tuning<1, 2, 3>(), tuning<2, 4, 2>(), fixed_split<4, 2, 2, 2>()})
     kernels.emplace_back(t.name, [&, launch = t.launch](size_t i) {
       launch(tiles::args_of(tiled[i], xs[i].data<float>(), 0, 1, ys[i].data<float>(), 0));
     });

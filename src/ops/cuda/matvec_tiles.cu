@@ -52,10 +52,20 @@ void rewrite(Tensor& t, Launch launch) {
   check_cuda(cudaStreamSynchronize(stream()), "tile weight");
 }
 
+// Column parts across blocks where they fill the GPU better (SANCTUM_MATVEC_PARTS=0: never, for
+// comparisons).
+int max_column_parts() {
+  static const int parts = [] {
+    const char* env = std::getenv("SANCTUM_MATVEC_PARTS");
+    return env != nullptr && std::strcmp(env, "0") == 0 ? 1 : tiles::kMaxParts;
+  }();
+  return parts;
+}
+
 template <class S>
 void launch_tiles(const tiles::Args& a, int group_tiles) {
-  if (group_tiles == 1) tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks>(a);
-  else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks>(a);
+  if (group_tiles == 1) tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks>(a, max_column_parts());
+  else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks>(a, max_column_parts());
 }
 
 template <class S>
@@ -63,6 +73,24 @@ void launch_expert_tiles(const tiles::ExpertArgs& e, int group_tiles, int slots,
   if (group_tiles == 1) tiles::launch_experts_split<S, 1, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
   else tiles::launch_experts_split<S, 2, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
 }
+
+}  // namespace
+
+namespace tiles {
+
+float* part_sums_workspace() {
+  static Tensor t = Tensor::zeros({kPartSumFloats}, DType::f32, Device::cuda);
+  return t.data<float>();
+}
+
+int* part_counters_workspace() {
+  static Tensor t = Tensor::zeros({kPartCounters}, DType::i32, Device::cuda);
+  return t.data<int32_t>();
+}
+
+}  // namespace tiles
+
+namespace {
 
 bool x_rows_ok(const Tensor& x) { return aligned16(x.raw()) && x.stride(0) % 4 == 0; }
 

@@ -19,6 +19,11 @@
 // sharing each x fragment, GT column tiles per scale group (1 for groups of 64, 2 for 128), DEPTH
 // tiles in flight per warp, MINB blocks per multiprocessor.
 //
+// Column parts: where a matrix has too few row tiles to fill the GPU in whole waves (the 5120-row
+// projections made 160 blocks for 264 places), blockIdx.y splits the columns into `parts` ranges.
+// Each block leaves its sums in a workspace; the block that finishes a row range last adds the
+// parts in order 0, 1, ... and writes y, so the result does not depend on which block ends last.
+//
 // Launched early (common.cuh): the first DEPTH tiles' loads are in flight before the kernel waits
 // for the one that writes x, so the weight stream starts while that kernel finishes.
 #include <cuda_bf16.h>
@@ -42,6 +47,11 @@ struct Args {
   int n;
   float* y;
   int64_t y_stride;
+  // Column parts (1: none): part p covers column tiles [p part_tiles, (p + 1) part_tiles), a
+  // multiple of GT; part_sums holds (parts, n, rows) f32, part_counters one zero per block row.
+  int parts = 1, part_tiles = 0;
+  float* part_sums = nullptr;
+  int* part_counters = nullptr;
 };
 
 // Experts picked on the device (MoE decode): block row blockIdx.y is output row `slot` of expert
@@ -103,12 +113,13 @@ __device__ __forceinline__ uint32_t mask_or(uint32_t a, uint32_t mask, uint32_t 
 // immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
 // and the B columns past n hold copies whose results are never stored.
 template <class S, int KS, int RT, int GT, int DEPTH>
-__device__ __forceinline__ void matvec_body(const Args& a, int64_t block) {
+__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
   __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const int64_t rt0 = (block * (kWarps / KS) + warp / KS) * RT;
-  const int k_tiles = a.k_tiles, n = a.n, count = (k_tiles - slice + KS - 1) / KS;
+  const int k_tiles = a.k_tiles, n = a.n, kt0 = part * a.part_tiles;
+  const int count = (min(a.part_tiles, k_tiles - kt0) - slice + KS - 1) / KS;
   // Tile d of a step: codes + d * KS * 32 words, groups + (d * KS) / GT pairs of 8 (whole for d * KS
   // even; KS = 1 has slice 0), x + d * KS * 64 floats.
   const uint4* cp[RT];
@@ -116,11 +127,11 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block) {
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
     const int64_t rt = rt0 + r < a.row_tiles ? rt0 + r : a.row_tiles - 1;  // past the end: recompute the last tile, not written
-    cp[r] = a.codes + (rt * k_tiles + slice) * 32 + lane;
-    sp[r] = a.scales + (rt * a.groups + slice / GT) * 8 + g;
-    bp[r] = a.biases + (rt * a.groups + slice / GT) * 8 + g;
+    cp[r] = a.codes + (rt * k_tiles + kt0 + slice) * 32 + lane;
+    sp[r] = a.scales + (rt * a.groups + kt0 / GT + slice / GT) * 8 + g;
+    bp[r] = a.biases + (rt * a.groups + kt0 / GT + slice / GT) * 8 + g;
   }
-  const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + slice * 64;
+  const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + (kt0 + slice) * 64;
   const uint32_t ones = 0x3F803F80u, low_nibbles = 0x000F000Fu, bf16_128 = 0x43004300u;
 
   float acc[RT][4];
@@ -227,29 +238,57 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) partial[warp][r][q][lane] = acc[r][q];
     __syncthreads();
-    if (slice != 0) return;
+    if (slice == 0)
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+#pragma unroll
+          for (int w = 1; w < KS; ++w) acc[r][q] += partial[warp + w][r][q][lane];
+  }
+  // Element (r, q) of this lane: y row and column, and whether it is one of y's.
+  auto row_of = [&](int r, int q) { return (rt0 + r) * 16 + g + (q >> 1) * 8; };
+  auto col_of = [&](int q) { return 2 * t + (q & 1); };
+  auto stored = [&](int r, int q) { return slice == 0 && rt0 + r < a.row_tiles && col_of(q) < n; };
+  if (a.parts > 1) {
+    const int64_t rows = a.row_tiles * 16;
 #pragma unroll
     for (int r = 0; r < RT; ++r)
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-#pragma unroll
-        for (int w = 1; w < KS; ++w) acc[r][q] += partial[warp + w][r][q][lane];
-  }
-#pragma unroll
-  for (int r = 0; r < RT; ++r) {
-    if (rt0 + r >= a.row_tiles) break;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int col = 2 * t + (q & 1);
-      const int64_t row = (rt0 + r) * 16 + g + (q >> 1) * 8;
-      if (col < n) a.y[col * a.y_stride + row] = acc[r][q];
+        if (stored(r, q)) a.part_sums[(static_cast<int64_t>(part) * n + col_of(q)) * rows + row_of(r, q)] = acc[r][q];
+    __threadfence();
+    __syncthreads();
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+      last = atomicAdd(&a.part_counters[block], 1) == a.parts - 1;
+      if (last) a.part_counters[block] = 0;  // ready for the next launch
     }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (stored(r, q)) {
+          const float* p = a.part_sums + static_cast<int64_t>(col_of(q)) * rows + row_of(r, q);
+          float sum = __ldcg(p);  // past L1: other multiprocessors wrote these
+#pragma unroll 1
+          for (int k = 1; k < a.parts; ++k) sum += __ldcg(p + static_cast<int64_t>(k) * n * rows);
+          acc[r][q] = sum;
+        }
   }
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      if (stored(r, q)) a.y[col_of(q) * a.y_stride + row_of(r, q)] = acc[r][q];
 }
 
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB>
 __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
-  matvec_body<S, KS, RT, GT, DEPTH>(a, blockIdx.x);
+  matvec_body<S, KS, RT, GT, DEPTH>(a, blockIdx.x, blockIdx.y);
 }
 
 template <class S, int KS, int GT, int DEPTH, int MINB>
@@ -268,13 +307,16 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e)
                e.x_stride,
                1,
                (blockIdx.z == 0 ? e.y[0] : e.y[1]) + static_cast<int64_t>(slot) * e.y_stride,
-               e.y_stride};
-  matvec_body<S, KS, 1, GT, DEPTH>(a, blockIdx.x);
+               e.y_stride,
+               1,
+               e.k_tiles};
+  matvec_body<S, KS, 1, GT, DEPTH>(a, blockIdx.x, 0);
 }
 
 inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
   return Args{static_cast<const uint4*>(w.data.raw()), static_cast<const uint32_t*>(w.scales.raw()), static_cast<const uint32_t*>(w.biases.raw()),
-              w.rows / 16, static_cast<int>(w.cols / 64), static_cast<int>(w.cols / w.quant.group_size), x, xs, n, y, ys};
+              w.rows / 16, static_cast<int>(w.cols / 64), static_cast<int>(w.cols / w.quant.group_size), x, xs, n, y, ys,
+              1, static_cast<int>(w.cols / 64)};
 }
 
 // Warps per row tile splitting its columns: enough warps in all to keep every multiprocessor's loads
@@ -286,20 +328,63 @@ inline int column_split(int64_t row_tiles, int rt, int64_t k_tiles) {
   return ks;
 }
 
+// The column parts' workspace (matvec_tiles.cu): made once at its full size, so that the addresses
+// a recorded step holds stay valid; kPartCounters zeros, which each launch leaves zero.
+constexpr int64_t kPartSumFloats = int64_t{1} << 21, kPartCounters = int64_t{1} << 16;
+constexpr int kMaxParts = 8;
+float* part_sums_workspace();
+int* part_counters_workspace();
+
+// Column parts for `blocks` blocks where `slots` run at once: the count whose waves of blocks end
+// soonest, a block taking its warp's column tiles plus, once split, a fixed cost for handing over
+// its sums (on an H200, about 3.5 tiles' time: cuda_perf_test, matvec_layer_stream). Fewer parts
+// unless more save 5%; every warp keeps 8 or more column tiles per part (parts of 2-5 slowed the
+// small projections down in decode), and the sums must fit the workspace.
+inline int column_parts(int64_t blocks, int64_t slots, int64_t k_tiles, int ks, int64_t sums_per_part, int max_parts) {
+  constexpr double kHandOverTiles = 3.5;
+  auto cost = [&](int p) {
+    const double waves = static_cast<double>((blocks * p + slots - 1) / slots);
+    return waves * (static_cast<double>(k_tiles) / (ks * p) + (p > 1 ? kHandOverTiles : 0.0));
+  };
+  int best = 1;
+  if (blocks > kPartCounters) return best;
+  for (int p = 2; p <= max_parts && k_tiles >= int64_t{8} * ks * p && sums_per_part * p <= kPartSumFloats; ++p)
+    if (cost(p) < 0.95 * cost(best)) best = p;
+  return best;
+}
+
+// max_parts > 1: split the columns into parts where that fills the GPU better.
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB>
-void launch(const Args& a) {
+void launch(Args a, int max_parts = 1) {
   constexpr int64_t tiles_per_block = kWarps / KS * RT;
-  const auto blocks = static_cast<unsigned>((a.row_tiles + tiles_per_block - 1) / tiles_per_block);
-  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB>, dim3(blocks), dim3(kWarps * 32), 0, a);
+  const auto kernel = matvec<S, KS, RT, GT, DEPTH, MINB>;
+  const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
+  if (max_parts > 1) {
+    static const int per_multiprocessor = [&] {
+      int b = 0;
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, 0), "mat-vec occupancy");
+      return b;
+    }();
+    const int parts = column_parts(blocks, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles, KS,
+                                   static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
+    if (parts > 1) {
+      a.part_tiles = (a.k_tiles + parts - 1) / parts;
+      a.part_tiles += (GT - a.part_tiles % GT) % GT;
+      a.parts = (a.k_tiles + a.part_tiles - 1) / a.part_tiles;
+      a.part_sums = part_sums_workspace();
+      a.part_counters = part_counters_workspace();
+    }
+  }
+  launch_early(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)), dim3(kWarps * 32), 0, a);
 }
 
 template <class S, int RT, int GT, int DEPTH, int MINB>
-void launch_split(const Args& a) {
+void launch_split(const Args& a, int max_parts = kMaxParts) {
   switch (column_split(a.row_tiles, RT, a.k_tiles)) {
-    case 1: return launch<S, 1, RT, GT, DEPTH, MINB>(a);
-    case 2: return launch<S, 2, RT, GT, DEPTH, MINB>(a);
-    case 4: return launch<S, 4, RT, GT, DEPTH, MINB>(a);
-    default: return launch<S, 8, RT, GT, DEPTH, MINB>(a);
+    case 1: return launch<S, 1, RT, GT, DEPTH, MINB>(a, max_parts);
+    case 2: return launch<S, 2, RT, GT, DEPTH, MINB>(a, max_parts);
+    case 4: return launch<S, 4, RT, GT, DEPTH, MINB>(a, max_parts);
+    default: return launch<S, 8, RT, GT, DEPTH, MINB>(a, max_parts);
   }
 }
 
