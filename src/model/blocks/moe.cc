@@ -5,13 +5,28 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kRouter = 500, kRows, kGate, kUp, kExpertOut, kPerRank, kShared, kSharedGate, kIds, kWeights, kOffsets, kSorted };
+enum Slot : size_t {
+  kRouter = 500,
+  kRows,
+  kGate,
+  kUp,
+  kExpertOut,
+  kPerRank,
+  kShared,
+  kSharedGate,
+  kIds,
+  kWeights,
+  kOffsets,
+  kSorted,
+  kRouterAndGate
+};
 // Up to this many tokens a GPU forward runs each (token, expert) pair as its own mat-vec (decode,
 // speculative verification); longer prompts group the pairs by expert on the device, so each
 // expert's weights are read once per tile of its rows.
@@ -89,7 +104,6 @@ MoeBlock::MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig&
   check(c.n_experts > 0 && c.top_k > 0 && c.top_k <= c.n_experts, ErrorKind::invalid_input,
         "MoE config: need 0 < num_experts_per_tok <= num_experts");
   router_ = ckpt.linear(prefix + "gate", c.n_experts, c.hidden, quant);
-  ops::prepare_weight(router_);
   load_experts(ckpt, prefix, quant);
   auto [gates, ups, downs] = projections();
   gate_set_ = ops::ExpertSet(std::move(gates));
@@ -100,7 +114,11 @@ MoeBlock::MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig&
     shared_ = MlpBlock(ckpt, prefix + "shared_expert.", c.hidden, c.shared_expert_intermediate, quant);
     shared_gate_ = ckpt.linear(prefix + "shared_expert_gate", 1, c.hidden, quant);
     join_shared_expert();
+    // The router and the shared expert's gate read the same x: on a GPU one launch for both, its
+    // E + 1 rows padded to the tiled mat-vec's 16.
+    router_and_gate_ = stack_linears(ckpt, {&router_, &shared_gate_}, prefix + "{gate,shared_expert_gate}", 16);
   }
+  if (router_and_gate_.rows == 0) ops::prepare_weight(router_);
 }
 
 namespace {
@@ -186,12 +204,19 @@ ops::MoeRouting MoeBlock::routing() const {
 
 void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k;
-  Tensor logits = ws.get(kRouter, n, config_.n_experts);
-  ops::matmul(x, router_, logits);
-  Tensor shared_logit;
-  if (has_shared_) {
-    shared_logit = ws.get(kSharedGate, n, 1);
-    ops::matmul(x, shared_gate_, shared_logit);
+  Tensor logits, shared_logit;
+  if (router_and_gate_.rows > 0) {  // views of one output: [router logits | shared gate logit | padding]
+    Tensor both = ws.get(kRouterAndGate, n, router_and_gate_.rows);
+    ops::matmul(x, router_and_gate_, both);
+    logits = both.slice(1, 0, config_.n_experts);
+    shared_logit = both.slice(1, config_.n_experts, config_.n_experts + 1);
+  } else {
+    logits = ws.get(kRouter, n, config_.n_experts);
+    ops::matmul(x, router_, logits);
+    if (has_shared_) {
+      shared_logit = ws.get(kSharedGate, n, 1);
+      ops::matmul(x, shared_gate_, shared_logit);
+    }
   }
   // The exact f32 mode keeps longer GPU inputs on the host-grouped path below, whose matmuls give each
   // row the f32 mat-vec's bits; the bf16 mode groups them on the device (tensor cores, no host wait).
@@ -285,7 +310,7 @@ void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Te
 }
 
 size_t MoeBlock::weight_bytes_per_token() const {
-  size_t b = router_.nbytes();
+  size_t b = router_.nbytes() + router_and_gate_.nbytes();
   if (!experts_.empty()) {
     const Expert& e = experts_[0];
     b += static_cast<size_t>(config_.top_k) * (e.gate.nbytes() + e.up.nbytes() + e.down.nbytes());

@@ -62,6 +62,7 @@ class MoeBlock {
   bool has_shared_ = false;
   MlpBlock shared_;
   Weight shared_gate_;
+  Weight router_and_gate_;  // on a GPU: router_ and shared_gate_ stacked (then both empty), else rows 0
 };
 
 }  // namespace sanctum
