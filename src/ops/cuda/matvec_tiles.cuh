@@ -338,8 +338,8 @@ int* part_counters_workspace();
 // Column parts for `blocks` blocks where `slots` run at once: the count whose waves of blocks end
 // soonest, a block taking its warp's column tiles plus, once split, a fixed cost for handing over
 // its sums (on an H200, about 3.5 tiles' time: cuda_perf_test, matvec_layer_stream). Fewer parts
-// unless more save 5%; every warp keeps 8 or more column tiles per part (parts of 2-5 slowed the
-// small projections down in decode), and the sums must fit the workspace.
+// unless more save 5%; every warp keeps 8 or more column tiles per part (parts that left a warp 2
+// to 5 tiles slowed the small projections down in decode), and the sums must fit the workspace.
 inline int column_parts(int64_t blocks, int64_t slots, int64_t k_tiles, int ks, int64_t sums_per_part, int max_parts) {
   constexpr double kHandOverTiles = 3.5;
   auto cost = [&](int p) {
