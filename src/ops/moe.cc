@@ -135,17 +135,19 @@ void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Ten
   }
 }
 
+bool ExpertSet::fits(const Weight& a, const Weight& w) {
+  return w.rows == a.rows && w.cols == a.cols && w.quant.bits == a.quant.bits && w.quant.group_size == a.quant.group_size &&
+         w.data.dtype() == a.data.dtype() && w.data.stride(0) == a.data.stride(0) && w.data.device() == a.data.device() &&
+         w.layout == a.layout && (!w.quantized() || (w.scales.dtype() == a.scales.dtype() && w.scales.stride(0) == a.scales.stride(0)));
+}
+
 ExpertSet::ExpertSet(std::vector<Weight> experts) : experts_(std::move(experts)) {
   constexpr const char* kOp = "ExpertSet";
   SANCTUM_REQUIRE(!experts_.empty(), kOp, "no experts");
   const Weight& a = experts_[0];
   for (const Weight& w : experts_) {
     detail::require_weight(kOp, w);
-    SANCTUM_REQUIRE(w.rows == a.rows && w.cols == a.cols && w.quant.bits == a.quant.bits && w.quant.group_size == a.quant.group_size &&
-                        w.data.dtype() == a.data.dtype() && w.data.stride(0) == a.data.stride(0) && w.data.device() == a.data.device() &&
-                        w.layout == a.layout &&
-                        (!w.quantized() || (w.scales.dtype() == a.scales.dtype() && w.scales.stride(0) == a.scales.stride(0))),
-                    kOp, "expert '" + w.name + "' differs in shape, format or layout from '" + a.name + "'");
+    SANCTUM_REQUIRE(fits(a, w), kOp, "expert '" + w.name + "' differs in shape, format or layout from '" + a.name + "'");
   }
   if (a.data.device() != Device::cuda) return;
   Tensor host = Tensor::zeros({size(), 3}, DType::i64);

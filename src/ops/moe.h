@@ -52,6 +52,8 @@ class ExpertSet {
  public:
   ExpertSet() = default;
   explicit ExpertSet(std::vector<Weight> experts);
+  // Whether w can join a set holding a: same shape, format, strides, device and layout.
+  static bool fits(const Weight& a, const Weight& w);
   int64_t size() const { return static_cast<int64_t>(experts_.size()); }
   const Weight& operator[](int64_t e) const { return experts_[static_cast<size_t>(e)]; }
   // (E, 3) i64 on the GPU: addresses of each expert's data, scales and biases (empty on the CPU).

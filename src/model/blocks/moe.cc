@@ -121,16 +121,6 @@ MoeBlock::MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig&
   if (router_and_gate_.rows == 0) ops::prepare_weight(router_);
 }
 
-namespace {
-// Whether two weights can sit in one ExpertSet (its own check, asked before it would throw).
-bool same_format(const Weight& a, const Weight& b) {
-  return a.rows == b.rows && a.cols == b.cols && a.quant.bits == b.quant.bits && a.quant.group_size == b.quant.group_size &&
-         a.data.dtype() == b.data.dtype() && a.data.stride(0) == b.data.stride(0) && a.data.device() == b.data.device() &&
-         a.layout == b.layout && a.quantized() == b.quantized() &&
-         (!a.quantized() || (a.scales.dtype() == b.scales.dtype() && a.scales.stride(0) == b.scales.stride(0)));
-}
-}  // namespace
-
 std::array<std::vector<Weight>, 3> MoeBlock::projections() const {
   std::array<std::vector<Weight>, 3> p;
   for (const Expert& e : experts_) {
@@ -145,7 +135,7 @@ void MoeBlock::join_shared_expert() {
   if (experts_.empty() || experts_[0].gate.data.device() != Device::cuda) return;
   const auto [gate, up, down] = shared_.parts();
   const Expert& e = experts_[0];
-  if (!same_format(gate, e.gate) || !same_format(up, e.up) || !same_format(down, e.down)) return;
+  if (!ops::ExpertSet::fits(e.gate, gate) || !ops::ExpertSet::fits(e.up, up) || !ops::ExpertSet::fits(e.down, down)) return;
   auto [gates, ups, downs] = projections();
   gates.push_back(gate);
   ups.push_back(up);
