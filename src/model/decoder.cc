@@ -1,10 +1,10 @@
 #include "model/decoder.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <numeric>
 #include <vector>
 
+#include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "model/blocks/attention.h"
@@ -66,11 +66,9 @@ class DecoderModel final : public Model {
     }
     rope_ = ops::RopeTable(c.rope);
     ws_ = Workspace(c.device);
-    const char* graphs = std::getenv("SANCTUM_CUDA_GRAPHS");
-    graphs_ = c.device == Device::cuda && !(graphs != nullptr && std::string(graphs) == "0");
+    graphs_ = c.device == Device::cuda && !switched_off("SANCTUM_CUDA_GRAPHS");
     // Tokens picked on the GPU (SANCTUM_GPU_SAMPLING=0: the logits come to the host, as on the CPU).
-    const char* picks = std::getenv("SANCTUM_GPU_SAMPLING");
-    device_picks_ = c.device == Device::cuda && !(picks != nullptr && std::string(picks) == "0");
+    device_picks_ = c.device == Device::cuda && !switched_off("SANCTUM_GPU_SAMPLING");
     // Allocated now, before any step is recorded: room for a verification's rows without growing.
     if (device_picks_) picked_ids_ = Tensor::zeros({64}, DType::i32, c.device);
   }

@@ -1,9 +1,8 @@
 #include "model/blocks/stacked_linear.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
+#include "base/env.h"
 #include "ops/matmul.h"
 
 namespace sanctum {
@@ -29,8 +28,7 @@ Weight zero_rows_like(const Weight& w, int64_t rows) {
 
 Weight stack_linears(Checkpoint& ckpt, std::initializer_list<Weight*> parts, const std::string& name, int64_t row_multiple) {
   std::vector<const Weight*> list(parts.begin(), parts.end());
-  const char* env = std::getenv("SANCTUM_STACK_WEIGHTS");
-  if (list.empty() || list[0]->data.device() != Device::cuda || (env && std::strcmp(env, "0") == 0) || !ops::can_stack_rows(list))
+  if (list.empty() || list[0]->data.device() != Device::cuda || switched_off("SANCTUM_STACK_WEIGHTS") || !ops::can_stack_rows(list))
     return Weight{};
   int64_t rows = 0;
   for (const Weight* w : list) rows += w->rows;

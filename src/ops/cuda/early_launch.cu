@@ -1,16 +1,11 @@
 // The switch for programmatic dependent launch (common.cuh's launch_early).
-#include <cstdlib>
-#include <cstring>
-
+#include "base/env.h"
 #include "ops/cuda/common.cuh"
 
 namespace sanctum::ops::cuda {
 
 bool early_launch_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("SANCTUM_EARLY_LAUNCH");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  static const bool enabled = !switched_off("SANCTUM_EARLY_LAUNCH");
   return enabled;
 }
 

@@ -2,14 +2,26 @@
 // matvec_tiles.cuh), and the mat-vec's entry point. On an H200, over a stream of 27B-shape weights
 // several times the L2 (cuda_perf_test, matvec_layer_stream), the row-layout kernel reads 1.67 TB/s
 // and this one 2.27 TB/s; 27B decode 93 -> 121 tok/s (bench/RESULTS.md).
-#include <cstdlib>
-#include <cstring>
-
+#include "base/env.h"
 #include "ops/cuda/matvec_tiles.cuh"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/precision.h"
 
 namespace sanctum::ops::cuda {
+
+namespace tiles {
+
+float* part_sums_workspace() {
+  static Tensor t = Tensor::zeros({kPartSumFloats}, DType::f32, Device::cuda);
+  return t.data<float>();
+}
+
+int* part_counters_workspace() {
+  static Tensor t = Tensor::zeros({kPartCounters}, DType::i32, Device::cuda);
+  return t.data<int32_t>();
+}
+
+}  // namespace tiles
 
 namespace {
 
@@ -55,10 +67,7 @@ void rewrite(Tensor& t, Launch launch) {
 // Column parts across blocks where they fill the GPU better (SANCTUM_MATVEC_PARTS=0: never, for
 // comparisons).
 int max_column_parts() {
-  static const int parts = [] {
-    const char* env = std::getenv("SANCTUM_MATVEC_PARTS");
-    return env != nullptr && std::strcmp(env, "0") == 0 ? 1 : tiles::kMaxParts;
-  }();
+  static const int parts = switched_off("SANCTUM_MATVEC_PARTS") ? 1 : tiles::kMaxParts;
   return parts;
 }
 
@@ -74,23 +83,6 @@ void launch_expert_tiles(const tiles::ExpertArgs& e, int group_tiles, int slots,
   else tiles::launch_experts_split<S, 2, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
 }
 
-}  // namespace
-
-namespace tiles {
-
-float* part_sums_workspace() {
-  static Tensor t = Tensor::zeros({kPartSumFloats}, DType::f32, Device::cuda);
-  return t.data<float>();
-}
-
-int* part_counters_workspace() {
-  static Tensor t = Tensor::zeros({kPartCounters}, DType::i32, Device::cuda);
-  return t.data<int32_t>();
-}
-
-}  // namespace tiles
-
-namespace {
 
 bool x_rows_ok(const Tensor& x) { return aligned16(x.raw()) && x.stride(0) % 4 == 0; }
 
@@ -120,10 +112,7 @@ void tile_weight(Weight& w) {
 }
 
 void prepare_weight(Weight& w) {
-  static const bool off = [] {
-    const char* env = std::getenv("SANCTUM_TILE_WEIGHTS");
-    return env != nullptr && std::strcmp(env, "0") == 0;
-  }();
+  static const bool off = switched_off("SANCTUM_TILE_WEIGHTS");
   if (!off && matmul_precision() == MatmulPrecision::bf16 && can_tile(w)) tile_weight(w);
 }
 
