@@ -41,6 +41,38 @@ void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst
     std::memcpy(dst.data<float>() + dst_rows[i] * dst.stride(0), src.data<float>() + src_rows[i] * src.stride(0), bytes);
 }
 
+namespace {
+
+// out row t = sum over r < k of weights[t k + r] * per_rank row (t ranks + r), then, with shared
+// rows (row t at shared + t * shared_stride), + shared_weights[t] * that row; in this order.
+void combine_on_host(const Tensor& per_rank, int64_t ranks, std::span<const float> weights, int64_t k, const float* shared,
+                     int64_t shared_stride, std::span<const float> shared_weights, Tensor& out) {
+  const int64_t n = out.dim(0), d = out.dim(1);
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out.data<float>() + t * out.stride(0);
+    std::fill(o, o + d, 0.0f);
+    for (int64_t r = 0; r < k; ++r) {
+      const float w = weights[static_cast<size_t>(t * k + r)];
+      const float* y = per_rank.data<float>() + (t * ranks + r) * per_rank.stride(0);
+      for (int64_t j = 0; j < d; ++j) o[j] += w * y[j];
+    }
+    if (shared != nullptr) {
+      const float g = shared_weights[static_cast<size_t>(t)];
+      const float* s = shared + t * shared_stride;
+      for (int64_t j = 0; j < d; ++j) o[j] += g * s[j];
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<float> shared_gate_weights(const Tensor& shared_logit) {
+  std::vector<float> g;
+  for (int64_t t = 0; t < shared_logit.dim(0); ++t)
+    g.push_back(1.0f / (1.0f + std::exp(-shared_logit.data<float>()[t * shared_logit.stride(0)])));
+  return g;
+}
+
 void moe_combine(const Tensor& per_rank, std::span<const float> weights, const Tensor* shared, std::span<const float> shared_weights,
                  Tensor& out) {
   constexpr const char* kOp = "moe_combine";
@@ -61,20 +93,7 @@ void moe_combine(const Tensor& per_rank, std::span<const float> weights, const T
                         out.shape_string());
   if (n == 0 || d == 0) return;
   if (device == Device::cuda) return cuda::moe_combine(per_rank, weights, shared, shared_weights, out);
-  for (int64_t t = 0; t < n; ++t) {
-    float* o = out.data<float>() + t * out.stride(0);
-    std::fill(o, o + d, 0.0f);
-    for (int64_t r = 0; r < k; ++r) {
-      const float w = weights[static_cast<size_t>(t * k + r)];
-      const float* y = per_rank.data<float>() + (t * k + r) * per_rank.stride(0);
-      for (int64_t j = 0; j < d; ++j) o[j] += w * y[j];
-    }
-    if (shared) {
-      const float g = shared_weights[static_cast<size_t>(t)];
-      const float* s = shared->data<float>() + t * shared->stride(0);
-      for (int64_t j = 0; j < d; ++j) o[j] += g * s[j];
-    }
-  }
+  combine_on_host(per_rank, k, weights, k, shared ? shared->data<float>() : nullptr, shared ? shared->stride(0) : 0, shared_weights, out);
 }
 
 void route_token(const float* logits, int64_t n_experts, const MoeRouting& routing, int32_t* ids, float* weights) {
@@ -306,10 +325,7 @@ void moe_combine(const Tensor& per_rank, const Tensor& weights, const Tensor* sh
     if (shared) SANCTUM_REQUIRE(shared->dim(0) == n && shared->dim(1) == out.dim(1), kOp, "shared must be (n, d)");
     return cuda::moe_combine_device(per_rank, weights, shared, shared_logit, out);
   }
-  std::vector<float> shared_weights;
-  if (shared_logit)
-    for (int64_t t = 0; t < n; ++t)
-      shared_weights.push_back(1.0f / (1.0f + std::exp(-shared_logit->data<float>()[t * shared_logit->stride(0)])));
+  const std::vector<float> shared_weights = shared_logit ? shared_gate_weights(*shared_logit) : std::vector<float>{};
   moe_combine(per_rank, std::span<const float>(weights.data<float>(), static_cast<size_t>(weights.numel())), shared, shared_weights, out);
 }
 
@@ -332,16 +348,9 @@ void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, cons
                   "shared_logit must be (n, 1), got " + shared_logit.shape_string());
   if (d == 0) return;
   if (device == Device::cuda) return cuda::moe_combine_shared_rank(per_rank, weights, shared_logit, out);
-  for (int64_t t = 0; t < n; ++t) {
-    float* o = out.data<float>() + t * out.stride(0);
-    std::fill(o, o + d, 0.0f);
-    for (int64_t r = 0; r <= k; ++r) {
-      const float* y = per_rank.data<float>() + (t * (k + 1) + r) * per_rank.stride(0);
-      const float w = r < k ? weights.data<float>()[t * k + r]
-                            : 1.0f / (1.0f + std::exp(-shared_logit.data<float>()[t * shared_logit.stride(0)]));
-      for (int64_t j = 0; j < d; ++j) o[j] += w * y[j];
-    }
-  }
+  const int64_t s = per_rank.stride(0);
+  combine_on_host(per_rank, k + 1, std::span<const float>(weights.data<float>(), static_cast<size_t>(n * k)), k, per_rank.data<float>() + k * s,
+                  (k + 1) * s, shared_gate_weights(shared_logit), out);
 }
 
 }  // namespace sanctum::ops

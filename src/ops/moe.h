@@ -15,6 +15,9 @@ namespace sanctum::ops {
 // may be strided. Indices are checked against both tensors; dst rows must be distinct.
 void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst, std::span<const int32_t> dst_rows);
 
+// The shared expert's weight per token: sigmoid of its gate logit; shared_logit (n, 1) f32 on the host.
+std::vector<float> shared_gate_weights(const Tensor& shared_logit);
+
 // out[t] = sum over r < k of weights[t*k + r] * per_rank[t*k + r], then + shared_weights[t] * shared[t]
 // when shared is given — in that order, so a token's result does not depend on the batch.
 //   per_rank: (n*k, d) f32; weights: n*k; shared: (n, d) f32 or null; shared_weights: n (or empty);

@@ -1,7 +1,6 @@
 #include "model/blocks/moe.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 
 #include "base/error.h"
@@ -257,10 +256,7 @@ void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   }
   Tensor shared = ws.get(kShared, n, H);
   shared_.forward(x, ws, shared);
-  std::vector<float> shared_weights(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t)
-    shared_weights[static_cast<size_t>(t)] = 1.0f / (1.0f + std::exp(-shared_logit.data<float>()[t * shared_logit.stride(0)]));
-  ops::moe_combine(per_rank, weights, &shared, shared_weights, out);
+  ops::moe_combine(per_rank, weights, &shared, ops::shared_gate_weights(shared_logit), out);
 }
 
 void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, Tensor& out) const {
