@@ -105,140 +105,82 @@ __device__ __forceinline__ uint32_t mask_or(uint32_t a, uint32_t mask, uint32_t 
   return d;
 }
 
-// Block `block` of the grid: kWarps / KS groups of RT row tiles. y (n, rows) f32, n <= 8.
-//
-// The loop is kept lean (at one row tile per warp, 72 instructions per tile where per-tile pointer
-// arithmetic, a branch on the x rows and spills had made 99), which is what let two row tiles per
-// warp fit in 128 registers: pointers advance once per DEPTH tiles and the tiles between take
-// immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
-// and the B columns past n hold copies whose results are never stored.
-template <class S, int KS, int RT, int GT, int DEPTH>
-__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part) {
-  static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
-  __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
-  const int64_t rt0 = (block * (kWarps / KS) + warp / KS) * RT;
-  const int k_tiles = a.k_tiles, n = a.n, kt0 = part * a.part_tiles;
-  const int count = (min(a.part_tiles, k_tiles - kt0) - slice + KS - 1) / KS;
-  // Tile d of a step: codes + d * KS * 32 words, groups + (d * KS) / GT pairs of 8 (whole for d * KS
-  // even; KS = 1 has slice 0), x + d * KS * 64 floats.
-  const uint4* cp[RT];
-  const uint32_t *sp[RT], *bp[RT];
+// x's 64 columns of one tile at xt as this lane's mma B fragments (bf16 pairs in the codes' order),
+// with the sums of bf16(x) for columns 2t and 2t + 1 from one more mma with an all-ones A.
+struct XFragment {
+  uint32_t b[4][2];
+  float sum[4];
+};
+__device__ __forceinline__ XFragment x_fragment(const float* xt) {
+  const uint32_t ones = 0x3F803F80u;
+  const float4 v0 = load_x(xt), v1 = load_x(xt + 4), v2 = load_x(xt + 8), v3 = load_x(xt + 12);
+  XFragment x;
+  x.b[0][0] = mma::bf16_pair(v0.x, v1.x);
+  x.b[0][1] = mma::bf16_pair(v0.y, v1.y);
+  x.b[1][0] = mma::bf16_pair(v0.z, v1.z);
+  x.b[1][1] = mma::bf16_pair(v0.w, v1.w);
+  x.b[2][0] = mma::bf16_pair(v2.x, v3.x);
+  x.b[2][1] = mma::bf16_pair(v2.y, v3.y);
+  x.b[3][0] = mma::bf16_pair(v2.z, v3.z);
+  x.b[3][1] = mma::bf16_pair(v2.w, v3.w);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) x.sum[i] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < 4; ++s) mma::mma_bf16(x.sum, ones, ones, ones, ones, x.b[s][0], x.b[s][1]);
+  return x;
+}
+
+// One tile's share of y: acc[r] += the 16 x 64 weight tile of row tile r (this lane's codes, scale
+// pairs and bias pairs) times x's tile fragment. Both kernels run this arithmetic in the same order,
+// so they give the same bits where they split the columns alike.
+template <class S, int RT>
+__device__ __forceinline__ void tile_dot(const uint4 (&codes)[RT], const uint32_t (&scale_pairs)[RT], const uint32_t (&bias_pairs)[RT], const XFragment& x,
+                                         float (&acc)[RT][4]) {
+  const uint32_t low_nibbles = 0x000F000Fu, bf16_128 = 0x43004300u;
+  const auto& b = x.b;
+  const auto& xsum = x.sum;
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
-    const int64_t rt = rt0 + r < a.row_tiles ? rt0 + r : a.row_tiles - 1;  // past the end: recompute the last tile, not written
-    cp[r] = a.codes + (rt * k_tiles + kt0 + slice) * 32 + lane;
-    sp[r] = a.scales + (rt * a.groups + kt0 / GT + slice / GT) * 8 + g;
-    bp[r] = a.biases + (rt * a.groups + kt0 / GT + slice / GT) * 8 + g;
+    // Step s takes words x (s < 2) or y of rows g and g + 8, code pairs (j, j + 4) for j = 2 (s % 2), + 1.
+    const uint32_t words[4] = {codes[r].x, codes[r].y, codes[r].z, codes[r].w};
+    uint32_t pairs[4][4];  // [word][j]: bf16 (128 + code j, 128 + code j + 4)
+#pragma unroll
+    for (int w = 0; w < 4; ++w)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) pairs[w][j] = mask_or(words[w] >> (4 * j), low_nibbles, bf16_128);
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const int wl = s >> 1, wh = 2 + (s >> 1), j = 2 * (s & 1);
+      mma::mma_bf16(c, pairs[wl][j], pairs[wh][j], pairs[wl][j + 1], pairs[wh][j + 1], b[s][0], b[s][1]);
+    }
+    const float sg = pair_lo<S>(scale_pairs[r]), sh = pair_hi<S>(scale_pairs[r]);
+    const float bg = pair_lo<S>(bias_pairs[r]), bh = pair_hi<S>(bias_pairs[r]);
+    const float og = fmaf(-128.0f, sg, bg), oh = fmaf(-128.0f, sh, bh);  // bias with the codes' 128 taken out
+    acc[r][0] = fmaf(sg, c[0], fmaf(og, xsum[0], acc[r][0]));
+    acc[r][1] = fmaf(sg, c[1], fmaf(og, xsum[1], acc[r][1]));
+    acc[r][2] = fmaf(sh, c[2], fmaf(oh, xsum[0], acc[r][2]));
+    acc[r][3] = fmaf(sh, c[3], fmaf(oh, xsum[1], acc[r][3]));
   }
-  const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + (kt0 + slice) * 64;
-  const uint32_t ones = 0x3F803F80u, low_nibbles = 0x000F000Fu, bf16_128 = 0x43004300u;
+}
 
-  float acc[RT][4];
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
-
-  struct Tile {
-    uint4 c[RT];
-    uint32_t s[RT], b[RT];
-  };
-  auto fetch = [&](Tile& f, int d) {
-#pragma unroll
-    for (int r = 0; r < RT; ++r) {
-      f.c[r] = load_weight(cp[r] + d * (KS * 32));
-      f.s[r] = load_weight(sp[r] + (d * KS) / GT * 8);
-      f.b[r] = load_weight(bp[r] + (d * KS) / GT * 8);
-    }
-  };
-  auto advance = [&] {
-#pragma unroll
-    for (int r = 0; r < RT; ++r) {
-      cp[r] += DEPTH * KS * 32;
-      sp[r] += DEPTH * KS / GT * 8;
-      bp[r] += DEPTH * KS / GT * 8;
-    }
-  };
-  auto process = [&](const Tile& f, const float* xt) {
-    const float4 v0 = load_x(xt), v1 = load_x(xt + 4), v2 = load_x(xt + 8), v3 = load_x(xt + 12);
-    uint32_t b[4][2];
-    b[0][0] = mma::bf16_pair(v0.x, v1.x);
-    b[0][1] = mma::bf16_pair(v0.y, v1.y);
-    b[1][0] = mma::bf16_pair(v0.z, v1.z);
-    b[1][1] = mma::bf16_pair(v0.w, v1.w);
-    b[2][0] = mma::bf16_pair(v2.x, v3.x);
-    b[2][1] = mma::bf16_pair(v2.y, v3.y);
-    b[3][0] = mma::bf16_pair(v2.z, v3.z);
-    b[3][1] = mma::bf16_pair(v2.w, v3.w);
-    float xsum[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // [0], [1]: sums of bf16(x) for columns 2t, 2t + 1
-#pragma unroll
-    for (int s = 0; s < 4; ++s) mma::mma_bf16(xsum, ones, ones, ones, ones, b[s][0], b[s][1]);
-#pragma unroll
-    for (int r = 0; r < RT; ++r) {
-      // Step s takes words x (s < 2) or y of rows g and g + 8, code pairs (j, j + 4) for j = 2 (s % 2), + 1.
-      const uint32_t words[4] = {f.c[r].x, f.c[r].y, f.c[r].z, f.c[r].w};
-      uint32_t pairs[4][4];  // [word][j]: bf16 (128 + code j, 128 + code j + 4)
-#pragma unroll
-      for (int w = 0; w < 4; ++w)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) pairs[w][j] = mask_or(words[w] >> (4 * j), low_nibbles, bf16_128);
-      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const int wl = s >> 1, wh = 2 + (s >> 1), j = 2 * (s & 1);
-        mma::mma_bf16(c, pairs[wl][j], pairs[wh][j], pairs[wl][j + 1], pairs[wh][j + 1], b[s][0], b[s][1]);
-      }
-      const float sg = pair_lo<S>(f.s[r]), sh = pair_hi<S>(f.s[r]);
-      const float bg = pair_lo<S>(f.b[r]), bh = pair_hi<S>(f.b[r]);
-      const float og = fmaf(-128.0f, sg, bg), oh = fmaf(-128.0f, sh, bh);  // bias with the codes' 128 taken out
-      acc[r][0] = fmaf(sg, c[0], fmaf(og, xsum[0], acc[r][0]));
-      acc[r][1] = fmaf(sg, c[1], fmaf(og, xsum[1], acc[r][1]));
-      acc[r][2] = fmaf(sh, c[2], fmaf(oh, xsum[0], acc[r][2]));
-      acc[r][3] = fmaf(sh, c[3], fmaf(oh, xsum[1], acc[r][3]));
-    }
-  };
-
-  // DEPTH tiles in flight per warp: each step processes DEPTH tiles and issues the loads of the next
-  // DEPTH, so a tile's loads go out DEPTH tiles before it is used.
-  Tile buf[DEPTH];
-#pragma unroll
-  for (int d = 0; d < DEPTH; ++d)
-    if (d < count) fetch(buf[d], d);
-  advance();
-  allow_next_early();
-  wait_for_previous();
-  int i = 0;
-  for (; i + 2 * DEPTH <= count; i += DEPTH) {
-#pragma unroll
-    for (int d = 0; d < DEPTH; ++d) {
-      process(buf[d], xp + d * (KS * 64));
-      fetch(buf[d], d);
-    }
-    advance();
-    xp += DEPTH * KS * 64;
-  }
-  // The last DEPTH to 2 DEPTH - 1 tiles: the loads of the final partial step are guarded.
-  if (i + DEPTH <= count) {
-#pragma unroll
-    for (int d = 0; d < DEPTH; ++d) {
-      process(buf[d], xp + d * (KS * 64));
-      if (i + d + DEPTH < count) fetch(buf[d], d);
-    }
-    i += DEPTH;
-    xp += DEPTH * KS * 64;
-  }
-#pragma unroll
-  for (int d = 0; d < DEPTH; ++d)
-    if (i + d < count) process(buf[d], xp + d * (KS * 64));
-
+// The end of a block: the KS warps of a row group add their sums in warp order, and lane (g, t) of
+// the first writes its y elements (or, with column parts, its part's sums; the block that ends a row
+// range last adds the parts in order). Every thread of the block calls this; threads that hold no
+// sums (consumer false) only keep the barriers. partial: kWarps x RT x 4 x 32 floats of shared memory.
+template <int KS, int RT>
+__device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], int64_t block, int part, int64_t rt0, bool consumer,
+                                           float (*partial)[RT][4][32]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
+  const int n = a.n;
   if constexpr (KS > 1) {
+    if (consumer)
 #pragma unroll
-    for (int r = 0; r < RT; ++r)
+      for (int r = 0; r < RT; ++r)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) partial[warp][r][q][lane] = acc[r][q];
+        for (int q = 0; q < 4; ++q) partial[warp][r][q][lane] = acc[r][q];
     __syncthreads();
-    if (slice == 0)
+    if (consumer && slice == 0)
 #pragma unroll
       for (int r = 0; r < RT; ++r)
 #pragma unroll
@@ -249,7 +191,7 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   // Element (r, q) of this lane: y row and column, and whether it is one of y's.
   auto row_of = [&](int r, int q) { return (rt0 + r) * 16 + g + (q >> 1) * 8; };
   auto col_of = [&](int q) { return 2 * t + (q & 1); };
-  auto stored = [&](int r, int q) { return slice == 0 && rt0 + r < a.row_tiles && col_of(q) < n; };
+  auto stored = [&](int r, int q) { return consumer && slice == 0 && rt0 + r < a.row_tiles && col_of(q) < n; };
   if (a.parts > 1) {
     const int64_t rows = a.row_tiles * 16;
 #pragma unroll
@@ -284,6 +226,97 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
 #pragma unroll
     for (int q = 0; q < 4; ++q)
       if (stored(r, q)) a.y[col_of(q) * a.y_stride + row_of(r, q)] = acc[r][q];
+}
+
+// Block `block` of the grid: kWarps / KS groups of RT row tiles. y (n, rows) f32, n <= 8.
+//
+// The loop is kept lean (at one row tile per warp, 72 instructions per tile where per-tile pointer
+// arithmetic, a branch on the x rows and spills had made 99), which is what let two row tiles per
+// warp fit in 128 registers: pointers advance once per DEPTH tiles and the tiles between take
+// immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
+// and the B columns past n hold copies whose results are never stored.
+template <class S, int KS, int RT, int GT, int DEPTH>
+__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part) {
+  static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
+  const int64_t rt0 = (block * (kWarps / KS) + warp / KS) * RT;
+  const int k_tiles = a.k_tiles, n = a.n, kt0 = part * a.part_tiles;
+  const int count = (min(a.part_tiles, k_tiles - kt0) - slice + KS - 1) / KS;
+  // Tile d of a step: codes + d * KS * 32 words, groups + (d * KS) / GT pairs of 8 (whole for d * KS
+  // even; KS = 1 has slice 0), x + d * KS * 64 floats.
+  const uint4* cp[RT];
+  const uint32_t *sp[RT], *bp[RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int64_t rt = rt0 + r < a.row_tiles ? rt0 + r : a.row_tiles - 1;  // past the end: recompute the last tile, not written
+    cp[r] = a.codes + (rt * k_tiles + kt0 + slice) * 32 + lane;
+    sp[r] = a.scales + (rt * a.groups + kt0 / GT + slice / GT) * 8 + g;
+    bp[r] = a.biases + (rt * a.groups + kt0 / GT + slice / GT) * 8 + g;
+  }
+  const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + (kt0 + slice) * 64;
+  float acc[RT][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
+
+  struct Tile {
+    uint4 c[RT];
+    uint32_t s[RT], b[RT];
+  };
+  auto fetch = [&](Tile& f, int d) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      f.c[r] = load_weight(cp[r] + d * (KS * 32));
+      f.s[r] = load_weight(sp[r] + (d * KS) / GT * 8);
+      f.b[r] = load_weight(bp[r] + (d * KS) / GT * 8);
+    }
+  };
+  auto advance = [&] {
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      cp[r] += DEPTH * KS * 32;
+      sp[r] += DEPTH * KS / GT * 8;
+      bp[r] += DEPTH * KS / GT * 8;
+    }
+  };
+  auto process = [&](const Tile& f, const float* xt) { tile_dot<S, RT>(f.c, f.s, f.b, x_fragment(xt), acc); };
+
+  // DEPTH tiles in flight per warp: each step processes DEPTH tiles and issues the loads of the next
+  // DEPTH, so a tile's loads go out DEPTH tiles before it is used.
+  Tile buf[DEPTH];
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d)
+    if (d < count) fetch(buf[d], d);
+  advance();
+  allow_next_early();
+  wait_for_previous();
+  int i = 0;
+  for (; i + 2 * DEPTH <= count; i += DEPTH) {
+#pragma unroll
+    for (int d = 0; d < DEPTH; ++d) {
+      process(buf[d], xp + d * (KS * 64));
+      fetch(buf[d], d);
+    }
+    advance();
+    xp += DEPTH * KS * 64;
+  }
+  // The last DEPTH to 2 DEPTH - 1 tiles: the loads of the final partial step are guarded.
+  if (i + DEPTH <= count) {
+#pragma unroll
+    for (int d = 0; d < DEPTH; ++d) {
+      process(buf[d], xp + d * (KS * 64));
+      if (i + d + DEPTH < count) fetch(buf[d], d);
+    }
+    i += DEPTH;
+    xp += DEPTH * KS * 64;
+  }
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d)
+    if (i + d < count) process(buf[d], xp + d * (KS * 64));
+
+  __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
+  store_sums<KS, RT>(a, acc, block, part, rt0, true, partial);
 }
 
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB>
@@ -353,6 +386,28 @@ inline int column_parts(int64_t blocks, int64_t slots, int64_t k_tiles, int ks, 
   return best;
 }
 
+// a with its columns split into parts where that fills the GPU better: `blocks` blocks of KS warps
+// per row group, `per_multiprocessor` of them resident on each multiprocessor at once.
+inline Args with_column_parts(Args a, int64_t blocks, int per_multiprocessor, int ks, int gt, int max_parts) {
+  const int parts = column_parts(blocks, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles, ks,
+                                 static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
+  if (parts > 1) {
+    a.part_tiles = (a.k_tiles + parts - 1) / parts;
+    a.part_tiles += (gt - a.part_tiles % gt) % gt;
+    a.parts = (a.k_tiles + a.part_tiles - 1) / a.part_tiles;
+    a.part_sums = part_sums_workspace();
+    a.part_counters = part_counters_workspace();
+  }
+  return a;
+}
+
+template <class Kernel>
+int resident_blocks(Kernel kernel, int threads, size_t smem) {
+  int b = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, threads, smem), "mat-vec occupancy");
+  return b;
+}
+
 // max_parts > 1: split the columns into parts where that fills the GPU better.
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB>
 void launch(Args a, int max_parts = 1) {
@@ -360,20 +415,8 @@ void launch(Args a, int max_parts = 1) {
   const auto kernel = matvec<S, KS, RT, GT, DEPTH, MINB>;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
   if (max_parts > 1) {
-    static const int per_multiprocessor = [&] {
-      int b = 0;
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, 0), "mat-vec occupancy");
-      return b;
-    }();
-    const int parts = column_parts(blocks, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles, KS,
-                                   static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
-    if (parts > 1) {
-      a.part_tiles = (a.k_tiles + parts - 1) / parts;
-      a.part_tiles += (GT - a.part_tiles % GT) % GT;
-      a.parts = (a.k_tiles + a.part_tiles - 1) / a.part_tiles;
-      a.part_sums = part_sums_workspace();
-      a.part_counters = part_counters_workspace();
-    }
+    static const int per_multiprocessor = resident_blocks(kernel, kWarps * 32, 0);
+    a = with_column_parts(a, blocks, per_multiprocessor, KS, GT, max_parts);
   }
   launch_early(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)), dim3(kWarps * 32), 0, a);
 }
