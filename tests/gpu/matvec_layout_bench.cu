@@ -1,7 +1,7 @@
 // Decode mat-vecs as a model step runs them: a stream of distinct weights (27B GatedDeltaNet layers,
-// together several times the L2), timed as one CUDA graph. Compares the row-layout kernel, tunings
-// of the tiled kernels (tiles in registers, and bulk copies into shared memory), and a read of the
-// same bytes that computes nothing (the ceiling for this many launches).
+// together several times the L2), timed as one CUDA graph. Compares the row-layout kernel, every
+// tuning of the tiled kernel, and a read of the same bytes that computes nothing (the ceiling for
+// this many launches).
 #include <cuda_bf16.h>
 
 #include <cstdio>
@@ -12,7 +12,6 @@
 #include "gpu_timing.h"
 #include "matvec_layout_bench.h"
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/matvec_bulk.cuh"
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_tiles.cuh"
 #include "ops/cuda/matvec_tiles.h"
@@ -77,25 +76,19 @@ struct Tuning {
   std::function<void(const tiles::Args&)> launch;
 };
 
+// KS warps per row group splitting the columns, for every shape (the shipped launch picks per shape).
+template <int KS, int RT, int DEPTH, int MINB>
+Tuning fixed_split() {
+  return {"tiles ks" + std::to_string(KS) + " rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" + std::to_string(MINB),
+          [](const tiles::Args& a) { tiles::launch<__nv_bfloat16, KS, RT, 1, DEPTH, MINB>(a); }};
+}
+
 // max_parts: column parts allowed (1: none).
 template <int RT, int DEPTH, int MINB>
 Tuning tuning(int max_parts = tiles::kMaxParts) {
   return {"tiles rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" + std::to_string(MINB) + " parts<=" +
               std::to_string(max_parts),
           [max_parts](const tiles::Args& a) { tiles::launch_split<__nv_bfloat16, RT, 1, DEPTH, MINB>(a, max_parts); }};
-}
-
-// The bulk-copy kernel (sm_90): STAGES steps of DEPTH tiles per warp in the shared-memory ring.
-template <int RT, int DEPTH, int STAGES, int MINB>
-Tuning bulk(int max_parts = tiles::kMaxParts) {
-  return {"bulk rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " stages" + std::to_string(STAGES) + " blocks" +
-              std::to_string(MINB) + " parts<=" + std::to_string(max_parts),
-          [max_parts](const tiles::Args& a) { tiles::launch_bulk_split<__nv_bfloat16, RT, 1, DEPTH, STAGES, MINB>(a, max_parts); }};
-}
-
-std::vector<Tuning> bulk_tunings() {
-  if (!tiles::bulk_copies_available()) return {};
-  return {bulk<2, 1, 6, 3>(), bulk<2, 2, 4, 2>(), bulk<4, 1, 4, 2>(), bulk<4, 1, 6, 2>(), bulk<4, 1, 3, 3>(), bulk<4, 2, 3, 2>(), bulk<4, 2, 2, 3>()};
 }
 
 }  // namespace
@@ -131,9 +124,8 @@ void matvec_layer_stream_report(int layers) {
   std::printf("layer stream: %d layers, %.1f MB of weights\n", layers, static_cast<double>(bytes) / 1e6);
   report("row layout (matvec_mma)", [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); });
   report("tiles as shipped", [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); });
-  std::vector<Tuning> tunings = {tuning<2, 2, 2>(), tuning<2, 2, 2>(1), tuning<1, 4, 3>(), tuning<2, 4, 2>(), tuning<4, 1, 2>(), tuning<4, 1, 1>()};
-  for (Tuning& t : bulk_tunings()) tunings.push_back(std::move(t));
-  for (const Tuning& t : tunings)
+  for (const Tuning& t : {tuning<2, 2, 2>(1), tuning<2, 2, 2>(2), tuning<2, 2, 2>(3), tuning<2, 2, 2>(4), tuning<1, 4, 3>(), tuning<1, 2, 3>(),
+                          tuning<2, 4, 2>(), tuning<2, 1, 2>(), tuning<2, 2, 1>(), tuning<4, 2, 1>(), fixed_split<4, 2, 2, 2>()})
     report(t.name, [&](size_t i) { t.launch(tiles::args_of(tiled[i], xs[i].data<float>(), 0, 1, ys[i].data<float>(), 0)); });
   report("read only (codes, scales, biases)", [&](size_t i) {
     read_all(tiled[i].data, sink.data<uint32_t>(), 8);
@@ -153,9 +145,7 @@ void matvec_layer_stream_report(int layers) {
   std::vector<std::pair<std::string, std::function<void(size_t)>>> kernels = {
       {"row layout", [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); }},
       {"tiles as shipped", [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); }}};
-  std::vector<Tuning> cold = {tuning<2, 2, 2>(), tuning<4, 1, 2>()};
-  for (Tuning& t : bulk_tunings()) cold.push_back(std::move(t));
-  for (const Tuning& t : cold)
+  for (const Tuning& t : {tuning<2, 2, 2>(1), tuning<2, 2, 2>(3), tuning<1, 4, 3>(), tuning<1, 2, 3>(), tuning<2, 4, 2>(), fixed_split<4, 2, 2, 2>()})
     kernels.emplace_back(t.name, [&, launch = t.launch](size_t i) {
       launch(tiles::args_of(tiled[i], xs[i].data<float>(), 0, 1, ys[i].data<float>(), 0));
     });

@@ -3,7 +3,6 @@
 // several times the L2 (cuda_perf_test, matvec_layer_stream), the row-layout kernel reads 1.67 TB/s
 // and this one 2.27 TB/s; 27B decode 93 -> 121 tok/s (bench/RESULTS.md).
 #include "base/env.h"
-#include "ops/cuda/matvec_bulk.cuh"
 #include "ops/cuda/matvec_tiles.cuh"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/precision.h"
@@ -31,9 +30,6 @@ namespace {
 // 2.32 for one row tile, four in flight, three blocks. Expert matrices are small (a grid is about
 // one wave), and keep the one-row-tile tuning.
 constexpr int kRowTiles = 2, kDepth = 2, kMinBlocks = 2;
-// The bulk-copy kernel: two row tiles per warp, one step of KS tiles at a time, six steps in the
-// ring, three blocks per multiprocessor.
-constexpr int kBulkRowTiles = 2, kBulkDepth = 1, kBulkStages = 6, kBulkMinBlocks = 3;
 constexpr int kExpertDepth = 4, kExpertMinBlocks = 3;
 
 // Thread i writes 16-byte word i of the tiled codes: tile i / 32, lane i % 32.
@@ -76,21 +72,9 @@ int max_column_parts() {
 }
 
 template <class S>
-void launch_tiles(const tiles::Args& a, int group_tiles, bool bulk) {
-  if (bulk) {
-    if (group_tiles == 1) tiles::launch_bulk_split<S, kBulkRowTiles, 1, kBulkDepth, kBulkStages, kBulkMinBlocks>(a, max_column_parts());
-    else tiles::launch_bulk_split<S, kBulkRowTiles, 2, kBulkDepth, kBulkStages, kBulkMinBlocks>(a, max_column_parts());
-  } else if (group_tiles == 1) {
-    tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks>(a, max_column_parts());
-  } else {
-    tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks>(a, max_column_parts());
-  }
-}
-
-// The bulk-copy kernel where the GPU has bulk copies (SANCTUM_MATVEC_BULK=0: never, for comparisons).
-bool bulk_by_default() {
-  static const bool bulk = tiles::bulk_copies_available() && !switched_off("SANCTUM_MATVEC_BULK");
-  return bulk;
+void launch_tiles(const tiles::Args& a, int group_tiles) {
+  if (group_tiles == 1) tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks>(a, max_column_parts());
+  else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks>(a, max_column_parts());
 }
 
 template <class S>
@@ -136,15 +120,11 @@ bool tiles_matvec_ok(const Weight& w, const Tensor& x, int64_t n) {
   return w.layout == WeightLayout::tiles && n >= 1 && n <= 8 && x_rows_ok(x);
 }
 
-bool tiles_bulk_available() { return tiles::bulk_copies_available(); }
-
-void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y, TilesKernel kernel) {
+void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y) {
   const tiles::Args a = tiles::args_of(w, x.data<float>(), x.stride(0), static_cast<int>(x.dim(0)), y.data<float>(), y.stride(0));
   const int group_tiles = w.quant.group_size / 64;
-  const bool bulk = kernel == TilesKernel::automatic ? bulk_by_default() : kernel == TilesKernel::bulk;
-  check(!bulk || tiles::bulk_copies_available(), ErrorKind::unsupported, "[tiles_matvec] the bulk-copy kernel needs sm_90 or later");
-  if (w.scales.dtype() == DType::bf16) launch_tiles<__nv_bfloat16>(a, group_tiles, bulk);
-  else launch_tiles<__half>(a, group_tiles, bulk);
+  if (w.scales.dtype() == DType::bf16) launch_tiles<__nv_bfloat16>(a, group_tiles);
+  else launch_tiles<__half>(a, group_tiles);
   check_launch("matmul (tiled tensor-core mat-vec)");
 }
 

@@ -19,13 +19,8 @@ void tile_weight(Weight& w);
 void prepare_weight(Weight& w);
 // A tiled weight and 1 to 8 x rows, 16-byte aligned.
 bool tiles_matvec_ok(const Weight& w, const Tensor& x, int64_t n);
-// Which kernel streams the tiles: the one the GPU takes (bulk copies into shared memory on sm_90 and
-// later, unless SANCTUM_MATVEC_BULK=0), or one named, for tests (bulk needs sm_90).
-enum class TilesKernel { automatic, registers, bulk };
-// Whether this GPU runs the bulk-copy kernel.
-bool tiles_bulk_available();
 // y (n, rows) = x (n, cols) · wᵀ with x rounded to bf16, sums in f32.
-void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y, TilesKernel kernel = TilesKernel::automatic);
+void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y);
 // Experts in the tiled layout, picked by device ids, as expert_matmul: ya row i = a[ids[i]] · (x row
 // i / fan); with b (same shape as a), yb likewise in the same launch. ya.dim(0) <= 65535.
 bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x);
