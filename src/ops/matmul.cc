@@ -50,6 +50,28 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
     cpu::matmul_dense(x, w, y);
 }
 
+bool matmul_silu_mul_ok(const Weight& gate_up, const Tensor& x) {
+  return static_cast<bool>(x) && static_cast<bool>(gate_up.data) && x.ndim() == 2 && x.dtype() == DType::f32 && x.device() == Device::cuda && gate_up.data.device() == Device::cuda &&
+         matmul_precision() != MatmulPrecision::f32 && cuda::tiles_silu_mul_ok(gate_up, x);
+}
+
+void matmul_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act) {
+  constexpr const char* kFused = "matmul_silu_mul";
+  detail::require_defined(kFused, "act", act);
+  SANCTUM_REQUIRE(matmul_silu_mul_ok(gate_up, x), kFused,
+                  "no fused kernel takes weight '" + gate_up.name + "' with x " + x.shape_string() + "; use matmul and silu_mul");
+  detail::require_one_device(kFused, {{"x", &x}, {"act", &act}, {"weight", &gate_up.data}});
+  detail::require_dtype(kFused, "act", act, DType::f32);
+  SANCTUM_REQUIRE(act.ndim() == 2 && act.dim(0) == x.dim(0) && act.dim(1) == gate_up.rows / 2, kFused,
+                  "act must be (" + std::to_string(x.dim(0)) + ", " + std::to_string(gate_up.rows / 2) + "), got " + act.shape_string());
+  SANCTUM_REQUIRE(x.dim(1) == gate_up.cols, kFused, "x rows have " + std::to_string(x.dim(1)) + " elements, weight '" + gate_up.name +
+                                                        "' has " + std::to_string(gate_up.cols) + " in-features");
+  detail::require_inner_contiguous(kFused, "x", x);
+  detail::require_inner_contiguous(kFused, "act", act);
+  SANCTUM_REQUIRE(x.raw() != act.raw(), kFused, "act must not alias x");
+  cuda::tiles_matvec_silu_mul(x, gate_up, act);
+}
+
 DType matmul_input_dtype(const Weight& w, int64_t rows, Device device) {
   return device == Device::cuda && cuda::matmul_takes_bf16(w, rows) ? DType::bf16 : DType::f32;
 }

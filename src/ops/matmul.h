@@ -11,6 +11,13 @@ namespace sanctum::ops {
 // Accumulates in f32; the reduction order over k is fixed, so a row's result does not depend on n.
 void matmul(const Tensor& x, const Weight& w, Tensor& y);
 
+// act (n, m / 2) = silu(x · gateᵀ) * (x · upᵀ) for a weight w of m rows stacked as gate (rows
+// 0 .. m/2) then up, in one pass over w with no (n, m) intermediate: where matmul_silu_mul_ok says a
+// kernel does it (on a GPU, the tiled mat-vec for decode-sized x in the bf16 precision mode). The
+// same bits as matmul into (n, m) followed by silu_mul on its two halves.
+bool matmul_silu_mul_ok(const Weight& gate_up, const Tensor& x);
+void matmul_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act);
+
 // The element type in which matmul(x, w, y) for `rows` rows on `device` takes x without a conversion
 // pass of its own: bf16 where it would round x to bf16 anyway (the GPU's tensor-core GEMM in the fast
 // precision mode), else f32. A producer that writes x in that type (e.g. silu_mul) saves a pass over

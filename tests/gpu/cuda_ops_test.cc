@@ -251,6 +251,49 @@ TEST_F(Cuda, tiled_weights_reorder_exactly_and_multiply_like_the_row_layout) {
       }
 }
 
+// Gate and up stacked and tiled: the fused mat-vec leaves silu(gate) * up with the bits of the
+// matmul into both halves followed by silu_mul, for shapes that take one, two and eight warps per
+// row tile, column parts (2,048 x 17,408), groups of 64 and 128, bf16 and f16 scales, and 1 to 8 x
+// rows (strided, as a recorded step's views are). The fused op is refused where no kernel takes it:
+// prompts, the f32 mode, the row layout, halves that are not whole row tiles.
+TEST_F(Cuda, tiled_gate_up_silu_mul_gives_matmul_then_silu_mul_bits) {
+  Rng rng(23);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  for (int group : {64, 128})
+    for (DType st : {DType::bf16, DType::f16})
+      for (auto [m, k] : {std::pair<int64_t, int64_t>{32, 128}, {96, 640}, {8224, 1024}, {2048, 17408}}) {
+        const std::string what = label("g%d %s %lldx%lld", group, dtype_name(st), static_cast<long long>(m), static_cast<long long>(k));
+        const Weight w = test::random_quantized(m, k, 4, group, st, rng);
+        const Weight tiled = tiled_on_gpu(w);
+        for (int64_t n : {1, 2, 3, 8}) {
+          Tensor x = gpu(test::random_tensor({n, k + 4}, DType::f32, rng)).slice(1, 0, k);
+          ASSERT_TRUE(ops::matmul_silu_mul_ok(tiled, x)) << what;
+          Tensor both = Tensor::zeros({n, m}, DType::f32, Device::cuda), act = Tensor::zeros({n, m / 2}, DType::f32, Device::cuda);
+          ops::matmul(x, tiled, both);
+          ops::silu_mul(both.slice(1, 0, m / 2), both.slice(1, m / 2, m), act);
+          Tensor fused = Tensor::zeros({n, m / 2 + 8}, DType::f32, Device::cuda);
+          Tensor fused_view = fused.slice(1, 0, m / 2);
+          ops::matmul_silu_mul(x, tiled, fused_view);
+          const Tensor want = host(act), got = host(fused_view);  // host copies are contiguous
+          EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0) << what << " n=" << n;
+        }
+      }
+  const Weight w = test::random_quantized(96, 640, 4, 64, DType::bf16, rng);
+  const Weight tiled = tiled_on_gpu(w), rows = gpu(w);
+  const Tensor one = gpu(test::random_tensor({1, 640}, DType::f32, rng)), prompt = gpu(test::random_tensor({9, 640}, DType::f32, rng));
+  EXPECT_FALSE(ops::matmul_silu_mul_ok(tiled, prompt)) << "prompt-sized x";
+  EXPECT_FALSE(ops::matmul_silu_mul_ok(rows, one)) << "row layout";
+  EXPECT_FALSE(ops::matmul_silu_mul_ok(tiled_on_gpu(test::random_quantized(48, 640, 4, 64, DType::bf16, rng)), one)) << "halves of 24 rows";
+  {
+    PrecisionScope exact(ops::MatmulPrecision::f32);
+    EXPECT_FALSE(ops::matmul_silu_mul_ok(tiled, one)) << "f32 mode";
+  }
+  Tensor act = Tensor::zeros({9, 48}, DType::f32, Device::cuda);
+  EXPECT_THROW(ops::matmul_silu_mul(prompt, tiled, act), Error);
+  Tensor wrong = Tensor::zeros({1, 96}, DType::f32, Device::cuda);  // the stack's width, not a half's
+  EXPECT_THROW(ops::matmul_silu_mul(one, tiled, wrong), Error);
+}
+
 // A tiled weight still works everywhere a weight is read: the bf16 prefill (dequantized for
 // cuBLAS), the exact f32 kernels, the embedding lookup of a tied table, and stacking, where tiled
 // parts stack into the tiling of the stack.

@@ -187,5 +187,22 @@ TEST(Matmul, bad_arguments_raise_errors) {
   EXPECT_THROW(ops::prepare_weight(bad_bits), Error);
 }
 
+// The fused gate/up SwiGLU is a GPU decode kernel: on the CPU it is never offered, and a call anyway
+// is a clear error, not a wrong answer.
+TEST(Matmul, fused_silu_mul_is_refused_where_no_kernel_takes_it) {
+  Rng rng(7);
+  const Weight gate_up = test::random_quantized(32, 64, 4, 32, DType::bf16, rng);
+  const Tensor x = test::random_tensor({1, 64}, DType::f32, rng);
+  Tensor act = Tensor::zeros({1, 16}, DType::f32);
+  EXPECT_FALSE(ops::matmul_silu_mul_ok(gate_up, x));
+  EXPECT_FALSE(ops::matmul_silu_mul_ok(gate_up, Tensor{}));
+  try {
+    ops::matmul_silu_mul(x, gate_up, act);
+    ADD_FAILURE() << "the CPU has no fused kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("use matmul and silu_mul"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace sanctum

@@ -71,10 +71,10 @@ int max_column_parts() {
   return parts;
 }
 
-template <class S>
+template <class S, bool PAIRS = false>
 void launch_tiles(const tiles::Args& a, int group_tiles) {
-  if (group_tiles == 1) tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks>(a, max_column_parts());
-  else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks>(a, max_column_parts());
+  if (group_tiles == 1) tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks, PAIRS>(a, max_column_parts());
+  else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks, PAIRS>(a, max_column_parts());
 }
 
 template <class S>
@@ -126,6 +126,22 @@ void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y) {
   if (w.scales.dtype() == DType::bf16) launch_tiles<__nv_bfloat16>(a, group_tiles);
   else launch_tiles<__half>(a, group_tiles);
   check_launch("matmul (tiled tensor-core mat-vec)");
+}
+
+// SANCTUM_FUSE_SWIGLU=0: never, for comparisons.
+bool tiles_silu_mul_ok(const Weight& gate_up, const Tensor& x) {
+  static const bool off = switched_off("SANCTUM_FUSE_SWIGLU");
+  return !off && tiles_matvec_ok(gate_up, x, x.dim(0)) && gate_up.rows % 32 == 0;
+}
+
+void tiles_matvec_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act) {
+  static_assert(kRowTiles == 2, "gate/up pairs take two row tiles per warp");
+  tiles::Args a = tiles::args_of(gate_up, x.data<float>(), x.stride(0), static_cast<int>(x.dim(0)), act.data<float>(), act.stride(0));
+  a.pair_tiles = gate_up.rows / 32;
+  const int group_tiles = gate_up.quant.group_size / 64;
+  if (gate_up.scales.dtype() == DType::bf16) launch_tiles<__nv_bfloat16, true>(a, group_tiles);
+  else launch_tiles<__half, true>(a, group_tiles);
+  check_launch("matmul_silu_mul (tiled tensor-core mat-vec)");
 }
 
 bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x) {

@@ -19,6 +19,11 @@
 // sharing each x fragment, GT column tiles per scale group (1 for groups of 64, 2 for 128), DEPTH
 // tiles in flight per warp, MINB blocks per multiprocessor.
 //
+// Gate/up pairs: an MLP's gate and up stacked into one weight (gate rows, then up rows) can leave
+// silu(gate) * up instead of the 2 x rows sums: each warp takes a gate row tile and the up row tile
+// of the same output rows (two row tiles per warp), so the SwiGLU needs no launch of its own. The
+// sums are the unpaired kernel's; silu is the silu_mul kernel's, so the bits are those of the two.
+//
 // Column parts: where a matrix has too few row tiles to fill the GPU in whole waves (the 5120-row
 // projections made 160 blocks for 264 places), blockIdx.y splits the columns into `parts` ranges.
 // Each block leaves its sums in a workspace; the block that finishes a row range last adds the
@@ -52,7 +57,23 @@ struct Args {
   int parts = 1, part_tiles = 0;
   float* part_sums = nullptr;
   int* part_counters = nullptr;
+  // Gate and up stacked (launch's PAIRS): row tiles per half. A warp's two row tiles are q and
+  // q + pair_tiles, the same output rows of the gate and the up halves, and y (n, 16 pair_tiles)
+  // receives silu(gate) * up in place of the sums.
+  int64_t pair_tiles = 0;
 };
+
+// The RT row tiles of row group q (kWarps / KS groups per block): q RT .. q RT + RT - 1, or with
+// gate/up pairs q and q + pair_tiles.
+struct RowTiles {
+  int64_t first, step;
+  __device__ __forceinline__ int64_t operator[](int r) const { return first + r * step; }
+};
+template <int RT, bool PAIRS>
+__device__ __forceinline__ RowTiles row_tiles_of(const Args& a, int64_t q) {
+  if constexpr (PAIRS) return RowTiles{q, a.pair_tiles};
+  else return RowTiles{q * RT, 1};
+}
 
 // Experts picked on the device (MoE decode): block row blockIdx.y is output row `slot` of expert
 // ids[slot], whose addresses come from a (E, 3) table of codes, scales and biases; x row slot / fan.
@@ -131,8 +152,7 @@ __device__ __forceinline__ XFragment x_fragment(const float* xt) {
 }
 
 // One tile's share of y: acc[r] += the 16 x 64 weight tile of row tile r (this lane's codes, scale
-// pairs and bias pairs) times x's tile fragment. Both kernels run this arithmetic in the same order,
-// so they give the same bits where they split the columns alike.
+// pairs and bias pairs) times x's tile fragment.
 template <class S, int RT>
 __device__ __forceinline__ void tile_dot(const uint4 (&codes)[RT], const uint32_t (&scale_pairs)[RT], const uint32_t (&bias_pairs)[RT], const XFragment& x,
                                          float (&acc)[RT][4]) {
@@ -165,22 +185,22 @@ __device__ __forceinline__ void tile_dot(const uint4 (&codes)[RT], const uint32_
 }
 
 // The end of a block: the KS warps of a row group add their sums in warp order, and lane (g, t) of
-// the first writes its y elements (or, with column parts, its part's sums; the block that ends a row
-// range last adds the parts in order). Every thread of the block calls this; threads that hold no
-// sums (consumer false) only keep the barriers. partial: kWarps x RT x 4 x 32 floats of shared memory.
-template <int KS, int RT>
-__device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], int64_t block, int part, int64_t rt0, bool consumer,
-                                           float (*partial)[RT][4][32]) {
+// the first writes its y elements, or with gate/up pairs silu(gate) * up (with column parts, first
+// its part's sums; the block that ends a row range last adds the parts in order). Every thread of
+// the block calls this.
+template <int KS, int RT, bool PAIRS>
+__device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], int64_t block, int part) {
+  __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const int n = a.n;
+  const RowTiles rt = row_tiles_of<RT, PAIRS>(a, block * (kWarps / KS) + warp / KS);  // recomputed: nothing held through the loop
   if constexpr (KS > 1) {
-    if (consumer)
 #pragma unroll
-      for (int r = 0; r < RT; ++r)
+    for (int r = 0; r < RT; ++r)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) partial[warp][r][q][lane] = acc[r][q];
+      for (int q = 0; q < 4; ++q) partial[warp][r][q][lane] = acc[r][q];
     __syncthreads();
-    if (consumer && slice == 0)
+    if (slice == 0)
 #pragma unroll
       for (int r = 0; r < RT; ++r)
 #pragma unroll
@@ -189,9 +209,9 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
           for (int w = 1; w < KS; ++w) acc[r][q] += partial[warp + w][r][q][lane];
   }
   // Element (r, q) of this lane: y row and column, and whether it is one of y's.
-  auto row_of = [&](int r, int q) { return (rt0 + r) * 16 + g + (q >> 1) * 8; };
+  auto row_of = [&](int r, int q) { return rt[r] * 16 + g + (q >> 1) * 8; };
   auto col_of = [&](int q) { return 2 * t + (q & 1); };
-  auto stored = [&](int r, int q) { return consumer && slice == 0 && rt0 + r < a.row_tiles && col_of(q) < n; };
+  auto stored = [&](int r, int q) { return slice == 0 && rt[r] < a.row_tiles && col_of(q) < n; };
   if (a.parts > 1) {
     const int64_t rows = a.row_tiles * 16;
 #pragma unroll
@@ -221,11 +241,17 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
           acc[r][q] = sum;
         }
   }
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
+  if constexpr (PAIRS) {  // the up row exists exactly where the pair does
 #pragma unroll
     for (int q = 0; q < 4; ++q)
-      if (stored(r, q)) a.y[col_of(q) * a.y_stride + row_of(r, q)] = acc[r][q];
+      if (stored(1, q)) a.y[col_of(q) * a.y_stride + row_of(0, q)] = silu(acc[0][q]) * acc[1][q];
+  } else {
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (stored(r, q)) a.y[col_of(q) * a.y_stride + row_of(r, q)] = acc[r][q];
+  }
 }
 
 // Block `block` of the grid: kWarps / KS groups of RT row tiles. y (n, rows) f32, n <= 8.
@@ -235,11 +261,11 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
 // warp fit in 128 registers: pointers advance once per DEPTH tiles and the tiles between take
 // immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
 // and the B columns past n hold copies whose results are never stored.
-template <class S, int KS, int RT, int GT, int DEPTH>
+template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false>
 __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
-  const int64_t rt0 = (block * (kWarps / KS) + warp / KS) * RT;
+  const RowTiles rt = row_tiles_of<RT, PAIRS>(a, block * (kWarps / KS) + warp / KS);
   const int k_tiles = a.k_tiles, n = a.n, kt0 = part * a.part_tiles;
   const int count = (min(a.part_tiles, k_tiles - kt0) - slice + KS - 1) / KS;
   // Tile d of a step: codes + d * KS * 32 words, groups + (d * KS) / GT pairs of 8 (whole for d * KS
@@ -248,10 +274,10 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   const uint32_t *sp[RT], *bp[RT];
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
-    const int64_t rt = rt0 + r < a.row_tiles ? rt0 + r : a.row_tiles - 1;  // past the end: recompute the last tile, not written
-    cp[r] = a.codes + (rt * k_tiles + kt0 + slice) * 32 + lane;
-    sp[r] = a.scales + (rt * a.groups + kt0 / GT + slice / GT) * 8 + g;
-    bp[r] = a.biases + (rt * a.groups + kt0 / GT + slice / GT) * 8 + g;
+    const int64_t tile = rt[r] < a.row_tiles ? rt[r] : a.row_tiles - 1;  // past the end: recompute the last tile, not written
+    cp[r] = a.codes + (tile * k_tiles + kt0 + slice) * 32 + lane;
+    sp[r] = a.scales + (tile * a.groups + kt0 / GT + slice / GT) * 8 + g;
+    bp[r] = a.biases + (tile * a.groups + kt0 / GT + slice / GT) * 8 + g;
   }
   const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + (kt0 + slice) * 64;
   float acc[RT][4];
@@ -315,13 +341,12 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   for (int d = 0; d < DEPTH; ++d)
     if (i + d < count) process(buf[d], xp + d * (KS * 64));
 
-  __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
-  store_sums<KS, RT>(a, acc, block, part, rt0, true, partial);
+  store_sums<KS, RT, PAIRS>(a, acc, block, part);
 }
 
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB>
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS>
 __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
-  matvec_body<S, KS, RT, GT, DEPTH>(a, blockIdx.x, blockIdx.y);
+  matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, blockIdx.y);
 }
 
 template <class S, int KS, int GT, int DEPTH, int MINB>
@@ -408,11 +433,13 @@ int resident_blocks(Kernel kernel, int threads, size_t smem) {
   return b;
 }
 
-// max_parts > 1: split the columns into parts where that fills the GPU better.
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB>
+// max_parts > 1: split the columns into parts where that fills the GPU better. PAIRS: a.pair_tiles
+// gate/up pairs (two row tiles per warp).
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
 void launch(Args a, int max_parts = 1) {
+  static_assert(!PAIRS || RT == 2, "a gate/up pair is two row tiles per warp");
   constexpr int64_t tiles_per_block = kWarps / KS * RT;
-  const auto kernel = matvec<S, KS, RT, GT, DEPTH, MINB>;
+  const auto kernel = matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
   if (max_parts > 1) {
     static const int per_multiprocessor = resident_blocks(kernel, kWarps * 32, 0);
@@ -421,13 +448,13 @@ void launch(Args a, int max_parts = 1) {
   launch_early(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)), dim3(kWarps * 32), 0, a);
 }
 
-template <class S, int RT, int GT, int DEPTH, int MINB>
+template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
 void launch_split(const Args& a, int max_parts = kMaxParts) {
   switch (column_split(a.row_tiles, RT, a.k_tiles)) {
-    case 1: return launch<S, 1, RT, GT, DEPTH, MINB>(a, max_parts);
-    case 2: return launch<S, 2, RT, GT, DEPTH, MINB>(a, max_parts);
-    case 4: return launch<S, 4, RT, GT, DEPTH, MINB>(a, max_parts);
-    default: return launch<S, 8, RT, GT, DEPTH, MINB>(a, max_parts);
+    case 1: return launch<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+    case 2: return launch<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+    case 4: return launch<S, 4, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+    default: return launch<S, 8, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
   }
 }
 

@@ -21,6 +21,11 @@ void prepare_weight(Weight& w);
 bool tiles_matvec_ok(const Weight& w, const Tensor& x, int64_t n);
 // y (n, rows) = x (n, cols) · wᵀ with x rounded to bf16, sums in f32.
 void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y);
+// A tiled weight stacked as gate (rows 0 .. m/2) then up, each half whole row tiles, and x as for
+// tiles_matvec: act (n, m / 2) = silu(x · gateᵀ) * (x · upᵀ) in one launch, the bits of
+// tiles_matvec into (n, m) followed by silu_mul (SANCTUM_FUSE_SWIGLU=0: never offered).
+bool tiles_silu_mul_ok(const Weight& gate_up, const Tensor& x);
+void tiles_matvec_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act);
 // Experts in the tiled layout, picked by device ids, as expert_matmul: ya row i = a[ids[i]] · (x row
 // i / fan); with b (same shape as a), yb likewise in the same launch. ya.dim(0) <= 65535.
 bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x);

@@ -50,6 +50,8 @@ void tile_weight(Weight&) { no_cuda("tile_weight"); }
 void prepare_weight(Weight&) {}
 bool tiles_matvec_ok(const Weight&, const Tensor&, int64_t) { return false; }
 void tiles_matvec(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
+bool tiles_silu_mul_ok(const Weight&, const Tensor&) { return false; }
+void tiles_matvec_silu_mul(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul_silu_mul"); }
 bool tiles_experts_ok(const ExpertSet&, const Tensor&) { return false; }
 void tiles_expert_matvec(const Tensor&, const ExpertSet&, const ExpertSet*, const Tensor&, Tensor&, Tensor*) {
   no_cuda("expert mat-vec");
