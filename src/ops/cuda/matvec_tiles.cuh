@@ -411,28 +411,6 @@ inline int column_parts(int64_t blocks, int64_t slots, int64_t k_tiles, int ks, 
   return best;
 }
 
-// a with its columns split into parts where that fills the GPU better: `blocks` blocks of KS warps
-// per row group, `per_multiprocessor` of them resident on each multiprocessor at once.
-inline Args with_column_parts(Args a, int64_t blocks, int per_multiprocessor, int ks, int gt, int max_parts) {
-  const int parts = column_parts(blocks, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles, ks,
-                                 static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
-  if (parts > 1) {
-    a.part_tiles = (a.k_tiles + parts - 1) / parts;
-    a.part_tiles += (gt - a.part_tiles % gt) % gt;
-    a.parts = (a.k_tiles + a.part_tiles - 1) / a.part_tiles;
-    a.part_sums = part_sums_workspace();
-    a.part_counters = part_counters_workspace();
-  }
-  return a;
-}
-
-template <class Kernel>
-int resident_blocks(Kernel kernel, int threads, size_t smem) {
-  int b = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, threads, smem), "mat-vec occupancy");
-  return b;
-}
-
 // max_parts > 1: split the columns into parts where that fills the GPU better. PAIRS: a.pair_tiles
 // gate/up pairs (two row tiles per warp).
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
@@ -442,8 +420,20 @@ void launch(Args a, int max_parts = 1) {
   const auto kernel = matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
   if (max_parts > 1) {
-    static const int per_multiprocessor = resident_blocks(kernel, kWarps * 32, 0);
-    a = with_column_parts(a, blocks, per_multiprocessor, KS, GT, max_parts);
+    static const int per_multiprocessor = [&] {
+      int b = 0;
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, 0), "mat-vec occupancy");
+      return b;
+    }();
+    const int parts = column_parts(blocks, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles, KS,
+                                   static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
+    if (parts > 1) {
+      a.part_tiles = (a.k_tiles + parts - 1) / parts;
+      a.part_tiles += (GT - a.part_tiles % GT) % GT;
+      a.parts = (a.k_tiles + a.part_tiles - 1) / a.part_tiles;
+      a.part_sums = part_sums_workspace();
+      a.part_counters = part_counters_workspace();
+    }
   }
   launch_early(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)), dim3(kWarps * 32), 0, a);
 }
