@@ -51,8 +51,9 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
 }
 
 bool matmul_silu_mul_ok(const Weight& gate_up, const Tensor& x) {
-  return static_cast<bool>(x) && static_cast<bool>(gate_up.data) && x.ndim() == 2 && x.dtype() == DType::f32 && x.device() == Device::cuda && gate_up.data.device() == Device::cuda &&
-         matmul_precision() != MatmulPrecision::f32 && cuda::tiles_silu_mul_ok(gate_up, x);
+  if (!x || !gate_up.data || x.ndim() != 2 || x.dtype() != DType::f32) return false;
+  return x.device() == Device::cuda && gate_up.data.device() == Device::cuda && matmul_precision() != MatmulPrecision::f32 &&
+         cuda::tiles_silu_mul_ok(gate_up, x);
 }
 
 void matmul_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act) {

@@ -252,10 +252,10 @@ TEST_F(Cuda, tiled_weights_reorder_exactly_and_multiply_like_the_row_layout) {
 }
 
 // Gate and up stacked and tiled: the fused mat-vec leaves silu(gate) * up with the bits of the
-// matmul into both halves followed by silu_mul, for shapes that take one, two and eight warps per
-// row tile, column parts (2,048 x 17,408), groups of 64 and 128, bf16 and f16 scales, and 1 to 8 x
-// rows (strided, as a recorded step's views are). The fused op is refused where no kernel takes it:
-// prompts, the f32 mode, the row layout, halves that are not whole row tiles.
+// matmul into both halves followed by silu_mul, for shapes that take one, two, four and eight
+// warps per row tile, column parts (2,048 x 17,408), groups of 64 and 128, bf16 and f16 scales,
+// and 1 to 8 x rows (strided, as a recorded step's views are). The fused op is refused where no
+// kernel takes it: prompts, the f32 mode, the row layout, halves that are not whole row tiles.
 TEST_F(Cuda, tiled_gate_up_silu_mul_gives_matmul_then_silu_mul_bits) {
   Rng rng(23);
   PrecisionScope fast(ops::MatmulPrecision::bf16);
