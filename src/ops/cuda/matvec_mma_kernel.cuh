@@ -37,6 +37,26 @@ __host__ __device__ constexpr int64_t staged_row_words(int64_t k_tiles) { return
 // Word w = 2s + h of lane t holds x columns 16t + 8(s/2) + 2(s%2) + h and that + 4.
 __device__ __forceinline__ int staged_column(int t, int w) { return 16 * t + 8 * (w >> 2) + 2 * ((w >> 1) & 1) + (w & 1); }
 
+// The KS warps of a row group meet in shared memory: each leaves its RT x 4 sums, and the group's
+// first warp (slice 0) adds the others' in warp order. Every thread of the block calls this.
+template <int KS, int RT>
+__device__ __forceinline__ void add_slices(float (*partial)[RT][4][32], float (&acc)[RT][4], int warp, int lane, int slice) {
+  if constexpr (KS > 1) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[warp][r][i][lane] = acc[r][i];
+    __syncthreads();
+    if (slice == 0)
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int w = 1; w < KS; ++w) acc[r][i] += partial[warp + w][r][i][lane];
+  }
+}
+
 struct Args {
   const uint8_t* codes;
   int64_t row_bytes;
@@ -173,20 +193,8 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
     }
   }
 
-  if constexpr (KS > 1) {
-#pragma unroll
-    for (int r = 0; r < RT; ++r)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) partial[warp][r][i][lane] = acc[r][i];
-    __syncthreads();
-    if (slice != 0) return;
-#pragma unroll
-    for (int r = 0; r < RT; ++r)
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int w = 1; w < KS; ++w) acc[r][i] += partial[warp + w][r][i][lane];
-  }
+  add_slices<KS, RT>(partial, acc, warp, lane, slice);
+  if (slice != 0) return;
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
     if (tile0 + r >= a.rows / 16) break;

@@ -83,7 +83,6 @@ void launch_expert_tiles(const tiles::ExpertArgs& e, int group_tiles, int slots,
   else tiles::launch_experts_split<S, 2, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
 }
 
-
 bool x_rows_ok(const Tensor& x) { return aligned16(x.raw()) && x.stride(0) % 4 == 0; }
 
 }  // namespace

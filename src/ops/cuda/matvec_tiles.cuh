@@ -194,20 +194,7 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const int n = a.n;
   const RowTiles rt = row_tiles_of<RT, PAIRS>(a, block * (kWarps / KS) + warp / KS);  // recomputed: nothing held through the loop
-  if constexpr (KS > 1) {
-#pragma unroll
-    for (int r = 0; r < RT; ++r)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) partial[warp][r][q][lane] = acc[r][q];
-    __syncthreads();
-    if (slice == 0)
-#pragma unroll
-      for (int r = 0; r < RT; ++r)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-#pragma unroll
-          for (int w = 1; w < KS; ++w) acc[r][q] += partial[warp + w][r][q][lane];
-  }
+  mma::add_slices<KS, RT>(partial, acc, warp, lane, slice);
   // Element (r, q) of this lane: y row and column, and whether it is one of y's.
   auto row_of = [&](int r, int q) { return rt[r] * 16 + g + (q >> 1) * 8; };
   auto col_of = [&](int q) { return 2 * t + (q & 1); };
