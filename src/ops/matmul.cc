@@ -11,13 +11,29 @@ namespace sanctum::ops {
 namespace {
 constexpr const char* kOp = "matmul";
 
-void check_weight_layout(const Weight& w) {
-  detail::require_weight(kOp, w);
-  detail::require_inner_contiguous(kOp, "weight data", w.data);
+void check_weight_layout(const char* op, const Weight& w) {
+  detail::require_weight(op, w);
+  detail::require_inner_contiguous(op, "weight data", w.data);
   if (w.quantized()) {
-    detail::require_inner_contiguous(kOp, "weight scales", w.scales);
-    detail::require_inner_contiguous(kOp, "weight biases", w.biases);
+    detail::require_inner_contiguous(op, "weight scales", w.scales);
+    detail::require_inner_contiguous(op, "weight biases", w.biases);
   }
+}
+
+// What a product of x (n, w.cols) and w writes to: y (n, y_cols) f32, named y_name, rows inner
+// contiguous in both, y not x.
+void check_output(const char* op, const char* y_name, const Tensor& x, const Weight& w, const Tensor& y, int64_t y_cols) {
+  const std::string out = y_name;
+  detail::require_dtype(op, y_name, y, DType::f32);
+  SANCTUM_REQUIRE(x.ndim() == 2 && y.ndim() == 2, op, "x and " + out + " must be 2-D (n, k) and (n, m), got x " + x.shape_string() + ", " +
+                                                          out + " " + y.shape_string());
+  SANCTUM_REQUIRE(x.dim(1) == w.cols, op, "x rows have " + std::to_string(x.dim(1)) + " elements, weight '" + w.name + "' has " +
+                                              std::to_string(w.cols) + " in-features");
+  SANCTUM_REQUIRE(y.dim(0) == x.dim(0) && y.dim(1) == y_cols, op,
+                  out + " must be (" + std::to_string(x.dim(0)) + ", " + std::to_string(y_cols) + "), got " + y.shape_string());
+  detail::require_inner_contiguous(op, "x", x);
+  detail::require_inner_contiguous(op, y_name, y);
+  SANCTUM_REQUIRE(x.raw() != y.raw(), op, out + " must not alias x");
 }
 }  // namespace
 
@@ -25,20 +41,11 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   detail::require_defined(kOp, "x", x);
   detail::require_defined(kOp, "y", y);
   const Device device = detail::require_one_device(kOp, {{"x", &x}, {"y", &y}, {"weight", &w.data}});
-  check_weight_layout(w);
+  check_weight_layout(kOp, w);
   // x is f32, or bf16 where matmul_input_dtype says this matmul takes it so.
   if (!(x.dtype() == DType::bf16 && x.ndim() == 2 && matmul_input_dtype(w, x.dim(0), device) == DType::bf16))
     detail::require_dtype(kOp, "x", x, DType::f32);
-  detail::require_dtype(kOp, "y", y, DType::f32);
-  SANCTUM_REQUIRE(x.ndim() == 2 && y.ndim() == 2, kOp, "x and y must be 2-D (n, k) and (n, m), got x " +
-                                                           x.shape_string() + ", y " + y.shape_string());
-  SANCTUM_REQUIRE(x.dim(1) == w.cols, kOp, "x rows have " + std::to_string(x.dim(1)) + " elements, weight '" + w.name +
-                                               "' has " + std::to_string(w.cols) + " in-features");
-  SANCTUM_REQUIRE(y.dim(0) == x.dim(0) && y.dim(1) == w.rows, kOp,
-                  "y must be (" + std::to_string(x.dim(0)) + ", " + std::to_string(w.rows) + "), got " + y.shape_string());
-  detail::require_inner_contiguous(kOp, "x", x);
-  detail::require_inner_contiguous(kOp, "y", y);
-  SANCTUM_REQUIRE(x.raw() != y.raw(), kOp, "y must not alias x");
+  check_output(kOp, "y", x, w, y, w.rows);
   if (x.dim(0) == 0 || w.rows == 0) return;
   if (device == Device::cuda) return cuda::matmul(x, w, y);
   SANCTUM_REQUIRE(w.layout == WeightLayout::rows, kOp, "weight '" + w.name + "' is tiled for the GPU and cannot run on the CPU");
@@ -62,14 +69,8 @@ void matmul_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act) {
   SANCTUM_REQUIRE(matmul_silu_mul_ok(gate_up, x), kFused,
                   "no fused kernel takes weight '" + gate_up.name + "' with x " + x.shape_string() + "; use matmul and silu_mul");
   detail::require_one_device(kFused, {{"x", &x}, {"act", &act}, {"weight", &gate_up.data}});
-  detail::require_dtype(kFused, "act", act, DType::f32);
-  SANCTUM_REQUIRE(act.ndim() == 2 && act.dim(0) == x.dim(0) && act.dim(1) == gate_up.rows / 2, kFused,
-                  "act must be (" + std::to_string(x.dim(0)) + ", " + std::to_string(gate_up.rows / 2) + "), got " + act.shape_string());
-  SANCTUM_REQUIRE(x.dim(1) == gate_up.cols, kFused, "x rows have " + std::to_string(x.dim(1)) + " elements, weight '" + gate_up.name +
-                                                        "' has " + std::to_string(gate_up.cols) + " in-features");
-  detail::require_inner_contiguous(kFused, "x", x);
-  detail::require_inner_contiguous(kFused, "act", act);
-  SANCTUM_REQUIRE(x.raw() != act.raw(), kFused, "act must not alias x");
+  check_weight_layout(kFused, gate_up);
+  check_output(kFused, "act", x, gate_up, act, gate_up.rows / 2);
   cuda::tiles_matvec_silu_mul(x, gate_up, act);
 }
 
@@ -78,7 +79,7 @@ DType matmul_input_dtype(const Weight& w, int64_t rows, Device device) {
 }
 
 void prepare_weight(Weight& w) {
-  check_weight_layout(w);
+  check_weight_layout(kOp, w);
   if (w.data.device() == Device::cuda) return cuda::prepare_weight(w);
   cpu::prepare_weight(w);
   if (w.quantized() && matmul_precision() == MatmulPrecision::int8) cpu::prepare_weight_int8(w);

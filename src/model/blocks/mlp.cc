@@ -40,7 +40,7 @@ void MlpBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   // silu(gate) * up in the type the down projection reads (bf16 for a GPU prompt in the fast mode).
   const DType act_type = ops::matmul_input_dtype(down_, n, x.device());
   Tensor act = act_type == DType::f32 ? ws.get(kGate, n, intermediate_) : ws.get_typed(kAct, n, intermediate_, act_type);
-  if (gate_up_.rows > 0 && act_type == DType::f32 && ops::matmul_silu_mul_ok(gate_up_, x)) {
+  if (act_type == DType::f32 && ops::matmul_silu_mul_ok(gate_up_, x)) {
     ops::matmul_silu_mul(x, gate_up_, act);  // decode on a GPU: no launch for the SwiGLU
   } else if (gate_up_.rows > 0) {
     Tensor both = ws.get(kGateUp, n, 2 * intermediate_);
