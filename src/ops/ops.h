@@ -13,3 +13,4 @@
 #include "ops/rope.h"
 #include "ops/rope_store.h"
 #include "ops/softmax.h"
+#include "ops/weight_stream.h"

@@ -31,8 +31,14 @@
 //
 // Launched early (common.cuh): the first DEPTH tiles' loads are in flight before the kernel waits
 // for the one that writes x, so the weight stream starts while that kernel finishes.
+//
+// The next weight (ops/weight_stream.h): as its blocks finish, the launch asks L2 for the first
+// column tiles of every row tile (and column part) of the weight the step's next mat-vec reads, so
+// that mat-vec's warps start on cached tiles after the small kernels between the two.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <algorithm>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/matvec_mma_kernel.cuh"
@@ -40,6 +46,19 @@
 namespace sanctum::ops::cuda::tiles {
 
 using mma::kWarps;
+
+// The start of the weight the step reads next: per row tile and column part, its first `tiles`
+// column tiles' codes with their scales and biases (tiles 0: nothing to warm). Only the blocks of the
+// last wave (linear index first_block on) warm it: what earlier blocks asked for would be pushed out
+// of L2 by the rest of this launch's stream before it is read.
+struct NextWeight {
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;
+  const uint8_t* biases = nullptr;
+  int64_t row_tiles = 0;
+  int k_tiles = 0, groups = 0, group_tiles = 1, parts = 1, part_tiles = 0, tiles = 0;
+  int64_t first_block = 0;
+};
 
 struct Args {
   const uint4* codes;
@@ -61,6 +80,10 @@ struct Args {
   // q + pair_tiles, the same output rows of the gate and the up halves, and y (n, 16 pair_tiles)
   // receives silu(gate) * up in place of the sums.
   int64_t pair_tiles = 0;
+  NextWeight next;
+  // Weight loads marked first to leave L2 (they are read once per step), so that they do not push
+  // out x, the step's state and a warmed next weight.
+  bool evict_first = false;
 };
 
 // The RT row tiles of row group q (kWarps / KS groups per block): q RT .. q RT + RT - 1, or with
@@ -73,6 +96,30 @@ template <int RT, bool PAIRS>
 __device__ __forceinline__ RowTiles row_tiles_of(const Args& a, int64_t q) {
   if constexpr (PAIRS) return RowTiles{q, a.pair_tiles};
   else return RowTiles{q * RT, 1};
+}
+
+// This block's share of warming the next weight into L2: units (row tile, part) split evenly over the
+// grid, one bulk prefetch per unit and tensor (sm_90; earlier GPUs skip it).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void warm_next(const NextWeight& w) {
+  const int64_t block = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x - w.first_block;
+  if (w.tiles == 0 || block < 0) return;
+  const int64_t units = w.row_tiles * w.parts, blocks = static_cast<int64_t>(gridDim.x) * gridDim.y - w.first_block;
+  const int64_t end = units * (block + 1) / blocks;
+  for (int64_t u = units * block / blocks + threadIdx.x; u < end; u += blockDim.x) {
+    const int64_t rt = u / w.parts;
+    const int kt0 = static_cast<int>(u % w.parts) * w.part_tiles, tiles = min(w.tiles, w.k_tiles - kt0);
+    if (tiles <= 0) continue;
+    prefetch_l2(w.codes + (rt * w.k_tiles + kt0) * 512, static_cast<uint32_t>(tiles) * 512);
+    const int64_t group0 = rt * w.groups + kt0 / w.group_tiles;  // kt0 is whole groups
+    const uint32_t group_bytes = static_cast<uint32_t>((tiles + w.group_tiles - 1) / w.group_tiles) * 32;
+    prefetch_l2(w.scales + group0 * 32, group_bytes);
+    prefetch_l2(w.biases + group0 * 32, group_bytes);
+  }
 }
 
 // Experts picked on the device (MoE decode): block row blockIdx.y is output row `slot` of expert
@@ -92,15 +139,24 @@ struct ExpertArgs {
 };
 
 // Weights stream past L1 (read once; left to L1 they evict x, which every tile reads again); x stays.
-__device__ __forceinline__ uint4 load_weight(const uint4* p) {
+// In L2 they keep the priority of `policy` (weight_policy).
+__device__ __forceinline__ uint4 load_weight(const uint4* p, uint64_t policy) {
   uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
   return v;
 }
-__device__ __forceinline__ uint32_t load_weight(const uint32_t* p) {
+__device__ __forceinline__ uint32_t load_weight(const uint32_t* p, uint64_t policy) {
   uint32_t v;
-  asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(policy));
   return v;
+}
+__device__ __forceinline__ uint64_t weight_policy(bool evict_first) {
+  uint64_t first, normal;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
+  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(normal));
+  return evict_first ? first : normal;
 }
 __device__ __forceinline__ float4 load_x(const float* p) {
   float4 v;
@@ -267,6 +323,7 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
     bp[r] = a.biases + (tile * a.groups + kt0 / GT + slice / GT) * 8 + g;
   }
   const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + (kt0 + slice) * 64;
+  const uint64_t policy = weight_policy(a.evict_first);
   float acc[RT][4];
 #pragma unroll
   for (int r = 0; r < RT; ++r)
@@ -280,9 +337,9 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   auto fetch = [&](Tile& f, int d) {
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      f.c[r] = load_weight(cp[r] + d * (KS * 32));
-      f.s[r] = load_weight(sp[r] + (d * KS) / GT * 8);
-      f.b[r] = load_weight(bp[r] + (d * KS) / GT * 8);
+      f.c[r] = load_weight(cp[r] + d * (KS * 32), policy);
+      f.s[r] = load_weight(sp[r] + (d * KS) / GT * 8, policy);
+      f.b[r] = load_weight(bp[r] + (d * KS) / GT * 8, policy);
     }
   };
   auto advance = [&] {
@@ -328,6 +385,7 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   for (int d = 0; d < DEPTH; ++d)
     if (i + d < count) process(buf[d], xp + d * (KS * 64));
 
+  warm_next(a.next);
   store_sums<KS, RT, PAIRS>(a, acc, block, part);
 }
 
@@ -399,21 +457,21 @@ inline int column_parts(int64_t blocks, int64_t slots, int64_t k_tiles, int ks, 
 }
 
 // max_parts > 1: split the columns into parts where that fills the GPU better. PAIRS: a.pair_tiles
-// gate/up pairs (two row tiles per warp).
+// gate/up pairs (two row tiles per warp). Returns the arguments launched (with the parts chosen).
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch(Args a, int max_parts = 1) {
+Args launch(Args a, int max_parts = 1) {
   static_assert(!PAIRS || RT == 2, "a gate/up pair is two row tiles per warp");
   constexpr int64_t tiles_per_block = kWarps / KS * RT;
   const auto kernel = matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
+  static const int per_multiprocessor = [&] {
+    int b = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, 0), "mat-vec occupancy");
+    return b;
+  }();
+  const int64_t slots = int64_t{per_multiprocessor} * multiprocessor_count();
   if (max_parts > 1) {
-    static const int per_multiprocessor = [&] {
-      int b = 0;
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, 0), "mat-vec occupancy");
-      return b;
-    }();
-    const int parts = column_parts(blocks, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles, KS,
-                                   static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
+    const int parts = column_parts(blocks, slots, a.k_tiles, KS, static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
     if (parts > 1) {
       a.part_tiles = (a.k_tiles + parts - 1) / parts;
       a.part_tiles += (GT - a.part_tiles % GT) % GT;
@@ -422,11 +480,13 @@ void launch(Args a, int max_parts = 1) {
       a.part_counters = part_counters_workspace();
     }
   }
+  a.next.first_block = std::max<int64_t>(0, blocks * a.parts - slots);
   launch_early(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)), dim3(kWarps * 32), 0, a);
+  return a;
 }
 
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch_split(const Args& a, int max_parts = kMaxParts) {
+Args launch_split(const Args& a, int max_parts = kMaxParts) {
   switch (column_split(a.row_tiles, RT, a.k_tiles)) {
     case 1: return launch<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
     case 2: return launch<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);

@@ -1,0 +1,54 @@
+"""Decode tok/s of sanctum for several values of environment settings (every combination when --env is
+given more than once), on the same checkpoint in one run: the settings are timed in turns, round after
+round, so that drift over the run falls on all of them alike. For tuning switches such as
+SANCTUM_L2_PREFETCH_MB; the full benchmark is run_bench.py.
+
+  python3 bench/gpu/decode_sweep.py --shapes qwen3_5-27b,mistral-24b --env SANCTUM_L2_PREFETCH_MB=0,8,16,32 \
+      [--env NAME=V1,V2] [--rounds 2] --out sweep.json
+Needs SANCTUM_BIN (scripts/gpu_check.sh sets it).
+"""
+import argparse
+import itertools
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import random_checkpoint  # noqa: E402
+from run_bench import WORK, sanctum_bench  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default=",".join(random_checkpoint.SHAPES))
+    ap.add_argument("--env", required=True, action="append", metavar="NAME=V1,V2,...")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    axes = [(name, values.split(",")) for name, _, values in (e.partition("=") for e in args.env)]
+    settings = [dict(zip([n for n, _ in axes], combo)) for combo in itertools.product(*[v for _, v in axes])]
+    labels = [" ".join(f"{n}={v}" for n, v in s.items()) for s in settings]
+    WORK.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for shape in args.shapes.split(","):
+        model_dir = WORK / shape
+        random_checkpoint.write_mlx_4bit(model_dir, random_checkpoint.hf_config(shape))
+        runs = {label: [] for label in labels}
+        for _ in range(args.rounds):
+            for label, env in zip(labels, settings):
+                runs[label].append(sanctum_bench(model_dir, env, decode_only=True)["by_test"]["tg128@512"])
+        shutil.rmtree(model_dir, ignore_errors=True)
+        results[shape] = runs
+        print(f"## {shape}: decode tok/s (tg128 after 512), the first setting as the base")
+        base = statistics.median(runs[labels[0]])
+        for label in labels:
+            m = statistics.median(runs[label])
+            print(f"  {label:40s}  median {m:7.1f}  ({m / base:.3f}x)  runs {', '.join(f'{x:.1f}' for x in runs[label])}")
+        Path(args.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
