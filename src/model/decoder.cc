@@ -125,7 +125,6 @@ class DecoderModel final : public Model {
       if (!layers_[i].gdn) state.kv(i).reserve(pos0 + n);
 
     if (config_.device == Device::cpu && which != LogitsFor::all && n > kPieceTokens) return forward_in_pieces(tokens, state, which);
-    const ops::WeightStream::Scope stream_scope(weight_stream_);
     if (n == 1 && graphs_) {
       decode_recorded(tokens[0], state, which);
     } else {
@@ -279,8 +278,6 @@ class DecoderModel final : public Model {
   StepGraph graph_;
   std::vector<uint64_t> recorded_key_, current_key_;
   Tensor step_;  // i32 [token, position] on the device
-  // The order this model's mat-vecs read their weights in (what each one warms into L2 on a GPU).
-  ops::WeightStream weight_stream_;
   // Picking on the GPU (CUDA only; SANCTUM_GPU_SAMPLING=0 turns it off).
   bool device_picks_ = false;
   Tensor picked_ids_;  // i32 (rows) on the device: forward_pick's ids before they are copied back

@@ -13,4 +13,3 @@
 #include "ops/rope.h"
 #include "ops/rope_store.h"
 #include "ops/softmax.h"
-#include "ops/weight_stream.h"

@@ -294,54 +294,6 @@ TEST_F(Cuda, tiled_gate_up_silu_mul_gives_matmul_then_silu_mul_bits) {
   EXPECT_THROW(ops::matmul_silu_mul(one, tiled, wrong), Error);
 }
 
-// Under a weight stream each tiled mat-vec warms the start of the weight read after it last time
-// into L2. A prefetch changes no result: a pass that warms (the second) gives the bits of one
-// outside any stream; the stream learns the order, wrapping from the last weight to the first, with
-// the column parts each mat-vec chose. The weights take one and several parts, a gate/up pair, both
-// group sizes and scale types, so the warming's address arithmetic covers each of those.
-TEST_F(Cuda, weight_stream_warming_keeps_the_bits_and_learns_the_order) {
-  Rng rng(31);
-  PrecisionScope fast(ops::MatmulPrecision::bf16);
-  struct Step {
-    Weight w;
-    bool pair;
-  };
-  const std::vector<Step> steps = {{tiled_on_gpu(test::random_quantized(8224, 1024, 4, 64, DType::bf16, rng)), false},
-                                   {tiled_on_gpu(test::random_quantized(1024, 17408, 4, 128, DType::f16, rng)), false},
-                                   {tiled_on_gpu(test::random_quantized(2048, 1024, 4, 64, DType::bf16, rng)), true},
-                                   {tiled_on_gpu(test::random_quantized(32, 20096, 4, 64, DType::bf16, rng)), false}};
-  for (int64_t n : {1, 3}) {
-    std::vector<Tensor> xs;
-    for (const Step& s : steps) xs.push_back(gpu(test::random_tensor({n, s.w.cols}, DType::f32, rng)));
-    auto run = [&](std::vector<Tensor>& out) {
-      for (size_t i = 0; i < steps.size(); ++i) {
-        const Step& s = steps[i];
-        Tensor y = Tensor::zeros({n, s.pair ? s.w.rows / 2 : s.w.rows}, DType::f32, Device::cuda);
-        if (s.pair) ops::matmul_silu_mul(xs[i], s.w, y);
-        else ops::matmul(xs[i], s.w, y);
-        out.push_back(host(y));
-      }
-    };
-    std::vector<Tensor> plain, first, warmed;
-    run(plain);
-    ops::WeightStream stream;
-    {
-      const ops::WeightStream::Scope scope(stream);
-      run(first);
-      run(warmed);
-    }
-    for (size_t i = 0; i < steps.size(); ++i) {
-      EXPECT_EQ(std::memcmp(plain[i].raw(), warmed[i].raw(), plain[i].nbytes()), 0) << "step " << i << " n=" << n;
-      EXPECT_EQ(std::memcmp(plain[i].raw(), first[i].raw(), plain[i].nbytes()), 0) << "step " << i << " n=" << n;
-      const ops::WeightStream::Read* next = stream.next_after(steps[i].w);
-      ASSERT_NE(next, nullptr) << "step " << i;
-      EXPECT_EQ(next->weight.data.raw(), steps[(i + 1) % steps.size()].w.data.raw()) << "step " << i;
-    }
-    EXPECT_GT(stream.next_after(steps[0].w)->parts, 1) << "the 1024 x 17408 weight splits its columns on an H200";
-    EXPECT_EQ(ops::WeightStream::current(), nullptr);
-  }
-}
-
 // A tiled weight still works everywhere a weight is read: the bf16 prefill (dequantized for
 // cuBLAS), the exact f32 kernels, the embedding lookup of a tied table, and stacking, where tiled
 // parts stack into the tiling of the stack.

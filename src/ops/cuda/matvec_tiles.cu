@@ -2,14 +2,10 @@
 // matvec_tiles.cuh), and the mat-vec's entry point. On an H200, over a stream of 27B-shape weights
 // several times the L2 (cuda_perf_test, matvec_layer_stream), the row-layout kernel reads 1.67 TB/s
 // and this one 2.27 TB/s; 27B decode 93 -> 121 tok/s (bench/RESULTS.md).
-#include <algorithm>
-#include <cstdlib>
-
 #include "base/env.h"
 #include "ops/cuda/matvec_tiles.cuh"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/precision.h"
-#include "ops/weight_stream.h"
 
 namespace sanctum::ops::cuda {
 
@@ -76,53 +72,25 @@ int max_column_parts() {
 }
 
 template <class S, bool PAIRS = false>
-tiles::Args launch_tiles(const tiles::Args& a, int group_tiles) {
-  if (group_tiles == 1) return tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks, PAIRS>(a, max_column_parts());
-  return tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks, PAIRS>(a, max_column_parts());
+void launch_tiles(const tiles::Args& a, int group_tiles) {
+  if (group_tiles == 1) tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks, PAIRS>(a, max_column_parts());
+  else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks, PAIRS>(a, max_column_parts());
 }
 
-// Bytes of the next weight a mat-vec warms into L2 (ops/weight_stream.h): SANCTUM_L2_PREFETCH_MB,
-// default 16 (a third of an H200's L2, so that what is warmed survives the small kernels' traffic
-// until it is read); 0 turns the warming off.
-int64_t warm_bytes() {
-  static const int64_t bytes = [] {
-    const char* v = std::getenv("SANCTUM_L2_PREFETCH_MB");
-    const long mb = v != nullptr ? std::strtol(v, nullptr, 10) : 16;
-    return mb > 0 ? static_cast<int64_t>(mb) << 20 : int64_t{0};
-  }();
-  return bytes;
-}
-
-// What the mat-vec over w warms: the weight read after w in the scope's stream, its first column
-// tiles of every row tile and part, as many as the budget spreads over them.
-tiles::NextWeight next_weight_after(const Weight& w) {
-  const ops::WeightStream* stream = ops::WeightStream::current();
-  const ops::WeightStream::Read* next = stream != nullptr ? stream->next_after(w) : nullptr;
-  if (next == nullptr || warm_bytes() == 0) return {};
-  const Weight& n = next->weight;
-  tiles::NextWeight t{static_cast<const uint8_t*>(n.data.raw()), static_cast<const uint8_t*>(n.scales.raw()),
-                      static_cast<const uint8_t*>(n.biases.raw()), n.rows / 16, static_cast<int>(n.cols / 64),
-                      static_cast<int>(n.cols / n.quant.group_size), n.quant.group_size / 64, next->parts, next->part_tiles, 0};
-  const int64_t unit_bytes = 512 + 64 / t.group_tiles, units = t.row_tiles * t.parts;  // a column tile's codes, scales, biases
-  t.tiles = static_cast<int>(std::min<int64_t>(warm_bytes() / (units * unit_bytes), t.part_tiles));
-  return t;
-}
-
-// Launches the tiled mat-vec over w, warming the next weight and noting w in the scope's stream.
-// Weight loads marked evict-first in L2 (SANCTUM_WEIGHT_EVICT_FIRST=0: normal, for comparisons).
+// Weight loads marked evict-first in L2 (SANCTUM_WEIGHT_EVICT_FIRST=0: normal, for comparisons). On an
+// H200 it took decode 142.2 -> 144.0 tok/s (27B shape) and 184.0 -> 186.6 (24B shape).
 bool weights_evict_first() {
   static const bool on = !switched_off("SANCTUM_WEIGHT_EVICT_FIRST");
   return on;
 }
 
+// The tiled mat-vec over w with x and y in `a`.
 template <bool PAIRS = false>
 void launch_tiles_of(const Weight& w, tiles::Args a) {
-  a.next = next_weight_after(w);
   a.evict_first = weights_evict_first();
   const int group_tiles = w.quant.group_size / 64;
-  const tiles::Args used = w.scales.dtype() == DType::bf16 ? launch_tiles<__nv_bfloat16, PAIRS>(a, group_tiles)
-                                                           : launch_tiles<__half, PAIRS>(a, group_tiles);
-  if (ops::WeightStream* stream = ops::WeightStream::current()) stream->reading({w, used.parts, used.part_tiles});
+  if (w.scales.dtype() == DType::bf16) launch_tiles<__nv_bfloat16, PAIRS>(a, group_tiles);
+  else launch_tiles<__half, PAIRS>(a, group_tiles);
 }
 
 template <class S>
@@ -202,7 +170,8 @@ void tiles_expert_matvec(const Tensor& x, const ExpertSet& a, const ExpertSet* b
                             x.data<float>(),
                             x.stride(0),
                             static_cast<int>(ya.dim(0) / x.dim(0)),
-                            ya.stride(0)};
+                            ya.stride(0),
+                            weights_evict_first()};
   const int group_tiles = w.quant.group_size / 64;
   if (w.scales.dtype() == DType::bf16) launch_expert_tiles<__nv_bfloat16>(e, group_tiles, slots, projections);
   else launch_expert_tiles<__half>(e, group_tiles, slots, projections);

@@ -31,14 +31,8 @@
 //
 // Launched early (common.cuh): the first DEPTH tiles' loads are in flight before the kernel waits
 // for the one that writes x, so the weight stream starts while that kernel finishes.
-//
-// The next weight (ops/weight_stream.h): as its blocks finish, the launch asks L2 for the first
-// column tiles of every row tile (and column part) of the weight the step's next mat-vec reads, so
-// that mat-vec's warps start on cached tiles after the small kernels between the two.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#include <algorithm>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/matvec_mma_kernel.cuh"
@@ -46,19 +40,6 @@
 namespace sanctum::ops::cuda::tiles {
 
 using mma::kWarps;
-
-// The start of the weight the step reads next: per row tile and column part, its first `tiles`
-// column tiles' codes with their scales and biases (tiles 0: nothing to warm). Only the blocks of the
-// last wave (linear index first_block on) warm it: what earlier blocks asked for would be pushed out
-// of L2 by the rest of this launch's stream before it is read.
-struct NextWeight {
-  const uint8_t* codes = nullptr;
-  const uint8_t* scales = nullptr;
-  const uint8_t* biases = nullptr;
-  int64_t row_tiles = 0;
-  int k_tiles = 0, groups = 0, group_tiles = 1, parts = 1, part_tiles = 0, tiles = 0;
-  int64_t first_block = 0;
-};
 
 struct Args {
   const uint4* codes;
@@ -80,9 +61,8 @@ struct Args {
   // q + pair_tiles, the same output rows of the gate and the up halves, and y (n, 16 pair_tiles)
   // receives silu(gate) * up in place of the sums.
   int64_t pair_tiles = 0;
-  NextWeight next;
-  // Weight loads marked first to leave L2 (they are read once per step), so that they do not push
-  // out x, the step's state and a warmed next weight.
+  // Weight loads marked first to leave L2: they are read once per step, and so do not push out x or
+  // the step's other data, which later kernels read again.
   bool evict_first = false;
 };
 
@@ -96,30 +76,6 @@ template <int RT, bool PAIRS>
 __device__ __forceinline__ RowTiles row_tiles_of(const Args& a, int64_t q) {
   if constexpr (PAIRS) return RowTiles{q, a.pair_tiles};
   else return RowTiles{q * RT, 1};
-}
-
-// This block's share of warming the next weight into L2: units (row tile, part) split evenly over the
-// grid, one bulk prefetch per unit and tensor (sm_90; earlier GPUs skip it).
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void warm_next(const NextWeight& w) {
-  const int64_t block = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x - w.first_block;
-  if (w.tiles == 0 || block < 0) return;
-  const int64_t units = w.row_tiles * w.parts, blocks = static_cast<int64_t>(gridDim.x) * gridDim.y - w.first_block;
-  const int64_t end = units * (block + 1) / blocks;
-  for (int64_t u = units * block / blocks + threadIdx.x; u < end; u += blockDim.x) {
-    const int64_t rt = u / w.parts;
-    const int kt0 = static_cast<int>(u % w.parts) * w.part_tiles, tiles = min(w.tiles, w.k_tiles - kt0);
-    if (tiles <= 0) continue;
-    prefetch_l2(w.codes + (rt * w.k_tiles + kt0) * 512, static_cast<uint32_t>(tiles) * 512);
-    const int64_t group0 = rt * w.groups + kt0 / w.group_tiles;  // kt0 is whole groups
-    const uint32_t group_bytes = static_cast<uint32_t>((tiles + w.group_tiles - 1) / w.group_tiles) * 32;
-    prefetch_l2(w.scales + group0 * 32, group_bytes);
-    prefetch_l2(w.biases + group0 * 32, group_bytes);
-  }
 }
 
 // Experts picked on the device (MoE decode): block row blockIdx.y is output row `slot` of expert
@@ -136,6 +92,7 @@ struct ExpertArgs {
   int64_t x_stride;
   int fan;
   int64_t y_stride;
+  bool evict_first = false;  // as Args
 };
 
 // Weights stream past L1 (read once; left to L1 they evict x, which every tile reads again); x stays.
@@ -385,7 +342,6 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   for (int d = 0; d < DEPTH; ++d)
     if (i + d < count) process(buf[d], xp + d * (KS * 64));
 
-  warm_next(a.next);
   store_sums<KS, RT, PAIRS>(a, acc, block, part);
 }
 
@@ -400,7 +356,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e)
   const int slot = blockIdx.y;
   const int64_t* ent = (blockIdx.z == 0 ? e.table[0] : e.table[1]) + 3 * static_cast<int64_t>(e.ids[slot]);
   const int64_t xr = static_cast<int64_t>(slot / e.fan) * e.x_stride;
-  const Args a{reinterpret_cast<const uint4*>(ent[0]),
+  Args a{reinterpret_cast<const uint4*>(ent[0]),
                reinterpret_cast<const uint32_t*>(ent[1]),
                reinterpret_cast<const uint32_t*>(ent[2]),
                e.row_tiles,
@@ -413,6 +369,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e)
                e.y_stride,
                1,
                e.k_tiles};
+  a.evict_first = e.evict_first;
   matvec_body<S, KS, 1, GT, DEPTH>(a, blockIdx.x, 0);
 }
 
@@ -457,21 +414,21 @@ inline int column_parts(int64_t blocks, int64_t slots, int64_t k_tiles, int ks, 
 }
 
 // max_parts > 1: split the columns into parts where that fills the GPU better. PAIRS: a.pair_tiles
-// gate/up pairs (two row tiles per warp). Returns the arguments launched (with the parts chosen).
+// gate/up pairs (two row tiles per warp).
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-Args launch(Args a, int max_parts = 1) {
+void launch(Args a, int max_parts = 1) {
   static_assert(!PAIRS || RT == 2, "a gate/up pair is two row tiles per warp");
   constexpr int64_t tiles_per_block = kWarps / KS * RT;
   const auto kernel = matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
-  static const int per_multiprocessor = [&] {
-    int b = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, 0), "mat-vec occupancy");
-    return b;
-  }();
-  const int64_t slots = int64_t{per_multiprocessor} * multiprocessor_count();
   if (max_parts > 1) {
-    const int parts = column_parts(blocks, slots, a.k_tiles, KS, static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
+    static const int per_multiprocessor = [&] {
+      int b = 0;
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, 0), "mat-vec occupancy");
+      return b;
+    }();
+    const int parts = column_parts(blocks, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles, KS,
+                                   static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
     if (parts > 1) {
       a.part_tiles = (a.k_tiles + parts - 1) / parts;
       a.part_tiles += (GT - a.part_tiles % GT) % GT;
@@ -480,13 +437,11 @@ Args launch(Args a, int max_parts = 1) {
       a.part_counters = part_counters_workspace();
     }
   }
-  a.next.first_block = std::max<int64_t>(0, blocks * a.parts - slots);
   launch_early(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)), dim3(kWarps * 32), 0, a);
-  return a;
 }
 
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-Args launch_split(const Args& a, int max_parts = kMaxParts) {
+void launch_split(const Args& a, int max_parts = kMaxParts) {
   switch (column_split(a.row_tiles, RT, a.k_tiles)) {
     case 1: return launch<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
     case 2: return launch<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
