@@ -71,16 +71,10 @@ int max_column_parts() {
   return parts;
 }
 
-// Stream-K launches where they fit (SANCTUM_MATVEC_STREAM_K=0: blocks of whole rows, for comparisons).
-bool stream_k() {
-  static const bool on = !switched_off("SANCTUM_MATVEC_STREAM_K");
-  return on;
-}
-
 template <class S, bool PAIRS = false>
 void launch_tiles(const tiles::Args& a, int group_tiles) {
-  if (group_tiles == 1) tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks, PAIRS>(a, max_column_parts(), stream_k());
-  else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks, PAIRS>(a, max_column_parts(), stream_k());
+  if (group_tiles == 1) tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks, PAIRS>(a, max_column_parts());
+  else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks, PAIRS>(a, max_column_parts());
 }
 
 // Weight loads marked evict-first in L2 (SANCTUM_WEIGHT_EVICT_FIRST=0: normal, for comparisons). On an

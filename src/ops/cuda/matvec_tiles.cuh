@@ -34,8 +34,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
-
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/matvec_mma_kernel.cuh"
 
@@ -199,12 +197,12 @@ __device__ __forceinline__ void tile_dot(const uint4 (&codes)[RT], const uint32_
   }
 }
 
-// The end of a block row's columns [part of parts]: the KS warps of a row group add their sums in
-// warp order, and lane (g, t) of the first writes its y elements, or with gate/up pairs silu(gate) *
-// up (with several parts, first its part's sums; the block that ends a block row last adds the parts
-// in order). Every thread of the block calls this.
+// The end of a block: the KS warps of a row group add their sums in warp order, and lane (g, t) of
+// the first writes its y elements, or with gate/up pairs silu(gate) * up (with column parts, first
+// its part's sums; the block that ends a row range last adds the parts in order). Every thread of
+// the block calls this.
 template <int KS, int RT, bool PAIRS>
-__device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], int64_t block, int part, int parts) {
+__device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], int64_t block, int part) {
   __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const int n = a.n;
@@ -214,7 +212,7 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
   auto row_of = [&](int r, int q) { return rt[r] * 16 + g + (q >> 1) * 8; };
   auto col_of = [&](int q) { return 2 * t + (q & 1); };
   auto stored = [&](int r, int q) { return slice == 0 && rt[r] < a.row_tiles && col_of(q) < n; };
-  if (parts > 1) {
+  if (a.parts > 1) {
     const int64_t rows = a.row_tiles * 16;
 #pragma unroll
     for (int r = 0; r < RT; ++r)
@@ -225,7 +223,7 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
     __syncthreads();
     __shared__ bool last;
     if (threadIdx.x == 0) {
-      last = atomicAdd(&a.part_counters[block], 1) == parts - 1;
+      last = atomicAdd(&a.part_counters[block], 1) == a.parts - 1;
       if (last) a.part_counters[block] = 0;  // ready for the next launch
     }
     __syncthreads();
@@ -239,7 +237,7 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
           const float* p = a.part_sums + static_cast<int64_t>(col_of(q)) * rows + row_of(r, q);
           float sum = __ldcg(p);  // past L1: other multiprocessors wrote these
 #pragma unroll 1
-          for (int k = 1; k < parts; ++k) sum += __ldcg(p + static_cast<int64_t>(k) * n * rows);
+          for (int k = 1; k < a.parts; ++k) sum += __ldcg(p + static_cast<int64_t>(k) * n * rows);
           acc[r][q] = sum;
         }
   }
@@ -263,15 +261,13 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
 // warp fit in 128 registers: pointers advance once per DEPTH tiles and the tiles between take
 // immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
 // and the B columns past n hold copies whose results are never stored.
-//
-// Columns: the block row's column tiles [kt0, kt1), kt0 whole scale groups; acc receives the sums.
 template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false>
-__device__ __forceinline__ void dot_columns(const Args& a, int64_t block, int kt0, int kt1, float (&acc)[RT][4]) {
+__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const RowTiles rt = row_tiles_of<RT, PAIRS>(a, block * (kWarps / KS) + warp / KS);
-  const int k_tiles = a.k_tiles, n = a.n;
-  const int count = (kt1 - kt0 - slice + KS - 1) / KS;
+  const int k_tiles = a.k_tiles, n = a.n, kt0 = part * a.part_tiles;
+  const int count = (min(a.part_tiles, k_tiles - kt0) - slice + KS - 1) / KS;
   // Tile d of a step: codes + d * KS * 32 words, groups + (d * KS) / GT pairs of 8 (whole for d * KS
   // even; KS = 1 has slice 0), x + d * KS * 64 floats.
   const uint4* cp[RT];
@@ -285,6 +281,7 @@ __device__ __forceinline__ void dot_columns(const Args& a, int64_t block, int kt
   }
   const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + (kt0 + slice) * 64;
   const uint64_t policy = weight_policy(a.evict_first);
+  float acc[RT][4];
 #pragma unroll
   for (int r = 0; r < RT; ++r)
 #pragma unroll
@@ -344,43 +341,13 @@ __device__ __forceinline__ void dot_columns(const Args& a, int64_t block, int kt
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d)
     if (i + d < count) process(buf[d], xp + d * (KS * 64));
-}
 
-// Block `block` of the grid, column part `part`.
-template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false>
-__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part) {
-  const int kt0 = part * a.part_tiles;
-  float acc[RT][4];
-  dot_columns<S, KS, RT, GT, DEPTH, PAIRS>(a, block, kt0, min(kt0 + a.part_tiles, a.k_tiles), acc);
-  store_sums<KS, RT, PAIRS>(a, acc, block, part, a.parts);
+  store_sums<KS, RT, PAIRS>(a, acc, block, part);
 }
 
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS>
 __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
   matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, blockIdx.y);
-}
-
-// Stream-K: gridDim.x blocks (as many as run at once) share the (block row, column group) pairs in
-// row-major order equally, so that no wave of blocks runs part-full and no block waits to start. A
-// block walks its range a block row at a time; a block row split between blocks is finished by the
-// last of them, which adds their sums in block order (so the bits do not depend on which ends last;
-// they differ from the unsplit kernel's where a row is split). Partial sums go to the column parts'
-// workspace by the block's place among the row's blocks.
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS>
-__global__ void __launch_bounds__(kWarps * 32, MINB) matvec_stream(Args a, int64_t block_rows) {
-  const int64_t per_row = a.k_tiles / GT, units = block_rows * per_row, blocks = gridDim.x;
-  auto owner = [&](int64_t u) { return ((u + 1) * blocks - 1) / units; };  // the block whose range holds unit u
-  const int64_t end = units * (blockIdx.x + 1) / blocks;
-  for (int64_t u = units * blockIdx.x / blocks; u < end;) {
-    const int64_t row = u / per_row, row_end = min(end, (row + 1) * per_row);
-    const int64_t first = owner(row * per_row), last = owner((row + 1) * per_row - 1);
-    float acc[RT][4];
-    dot_columns<S, KS, RT, GT, DEPTH, PAIRS>(a, row, static_cast<int>(u - row * per_row) * GT, static_cast<int>(row_end - row * per_row) * GT,
-                                             acc);
-    store_sums<KS, RT, PAIRS>(a, acc, row, static_cast<int>(blockIdx.x - first), static_cast<int>(last - first + 1));
-    __syncthreads();  // the next row's slices reuse the shared sums
-    u = row_end;
-  }
 }
 
 template <class S, int KS, int GT, int DEPTH, int MINB>
@@ -446,14 +413,6 @@ inline int column_parts(int64_t blocks, int64_t slots, int64_t k_tiles, int ks, 
   return best;
 }
 
-// Blocks of `kernel` that one multiprocessor holds at once.
-template <class Kernel>
-int resident_blocks(Kernel kernel) {
-  int b = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, 0), "mat-vec occupancy");
-  return b;
-}
-
 // max_parts > 1: split the columns into parts where that fills the GPU better. PAIRS: a.pair_tiles
 // gate/up pairs (two row tiles per warp).
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
@@ -463,7 +422,11 @@ void launch(Args a, int max_parts = 1) {
   const auto kernel = matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
   if (max_parts > 1) {
-    static const int per_multiprocessor = resident_blocks(kernel);
+    static const int per_multiprocessor = [&] {
+      int b = 0;
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, 0), "mat-vec occupancy");
+      return b;
+    }();
     const int parts = column_parts(blocks, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles, KS,
                                    static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
     if (parts > 1) {
@@ -477,38 +440,13 @@ void launch(Args a, int max_parts = 1) {
   launch_early(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)), dim3(kWarps * 32), 0, a);
 }
 
-// The stream-K launch (matvec_stream): one block per place on the GPU. False, launching nothing,
-// where the partial sums of split rows would not fit the column parts' workspace.
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-bool launch_stream(Args a) {
-  constexpr int64_t tiles_per_block = kWarps / KS * RT;
-  const auto kernel = matvec_stream<S, KS, RT, GT, DEPTH, MINB, PAIRS>;
-  static const int per_multiprocessor = resident_blocks(kernel);
-  const int64_t block_rows = (a.row_tiles + tiles_per_block - 1) / tiles_per_block, per_row = a.k_tiles / GT;
-  const int64_t units = block_rows * per_row;
-  const int64_t blocks = std::min<int64_t>(units, int64_t{per_multiprocessor} * multiprocessor_count());
-  // Each block takes at least units / blocks, so a row spans at most this many blocks.
-  const int64_t most_split = (per_row + units / blocks - 1) / (units / blocks) + 1;
-  if (block_rows > kPartCounters || most_split * a.n * a.row_tiles * 16 > kPartSumFloats) return false;
-  a.part_sums = part_sums_workspace();
-  a.part_counters = part_counters_workspace();
-  launch_early(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), 0, a, block_rows);
-  return true;
-}
-
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch_stream_or_parts(const Args& a, int max_parts, bool stream_k) {
-  if (!stream_k || !launch_stream<S, KS, RT, GT, DEPTH, MINB, PAIRS>(a)) launch<S, KS, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
-}
-
-// stream_k: the stream-K launch where it can, else blocks of whole rows with up to max_parts parts.
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch_split(const Args& a, int max_parts = kMaxParts, bool stream_k = false) {
+void launch_split(const Args& a, int max_parts = kMaxParts) {
   switch (column_split(a.row_tiles, RT, a.k_tiles)) {
-    case 1: return launch_stream_or_parts<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts, stream_k);
-    case 2: return launch_stream_or_parts<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts, stream_k);
-    case 4: return launch_stream_or_parts<S, 4, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts, stream_k);
-    default: return launch_stream_or_parts<S, 8, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts, stream_k);
+    case 1: return launch<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+    case 2: return launch<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+    case 4: return launch<S, 4, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+    default: return launch<S, 8, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
   }
 }
 
