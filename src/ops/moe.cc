@@ -233,6 +233,21 @@ void expert_gate_up_matmul(const Tensor& x, const ExpertSet& gate, const ExpertS
   expert_matmul(x, up, ids, up_out);
 }
 
+bool expert_gate_up_silu_mul_ok(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& act) {
+  if (!x || !act || x.ndim() != 2 || act.ndim() != 2 || x.dtype() != DType::f32 || gate.size() == 0 || up.size() == 0) return false;
+  return x.device() == Device::cuda && act.device() == Device::cuda && act.dim(0) <= 65535 && matmul_precision() != MatmulPrecision::f32 &&
+         cuda::tiles_expert_silu_mul_ok(gate, up, x);
+}
+
+void expert_gate_up_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act) {
+  constexpr const char* kOp = "expert_gate_up_silu_mul";
+  check_expert_matmul(kOp, x, gate, ids, act);
+  SANCTUM_REQUIRE(expert_gate_up_silu_mul_ok(x, gate, up, act), kOp,
+                  "no fused kernel takes these experts with x " + x.shape_string() + "; use expert_gate_up_matmul and silu_mul");
+  if (act.dim(0) == 0) return;
+  cuda::tiles_expert_silu_mul(x, gate, up, ids, act);
+}
+
 void moe_group(const Tensor& ids, int64_t n_experts, Tensor& offsets, Tensor& sorted) {
   constexpr const char* kOp = "moe_group";
   for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"ids", &ids}, {"offsets", &offsets}, {"sorted", &sorted}}) {

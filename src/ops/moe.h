@@ -75,6 +75,13 @@ void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids,
 // same x and ids, in one launch where the backend can (a GPU in the bf16 mode, tiled experts).
 void expert_gate_up_matmul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& gate_out, Tensor& up_out);
 
+// expert_gate_up_matmul followed by silu_mul: act row i = silu(gate[ids[i]] · x) * (up[ids[i]] · x),
+// in one launch and with the bits of the two. Offered only where a kernel takes it (a GPU in the
+// bf16 mode, tiled gate and up experts of one shape and format, act of at most 65,535 rows); a call
+// elsewhere is an error.
+bool expert_gate_up_silu_mul_ok(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& act);
+void expert_gate_up_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act);
+
 // Counting sort of expert choices, stable: the rows that chose expert e are
 // sorted[offsets[e] .. offsets[e + 1]), ascending. ids: (m) i32, each in [0, n_experts);
 // offsets: (n_experts + 1) i32; sorted: (m) i32; all on one device (a GPU never waits for the host).

@@ -13,6 +13,7 @@
 
 #include "../ops/op_test_util.h"
 #include "../weights/safetensors_writer.h"
+#include "base/error.h"
 #include "gpu_test_util.h"
 #include "model/blocks/moe.h"
 #include "ops/cuda/matvec_tiles.h"
@@ -310,7 +311,8 @@ void add_linear(std::vector<testing::StTensor>& ts, const std::string& name, int
 // Experts as MLX grids or as a Hugging Face fused gate_up grid; loaded in the f32 mode (checkpoint
 // layout) or in the bf16 mode, which tiles the 4-bit grids for the decode mat-vec (the views of each
 // expert, and of its gate and up halves, inside one tiled grid). Decode-sized inputs take the
-// expert mat-vecs (gate and up in one launch, SwiGLU fused into down), longer ones the grouped path.
+// expert mat-vecs (in the bf16 mode gate, up and the SwiGLU in one launch), longer ones the grouped
+// path.
 TEST_F(CudaMoe, moe_block_on_the_device_matches_the_host) {
   Rng rng(37);
   const int64_t H = 128, I = 64, E = 16, k = 4, S = 64;
@@ -435,7 +437,8 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 // Against exact f32 on the host (x rounds to bf16 on the device); gate and up in one launch against
-// each alone; a slot against the tiled dense mat-vec of its expert.
+// each alone, and with the SwiGLU fused bit for bit against that launch and silu_mul; a slot against
+// the tiled dense mat-vec of its expert.
 TEST_F(CudaMoe, tiled_experts_by_device_ids) {
   Rng rng(38);
   PrecisionScope fast(ops::MatmulPrecision::bf16);
@@ -473,6 +476,14 @@ TEST_F(CudaMoe, tiled_experts_by_device_ids) {
       EXPECT_LE(max_abs_diff(g2, g1), 1e-5 * (1.0 + max_abs_diff(g1, Tensor::zeros({m, I}, DType::f32, Device::cuda))));
       EXPECT_LE(max_abs_diff(u2, u1), 1e-5 * (1.0 + max_abs_diff(u1, Tensor::zeros({m, I}, DType::f32, Device::cuda))));
 
+      // The SwiGLU in the gate/up launch: the bits of that launch followed by silu_mul (act strided).
+      Tensor both = Tensor::zeros({m, I}, DType::f32, Device::cuda), fused_rows = Tensor::zeros({m, I + 8}, DType::f32, Device::cuda);
+      Tensor fused = fused_rows.slice(1, 0, I);
+      ops::silu_mul(g2, u2, both);
+      ASSERT_TRUE(ops::expert_gate_up_silu_mul_ok(gx, gate, up, fused));
+      ops::expert_gate_up_silu_mul(gx, gate, up, gids, fused);
+      EXPECT_TRUE(same_bits(fused, both)) << "fused SwiGLU against gate/up then silu_mul";
+
       const int64_t slot = m - 1, e = ids.data<int32_t>()[slot];
       Tensor alone = Tensor::zeros({1, I}, DType::f32, Device::cuda);
       ops::matmul(gx.slice(0, slot / k, slot / k + 1), gate[e], alone);
@@ -489,6 +500,32 @@ TEST_F(CudaMoe, tiled_experts_by_device_ids) {
       // silu(gate) * up is heavy-tailed, so its bf16 rounding weighs more than that of a Gaussian x.
       EXPECT_LE(grouped_error(y, want_y, act.to(Device::cpu), host_down), 3e-2);
     }
+  }
+}
+
+// The fused expert SwiGLU is offered only where its kernel takes the call, and a call elsewhere is
+// an error, not a wrong answer.
+TEST_F(CudaMoe, fused_expert_swiglu_is_refused_where_no_kernel_takes_it) {
+  Rng rng(41);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  const int64_t E = 4, I = 64, H = 256;
+  const std::vector<Weight> hg = random_experts(E, I, H, 64, DType::bf16, rng), hu = random_experts(E, I, H, 64, DType::bf16, rng);
+  const std::vector<Weight> hd = random_experts(E, H, I, 64, DType::bf16, rng);
+  const ops::ExpertSet gate(tiled_grid_views(hg)), up(tiled_grid_views(hu)), down(tiled_grid_views(hd)), host_gate(hg), host_up(hu);
+  std::vector<Weight> rows;
+  for (const Weight& w : hg) rows.push_back(test::gpu(w));
+  const ops::ExpertSet row_gate(rows);
+  const Tensor gx = test::random_tensor({1, H}, DType::f32, rng).to(Device::cuda), x = test::random_tensor({1, H}, DType::f32, rng);
+  Tensor act = Tensor::zeros({2, I}, DType::f32, Device::cuda), host_act = Tensor::zeros({2, I}, DType::f32);
+  EXPECT_TRUE(ops::expert_gate_up_silu_mul_ok(gx, gate, up, act));
+  EXPECT_FALSE(ops::expert_gate_up_silu_mul_ok(gx, row_gate, up, act)) << "row layout";
+  EXPECT_FALSE(ops::expert_gate_up_silu_mul_ok(gx, gate, down, act)) << "gate and up of different shapes";
+  EXPECT_FALSE(ops::expert_gate_up_silu_mul_ok(x, host_gate, host_up, host_act)) << "host";
+  {
+    PrecisionScope exact(ops::MatmulPrecision::f32);
+    EXPECT_FALSE(ops::expert_gate_up_silu_mul_ok(gx, gate, up, act)) << "f32 mode";
+    const Tensor ids = Tensor::zeros({2}, DType::i32, Device::cuda);
+    EXPECT_THROW(ops::expert_gate_up_silu_mul(gx, gate, up, ids, act), Error);
   }
 }
 

@@ -274,8 +274,12 @@ void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Te
     const ops::ExpertSet& gates = shared_rank ? gate_shared_set_ : gate_set_;
     const ops::ExpertSet& ups = shared_rank ? up_shared_set_ : up_set_;
     const ops::ExpertSet& downs = shared_rank ? down_shared_set_ : down_set_;
-    ops::expert_gate_up_matmul(x, gates, ups, flat_ids, gate, up);
-    ops::silu_mul(gate, up, gate);
+    if (ops::expert_gate_up_silu_mul_ok(x, gates, ups, gate)) {
+      ops::expert_gate_up_silu_mul(x, gates, ups, flat_ids, gate);
+    } else {
+      ops::expert_gate_up_matmul(x, gates, ups, flat_ids, gate, up);
+      ops::silu_mul(gate, up, gate);
+    }
     ops::expert_matmul(gate, downs, flat_ids, per_rank);
   } else {
     // Rows of gate and up in expert order (sorted), one grouped launch per projection; the down

@@ -95,8 +95,16 @@ void launch_tiles_of(const Weight& w, tiles::Args a) {
 
 template <class S>
 void launch_expert_tiles(const tiles::ExpertArgs& e, int group_tiles, int slots, int projections) {
-  if (group_tiles == 1) tiles::launch_experts_split<S, 1, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
-  else tiles::launch_experts_split<S, 2, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
+  if (group_tiles == 1) tiles::launch_experts_split<S, 1, 1, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
+  else tiles::launch_experts_split<S, 1, 2, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
+}
+
+// Gate/up pairs take two row tiles per warp (the dense tuning's registers), with the column split
+// of the two-projection launch above, so that the sums are its sums.
+template <class S>
+void launch_expert_pairs(const tiles::ExpertArgs& e, int group_tiles, int slots) {
+  if (group_tiles == 1) tiles::launch_experts_split<S, kRowTiles, 1, kDepth, kMinBlocks, true>(e, slots, 2, kExpertMinBlocks);
+  else tiles::launch_experts_split<S, kRowTiles, 2, kDepth, kMinBlocks, true>(e, slots, 2, kExpertMinBlocks);
 }
 
 bool x_rows_ok(const Tensor& x) { return aligned16(x.raw()) && x.stride(0) % 4 == 0; }
@@ -158,24 +166,48 @@ bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x) {
   return experts.size() > 0 && experts[0].layout == WeightLayout::tiles && x_rows_ok(x);
 }
 
+namespace {
+
+tiles::ExpertArgs expert_args(const Tensor& x, const ExpertSet& a, const ExpertSet* b, const Tensor& ids, Tensor& ya, Tensor* yb) {
+  const Weight& w = a[0];
+  return tiles::ExpertArgs{{a.device_table().data<int64_t>(), b != nullptr ? b->device_table().data<int64_t>() : nullptr},
+                           {ya.data<float>(), yb != nullptr ? yb->data<float>() : nullptr},
+                           ids.data<int32_t>(),
+                           w.rows / 16,
+                           static_cast<int>(w.cols / 64),
+                           static_cast<int>(w.cols / w.quant.group_size),
+                           x.data<float>(),
+                           x.stride(0),
+                           static_cast<int>(ya.dim(0) / x.dim(0)),
+                           ya.stride(0),
+                           weights_evict_first()};
+}
+
+}  // namespace
+
 void tiles_expert_matvec(const Tensor& x, const ExpertSet& a, const ExpertSet* b, const Tensor& ids, Tensor& ya, Tensor* yb) {
   const Weight& w = a[0];
-  const int slots = static_cast<int>(ya.dim(0)), projections = b != nullptr ? 2 : 1;
-  const tiles::ExpertArgs e{{a.device_table().data<int64_t>(), b != nullptr ? b->device_table().data<int64_t>() : nullptr},
-                            {ya.data<float>(), yb != nullptr ? yb->data<float>() : nullptr},
-                            ids.data<int32_t>(),
-                            w.rows / 16,
-                            static_cast<int>(w.cols / 64),
-                            static_cast<int>(w.cols / w.quant.group_size),
-                            x.data<float>(),
-                            x.stride(0),
-                            static_cast<int>(ya.dim(0) / x.dim(0)),
-                            ya.stride(0),
-                            weights_evict_first()};
-  const int group_tiles = w.quant.group_size / 64;
+  const tiles::ExpertArgs e = expert_args(x, a, b, ids, ya, yb);
+  const int slots = static_cast<int>(ya.dim(0)), projections = b != nullptr ? 2 : 1, group_tiles = w.quant.group_size / 64;
   if (w.scales.dtype() == DType::bf16) launch_expert_tiles<__nv_bfloat16>(e, group_tiles, slots, projections);
   else launch_expert_tiles<__half>(e, group_tiles, slots, projections);
   check_launch("expert mat-vec (tiled)");
+}
+
+bool tiles_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x) {
+  static const bool off = switched_off("SANCTUM_FUSE_SWIGLU");
+  if (off || !tiles_experts_ok(gate, x) || !tiles_experts_ok(up, x)) return false;
+  const Weight &g = gate[0], &u = up[0];
+  return g.rows == u.rows && g.cols == u.cols && g.quant.group_size == u.quant.group_size && g.scales.dtype() == u.scales.dtype();
+}
+
+void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act) {
+  const Weight& w = gate[0];
+  const tiles::ExpertArgs e = expert_args(x, gate, &up, ids, act, nullptr);
+  const int slots = static_cast<int>(act.dim(0)), group_tiles = w.quant.group_size / 64;
+  if (w.scales.dtype() == DType::bf16) launch_expert_pairs<__nv_bfloat16>(e, group_tiles, slots);
+  else launch_expert_pairs<__half>(e, group_tiles, slots);
+  check_launch("expert gate/up mat-vec with SwiGLU (tiled)");
 }
 
 }  // namespace sanctum::ops::cuda

@@ -57,17 +57,27 @@ struct Args {
   int parts = 1, part_tiles = 0;
   float* part_sums = nullptr;
   int* part_counters = nullptr;
-  // Gate and up stacked (launch's PAIRS): row tiles per half. A warp's two row tiles are q and
-  // q + pair_tiles, the same output rows of the gate and the up halves, and y (n, 16 pair_tiles)
-  // receives silu(gate) * up in place of the sums.
+  // Gate and up (launch's PAIRS): row tiles per half. A warp's two row tiles are q of the gate (from
+  // codes, scales, biases) and q of the up projection (from UpTiles: for a gate and up stacked in one
+  // weight, its second half), and y (n, 16 pair_tiles) receives silu(gate) * up in place of the
+  // sums; row_tiles counts both halves.
   int64_t pair_tiles = 0;
   // Weight loads marked first to leave L2: they are read once per step, and so do not push out x or
   // the step's other data, which later kernels read again.
   bool evict_first = false;
 };
 
+// Where a gate/up pair's up row tiles live (launch's PAIRS): their codes, scales and biases, laid
+// out as the gate's. Kept apart from Args: a larger Args made the plain kernel compile to 13% more
+// instructions, with spills.
+struct UpTiles {
+  const uint4* codes = nullptr;
+  const uint32_t* scales = nullptr;
+  const uint32_t* biases = nullptr;
+};
+
 // The RT row tiles of row group q (kWarps / KS groups per block): q RT .. q RT + RT - 1, or with
-// gate/up pairs q and q + pair_tiles.
+// gate/up pairs q and q + pair_tiles (as rows of the two halves counted together).
 struct RowTiles {
   int64_t first, step;
   __device__ __forceinline__ int64_t operator[](int r) const { return first + r * step; }
@@ -262,7 +272,7 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
 // immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
 // and the B columns past n hold copies whose results are never stored.
 template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false>
-__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part) {
+__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part, const UpTiles& up = {}) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const RowTiles rt = row_tiles_of<RT, PAIRS>(a, block * (kWarps / KS) + warp / KS);
@@ -274,10 +284,16 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   const uint32_t *sp[RT], *bp[RT];
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
-    const int64_t tile = rt[r] < a.row_tiles ? rt[r] : a.row_tiles - 1;  // past the end: recompute the last tile, not written
-    cp[r] = a.codes + (tile * k_tiles + kt0 + slice) * 32 + lane;
-    sp[r] = a.scales + (tile * a.groups + kt0 / GT + slice / GT) * 8 + g;
-    bp[r] = a.biases + (tile * a.groups + kt0 / GT + slice / GT) * 8 + g;
+    const uint4* codes = a.codes;
+    const uint32_t *scales = a.scales, *biases = a.biases;
+    int64_t tile = rt[r] < a.row_tiles ? rt[r] : a.row_tiles - 1;  // past the end: recompute the last tile, not written
+    if constexpr (PAIRS) {  // tile q of each half, from its own tensors
+      tile = rt[0] < a.pair_tiles ? rt[0] : a.pair_tiles - 1;
+      if (r == 1) codes = up.codes, scales = up.scales, biases = up.biases;
+    }
+    cp[r] = codes + (tile * k_tiles + kt0 + slice) * 32 + lane;
+    sp[r] = scales + (tile * a.groups + kt0 / GT + slice / GT) * 8 + g;
+    bp[r] = biases + (tile * a.groups + kt0 / GT + slice / GT) * 8 + g;
   }
   const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + (kt0 + slice) * 64;
   const uint64_t policy = weight_policy(a.evict_first);
@@ -347,11 +363,18 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
 
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS>
 __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
-  matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, blockIdx.y);
+  if constexpr (PAIRS)  // the stack's second half
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, blockIdx.y,
+                                             {a.codes + a.pair_tiles * a.k_tiles * 32, a.scales + a.pair_tiles * a.groups * 8,
+                                              a.biases + a.pair_tiles * a.groups * 8});
+  else matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, blockIdx.y);
 }
 
-template <class S, int KS, int GT, int DEPTH, int MINB>
+// PAIRS: table[0] and table[1] are an MLP's gate and up experts, and y[0] receives silu(gate) * up
+// (gridDim.z 1), each warp taking the gate and the up row tile of the same rows.
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
 __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e) {
+  static_assert(RT == (PAIRS ? 2 : 1), "an expert row group is one row tile, or a gate/up pair");
   wait_for_previous();  // the ids (and x) come from the kernels ahead; nothing is known before them
   const int slot = blockIdx.y;
   const int64_t* ent = (blockIdx.z == 0 ? e.table[0] : e.table[1]) + 3 * static_cast<int64_t>(e.ids[slot]);
@@ -370,7 +393,16 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e)
                1,
                e.k_tiles};
   a.evict_first = e.evict_first;
-  matvec_body<S, KS, 1, GT, DEPTH>(a, blockIdx.x, 0);
+  if constexpr (PAIRS) {
+    const int64_t* up = e.table[1] + 3 * static_cast<int64_t>(e.ids[slot]);
+    a.row_tiles = 2 * e.row_tiles;
+    a.pair_tiles = e.row_tiles;
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0,
+                                             {reinterpret_cast<const uint4*>(up[0]), reinterpret_cast<const uint32_t*>(up[1]),
+                                              reinterpret_cast<const uint32_t*>(up[2])});
+  } else {
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0);
+  }
 }
 
 inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
@@ -450,12 +482,13 @@ void launch_split(const Args& a, int max_parts = kMaxParts) {
   }
 }
 
-// projections: 1, or 2 when table[1] / y[1] hold a second one; slots: rows of y.
-template <class S, int KS, int GT, int DEPTH, int MINB>
+// projections: 1, or 2 when table[1] / y[1] hold a second one; slots: rows of y. PAIRS: the two
+// projections as gate/up pairs into y[0] (RT 2).
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
 void launch_experts(const ExpertArgs& e, int slots, int projections) {
   const dim3 grid(static_cast<unsigned>((e.row_tiles + kWarps / KS - 1) / (kWarps / KS)), static_cast<unsigned>(slots),
-                  static_cast<unsigned>(projections));
-  launch_early(expert_matvec<S, KS, GT, DEPTH, MINB>, grid, dim3(kWarps * 32), 0, e);
+                  static_cast<unsigned>(PAIRS ? 1 : projections));
+  launch_early(expert_matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, grid, dim3(kWarps * 32), 0, e);
 }
 
 // Expert matrices are small: a second wave of blocks would wait out the first's whole latency, so
@@ -466,13 +499,15 @@ inline int expert_column_split(int64_t row_tiles, int64_t k_tiles, int min_block
   return ks;
 }
 
-template <class S, int GT, int DEPTH, int MINB>
-void launch_experts_split(const ExpertArgs& e, int slots, int projections) {
-  switch (expert_column_split(e.row_tiles * slots * projections, e.k_tiles, MINB)) {
-    case 1: return launch_experts<S, 1, GT, DEPTH, MINB>(e, slots, projections);
-    case 2: return launch_experts<S, 2, GT, DEPTH, MINB>(e, slots, projections);
-    case 4: return launch_experts<S, 4, GT, DEPTH, MINB>(e, slots, projections);
-    default: return launch_experts<S, 8, GT, DEPTH, MINB>(e, slots, projections);
+// split_minb: the blocks per multiprocessor the column split is chosen for (MINB unless a caller keeps
+// another tuning's split, and so its sums).
+template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
+void launch_experts_split(const ExpertArgs& e, int slots, int projections, int split_minb = MINB) {
+  switch (expert_column_split(e.row_tiles * slots * projections, e.k_tiles, split_minb)) {
+    case 1: return launch_experts<S, 1, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections);
+    case 2: return launch_experts<S, 2, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections);
+    case 4: return launch_experts<S, 4, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections);
+    default: return launch_experts<S, 8, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections);
   }
 }
 

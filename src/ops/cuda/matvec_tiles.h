@@ -30,5 +30,10 @@ void tiles_matvec_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act);
 // i / fan); with b (same shape as a), yb likewise in the same launch. ya.dim(0) <= 65535.
 bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x);
 void tiles_expert_matvec(const Tensor& x, const ExpertSet& a, const ExpertSet* b, const Tensor& ids, Tensor& ya, Tensor* yb);
+// An MLP's gate and up experts, both tiled and of one shape and format, as tiles_expert_matvec
+// into gate and up followed by silu_mul, in one launch and with those bits: act row i =
+// silu(gate[ids[i]] · x) * (up[ids[i]] · x) (SANCTUM_FUSE_SWIGLU=0: never offered).
+bool tiles_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x);
+void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act);
 
 }  // namespace sanctum::ops::cuda

@@ -53,6 +53,8 @@ void tiles_matvec(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
 bool tiles_silu_mul_ok(const Weight&, const Tensor&) { return false; }
 void tiles_matvec_silu_mul(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul_silu_mul"); }
 bool tiles_experts_ok(const ExpertSet&, const Tensor&) { return false; }
+bool tiles_expert_silu_mul_ok(const ExpertSet&, const ExpertSet&, const Tensor&) { return false; }
+void tiles_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("expert_gate_up_silu_mul"); }
 void tiles_expert_matvec(const Tensor&, const ExpertSet&, const ExpertSet*, const Tensor&, Tensor&, Tensor*) {
   no_cuda("expert mat-vec");
 }
