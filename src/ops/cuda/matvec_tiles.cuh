@@ -23,6 +23,7 @@
 // silu(gate) * up instead of the 2 x rows sums: each warp takes a gate row tile and the up row tile
 // of the same output rows (two row tiles per warp), so the SwiGLU needs no launch of its own. The
 // sums are the unpaired kernel's; silu is the silu_mul kernel's, so the bits are those of the two.
+// A MoE layer's chosen gate and up experts pair the same way, from their two tables.
 //
 // Column parts: where a matrix has too few row tiles to fill the GPU in whole waves (the 5120-row
 // projections made 160 blocks for 264 places), blockIdx.y splits the columns into `parts` ranges.
@@ -91,7 +92,7 @@ __device__ __forceinline__ RowTiles row_tiles_of(const Args& a, int64_t q) {
 // Experts picked on the device (MoE decode): block row blockIdx.y is output row `slot` of expert
 // ids[slot], whose addresses come from a (E, 3) table of codes, scales and biases; x row slot / fan.
 // Two projections of the same shape over the same x (gate and up) share a launch: blockIdx.z picks
-// table and y.
+// table and y; or, as gate/up pairs, y[0] receives silu(gate) * up.
 struct ExpertArgs {
   const int64_t* table[2];
   float* y[2];
@@ -380,18 +381,18 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e)
   const int64_t* ent = (blockIdx.z == 0 ? e.table[0] : e.table[1]) + 3 * static_cast<int64_t>(e.ids[slot]);
   const int64_t xr = static_cast<int64_t>(slot / e.fan) * e.x_stride;
   Args a{reinterpret_cast<const uint4*>(ent[0]),
-               reinterpret_cast<const uint32_t*>(ent[1]),
-               reinterpret_cast<const uint32_t*>(ent[2]),
-               e.row_tiles,
-               e.k_tiles,
-               e.groups,
-               e.x + xr,
-               e.x_stride,
-               1,
-               (blockIdx.z == 0 ? e.y[0] : e.y[1]) + static_cast<int64_t>(slot) * e.y_stride,
-               e.y_stride,
-               1,
-               e.k_tiles};
+         reinterpret_cast<const uint32_t*>(ent[1]),
+         reinterpret_cast<const uint32_t*>(ent[2]),
+         e.row_tiles,
+         e.k_tiles,
+         e.groups,
+         e.x + xr,
+         e.x_stride,
+         1,
+         (blockIdx.z == 0 ? e.y[0] : e.y[1]) + static_cast<int64_t>(slot) * e.y_stride,
+         e.y_stride,
+         1,
+         e.k_tiles};
   a.evict_first = e.evict_first;
   if constexpr (PAIRS) {
     const int64_t* up = e.table[1] + 3 * static_cast<int64_t>(e.ids[slot]);
