@@ -1,9 +1,9 @@
 """Decode tok/s of sanctum for several values of environment settings (every combination when --env is
 given more than once), on the same checkpoint in one run: the settings are timed in turns, round after
-round, so that drift over the run falls on all of them alike. For tuning switches such as
-SANCTUM_L2_PREFETCH_MB; the full benchmark is run_bench.py.
+round, so that drift over the run falls on all of them alike. For switches such as
+SANCTUM_WEIGHT_EVICT_FIRST; the full benchmark is run_bench.py.
 
-  python3 bench/gpu/decode_sweep.py --shapes qwen3_5-27b,mistral-24b --env SANCTUM_L2_PREFETCH_MB=0,8,16,32 \
+  python3 bench/gpu/decode_sweep.py --shapes qwen3_5-27b,mistral-24b --env SANCTUM_WEIGHT_EVICT_FIRST=0,1 \
       [--env NAME=V1,V2] [--rounds 2] --out sweep.json
 Needs SANCTUM_BIN (scripts/gpu_check.sh sets it).
 """
