@@ -234,8 +234,8 @@ void expert_gate_up_matmul(const Tensor& x, const ExpertSet& gate, const ExpertS
 }
 
 bool expert_gate_up_silu_mul_ok(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& act) {
-  if (!x || !act || x.ndim() != 2 || act.ndim() != 2 || x.dtype() != DType::f32 || gate.size() == 0 || up.size() == 0) return false;
-  return x.device() == Device::cuda && act.device() == Device::cuda && act.dim(0) <= 65535 && matmul_precision() != MatmulPrecision::f32 &&
+  if (!x || !act || x.ndim() != 2 || act.ndim() != 2 || x.dtype() != DType::f32 || gate.size() == 0) return false;
+  return x.device() == Device::cuda && act.device() == Device::cuda && tiled_experts(Device::cuda, gate, x, act) &&
          cuda::tiles_expert_silu_mul_ok(gate, up, x);
 }
 

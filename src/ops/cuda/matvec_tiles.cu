@@ -148,10 +148,17 @@ void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y) {
   check_launch("matmul (tiled tensor-core mat-vec)");
 }
 
-// SANCTUM_FUSE_SWIGLU=0: never, for comparisons.
+namespace {
+// The SwiGLU inside the gate/up mat-vecs, dense and expert (SANCTUM_FUSE_SWIGLU=0: never, for
+// comparisons).
+bool swiglu_fused() {
+  static const bool on = !switched_off("SANCTUM_FUSE_SWIGLU");
+  return on;
+}
+}  // namespace
+
 bool tiles_silu_mul_ok(const Weight& gate_up, const Tensor& x) {
-  static const bool off = switched_off("SANCTUM_FUSE_SWIGLU");
-  return !off && tiles_matvec_ok(gate_up, x, x.dim(0)) && gate_up.rows % 32 == 0;
+  return swiglu_fused() && tiles_matvec_ok(gate_up, x, x.dim(0)) && gate_up.rows % 32 == 0;
 }
 
 void tiles_matvec_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act) {
@@ -195,10 +202,7 @@ void tiles_expert_matvec(const Tensor& x, const ExpertSet& a, const ExpertSet* b
 }
 
 bool tiles_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x) {
-  static const bool off = switched_off("SANCTUM_FUSE_SWIGLU");
-  if (off || !tiles_experts_ok(gate, x) || !tiles_experts_ok(up, x)) return false;
-  const Weight &g = gate[0], &u = up[0];
-  return g.rows == u.rows && g.cols == u.cols && g.quant.group_size == u.quant.group_size && g.scales.dtype() == u.scales.dtype();
+  return swiglu_fused() && tiles_experts_ok(gate, x) && up.size() > 0 && ExpertSet::fits(gate[0], up[0]);
 }
 
 void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act) {
