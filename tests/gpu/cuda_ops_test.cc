@@ -12,6 +12,7 @@
 #include "../ops/op_test_util.h"
 #include "gpu_test_util.h"
 #include "base/error.h"
+#include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/ops.h"
@@ -336,6 +337,67 @@ TEST_F(Cuda, tiled_weights_in_prefill_exact_mode_embedding_and_stacking) {
   EXPECT_EQ(stacked.layout, WeightLayout::tiles);
   expect_same_bytes(tiled_on_host(whole), stacked, "stacked tiled parts");
   EXPECT_FALSE(ops::can_stack_rows(std::vector<const Weight*>{&tiled_parts[0], &parts[1]})) << "layouts differ";
+}
+
+// The Hopper GEMM over tiled weights (gemm_tiles.cu) against sums on the host of the very products
+// it forms — x rounded to bf16 times the weight's scale * code + bias rounded to bf16 — so that only
+// the order of the f32 sums may differ (a misplaced column or row would be off by the size of a
+// term). Shapes: a last row block and token tile cut short, fewer column steps than pipeline stages,
+// column splits (few blocks, many steps), groups of 64 and 128. x handed over in bf16 gives the bits
+// of f32 x, and a second call the same bits. matmul takes the kernel for large weights and prompts of
+// up to 512 tokens only.
+TEST_F(Cuda, tiled_gemm_matches_sums_of_its_bf16_operands) {
+  if (!ops::cuda::tiles_gemm_supported()) GTEST_SKIP() << "the tiled GEMM needs an sm_90 GPU";
+  Rng rng(31);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  struct Shape {
+    int64_t rows, cols;
+    int group;
+    std::vector<int64_t> ns;
+  };
+  for (const Shape& s : {Shape{8272, 128, 64, {300}}, Shape{592, 640, 128, {9, 128, 129}}, Shape{256, 3072, 64, {200}}, Shape{2048, 512, 128, {257}}}) {
+    const Weight w = test::random_quantized(s.rows, s.cols, 4, s.group, DType::bf16, rng);
+    const Weight tiled = tiled_on_gpu(w);
+    std::vector<float> wv(static_cast<size_t>(s.rows * s.cols));
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < s.cols; ++c) wv[r * s.cols + c] = bf16_to_f32(f32_to_bf16(ops::ref::weight_at(w, r, c)));
+    for (int64_t n : s.ns) {
+      const std::string what = label("%lld x %lld g%d n=%lld", static_cast<long long>(s.rows), static_cast<long long>(s.cols), s.group,
+                                     static_cast<long long>(n));
+      Tensor x = test::random_tensor({n, s.cols}, DType::f32, rng), xb = Tensor::zeros({n, s.cols}, DType::bf16);
+      for (int64_t i = 0; i < x.numel(); ++i) xb.data<uint16_t>()[i] = f32_to_bf16(x.data<float>()[i]);
+      ASSERT_TRUE(ops::cuda::tiles_gemm_ok(tiled, gpu(x))) << what;
+      Tensor y = Tensor::zeros({n, s.rows}, DType::f32, Device::cuda);
+      ops::cuda::tiles_gemm(gpu(x), tiled, y);
+      const Tensor yh = host(y);
+      double worst = 0.0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < s.rows; ++r) {
+          double sum = 0.0, mag = 1e-30;
+          for (int64_t c = 0; c < s.cols; ++c) {
+            const double term = static_cast<double>(bf16_to_f32(xb.data<uint16_t>()[i * s.cols + c])) * wv[r * s.cols + c];
+            sum += term;
+            mag += std::abs(term);
+          }
+          worst = std::max(worst, std::abs(yh.data<float>()[i * s.rows + r] - sum) / mag);
+        }
+      EXPECT_LE(worst, 2e-5) << what;
+      Tensor from_bf16 = Tensor::zeros({n, s.rows}, DType::f32, Device::cuda), again = Tensor::zeros({n, s.rows}, DType::f32, Device::cuda);
+      ops::cuda::tiles_gemm(gpu(xb), tiled, from_bf16);
+      ops::cuda::tiles_gemm(gpu(x), tiled, again);
+      EXPECT_LE(relative_error(from_bf16, yh), 0.0) << what << " bf16 x";
+      EXPECT_LE(relative_error(again, yh), 0.0) << what << " repeated";
+    }
+  }
+  const Weight small = tiled_on_gpu(test::random_quantized(64, 128, 4, 64, DType::bf16, rng));
+  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(small, 512)) << "small weight";
+  const Weight large = tiled_on_gpu(test::random_quantized(16384, 4096, 4, 64, DType::bf16, rng));
+  EXPECT_TRUE(ops::cuda::tiles_gemm_preferred(large, 512));
+  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(large, 513)) << "long prompt";
+  const Weight f16_scales = tiled_on_gpu(test::random_quantized(64, 128, 4, 64, DType::f16, rng));
+  EXPECT_FALSE(ops::cuda::tiles_gemm_ok(f16_scales, gpu(test::random_tensor({16, 128}, DType::f32, rng)))) << "f16 scales";
+  const Weight rows = gpu(test::random_quantized(64, 128, 4, 64, DType::bf16, rng));
+  EXPECT_FALSE(ops::cuda::tiles_gemm_ok(rows, gpu(test::random_tensor({16, 128}, DType::f32, rng)))) << "row layout";
 }
 
 // Load-time preparation tiles GPU weights only in the bf16 mode, only once, and a tiled weight

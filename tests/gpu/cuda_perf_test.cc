@@ -13,6 +13,8 @@
 #include "matvec_layout_bench.h"
 #include "matvec_mma_sweep.h"
 #include "ops/cuda/attention_paths.cuh"
+#include "ops/cuda/gemm_tiles.h"
+#include "ops/cuda/matvec_tiles.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "tensor/cuda/stream.h"
@@ -103,6 +105,32 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
                 time_calls([&] { ops::causal_conv1d_silu_taps(cx, conv_state, taps, cy); }, n > 1 ? 3 : 200) * 1e6,
                 time_graph([&] { ops::causal_conv1d_silu_taps(cx, conv_state, taps, cy); }, n > 1 ? 3 : 200) * 1e6);
   }
+}
+
+// The prefill GEMM at the 24B and 27B shapes for 512 and 1,024 tokens: the Hopper kernel over the
+// tiled weight against the row layout's path (the weight dequantized to bf16, then cuBLAS). What
+// tiles_gemm_preferred says rests on these figures.
+TEST(CudaPerf, DISABLED_prefill_gemm) {
+  if (!device_memory::cuda_available()) GTEST_SKIP();
+  Rng rng(3);
+  const ops::MatmulPrecision saved = ops::matmul_precision();
+  ops::set_matmul_precision(ops::MatmulPrecision::bf16);
+  const std::pair<int64_t, int64_t> shapes[] = {{6144, 5120}, {5120, 4096}, {65536, 5120}, {5120, 32768}, {16480, 5120},
+                                                {5120, 6144}, {12288, 5120}, {34816, 5120}, {5120, 17408}};
+  for (auto [m, k] : shapes) {
+    const Weight rows = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
+    Weight tiled = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
+    ops::cuda::tile_weight(tiled);
+    for (int64_t n : {512, 1024}) {
+      Tensor x = test::random_tensor({n, k}, DType::f32, rng).to(Device::cuda), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+      const double flop = 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
+      const double dequant = time_calls([&] { ops::matmul(x, rows, y); }, 10), fused = time_calls([&] { ops::cuda::tiles_gemm(x, tiled, y); }, 10);
+      std::printf("prefill gemm %6lld x %6lld n=%5lld: tiled %8.1f us (%4.0f TFLOP/s)  dequantize+cuBLAS %8.1f us (%4.0f TFLOP/s)  %.2fx\n",
+                  static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n), fused * 1e6, flop / fused / 1e12,
+                  dequant * 1e6, flop / dequant / 1e12, dequant / fused);
+    }
+  }
+  ops::set_matmul_precision(saved);
 }
 
 // Every tuning of the tensor-core mat-vec at the decode shapes of the 27B (incl. the fused

@@ -5,14 +5,16 @@
 //   In the bf16 precision mode, 4-bit weights of the common layouts go to the tensor-core mat-vec
 //   instead (matvec_mma.cu).
 //   More rows (prefill): with MatmulPrecision::f32 the same mat-vec kernels, 8 rows per launch, so
-//   results are bitwise independent of n; otherwise cuBLAS on the tensor cores, the weight dequantized
-//   to bf16 and x rounded to bf16, accumulating in f32.
+//   results are bitwise independent of n; otherwise tensor cores with x rounded to bf16, accumulating
+//   in f32: large tiled 4-bit weights and prompts of up to 512 tokens on Hopper through the GEMM that
+//   dequantizes in registers (gemm_tiles.cu), anything else dequantized to a bf16 copy for cuBLAS.
 #include <algorithm>
 #include <mutex>
 
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/convert.cuh"
+#include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_tiles.h"
@@ -444,6 +446,7 @@ void dequantize(const Weight& w, __nv_bfloat16* out) {
 }
 
 void gemm(const Tensor& x, const Weight& w, Tensor& y) {
+  if (tiles_gemm_ok(w, x) && tiles_gemm_preferred(w, x.dim(0))) return tiles_gemm(x, w, y);
   const int64_t n = x.dim(0), m = w.rows, k = w.cols;
   const float one = 1.0f, zero = 0.0f;
   const __nv_bfloat16* wp;

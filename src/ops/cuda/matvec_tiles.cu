@@ -3,6 +3,7 @@
 // several times the L2 (cuda_perf_test, matvec_layer_stream), the row-layout kernel reads 1.67 TB/s
 // and this one 2.27 TB/s; 27B decode 93 -> 121 tok/s (bench/RESULTS.md).
 #include "base/env.h"
+#include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/matvec_tiles.cuh"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/precision.h"
@@ -136,7 +137,9 @@ void tile_weight(Weight& w) {
 
 void prepare_weight(Weight& w) {
   static const bool off = switched_off("SANCTUM_TILE_WEIGHTS");
-  if (!off && matmul_precision() == MatmulPrecision::bf16 && can_tile(w)) tile_weight(w);
+  if (off || matmul_precision() != MatmulPrecision::bf16 || !can_tile(w)) return;
+  tile_weight(w);
+  tiles_gemm_supported();  // probes the device now, at load, rather than inside a forward
 }
 
 bool tiles_matvec_ok(const Weight& w, const Tensor& x, int64_t n) {

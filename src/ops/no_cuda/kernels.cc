@@ -1,6 +1,7 @@
 // Stand-ins for a build without the CUDA backend. The op front ends only call these for tensors on
 // the GPU, which such a build cannot create, so each one just says what is missing.
 #include "base/error.h"
+#include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_tiles.h"
@@ -49,6 +50,10 @@ bool can_tile(const Weight&) { return false; }
 void tile_weight(Weight&) { no_cuda("tile_weight"); }
 void prepare_weight(Weight&) {}
 bool tiles_matvec_ok(const Weight&, const Tensor&, int64_t) { return false; }
+bool tiles_gemm_supported() { return false; }
+bool tiles_gemm_ok(const Weight&, const Tensor&) { return false; }
+bool tiles_gemm_preferred(const Weight&, int64_t) { return false; }
+void tiles_gemm(const Tensor&, const Weight&, Tensor&) { no_cuda("tiles_gemm"); }
 void tiles_matvec(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
 bool tiles_silu_mul_ok(const Weight&, const Tensor&) { return false; }
 void tiles_matvec_silu_mul(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul_silu_mul"); }
