@@ -280,7 +280,7 @@ bool wgmma_present() {
   return present;
 }
 
-// x in the kernel's tiles, and the weight's part of the arguments.
+// x in the kernel's tiles, and the arguments but the output and the column splits.
 GemmArgs prepare(const Tensor& x, const Weight& w) {
   const int64_t n = x.dim(0), k = w.cols, n_padded = (n + kTokens - 1) / kTokens * kTokens;
   auto* xs = static_cast<__nv_bfloat16*>(scratch_bytes(x_tiles_scratch(), static_cast<size_t>(n_padded * k) * 2));
@@ -294,7 +294,6 @@ GemmArgs prepare(const Tensor& x, const Weight& w) {
   a.biases = static_cast<const uint32_t*>(w.biases.raw());
   a.row_tiles = w.rows / 16;
   a.k_tiles = static_cast<int>(k / 64);
-  a.split_tiles = a.k_tiles;
   a.groups = static_cast<int>(k / w.quant.group_size);
   a.group_shift = w.quant.group_size == 128 ? 1 : 0;
   a.x = xs;
@@ -302,8 +301,6 @@ GemmArgs prepare(const Tensor& x, const Weight& w) {
   a.n_padded = n_padded;
   return a;
 }
-
-unsigned token_blocks(int64_t n) { return static_cast<unsigned>((n + kTokens - 1) / kTokens); }
 
 }  // namespace
 
@@ -318,14 +315,13 @@ bool tiles_gemm_ok(const Weight& w, const Tensor& x) {
          tiles_gemm_supported();
 }
 
-bool tiles_gemm_preferred(const Weight& w, int64_t n) { return n <= kMaxTokens && w.rows * w.cols >= kMinValues;
-}
+bool tiles_gemm_preferred(const Weight& w, int64_t n) { return n <= kMaxTokens && w.rows * w.cols >= kMinValues; }
 
 void tiles_gemm(const Tensor& x, const Weight& w, Tensor& y) {
   check(tiles_gemm_ok(w, x), ErrorKind::internal, "tiles_gemm: weight '" + w.name + "' or x is not one the tiled GEMM takes");
   GemmArgs a = prepare(x, w);
   const int64_t n = a.n, rows = w.rows;
-  const dim3 blocks(token_blocks(n), static_cast<unsigned>((a.row_tiles + kBlockRowTiles - 1) / kBlockRowTiles));
+  const dim3 blocks(static_cast<unsigned>(a.n_padded / kTokens), static_cast<unsigned>((a.row_tiles + kBlockRowTiles - 1) / kBlockRowTiles));
   const int splits = column_splits(static_cast<int64_t>(blocks.x) * blocks.y, a.k_tiles, n * rows);
   a.split_tiles = (a.k_tiles + splits - 1) / splits;
   const int used = (a.k_tiles + a.split_tiles - 1) / a.split_tiles;  // splits that get columns
