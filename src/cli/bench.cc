@@ -29,7 +29,7 @@ const char* kUsage =
     "usage: sanctum bench --model DIR [--pp N ...] [--prefill-chunk N] [--tg N] [--decode-context N] [--repetitions R]\n"
     "                     [--threads N] [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
     "                     [--memory-bandwidth] [--json]\n"
-    "  --prefill-chunk    prompt tokens per forward (default: the model's, 512 on the CPU, 2048 on a GPU).\n"
+    "  --prefill-chunk    prompt tokens per forward (default: the model's, 512 on the CPU, 4096 on a GPU).\n"
     "  --memory-bandwidth measures streaming read bandwidth (cpu) or device copy bandwidth, read +\n"
     "  written bytes (cuda), and reports decode as a fraction of weight bytes / bandwidth.\n"
     "--memory-bandwidth also measures streaming read GB/s and reports decode as a fraction of that floor.\n";

@@ -34,7 +34,7 @@ const char* kUsage =
     "SIGTERM/SIGINT drain in-flight requests (up to --drain-timeout seconds, default 30), then exit 0.\n"
     "Prompt-lookup speculation is on unless --no-pld (SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
     "override its defaults); --prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n"
-    "--prefill-chunk sets the prompt tokens per forward (default: the model's, 512 on the CPU, 2048 on a\n"
+    "--prefill-chunk sets the prompt tokens per forward (default: the model's, 512 on the CPU, 4096 on a\n"
     "GPU): smaller pieces bound a prefill's scratch memory, larger ones spend less per forward.\n"
     "--manifest (one per --model, in order) verifies the model directory before any weight is read or\n"
     "socket bound: the Ed25519 signature (--manifest-sig, default M.sig, checked with --manifest-pubkey,\n"

@@ -110,9 +110,10 @@ class DecoderModel final : public Model {
   }
 
   bool picks_on_device() const override { return device_picks_; }
-  // 2,048 on a GPU: the weight dequantization then costs ~7% of a 24B-shape prefill of 4,096 tokens,
-  // against ~24% in pieces of 512 (bench/RESULTS.md), and the activations stay within a few GB.
-  int prefill_chunk() const override { return ws_.device() == Device::cuda ? 2048 : 512; }
+  // 4,096 on a GPU: a 4,096-token prompt of the 24B shape then pays the weight dequantization once
+  // (in pieces of 2,048 it was ~10% of the prefill, in pieces of 512 ~24%; bench/RESULTS.md), and the
+  // activations stay within a few GB.
+  int prefill_chunk() const override { return ws_.device() == Device::cuda ? 4096 : 512; }
 
   // forward() with the logits left where they were computed (the kLogits scratch).
   Tensor forward_logits(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) {

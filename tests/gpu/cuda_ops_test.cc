@@ -12,7 +12,9 @@
 #include "../ops/op_test_util.h"
 #include "gpu_test_util.h"
 #include "base/error.h"
+#include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/gemm_tiles.h"
+#include "ops/cuda/wgmma.cuh"
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/ops.h"
@@ -798,11 +800,61 @@ TEST_F(Cuda, attention_fast_mode_long_prefill) {
   check_attention(1000, 0, 16, 2, 256, 1e-2, rng);
   check_attention(64, 2047, 2, 2, 256, 1e-2, rng);
   check_attention(129, 2048, 4, 1, 128, 1e-2, rng);
+  check_attention(64, 0, 4, 4, 128, 1e-2, rng);       // one 128-query block, its second warpgroup idle
+  check_attention(1000, 37, 32, 8, 128, 1e-2, rng);   // the 24B shape's heads
   check_attention(64, 3, 3, 3, 48, 1e-2, rng);      // cuBLAS
   check_attention(100, 0, 2, 1, 96, 1e-2, rng);     // cuBLAS
   check_attention(2100, 0, 2, 1, 64, 1e-2, rng);    // many query blocks
   check_attention(65, 4031, 4, 2, 64, 1e-2, rng);   // one full block and one row
   check_attention(40, 10, 4, 2, 64, 1e-5, rng);     // under 64 queries: the f32 flash kernel, exact
+}
+
+// The Hopper flash kernel forms the same products as the mma.sync one (bf16 Q, K, V and P, f32
+// sums and softmax), so the two differ only by the order of f32 sums, the exponent's rounding (the
+// scale folded into one fma, the approximate 2^x) and the P that then rounds to bf16 the other way:
+// a few 1e-4 of the largest output, far below the bf16 error both carry against the f32 reference,
+// and far below what a misplaced tile or mask would do. Shapes: a last query
+// block part empty and one whose second warpgroup has no query, a cache ahead of the queries that
+// moves the diagonal into a tile, key counts off the 64-key tile, GQA groups of 1, 4 and 8.
+TEST_F(Cuda, wgmma_flash_attention_matches_the_mma_sync_kernel) {
+  if (!ops::cuda::wg::wgmma_runs()) GTEST_SKIP() << "no sm_90a code for this GPU";
+  Rng rng(27);
+  struct Shape {
+    int64_t n, pos0, heads, kv_heads;
+  };
+  for (Shape c : {Shape{300, 0, 6, 2}, Shape{64, 0, 2, 2}, Shape{129, 2048, 4, 1}, Shape{1000, 37, 32, 8}, Shape{200, 4031, 8, 1}}) {
+    constexpr int64_t d = 128;
+    const int64_t keys = c.pos0 + c.n;
+    Tensor q = gpu(test::random_tensor({c.n, c.heads, d}, DType::f32, rng));
+    Tensor k = gpu(test::random_tensor({keys, c.kv_heads, d}, DType::f32, rng)), v = gpu(test::random_tensor({keys, c.kv_heads, d}, DType::f32, rng));
+    Tensor fast = Tensor::zeros({c.n, c.heads, d}, DType::f32, Device::cuda), mma = Tensor::zeros({c.n, c.heads, d}, DType::f32, Device::cuda);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    auto view = [&](Tensor& out) {
+      return ops::cuda::AttnView{q.data<float>(), q.stride(0), q.stride(1), k.data<float>(), v.data<float>(), k.stride(0), k.stride(1),
+                                 v.stride(0),     v.stride(1), out.data<float>(), out.stride(0), out.stride(1), c.n, c.pos0,
+                                 c.heads,         c.kv_heads,  nullptr,   keys,        static_cast<int>(d), scale};
+    };
+    ASSERT_TRUE(ops::cuda::attention_flash_wgmma_ok(view(fast)));
+    ops::cuda::attention_flash_wgmma(view(fast));
+    ops::cuda::attention_flash_bf16(view(mma));
+    Tensor ref = Tensor::zeros({c.n, c.heads, d}, DType::f32);
+    ops::ref::attention(host(q), host(k), host(v), c.pos0, scale, ref);
+    const std::string what = "n=" + std::to_string(c.n) + " pos0=" + std::to_string(c.pos0) + " heads=" + std::to_string(c.heads) + "/" +
+                             std::to_string(c.kv_heads) + " " + test::seed_note();
+    EXPECT_LE(relative_error(fast, mma), 1e-3) << what;
+    EXPECT_LE(relative_error(fast, ref), 1e-2) << what;
+    // A second call over the same inputs gives the same bits.
+    Tensor again = Tensor::zeros({c.n, c.heads, d}, DType::f32, Device::cuda);
+    ops::cuda::attention_flash_wgmma(view(again));
+    EXPECT_EQ(relative_error(again, fast), 0.0) << what;
+  }
+  // Other head dims stay on the mma.sync kernel.
+  Tensor q = gpu(test::random_tensor({100, 2, 64}, DType::f32, rng)), kv = gpu(test::random_tensor({100, 2, 64}, DType::f32, rng));
+  Tensor out = Tensor::zeros({100, 2, 64}, DType::f32, Device::cuda);
+  const ops::cuda::AttnView other{q.data<float>(), q.stride(0), q.stride(1), kv.data<float>(), kv.data<float>(), kv.stride(0), kv.stride(1),
+                                  kv.stride(0),    kv.stride(1), out.data<float>(), out.stride(0), out.stride(1), 100, 0, 2, 2, nullptr, 100, 64,
+                                  0.125f};
+  EXPECT_FALSE(ops::cuda::attention_flash_wgmma_ok(other));
 }
 
 TEST_F(Cuda, conv1d_with_rolling_state_across_calls) {

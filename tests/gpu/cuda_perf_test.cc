@@ -163,9 +163,10 @@ TEST(CudaPerf, DISABLED_mma_matvec_tunings) {
   ops::set_matmul_precision(saved);
 }
 
-// Decode mat-vecs over a stream of distinct weights several times the L2, as a step reads them.
 // Prefill attention at the benchmark shapes: 2,048 queries with no cache ahead and with 2,048 keys
-// ahead (the second forward of a 4,096-token prompt), the flash kernel against the cuBLAS path.
+// ahead (the second forward of a 4,096-token prompt in 2,048-token forwards), and 4,096 in one:
+// what ops::attention runs (the wgmma kernel where it applies), the mma.sync flash kernel and the
+// cuBLAS path.
 TEST(CudaPerf, DISABLED_attention_prefill) {
   if (!device_memory::cuda_available()) GTEST_SKIP();
   const ops::MatmulPrecision saved = ops::matmul_precision();
@@ -175,8 +176,8 @@ TEST(CudaPerf, DISABLED_attention_prefill) {
     int64_t heads, kv_heads, d;
   };
   for (Shape s : {Shape{"24B", 32, 8, 128}, Shape{"27B", 24, 4, 256}, Shape{"35B-A3B", 16, 2, 256}}) {
-    for (int64_t pos0 : {0, 2048}) {
-      const int64_t n = 2048, keys = pos0 + n;
+    for (auto [n, pos0] : {std::pair<int64_t, int64_t>{2048, 0}, {2048, 2048}, {4096, 0}}) {
+      const int64_t keys = pos0 + n;
       Tensor q = Tensor::zeros({n, s.heads, s.d}, DType::f32, Device::cuda), o = Tensor::zeros({n, s.heads, s.d}, DType::f32, Device::cuda);
       Tensor kv = Tensor::zeros({keys, s.kv_heads, s.d}, DType::f32, Device::cuda);
       const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
@@ -186,16 +187,20 @@ TEST(CudaPerf, DISABLED_attention_prefill) {
                                      static_cast<int>(s.d), scale};
       // Causal: query i sees pos0 + i + 1 keys; 2 flops per multiply-add, two products (Q K^T, P V).
       const double flops = 4.0 * static_cast<double>(s.d * s.heads) * static_cast<double>(n * pos0 + n * (n + 1) / 2);
-      const double flash = time_calls([&] { ops::attention(q, kv, kv, pos0, scale, o); }, 10);
+      const double used = time_calls([&] { ops::attention(q, kv, kv, pos0, scale, o); }, 10);
+      const double mma = time_calls([&] { ops::cuda::attention_flash_bf16(view); }, 10);
       const double gemm = time_calls([&] { ops::cuda::attention_gemm(view); }, 10);
-      std::printf("attention prefill %-8s %lld/%lld heads of %lld, n=%lld after %5lld: flash %7.1f us (%5.0f TFLOP/s), cuBLAS %7.1f us (%5.0f TFLOP/s)\n",
+      std::printf("attention prefill %-8s %lld/%lld heads of %lld, n=%lld after %5lld: ops::attention %7.1f us (%4.0f TFLOP/s)%s, "
+                  "mma.sync flash %7.1f us (%4.0f), cuBLAS %7.1f us (%4.0f)\n",
                   s.name, static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads), static_cast<long long>(s.d),
-                  static_cast<long long>(n), static_cast<long long>(pos0), flash * 1e6, flops / flash / 1e12, gemm * 1e6, flops / gemm / 1e12);
+                  static_cast<long long>(n), static_cast<long long>(pos0), used * 1e6, flops / used / 1e12,
+                  ops::cuda::attention_flash_wgmma_ok(view) ? " [wgmma]" : "", mma * 1e6, flops / mma / 1e12, gemm * 1e6, flops / gemm / 1e12);
     }
   }
   ops::set_matmul_precision(saved);
 }
 
+// Decode mat-vecs over a stream of distinct weights several times the L2, as a step reads them.
 TEST(CudaPerf, DISABLED_matvec_layer_stream) {
   if (!device_memory::cuda_available()) GTEST_SKIP();
   test::matvec_layer_stream_report(4);

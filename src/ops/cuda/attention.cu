@@ -186,8 +186,10 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   // depend on how many queries share its forward (prefill k + decode == full prefill, bitwise).
   const bool exact = matmul_precision() == MatmulPrecision::f32;
   if (view.n <= kDecodeMaxQueries && !exact) return attention_decode(view);
-  if (view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr)
+  if (view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr) {
+    if (attention_flash_wgmma_ok(view)) return attention_flash_wgmma(view);
     return attention_flash_bf16_ok(view) ? attention_flash_bf16(view) : attention_gemm(view);
+  }
   AttnArgs a{};
   a.n = q.dim(0);
   a.n_heads = q.dim(1);

@@ -212,12 +212,6 @@ Tensor& bf16_rows_scratch() {
   return t;
 }
 
-__nv_bfloat16* head_major(const float* src, int64_t s0, int64_t s1, int64_t rows, int64_t heads, int d, __nv_bfloat16* dst) {
-  to_bf16_head_major<<<blocks_for(heads * rows * d / 4, 256), 256, 0, stream()>>>(src, s0, s1, rows, heads, d, dst);
-  check_launch("attention (bf16 rows)");
-  return dst;
-}
-
 template <int D, int BK>
 void launch(const AttnView& a) {
   constexpr size_t bytes = Tiles<D, BK>::bytes;
@@ -229,9 +223,9 @@ void launch(const AttnView& a) {
   const int64_t keys = a.q_pos0 + a.n, q_elems = a.n * a.heads * D, kv_elems = keys * a.kv_heads * D;
   auto* base = static_cast<__nv_bfloat16*>(scratch_bytes(bf16_rows_scratch(), static_cast<size_t>(q_elems + 2 * kv_elems) * 2));
   FlashArgs f{};
-  f.q = head_major(a.q, a.q_s0, a.q_s1, a.n, a.heads, D, base);
-  f.k = head_major(a.k, a.k_s0, a.k_s1, keys, a.kv_heads, D, base + q_elems);
-  f.v = head_major(a.v, a.v_s0, a.v_s1, keys, a.kv_heads, D, base + q_elems + kv_elems);
+  f.q = bf16_head_major(a.q, a.q_s0, a.q_s1, a.n, a.heads, D, base);
+  f.k = bf16_head_major(a.k, a.k_s0, a.k_s1, keys, a.kv_heads, D, base + q_elems);
+  f.v = bf16_head_major(a.v, a.v_s0, a.v_s1, keys, a.kv_heads, D, base + q_elems + kv_elems);
   f.out = a.out;
   f.o_s0 = a.o_s0;
   f.o_s1 = a.o_s1;
@@ -248,6 +242,12 @@ void launch(const AttnView& a) {
 bool rows_of_float4(const float* p, int64_t s0, int64_t s1) { return aligned16(p) && s0 % 4 == 0 && s1 % 4 == 0; }
 
 }  // namespace
+
+__nv_bfloat16* bf16_head_major(const float* src, int64_t s0, int64_t s1, int64_t rows, int64_t heads, int d, __nv_bfloat16* dst) {
+  to_bf16_head_major<<<blocks_for(heads * rows * d / 4, 256), 256, 0, stream()>>>(src, s0, s1, rows, heads, d, dst);
+  check_launch("attention (bf16 rows)");
+  return dst;
+}
 
 bool attention_flash_bf16_ok(const AttnView& a) {
   return (a.d == 64 || a.d == 128 || a.d == 256) && a.q_pos0_device == nullptr && a.heads % a.kv_heads == 0 && a.n <= int64_t{65535} * kRows &&

@@ -1,6 +1,8 @@
 #pragma once
 // The arguments of ops::attention as the CUDA attention paths see them, and the paths besides the
 // flash kernel of attention.cu, which picks one per call.
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 namespace sanctum::ops::cuda {
@@ -32,6 +34,14 @@ void attention_decode(const AttnView& a);
 // 16-byte vectors, the position on the host.
 bool attention_flash_bf16_ok(const AttnView& a);
 void attention_flash_bf16(const AttnView& a);
+// dst[head][row][c] = bf16(src[row * s0 + head * s1 + c]): rows of d (a multiple of 4) floats rounded
+// once for the flash kernels; returns dst.
+__nv_bfloat16* bf16_head_major(const float* src, int64_t s0, int64_t s1, int64_t rows, int64_t heads, int d, __nv_bfloat16* dst);
+
+// The same long prefill on Hopper's warpgroup MMA (attention_flash_wgmma.cu), where it runs: head dim
+// 128, the flash kernel's inputs, an sm_90 GPU with sm_90a code (SANCTUM_FLASH_WGMMA=0: never).
+bool attention_flash_wgmma_ok(const AttnView& a);
+void attention_flash_wgmma(const AttnView& a);
 
 // Long prefill in the fast precision mode for the other head dims: per KV head and query block,
 // S = scale * Q K^T and O = P V on cuBLAS (TF32 inputs, f32 accumulation) with a causal softmax

@@ -193,8 +193,6 @@ __global__ void __launch_bounds__(kThreads, 1) tiles_gemm_kernel(GemmArgs a) {
 #endif
 }
 
-__global__ void wgmma_probe(int* out) { *out = SANCTUM_HAS_WGMMA; }
-
 // y (n, rows) = the splits' slabs added in order.
 __global__ void add_splits(const float* __restrict__ parts, int splits, int64_t n, int64_t rows, float* __restrict__ y, int64_t y_stride) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -260,20 +258,7 @@ int column_splits(int64_t blocks, int k_tiles, int64_t outputs) {
 
 bool wgmma_present() {
   static const bool present = [] {
-    int device = 0, major = 0, minor = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
-    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "compute capability");
-    if (major != 9 || minor != 0) return false;
-    int* flag = nullptr;
-    check_cuda(cudaMalloc(&flag, sizeof(int)), "wgmma probe");
-    wgmma_probe<<<1, 1, 0, stream()>>>(flag);
-    check_launch("wgmma probe");
-    int host = 0;
-    check_cuda(cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, stream()), "wgmma probe");
-    check_cuda(cudaStreamSynchronize(stream()), "wgmma probe");
-    check_cuda(cudaFree(flag), "wgmma probe");
-    if (host != 1) return false;
+    if (!wg::wgmma_runs()) return false;
     check_cuda(cudaFuncSetAttribute(tiles_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes), "tiles gemm");
     return true;
   }();
