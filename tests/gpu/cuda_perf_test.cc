@@ -107,7 +107,7 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
   }
 }
 
-// The prefill GEMM at the 24B and 27B shapes for 512 and 1,024 tokens: the Hopper kernel over the
+// The prefill GEMM at the 24B and 27B shapes for 512, 1,024 and 4,096 tokens: the Hopper kernel over the
 // tiled weight against the row layout's path (the weight dequantized to bf16, then cuBLAS). What
 // tiles_gemm_preferred says rests on these figures.
 TEST(CudaPerf, DISABLED_prefill_gemm) {
@@ -121,7 +121,7 @@ TEST(CudaPerf, DISABLED_prefill_gemm) {
     const Weight rows = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
     Weight tiled = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
     ops::cuda::tile_weight(tiled);
-    for (int64_t n : {512, 1024}) {
+    for (int64_t n : {512, 1024, 4096}) {
       Tensor x = test::random_tensor({n, k}, DType::f32, rng).to(Device::cuda), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
       const double flop = 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
       const double dequant = time_calls([&] { ops::matmul(x, rows, y); }, 10), fused = time_calls([&] { ops::cuda::tiles_gemm(x, tiled, y); }, 10);
