@@ -829,11 +829,7 @@ TEST_F(Cuda, wgmma_flash_attention_matches_the_mma_sync_kernel) {
     Tensor k = gpu(test::random_tensor({keys, c.kv_heads, d}, DType::f32, rng)), v = gpu(test::random_tensor({keys, c.kv_heads, d}, DType::f32, rng));
     Tensor fast = Tensor::zeros({c.n, c.heads, d}, DType::f32, Device::cuda), mma = Tensor::zeros({c.n, c.heads, d}, DType::f32, Device::cuda);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    auto view = [&](Tensor& out) {
-      return ops::cuda::AttnView{q.data<float>(), q.stride(0), q.stride(1), k.data<float>(), v.data<float>(), k.stride(0), k.stride(1),
-                                 v.stride(0),     v.stride(1), out.data<float>(), out.stride(0), out.stride(1), c.n, c.pos0,
-                                 c.heads,         c.kv_heads,  nullptr,   keys,        static_cast<int>(d), scale};
-    };
+    auto view = [&](Tensor& out) { return ops::cuda::attn_view(q, k, v, c.pos0, nullptr, scale, out); };
     ASSERT_TRUE(ops::cuda::attention_flash_wgmma_ok(view(fast)));
     ops::cuda::attention_flash_wgmma(view(fast));
     ops::cuda::attention_flash_bf16(view(mma));
@@ -851,10 +847,7 @@ TEST_F(Cuda, wgmma_flash_attention_matches_the_mma_sync_kernel) {
   // Other head dims stay on the mma.sync kernel.
   Tensor q = gpu(test::random_tensor({100, 2, 64}, DType::f32, rng)), kv = gpu(test::random_tensor({100, 2, 64}, DType::f32, rng));
   Tensor out = Tensor::zeros({100, 2, 64}, DType::f32, Device::cuda);
-  const ops::cuda::AttnView other{q.data<float>(), q.stride(0), q.stride(1), kv.data<float>(), kv.data<float>(), kv.stride(0), kv.stride(1),
-                                  kv.stride(0),    kv.stride(1), out.data<float>(), out.stride(0), out.stride(1), 100, 0, 2, 2, nullptr, 100, 64,
-                                  0.125f};
-  EXPECT_FALSE(ops::cuda::attention_flash_wgmma_ok(other));
+  EXPECT_FALSE(ops::cuda::attention_flash_wgmma_ok(ops::cuda::attn_view(q, kv, kv, 0, nullptr, 0.125f, out)));
 }
 
 TEST_F(Cuda, conv1d_with_rolling_state_across_calls) {

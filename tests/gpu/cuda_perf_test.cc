@@ -181,10 +181,7 @@ TEST(CudaPerf, DISABLED_attention_prefill) {
       Tensor q = Tensor::zeros({n, s.heads, s.d}, DType::f32, Device::cuda), o = Tensor::zeros({n, s.heads, s.d}, DType::f32, Device::cuda);
       Tensor kv = Tensor::zeros({keys, s.kv_heads, s.d}, DType::f32, Device::cuda);
       const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-      const ops::cuda::AttnView view{q.data<float>(), q.stride(0), q.stride(1), kv.data<float>(), kv.data<float>(), kv.stride(0),
-                                     kv.stride(1),    kv.stride(0), kv.stride(1), o.data<float>(), o.stride(0), o.stride(1),
-                                     n,               pos0,         s.heads,      s.kv_heads,      nullptr,     keys,
-                                     static_cast<int>(s.d), scale};
+      const ops::cuda::AttnView view = ops::cuda::attn_view(q, kv, kv, pos0, nullptr, scale, o);
       // Causal: query i sees pos0 + i + 1 keys; 2 flops per multiply-add, two products (Q K^T, P V).
       const double flops = 4.0 * static_cast<double>(s.d * s.heads) * static_cast<double>(n * pos0 + n * (n + 1) / 2);
       const double used = time_calls([&] { ops::attention(q, kv, kv, pos0, scale, o); }, 10);

@@ -179,9 +179,7 @@ constexpr int64_t kGemmMinQueries = 64;
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out) {
   check(q.dim(2) <= 256, ErrorKind::unsupported, "[attention] cuda supports head_dim up to 256, got " + std::to_string(q.dim(2)));
   if (q.dim(0) == 0) return;
-  const AttnView view{q.data<float>(), q.stride(0), q.stride(1), k.data<float>(), v.data<float>(), k.stride(0), k.stride(1),
-                      v.stride(0),     v.stride(1), out.data<float>(), out.stride(0), out.stride(1), q.dim(0), q_pos0,
-                      q.dim(1),        k.dim(1),    device_q_pos0, k.dim(0), static_cast<int>(q.dim(2)), scale};
+  const AttnView view = attn_view(q, k, v, q_pos0, device_q_pos0, scale, out);
   // Exact mode keeps every query on the flash kernel without key splits, so a query's bits do not
   // depend on how many queries share its forward (prefill k + decode == full prefill, bitwise).
   const bool exact = matmul_precision() == MatmulPrecision::f32;

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "tensor/tensor.h"
+
 namespace sanctum::ops::cuda {
 
 struct AttnView {
@@ -21,6 +23,15 @@ struct AttnView {
   int d;
   float scale;
 };
+
+// The view of ops::attention's f32 tensors: q and out (n, heads, d), k and v (key rows, kv heads, d).
+inline AttnView attn_view(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale,
+                          Tensor& out) {
+  return AttnView{q.data<float>(), q.stride(0),   q.stride(1), k.data<float>(), v.data<float>(),
+                  k.stride(0),     k.stride(1),   v.stride(0), v.stride(1),     out.data<float>(),
+                  out.stride(0),   out.stride(1), q.dim(0),    q_pos0,          q.dim(1),
+                  k.dim(1),        device_q_pos0, k.dim(0),    static_cast<int>(q.dim(2)), scale};
+}
 
 // Up to this many queries go to the decode kernel.
 constexpr int64_t kDecodeMaxQueries = 8;

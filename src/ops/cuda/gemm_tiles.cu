@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, 1) tiles_gemm_kernel(GemmArgs a) {
       }
     }
 #else
-  __trap();  // never launched: the host offers this kernel only where the probe below found it
+  __trap();  // never launched: the host offers this kernel only where wg::wgmma_runs() found it
 #endif
 }
 
