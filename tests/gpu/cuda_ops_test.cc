@@ -13,6 +13,7 @@
 #include "gpu_test_util.h"
 #include "base/error.h"
 #include "ops/cuda/attention_paths.cuh"
+#include "ops/cuda/dequantize.cuh"
 #include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/wgmma.cuh"
 #include "ops/cuda/matvec_mma.cuh"
@@ -297,6 +298,39 @@ TEST_F(Cuda, tiled_gate_up_silu_mul_gives_matmul_then_silu_mul_bits) {
   EXPECT_THROW(ops::matmul_silu_mul(one, tiled, wrong), Error);
 }
 
+// The bf16 copy that cuBLAS multiplies (dequantize.cu) holds, bit for bit, each weight's
+// fma(scale, code, bias) rounded to bf16: the tiled and the row layout, dense weights, every code
+// width, group and scale type, odd row counts.
+TEST_F(Cuda, dequantized_copy_is_each_weights_bf16_rounding) {
+  Rng rng(23);
+  auto expect_copy = [](const Weight& want, const Weight& on_gpu, const std::string& what) {
+    Tensor out = Tensor::zeros({want.rows, want.cols}, DType::bf16, Device::cuda);
+    ops::cuda::dequantize_to_bf16(on_gpu, static_cast<__nv_bfloat16*>(out.raw()));
+    const Tensor back = host(out);
+    const auto* got = static_cast<const uint16_t*>(back.raw());
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < want.rows; ++r)
+      for (int64_t c = 0; c < want.cols; ++c) wrong += got[r * want.cols + c] != f32_to_bf16(ops::ref::weight_at_fma(want, r, c));
+    EXPECT_EQ(wrong, 0) << what;
+  };
+  for (int group : {64, 128})
+    for (DType st : {DType::bf16, DType::f16}) {
+      const Weight w = test::random_quantized(48, 640, 4, group, st, rng);
+      expect_copy(w, tiled_on_gpu(w), label("tiled g%d %s", group, dtype_name(st)));
+    }
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128})
+      for (DType st : {DType::f32, DType::bf16, DType::f16})
+        for (int64_t cols : {384, 640}) {
+          const Weight w = test::random_quantized(37, cols, bits, group, st, rng);
+          expect_copy(w, gpu(w), label("rows q%d g%d %s cols %lld", bits, group, dtype_name(st), static_cast<long long>(cols)));
+        }
+  const Weight odd = test::random_quantized(5, 96, 4, 32, DType::bf16, rng);
+  expect_copy(odd, gpu(odd), "rows of 96 columns");
+  const Weight dense = dense_weight(test::random_tensor({7, 100}, DType::f16, rng), "w");
+  expect_copy(dense, gpu(dense), "dense f16");
+}
+
 // A tiled weight still works everywhere a weight is read: the bf16 prefill (dequantized for
 // cuBLAS), the exact f32 kernels, the embedding lookup of a tied table, and stacking, where tiled
 // parts stack into the tiling of the stack.
@@ -346,8 +380,8 @@ TEST_F(Cuda, tiled_weights_in_prefill_exact_mode_embedding_and_stacking) {
 // the order of the f32 sums may differ (a misplaced column or row would be off by the size of a
 // term). Shapes: a last row block and token tile cut short, fewer column steps than pipeline stages,
 // column splits (few blocks, many steps), groups of 64 and 128. x handed over in bf16 gives the bits
-// of f32 x, and a second call the same bits. matmul takes the kernel for large weights and prompts of
-// up to 512 tokens only.
+// of f32 x, and a second call the same bits. matmul takes the kernel for prompts of up to 512 tokens
+// (1,024 for large weights of many rows) over all but small weights.
 TEST_F(Cuda, tiled_gemm_matches_sums_of_its_bf16_operands) {
   if (!ops::cuda::tiles_gemm_supported()) GTEST_SKIP() << "the tiled GEMM needs an sm_90 GPU";
   Rng rng(31);
@@ -391,11 +425,19 @@ TEST_F(Cuda, tiled_gemm_matches_sums_of_its_bf16_operands) {
       EXPECT_LE(relative_error(again, yh), 0.0) << what << " repeated";
     }
   }
-  const Weight small = tiled_on_gpu(test::random_quantized(64, 128, 4, 64, DType::bf16, rng));
-  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(small, 512)) << "small weight";
-  const Weight large = tiled_on_gpu(test::random_quantized(16384, 4096, 4, 64, DType::bf16, rng));
-  EXPECT_TRUE(ops::cuda::tiles_gemm_preferred(large, 512));
-  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(large, 513)) << "long prompt";
+  auto shaped = [](int64_t rows, int64_t cols) {  // the preference reads the shape only
+    Weight w;
+    w.rows = rows;
+    w.cols = cols;
+    return w;
+  };
+  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(64, 128), 512)) << "small weight";
+  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(5120, 4096), 512)) << "o_proj-sized weight";
+  EXPECT_TRUE(ops::cuda::tiles_gemm_preferred(shaped(6144, 5120), 512));
+  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(6144, 5120), 513)) << "longer prompt, mid-sized weight";
+  EXPECT_TRUE(ops::cuda::tiles_gemm_preferred(shaped(16384, 4096), 1024));
+  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(4096, 16384), 1024)) << "few rows";
+  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(16384, 4096), 1025)) << "long prompt";
   const Weight f16_scales = tiled_on_gpu(test::random_quantized(64, 128, 4, 64, DType::f16, rng));
   EXPECT_FALSE(ops::cuda::tiles_gemm_ok(f16_scales, gpu(test::random_tensor({16, 128}, DType::f32, rng)))) << "f16 scales";
   const Weight rows = gpu(test::random_quantized(64, 128, 4, 64, DType::bf16, rng));
@@ -525,7 +567,9 @@ TEST_F(Cuda, embedding_dense_and_quantized) {
 
 TEST_F(Cuda, rms_norm_with_and_without_offset) {
   Rng rng(16);
-  for (int64_t d : {1, 33, 256, 1023, 5120, 10000})  // 10000: past 8 values per thread
+  // Rows of whole 16-byte chunks up to 8,192 take the chunked kernel (4: one warp; 2052: a chunk count
+  // off the threads), the others and 10,000 (past 8 values per thread) the plain one.
+  for (int64_t d : {1, 4, 33, 256, 1023, 2052, 5120, 8192, 10000})
     for (float offset : {0.0f, 1.0f}) {
       Tensor x = test::random_tensor({7, d}, DType::f32, rng), w = test::random_tensor({d}, DType::bf16, rng);
       Tensor ref = Tensor::zeros({7, d}, DType::f32), out = Tensor::zeros({7, d}, DType::f32, Device::cuda);
@@ -537,7 +581,9 @@ TEST_F(Cuda, rms_norm_with_and_without_offset) {
 
 TEST_F(Cuda, add_rms_norm_is_bitwise_add_then_rms_norm) {
   Rng rng(28);
-  for (int64_t d : {1, 33, 256, 1023, 5120, 10000})  // 10000: past 8 values per thread
+  // Rows of whole 16-byte chunks up to 8,192 take the chunked kernel (4: one warp; 2052: a chunk count
+  // off the threads), the others and 10,000 (past 8 values per thread) the plain one.
+  for (int64_t d : {1, 4, 33, 256, 1023, 2052, 5120, 8192, 10000})
     for (float offset : {0.0f, 1.0f}) {
       Tensor h = test::random_tensor({5, d}, DType::f32, rng), delta = test::random_tensor({5, d}, DType::f32, rng);
       Tensor w = test::random_tensor({d}, DType::bf16, rng);

@@ -13,6 +13,7 @@
 #include "matvec_layout_bench.h"
 #include "matvec_mma_sweep.h"
 #include "ops/cuda/attention_paths.cuh"
+#include "ops/cuda/dequantize.cuh"
 #include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/ops.h"
@@ -107,8 +108,8 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
   }
 }
 
-// The prefill GEMM at the 24B and 27B shapes for 512, 1,024 and 4,096 tokens: the Hopper kernel over the
-// tiled weight against the row layout's path (the weight dequantized to bf16, then cuBLAS). What
+// The prefill GEMM at the 24B and 27B shapes for 512 to 4,096 tokens: the Hopper kernel over the tiled
+// weight against the path it replaces (the same weight dequantized to bf16, then cuBLAS). What
 // tiles_gemm_preferred says rests on these figures.
 TEST(CudaPerf, DISABLED_prefill_gemm) {
   if (!device_memory::cuda_available()) GTEST_SKIP();
@@ -118,19 +119,46 @@ TEST(CudaPerf, DISABLED_prefill_gemm) {
   const std::pair<int64_t, int64_t> shapes[] = {{6144, 5120}, {5120, 4096}, {65536, 5120}, {5120, 32768}, {16480, 5120},
                                                 {5120, 6144}, {12288, 5120}, {34816, 5120}, {5120, 17408}};
   for (auto [m, k] : shapes) {
-    const Weight rows = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
     Weight tiled = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
     ops::cuda::tile_weight(tiled);
-    for (int64_t n : {512, 1024, 4096}) {
+    for (int64_t n : {512, 768, 1024, 2048, 4096}) {
       Tensor x = test::random_tensor({n, k}, DType::f32, rng).to(Device::cuda), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
       const double flop = 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
-      const double dequant = time_calls([&] { ops::matmul(x, rows, y); }, 10), fused = time_calls([&] { ops::cuda::tiles_gemm(x, tiled, y); }, 10);
-      std::printf("prefill gemm %6lld x %6lld n=%5lld: tiled %8.1f us (%4.0f TFLOP/s)  dequantize+cuBLAS %8.1f us (%4.0f TFLOP/s)  %.2fx\n",
+      const double copy = time_calls([&] { ops::cuda::copy_gemm(x, tiled, y); }, 10), fused = time_calls([&] { ops::cuda::tiles_gemm(x, tiled, y); }, 10);
+      std::printf("prefill gemm %6lld x %6lld n=%5lld: tiled %8.1f us (%4.0f TFLOP/s)  dequantize+cuBLAS %8.1f us (%4.0f TFLOP/s)  %.2fx  %s\n",
                   static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n), fused * 1e6, flop / fused / 1e12,
-                  dequant * 1e6, flop / dequant / 1e12, dequant / fused);
+                  copy * 1e6, flop / copy / 1e12, copy / fused, ops::cuda::tiles_gemm_preferred(tiled, n) ? "tiled preferred" : "copy preferred");
     }
   }
   ops::set_matmul_precision(saved);
+}
+
+// The bf16 copy cuBLAS multiplies at the 24B and 27B shapes, tiled and row layout: time and the
+// bandwidth of its reads and writes together, against a device-to-device copy of the same bytes.
+TEST(CudaPerf, DISABLED_dequantize) {
+  if (!device_memory::cuda_available()) GTEST_SKIP();
+  Rng rng(5);
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{65536, 5120}, {5120, 32768}, {34816, 5120}, {6144, 5120}}) {
+    const Weight rows = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
+    Weight tiled = rows;
+    tiled.data = rows.data.clone();
+    tiled.scales = rows.scales.clone();
+    tiled.biases = rows.biases.clone();
+    ops::cuda::tile_weight(tiled);
+    Tensor out = Tensor::zeros({m, k}, DType::bf16, Device::cuda), other = Tensor::zeros({m, k}, DType::bf16, Device::cuda);
+    auto* dst = static_cast<__nv_bfloat16*>(out.raw());
+    const double bytes = static_cast<double>(rows.nbytes() + out.nbytes());
+    auto report = [&](const char* what, const Weight& w) {
+      const double t = time_graph([&] { ops::cuda::dequantize_to_bf16(w, dst); }, 10);
+      std::printf("dequantize %6lld x %6lld %-16s %7.1f us (%4.2f TB/s)\n", static_cast<long long>(m), static_cast<long long>(k), what, t * 1e6,
+                  bytes / t / 1e12);
+    };
+    report("tiled", tiled);
+    report("rows", rows);
+    const double t_copy = time_graph([&] { cudaMemcpyAsync(dst, other.raw(), static_cast<size_t>(bytes / 2), cudaMemcpyDeviceToDevice, cuda::stream()); }, 10);
+    std::printf("dequantize %6lld x %6lld %-16s %7.1f us (%4.2f TB/s)\n", static_cast<long long>(m), static_cast<long long>(k), "copy, same bytes",
+                t_copy * 1e6, bytes / t_copy / 1e12);
+  }
 }
 
 // Every tuning of the tensor-core mat-vec at the decode shapes of the 27B (incl. the fused

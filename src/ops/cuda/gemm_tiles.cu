@@ -3,7 +3,7 @@
 // tensor cores instead of into a bf16 copy of the whole matrix for cuBLAS (2.6 bytes of traffic per
 // weight per forward, which a 512-token prompt does not amortise).
 //
-// A block takes 256 weight rows (four warpgroups of one m64 slab; each warp one row tile) and 128
+// A block takes 128 weight rows (two warpgroups of one m64 slab; each warp one row tile) and 128
 // tokens. Per 64-column step a lane loads its 16-byte share of its row tile (the tiled layout's one
 // load per lane) with the scale and bias pair, three steps ahead, and turns them into the MMA's A
 // fragments: w = scale * code + bias, one bf16 fma per pair of values. A step's MMAs go in two
@@ -38,19 +38,24 @@ namespace sanctum::ops::cuda {
 namespace {
 
 constexpr int kTokens = 128;                // per block: the MMA's n
-constexpr int kWarpgroups = 4;              // one m64 slab each
-constexpr int kBlockRowTiles = 4 * kWarpgroups;  // 256 rows
+// Two warpgroups of one m64 slab each (128 rows) per block, two blocks per multiprocessor, so that
+// one block's start and end overlap the other's steps. At 512 to 1,024 tokens this ran 0-10% faster
+// than four warpgroups (256 rows) in one block (cuda_perf_test prefill_gemm, H200; bench/RESULTS.md).
+constexpr int kWarpgroups = 2;
+constexpr int kBlocksPerMultiprocessor = 2;
+constexpr int kBlockRowTiles = 4 * kWarpgroups;
 constexpr int kThreads = 128 * kWarpgroups;
 constexpr int kStages = 4;                  // x tiles: the one read and up to three on their way
 constexpr int kStageBytes = kTokens * 128;  // 128 tokens x 64 bf16 columns
 constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // + room to align to 1,024
-// Where it is preferred: up to 512 tokens (by 1,024 the dequantized copy's cost is mostly amortised:
-// 0.90-1.09x, and by 2,048 cuBLAS's GEMM is faster) and weights of 64M values or more (smaller ones
-// make too few blocks of 256 rows to fill the GPU). On an H200 at 512 tokens it ran the 24B and 27B
-// shapes' large weights 1.08-1.29x faster than the copy and cuBLAS, and their small ones 0.83-1.05x
-// (cuda_perf_test prefill_gemm; bench/RESULTS.md).
-constexpr int64_t kMaxTokens = 512;
-constexpr int64_t kMinValues = int64_t{1} << 26;
+// Where it is preferred over the dequantized copy and cuBLAS (cuda_perf_test prefill_gemm on an H200,
+// the 24B and 27B shapes; bench/RESULTS.md): up to 512 tokens, weights of 24M values or more (1.08-1.49x;
+// the 5120 x 4096 o_proj, 21M, 0.96x); up to 1,024 tokens, weights of 8,192 rows and 48M values or
+// more (1.17-1.21x; the 5120-row down projections 0.99-1.03x, the small ones 0.84-0.92x). From 2,048
+// tokens on, the copy's cost is amortised and cuBLAS's GEMM is as fast or faster (0.86-1.04x).
+constexpr int64_t kMinValues512 = int64_t{24} << 20;
+constexpr int64_t kMinValues1024 = int64_t{48} << 20;
+constexpr int64_t kMinRows1024 = 8192;
 
 struct GemmArgs {
   const uint4* codes;
@@ -66,9 +71,11 @@ struct GemmArgs {
 };
 
 #if SANCTUM_HAS_WGMMA
-// Codes i and i + 4 of a word as the bf16 pair (128 + code) — the code in the low mantissa bits of 128.
+// Codes i and i + 4 of a word as the bf16 pair (128 + code) — the code in the low mantissa bits of
+// 128 — with the mask and the or in one instruction (the compiler spends two: LOP3 takes one constant).
 __device__ __forceinline__ __nv_bfloat162 code_pair(uint32_t word, int i) {
-  const uint32_t v = ((word >> (4 * i)) & 0x000F000Fu) | 0x43004300u;
+  uint32_t v;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(v) : "r"(word >> (4 * i)), "r"(0x000F000Fu), "r"(0x43004300u));
   return *reinterpret_cast<const __nv_bfloat162*>(&v);
 }
 __device__ __forceinline__ uint32_t bits_of(__nv_bfloat162 v) { return *reinterpret_cast<const uint32_t*>(&v); }
@@ -96,7 +103,7 @@ __device__ __forceinline__ void dequantize_half(uint4 q, uint32_t s, uint32_t b,
 }
 #endif
 
-__global__ void __launch_bounds__(kThreads, 1) tiles_gemm_kernel(GemmArgs a) {
+__global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) tiles_gemm_kernel(GemmArgs a) {
 #if SANCTUM_HAS_WGMMA
   extern __shared__ uint8_t shared_raw[];
   __shared__ alignas(8) uint64_t full[kStages];  // stage s holds its step's x tile
@@ -118,17 +125,19 @@ __global__ void __launch_bounds__(kThreads, 1) tiles_gemm_kernel(GemmArgs a) {
     const __nv_bfloat16* src = a.x + (static_cast<int64_t>(tile0 + i) * a.n_padded + token0) * 64;
     wg::bulk_copy(tiles + stage * kStageBytes, src, kStageBytes, tc::shared_address(&full[stage]));
   };
-  constexpr int kAhead = 3;  // steps of weight loads in flight
-  const uint4* codes = a.codes + row_tile * a.k_tiles * 32 + lane;
+  // Weight loads run kAhead steps ahead, step i's in slot i % kAhead; the step loop is unrolled by
+  // kAhead so that the slots are registers fixed at compile time (a rotation cost 18 moves a step).
+  constexpr int kAhead = 3;
+  const uint4* codes = a.codes + (row_tile * a.k_tiles + tile0) * 32 + lane;
   const uint32_t* scales = a.scales + row_tile * a.groups * 8 + g;
   const uint32_t* biases = a.biases + row_tile * a.groups * 8 + g;
   uint4 q[kAhead];
   uint32_t sc[kAhead], bi[kAhead];
   auto load_w = [&](int i, int slot) {
-    const int kt = tile0 + i;
-    q[slot] = __ldg(codes + kt * 32);
-    sc[slot] = __ldg(scales + (kt >> a.group_shift) * 8);
-    bi[slot] = __ldg(biases + (kt >> a.group_shift) * 8);
+    const uint32_t group = static_cast<uint32_t>(tile0 + i) >> a.group_shift;
+    q[slot] = __ldg(codes + static_cast<uint32_t>(i) * 32u);
+    sc[slot] = __ldg(scales + group * 8u);
+    bi[slot] = __ldg(biases + group * 8u);
   };
 
   if (tid == 0) {
@@ -147,31 +156,28 @@ __global__ void __launch_bounds__(kThreads, 1) tiles_gemm_kernel(GemmArgs a) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
   uint32_t frag[2][2][4];
-  for (int i = 0; i < steps; ++i) {
-    const int stage = i % kStages;
-    wg::barrier_wait(tc::shared_address(&full[stage]), (i / kStages) & 1);
-    const uint32_t x_tile = tiles + stage * kStageBytes;
-    const uint4 qi = q[0];
-    const uint32_t si = sc[0], bi0 = bi[0];
+  for (int i0 = 0; i0 < steps; i0 += kAhead) {
 #pragma unroll
-    for (int d = 0; d + 1 < kAhead; ++d) {
-      q[d] = q[d + 1];
-      sc[d] = sc[d + 1];
-      bi[d] = bi[d + 1];
+    for (int d = 0; d < kAhead; ++d) {
+      const int i = i0 + d;
+      if (i >= steps) break;
+      const int stage = i % kStages;
+      wg::barrier_wait(tc::shared_address(&full[stage]), (i / kStages) & 1);
+      const uint32_t x_tile = tiles + stage * kStageBytes;
+      // Groups complete in order: waiting until one is left frees the half about to be rewritten.
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        dequantize_half(q[d], sc[d], bi[d], h, frag[h]);
+        if (h == 1 && i + kAhead < steps) load_w(i + kAhead, d);  // the slot is free once both halves are made
+        wg::fence();
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) wg::mma_m64n128k16(acc, frag[h][jj], wg::swizzled_k_major(x_tile + 32 * (2 * h + jj)));
+        wg::commit();
+        wg::wait<1>();
+      }
+      __syncthreads();  // step i - 1's MMAs are done in every warp: its stage takes step i + kStages - 1
+      if (tid == 0 && i + kStages - 1 < steps) load_x(i + kStages - 1);
     }
-    if (i + kAhead < steps) load_w(i + kAhead, kAhead - 1);
-    // Groups complete in order: waiting until one is left frees the half about to be rewritten.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      dequantize_half(qi, si, bi0, h, frag[h]);
-      wg::fence();
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj) wg::mma_m64n128k16(acc, frag[h][jj], wg::swizzled_k_major(x_tile + 32 * (2 * h + jj)));
-      wg::commit();
-      wg::wait<1>();
-    }
-    __syncthreads();  // step i - 1's MMAs are done in every warp: its stage takes step i + kStages - 1
-    if (tid == 0 && i + kStages - 1 < steps) load_x(i + kStages - 1);
   }
   wg::wait<0>();
 
@@ -244,8 +250,7 @@ Tensor& split_scratch() {
 // minimise waves x steps per block (+ 3 steps a block spends filling its pipeline and writing out),
 // plus, with splits, the adding of the slabs, counted as a step (about a microsecond on an H200) per
 // 3 MB they move.
-int column_splits(int64_t blocks, int k_tiles, int64_t outputs) {
-  const int64_t places = multiprocessor_count();
+int column_splits(int64_t blocks, int k_tiles, int64_t outputs, int64_t places) {
   int best = 1;
   int64_t best_cost = INT64_MAX;
   for (int s = 1; s <= 8 && (s == 1 || k_tiles / s >= 4); ++s) {
@@ -300,14 +305,19 @@ bool tiles_gemm_ok(const Weight& w, const Tensor& x) {
          tiles_gemm_supported();
 }
 
-bool tiles_gemm_preferred(const Weight& w, int64_t n) { return n <= kMaxTokens && w.rows * w.cols >= kMinValues; }
+bool tiles_gemm_preferred(const Weight& w, int64_t n) {
+  const int64_t values = w.rows * w.cols;
+  if (n <= 512) return values >= kMinValues512;
+  return n <= 1024 && values >= kMinValues1024 && w.rows >= kMinRows1024;
+}
 
 void tiles_gemm(const Tensor& x, const Weight& w, Tensor& y) {
   check(tiles_gemm_ok(w, x), ErrorKind::internal, "tiles_gemm: weight '" + w.name + "' or x is not one the tiled GEMM takes");
   GemmArgs a = prepare(x, w);
   const int64_t n = a.n, rows = w.rows;
   const dim3 blocks(static_cast<unsigned>(a.n_padded / kTokens), static_cast<unsigned>((a.row_tiles + kBlockRowTiles - 1) / kBlockRowTiles));
-  const int splits = column_splits(static_cast<int64_t>(blocks.x) * blocks.y, a.k_tiles, n * rows);
+  const int splits = column_splits(static_cast<int64_t>(blocks.x) * blocks.y, a.k_tiles, n * rows,
+                                   int64_t{kBlocksPerMultiprocessor} * multiprocessor_count());
   a.split_tiles = (a.k_tiles + splits - 1) / splits;
   const int used = (a.k_tiles + a.split_tiles - 1) / a.split_tiles;  // splits that get columns
   if (used == 1) {

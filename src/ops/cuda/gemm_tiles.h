@@ -11,11 +11,13 @@ namespace sanctum::ops::cuda {
 bool tiles_gemm_supported();
 // A tiled weight with bf16 scales and x (n, cols) rows of f32 or bf16, on a GPU that runs the kernel.
 bool tiles_gemm_ok(const Weight& w, const Tensor& x);
-// Where the GEMM beats the dequantized copy for cuBLAS, so matmul takes it: up to 512 x rows and
-// weights of 64M values or more.
+// Where the GEMM beats the dequantized copy for cuBLAS (copy_gemm), so matmul takes it.
 bool tiles_gemm_preferred(const Weight& w, int64_t n);
 // y (n, rows) f32 = x · wᵀ, x rounded to bf16, the weight's values those of the dequantized copy
 // (scale * code + bias, rounded once to bf16), sums in f32.
 void tiles_gemm(const Tensor& x, const Weight& w, Tensor& y);
+// The general prompt GEMM, for any weight: w dequantized (or converted) to a bf16 copy, x rounded to
+// bf16, cuBLAS with f32 sums (matmul.cu).
+void copy_gemm(const Tensor& x, const Weight& w, Tensor& y);
 
 }  // namespace sanctum::ops::cuda

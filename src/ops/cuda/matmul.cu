@@ -6,14 +6,16 @@
 //   instead (matvec_mma.cu).
 //   More rows (prefill): with MatmulPrecision::f32 the same mat-vec kernels, 8 rows per launch, so
 //   results are bitwise independent of n; otherwise tensor cores with x rounded to bf16, accumulating
-//   in f32: large tiled 4-bit weights and prompts of up to 512 tokens on Hopper through the GEMM that
-//   dequantizes in registers (gemm_tiles.cu), anything else dequantized to a bf16 copy for cuBLAS.
+//   in f32: large tiled 4-bit weights and prompts of up to 1,024 tokens on Hopper through the GEMM
+//   that dequantizes in registers (gemm_tiles.cu), anything else dequantized to a bf16 copy for
+//   cuBLAS (dequantize.cu).
 #include <algorithm>
 #include <mutex>
 
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/convert.cuh"
+#include "ops/cuda/dequantize.cuh"
 #include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/matvec_mma.cuh"
@@ -268,45 +270,6 @@ __global__ void generic_matvec(WeightView w, int64_t rows, int64_t k, const floa
   if (lane == 0) y[b * y_stride + row] = acc;
 }
 
-// Dequantize an MLX weight (row or tiled layout) into a dense (rows, k) bf16 buffer for cuBLAS: one
-// thread per 32-bit code word, whose 32 / BITS values share a group and land side by side. The values
-// are those of weight_at (scale * code + bias in one fma), rounded to bf16.
-template <int BITS, bool TILES>
-__global__ void dequantize_words(WeightView w, uint32_t rows, uint32_t words_per_row, int64_t k, __nv_bfloat16* out) {
-  constexpr int kPer = 32 / BITS;
-  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= rows * words_per_row) return;
-  uint32_t row, word, code;
-  int64_t s;
-  if constexpr (TILES) {  // word i of the tiled codes: ((rt k_tiles + kt) 32 + lane) 4 + 2 h + e (matvec_tiles.cuh)
-    const uint32_t e = i & 3, lane = (i >> 2) & 31, tile = i >> 7, k_tiles = words_per_row / 8;
-    const uint32_t rt = tile / k_tiles, kt = tile - rt * k_tiles, g = lane >> 2, h = e >> 1;
-    row = rt * 16 + g + 8 * h;
-    word = kt * 8 + (lane & 3) * 2 + (e & 1);
-    code = w.codes[i];
-    s = (static_cast<int64_t>(rt) * w.scale_stride + word * kPer / w.group) * 16 + g * 2 + h;
-  } else {
-    row = i / words_per_row;
-    word = i - row * words_per_row;
-    code = w.codes[static_cast<int64_t>(row) * w.stride + word];
-    s = static_cast<int64_t>(row) * w.scale_stride + word * kPer / w.group;
-  }
-  const float scale = load_float(w.scales, w.scale_kind, s), bias = load_float(w.biases, w.scale_kind, s);
-  __align__(16) __nv_bfloat16 v[kPer];
-#pragma unroll
-  for (int j = 0; j < kPer; ++j) v[j] = __float2bfloat16(fmaf(scale, static_cast<float>((code >> (j * BITS)) & ((1u << BITS) - 1u)), bias));
-  __nv_bfloat16* dst = out + static_cast<int64_t>(row) * k + static_cast<int64_t>(word) * kPer;
-  if constexpr (kPer == 8) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
-  else *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(v);
-}
-
-// Dequantize (or convert) any other weight the same way, one element per thread.
-__global__ void dequantize_bf16(WeightView w, int64_t rows, int64_t k, __nv_bfloat16* out) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= rows * k) return;
-  out[i] = __float2bfloat16(weight_at(w, i / k, i % k));
-}
-
 struct QuantizedArgs {
   const uint4* w;
   int64_t w4;
@@ -431,22 +394,9 @@ Tensor& x_scratch() {
   return t;
 }
 
-void dequantize(const Weight& w, __nv_bfloat16* out) {
-  const int64_t words_per_row = w.cols * w.quant.bits / 32, words = w.rows * words_per_row;
-  const bool by_word = w.quantized() && words < (int64_t{1} << 32) && (w.layout == WeightLayout::rows || w.quant.bits == 4);
-  if (!by_word) {
-    dequantize_bf16<<<blocks_for(w.rows * w.cols, 256), 256, 0, stream()>>>(weight_view(w), w.rows, w.cols, out);
-    return;
-  }
-  const auto r = static_cast<uint32_t>(w.rows), wpr = static_cast<uint32_t>(words_per_row);
-  const unsigned blocks = blocks_for(words, 256);
-  if (w.layout == WeightLayout::tiles) dequantize_words<4, true><<<blocks, 256, 0, stream()>>>(weight_view(w), r, wpr, w.cols, out);
-  else if (w.quant.bits == 4) dequantize_words<4, false><<<blocks, 256, 0, stream()>>>(weight_view(w), r, wpr, w.cols, out);
-  else dequantize_words<8, false><<<blocks, 256, 0, stream()>>>(weight_view(w), r, wpr, w.cols, out);
-}
+}  // namespace
 
-void gemm(const Tensor& x, const Weight& w, Tensor& y) {
-  if (tiles_gemm_ok(w, x) && tiles_gemm_preferred(w, x.dim(0))) return tiles_gemm(x, w, y);
+void copy_gemm(const Tensor& x, const Weight& w, Tensor& y) {
   const int64_t n = x.dim(0), m = w.rows, k = w.cols;
   const float one = 1.0f, zero = 0.0f;
   const __nv_bfloat16* wp;
@@ -456,7 +406,7 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
     ld = w.data.stride(0);
   } else {
     auto* buf = static_cast<__nv_bfloat16*>(scratch_bytes(weight_scratch(), static_cast<size_t>(m * k) * 2));
-    dequantize(w, buf);
+    dequantize_to_bf16(w, buf);
     check_launch("matmul dequantize");
     wp = buf;
   }
@@ -474,6 +424,13 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
                           CUDA_R_16BF, static_cast<int>(ld), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, y.data<float>(), CUDA_R_32F,
                           static_cast<int>(y.stride(0)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
              "matmul");
+}
+
+namespace {
+
+void gemm(const Tensor& x, const Weight& w, Tensor& y) {
+  if (tiles_gemm_ok(w, x) && tiles_gemm_preferred(w, x.dim(0))) return tiles_gemm(x, w, y);
+  copy_gemm(x, w, y);
 }
 
 }  // namespace
