@@ -381,7 +381,7 @@ TEST_F(Cuda, tiled_weights_in_prefill_exact_mode_embedding_and_stacking) {
 // term). Shapes: a last row block and token tile cut short, fewer column steps than pipeline stages,
 // column splits (few blocks, many steps), groups of 64 and 128. x handed over in bf16 gives the bits
 // of f32 x, and a second call the same bits. matmul takes the kernel for prompts of up to 512 tokens
-// (1,024 for large weights of many rows) over all but small weights.
+// over all but small weights, and up to 1,024 or 2,048 tokens over large ones.
 TEST_F(Cuda, tiled_gemm_matches_sums_of_its_bf16_operands) {
   if (!ops::cuda::tiles_gemm_supported()) GTEST_SKIP() << "the tiled GEMM needs an sm_90 GPU";
   Rng rng(31);
@@ -435,9 +435,10 @@ TEST_F(Cuda, tiled_gemm_matches_sums_of_its_bf16_operands) {
   EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(5120, 4096), 512)) << "o_proj-sized weight";
   EXPECT_TRUE(ops::cuda::tiles_gemm_preferred(shaped(6144, 5120), 512));
   EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(6144, 5120), 513)) << "longer prompt, mid-sized weight";
-  EXPECT_TRUE(ops::cuda::tiles_gemm_preferred(shaped(16384, 4096), 1024));
-  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(4096, 16384), 1024)) << "few rows";
-  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(16384, 4096), 1025)) << "long prompt";
+  EXPECT_TRUE(ops::cuda::tiles_gemm_preferred(shaped(4096, 16384), 1024));
+  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(4096, 16384), 1025)) << "few rows";
+  EXPECT_TRUE(ops::cuda::tiles_gemm_preferred(shaped(16384, 4096), 2048));
+  EXPECT_FALSE(ops::cuda::tiles_gemm_preferred(shaped(16384, 4096), 2049)) << "long prompt";
   const Weight f16_scales = tiled_on_gpu(test::random_quantized(64, 128, 4, 64, DType::f16, rng));
   EXPECT_FALSE(ops::cuda::tiles_gemm_ok(f16_scales, gpu(test::random_tensor({16, 128}, DType::f32, rng)))) << "f16 scales";
   const Weight rows = gpu(test::random_quantized(64, 128, 4, 64, DType::bf16, rng));

@@ -3,15 +3,15 @@
 // tensor cores instead of into a bf16 copy of the whole matrix for cuBLAS (2.6 bytes of traffic per
 // weight per forward, which a 512-token prompt does not amortise).
 //
-// A block takes 128 weight rows (two warpgroups of one m64 slab; each warp one row tile) and 128
-// tokens. Per 64-column step a lane loads its 16-byte share of its row tile (the tiled layout's one
-// load per lane) with the scale and bias pair, three steps ahead, and turns them into the MMA's A
-// fragments: w = scale * code + bias, one bf16 fma per pair of values. A step's MMAs go in two
-// halves, one running while the other's fragments are made.
+// A block takes 128 weight rows (two warpgroups of one m64 slab; each warp one row tile) and 256
+// tokens (two MMAs of n = 128 per A fragment). Per 64-column step a lane loads its 16-byte share of
+// its row tile (the tiled layout's one load per lane) with the scale and bias pair, three steps
+// ahead, and turns them into the MMA's A fragments: w = scale * code + bias, one bf16 fma per pair
+// of values. A step's MMAs go in two halves, one running while the other's fragments are made.
 //
-// x is rewritten once per call into 16 KB tiles already in the 128-byte swizzle the MMA reads
-// (x_to_swizzled_tiles), so one bulk copy per step (four stages, counted by shared-memory barriers)
-// brings a tile in, with no per-thread copies and no proxy fence.
+// x is rewritten once per call into per-step tiles already in the 128-byte swizzle the MMA reads
+// (x_to_swizzled_tiles), so one bulk copy per step (32 KB, four stages, counted by shared-memory
+// barriers) brings a block's 256 tokens in, with no per-thread copies and no proxy fence.
 //
 // A lane's 16 codes of a row are columns 16 t .. 16 t + 15 of the step; the cheap way to unpack
 // them pairs code i with code i + 4 of a word, so the k16 slices see the columns in an order of
@@ -37,25 +37,28 @@ namespace sanctum::ops::cuda {
 
 namespace {
 
-constexpr int kTokens = 128;                // per block: the MMA's n
-// Two warpgroups of one m64 slab each (128 rows) per block, two blocks per multiprocessor, so that
-// one block's start and end overlap the other's steps. At 512 to 1,024 tokens this ran 0-10% faster
-// than four warpgroups (256 rows) in one block (cuda_perf_test prefill_gemm, H200; bench/RESULTS.md).
+constexpr int kTokens = 128;                // the MMA's n: a token tile
+// A block: two warpgroups of one m64 slab each (128 rows) and two token tiles (256 tokens), so each
+// dequantized A fragment feeds two MMAs (238 registers, one block per multiprocessor). On an H200 at
+// 512 to 2,048 tokens this ran 5-12% faster than one token tile in two blocks per multiprocessor,
+// which had run 0-10% faster than four warpgroups (256 rows) and one token tile (cuda_perf_test
+// prefill_gemm; bench/RESULTS.md).
 constexpr int kWarpgroups = 2;
-constexpr int kBlocksPerMultiprocessor = 2;
 constexpr int kBlockRowTiles = 4 * kWarpgroups;
 constexpr int kThreads = 128 * kWarpgroups;
-constexpr int kStages = 4;                  // x tiles: the one read and up to three on their way
-constexpr int kStageBytes = kTokens * 128;  // 128 tokens x 64 bf16 columns
+constexpr int kTokenTiles = 2;
+constexpr int kBlockTokens = kTokenTiles * kTokens;
+constexpr int kStages = 4;                        // x tiles: the one read and up to three on their way
+constexpr int kStageBytes = kBlockTokens * 128;  // 256 tokens x 64 bf16 columns
 constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // + room to align to 1,024
 // Where it is preferred over the dequantized copy and cuBLAS (cuda_perf_test prefill_gemm on an H200,
-// the 24B and 27B shapes; bench/RESULTS.md): up to 512 tokens, weights of 24M values or more (1.08-1.49x;
-// the 5120 x 4096 o_proj, 21M, 0.96x); up to 1,024 tokens, weights of 8,192 rows and 48M values or
-// more (1.17-1.21x; the 5120-row down projections 0.99-1.03x, the small ones 0.84-0.92x). From 2,048
-// tokens on, the copy's cost is amortised and cuBLAS's GEMM is as fast or faster (0.86-1.04x).
+// the 24B and 27B shapes; bench/RESULTS.md): up to 512 tokens, weights of 24M values or more (1.02-1.49x;
+// the 5120 x 4096 o_proj, 21M, 0.92x); up to 1,024 tokens, weights of 48M values or more (1.01-1.30x);
+// up to 2,048 tokens, those with 8,192 rows or more too (1.06-1.08x; the 5120-row down projections
+// 0.98-1.02x). At 4,096 tokens the copy's cost is amortised and cuBLAS's GEMM as fast (0.93-1.01x).
 constexpr int64_t kMinValues512 = int64_t{24} << 20;
-constexpr int64_t kMinValues1024 = int64_t{48} << 20;
-constexpr int64_t kMinRows1024 = 8192;
+constexpr int64_t kMinValues2048 = int64_t{48} << 20;
+constexpr int64_t kMinRows2048 = 8192;
 
 struct GemmArgs {
   const uint4* codes;
@@ -103,7 +106,7 @@ __device__ __forceinline__ void dequantize_half(uint4 q, uint32_t s, uint32_t b,
 }
 #endif
 
-__global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) tiles_gemm_kernel(GemmArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) tiles_gemm_kernel(GemmArgs a) {
 #if SANCTUM_HAS_WGMMA
   extern __shared__ uint8_t shared_raw[];
   __shared__ alignas(8) uint64_t full[kStages];  // stage s holds its step's x tile
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) tiles_gemm
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t token0 = static_cast<int64_t>(blockIdx.x) * kTokens;
+  const int64_t token0 = static_cast<int64_t>(blockIdx.x) * kBlockTokens;
   const int64_t rt = static_cast<int64_t>(blockIdx.y) * kBlockRowTiles + warp;
   const bool row_ok = rt < a.row_tiles;
   const int64_t row_tile = row_ok ? rt : a.row_tiles - 1;  // past the end: read the last tile, write nothing
@@ -152,9 +155,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) tiles_gemm
   for (int d = 0; d < kAhead; ++d)
     if (d < steps) load_w(d, d);
 
-  float acc[64];
+  float acc[kTokenTiles][64];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  for (int u = 0; u < kTokenTiles; ++u)
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[u][i] = 0.0f;
   uint32_t frag[2][2][4];
   for (int i0 = 0; i0 < steps; i0 += kAhead) {
 #pragma unroll
@@ -171,7 +176,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) tiles_gemm
         if (h == 1 && i + kAhead < steps) load_w(i + kAhead, d);  // the slot is free once both halves are made
         wg::fence();
 #pragma unroll
-        for (int jj = 0; jj < 2; ++jj) wg::mma_m64n128k16(acc, frag[h][jj], wg::swizzled_k_major(x_tile + 32 * (2 * h + jj)));
+        for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+          for (int u = 0; u < kTokenTiles; ++u)
+            wg::mma_m64n128k16(acc[u], frag[h][jj], wg::swizzled_k_major(x_tile + u * kTokens * 128 + 32 * (2 * h + jj)));
         wg::commit();
         wg::wait<1>();
       }
@@ -185,15 +193,17 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) tiles_gemm
   float* y = a.y + blockIdx.z * a.split_elems;
   const int64_t row = row_tile * 16 + g;
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
+  for (int u = 0; u < kTokenTiles; ++u)
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int64_t token = token0 + 8 * j + 2 * t + e;
-      if (token < a.n) {
-        y[token * a.y_stride + row] = acc[4 * j + e];
-        y[token * a.y_stride + row + 8] = acc[4 * j + 2 + e];
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t token = token0 + u * kTokens + 8 * j + 2 * t + e;
+        if (token < a.n) {
+          y[token * a.y_stride + row] = acc[u][4 * j + e];
+          y[token * a.y_stride + row + 8] = acc[u][4 * j + 2 + e];
+        }
       }
-    }
 #else
   __trap();  // never launched: the host offers this kernel only where wg::wgmma_runs() found it
 #endif
@@ -272,7 +282,7 @@ bool wgmma_present() {
 
 // x in the kernel's tiles, and the arguments but the output and the column splits.
 GemmArgs prepare(const Tensor& x, const Weight& w) {
-  const int64_t n = x.dim(0), k = w.cols, n_padded = (n + kTokens - 1) / kTokens * kTokens;
+  const int64_t n = x.dim(0), k = w.cols, n_padded = (n + kBlockTokens - 1) / kBlockTokens * kBlockTokens;
   auto* xs = static_cast<__nv_bfloat16*>(scratch_bytes(x_tiles_scratch(), static_cast<size_t>(n_padded * k) * 2));
   const unsigned blocks = blocks_for(n_padded * k / 8, 256);
   if (x.dtype() == DType::f32) x_to_swizzled_tiles<<<blocks, 256, 0, stream()>>>(x.data<float>(), x.stride(0), n, n_padded, k, xs);
@@ -301,23 +311,23 @@ bool tiles_gemm_supported() {
 
 bool tiles_gemm_ok(const Weight& w, const Tensor& x) {
   return w.layout == WeightLayout::tiles && w.scales.dtype() == DType::bf16 && (x.dtype() == DType::f32 || x.dtype() == DType::bf16) &&
-         x.ndim() == 2 && x.dim(0) > 0 && x.dim(0) <= int64_t{65535} * kTokens && w.rows / 16 <= int64_t{65535} * kBlockRowTiles &&
+         x.ndim() == 2 && x.dim(0) > 0 && x.dim(0) <= int64_t{65535} * kBlockTokens && w.rows / 16 <= int64_t{65535} * kBlockRowTiles &&
          tiles_gemm_supported();
 }
 
 bool tiles_gemm_preferred(const Weight& w, int64_t n) {
   const int64_t values = w.rows * w.cols;
   if (n <= 512) return values >= kMinValues512;
-  return n <= 1024 && values >= kMinValues1024 && w.rows >= kMinRows1024;
+  if (n <= 1024) return values >= kMinValues2048;
+  return n <= 2048 && values >= kMinValues2048 && w.rows >= kMinRows2048;
 }
 
 void tiles_gemm(const Tensor& x, const Weight& w, Tensor& y) {
   check(tiles_gemm_ok(w, x), ErrorKind::internal, "tiles_gemm: weight '" + w.name + "' or x is not one the tiled GEMM takes");
   GemmArgs a = prepare(x, w);
   const int64_t n = a.n, rows = w.rows;
-  const dim3 blocks(static_cast<unsigned>(a.n_padded / kTokens), static_cast<unsigned>((a.row_tiles + kBlockRowTiles - 1) / kBlockRowTiles));
-  const int splits = column_splits(static_cast<int64_t>(blocks.x) * blocks.y, a.k_tiles, n * rows,
-                                   int64_t{kBlocksPerMultiprocessor} * multiprocessor_count());
+  const dim3 blocks(static_cast<unsigned>(a.n_padded / kBlockTokens), static_cast<unsigned>((a.row_tiles + kBlockRowTiles - 1) / kBlockRowTiles));
+  const int splits = column_splits(static_cast<int64_t>(blocks.x) * blocks.y, a.k_tiles, n * rows, multiprocessor_count());
   a.split_tiles = (a.k_tiles + splits - 1) / splits;
   const int used = (a.k_tiles + a.split_tiles - 1) / a.split_tiles;  // splits that get columns
   if (used == 1) {

@@ -6,7 +6,7 @@
 //   instead (matvec_mma.cu).
 //   More rows (prefill): with MatmulPrecision::f32 the same mat-vec kernels, 8 rows per launch, so
 //   results are bitwise independent of n; otherwise tensor cores with x rounded to bf16, accumulating
-//   in f32: large tiled 4-bit weights and prompts of up to 1,024 tokens on Hopper through the GEMM
+//   in f32: large tiled 4-bit weights and prompts of up to 2,048 tokens on Hopper through the GEMM
 //   that dequantizes in registers (gemm_tiles.cu), anything else dequantized to a bf16 copy for
 //   cuBLAS (dequantize.cu).
 #include <algorithm>
