@@ -148,16 +148,14 @@ TEST(CudaPerf, DISABLED_dequantize) {
     Tensor out = Tensor::zeros({m, k}, DType::bf16, Device::cuda), other = Tensor::zeros({m, k}, DType::bf16, Device::cuda);
     auto* dst = static_cast<__nv_bfloat16*>(out.raw());
     const double bytes = static_cast<double>(rows.nbytes() + out.nbytes());
-    auto report = [&](const char* what, const Weight& w) {
-      const double t = time_graph([&] { ops::cuda::dequantize_to_bf16(w, dst); }, 10);
+    auto report = [&](const char* what, const std::function<void()>& call) {
+      const double t = time_graph(call, 10);
       std::printf("dequantize %6lld x %6lld %-16s %7.1f us (%4.2f TB/s)\n", static_cast<long long>(m), static_cast<long long>(k), what, t * 1e6,
                   bytes / t / 1e12);
     };
-    report("tiled", tiled);
-    report("rows", rows);
-    const double t_copy = time_graph([&] { cudaMemcpyAsync(dst, other.raw(), static_cast<size_t>(bytes / 2), cudaMemcpyDeviceToDevice, cuda::stream()); }, 10);
-    std::printf("dequantize %6lld x %6lld %-16s %7.1f us (%4.2f TB/s)\n", static_cast<long long>(m), static_cast<long long>(k), "copy, same bytes",
-                t_copy * 1e6, bytes / t_copy / 1e12);
+    report("tiled", [&] { ops::cuda::dequantize_to_bf16(tiled, dst); });
+    report("rows", [&] { ops::cuda::dequantize_to_bf16(rows, dst); });
+    report("copy, same bytes", [&] { cudaMemcpyAsync(dst, other.raw(), static_cast<size_t>(bytes / 2), cudaMemcpyDeviceToDevice, cuda::stream()); });
   }
 }
 

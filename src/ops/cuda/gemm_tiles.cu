@@ -57,8 +57,8 @@ constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // + room to align t
 // up to 2,048 tokens, those with 8,192 rows or more too (1.06-1.08x; the 5120-row down projections
 // 0.98-1.02x). At 4,096 tokens the copy's cost is amortised and cuBLAS's GEMM as fast (0.93-1.01x).
 constexpr int64_t kMinValues512 = int64_t{24} << 20;
-constexpr int64_t kMinValues2048 = int64_t{48} << 20;
-constexpr int64_t kMinRows2048 = 8192;
+constexpr int64_t kLargeValues = int64_t{48} << 20;
+constexpr int64_t kLargeRows = 8192;
 
 struct GemmArgs {
   const uint4* codes;
@@ -260,7 +260,8 @@ Tensor& split_scratch() {
 // minimise waves x steps per block (+ 3 steps a block spends filling its pipeline and writing out),
 // plus, with splits, the adding of the slabs, counted as a step (about a microsecond on an H200) per
 // 3 MB they move.
-int column_splits(int64_t blocks, int k_tiles, int64_t outputs, int64_t places) {
+int column_splits(int64_t blocks, int k_tiles, int64_t outputs) {
+  const int64_t places = multiprocessor_count();  // one block per multiprocessor
   int best = 1;
   int64_t best_cost = INT64_MAX;
   for (int s = 1; s <= 8 && (s == 1 || k_tiles / s >= 4); ++s) {
@@ -318,8 +319,8 @@ bool tiles_gemm_ok(const Weight& w, const Tensor& x) {
 bool tiles_gemm_preferred(const Weight& w, int64_t n) {
   const int64_t values = w.rows * w.cols;
   if (n <= 512) return values >= kMinValues512;
-  if (n <= 1024) return values >= kMinValues2048;
-  return n <= 2048 && values >= kMinValues2048 && w.rows >= kMinRows2048;
+  if (n <= 1024) return values >= kLargeValues;
+  return n <= 2048 && values >= kLargeValues && w.rows >= kLargeRows;
 }
 
 void tiles_gemm(const Tensor& x, const Weight& w, Tensor& y) {
@@ -327,7 +328,7 @@ void tiles_gemm(const Tensor& x, const Weight& w, Tensor& y) {
   GemmArgs a = prepare(x, w);
   const int64_t n = a.n, rows = w.rows;
   const dim3 blocks(static_cast<unsigned>(a.n_padded / kBlockTokens), static_cast<unsigned>((a.row_tiles + kBlockRowTiles - 1) / kBlockRowTiles));
-  const int splits = column_splits(static_cast<int64_t>(blocks.x) * blocks.y, a.k_tiles, n * rows, multiprocessor_count());
+  const int splits = column_splits(static_cast<int64_t>(blocks.x) * blocks.y, a.k_tiles, n * rows);
   a.split_tiles = (a.k_tiles + splits - 1) / splits;
   const int used = (a.k_tiles + a.split_tiles - 1) / a.split_tiles;  // splits that get columns
   if (used == 1) {
