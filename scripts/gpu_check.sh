@@ -40,6 +40,11 @@ bundle() {
       libhwy*|libicu*|libyaml-cpp*) cp -L "$lib" "$DIST/stage/lib/" ;;
     esac
   done
+  # The kernel timeline library for bench/gpu/trace_decode.py, with the CUPTI it was built against.
+  if cmake --build "$BUILD" --target sanctum_kernel_trace > /dev/null 2>&1; then
+    cp "$BUILD/libsanctum_kernel_trace.so" "$DIST/stage/lib/"
+    cp -L "$(ldd "$BUILD/libsanctum_kernel_trace.so" | awk '/libcupti/{print $3}')" "$DIST/stage/lib/"
+  fi
   strip --strip-unneeded "$DIST"/stage/bin/*  # symbols are not needed there; the carry is size-limited
   tar -C "$DIST/stage" -cJf "$DIST/bundle.tar.xz" bin lib
   rm -rf "$DIST/stage"
@@ -72,7 +77,7 @@ run() {
   mkdir -p "$out" /tmp/sanctum-gpu
   tar -C /tmp/sanctum-gpu -xJf "$DIST/bundle.tar.xz"
   export LD_LIBRARY_PATH="/tmp/sanctum-gpu/lib:$(cuda_lib_dirs)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export SANCTUM_BIN=/tmp/sanctum-gpu/bin/sanctum
+  export SANCTUM_BIN=/tmp/sanctum-gpu/bin/sanctum SANCTUM_KERNEL_TRACE_LIB=/tmp/sanctum-gpu/lib/libsanctum_kernel_trace.so
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
   if ls "$DIST"/wheels/*.whl > /dev/null 2>&1; then  # the parity references; a bundle for op tests alone may leave them out
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/sanctum-gpu/site "$DIST"/wheels/*.whl

@@ -1,0 +1,126 @@
+"""Where a decode step's time goes as served: every kernel of the recorded step (CUDA graph replay,
+programmatic dependent launch on) with its real start and end, from a CUPTI trace.
+
+profile_decode.py times kernels one at a time under Nsight Compute, which overstates small kernels and
+cannot show what one kernel costs the next. This runs `sanctum bench` decode on a random MLX 4-bit
+checkpoint of SHAPE with libsanctum_kernel_trace.so injected (bench/gpu/kernel_trace.cc), then for the
+last STEPS graph launches prints, per kernel of the step in order: how long it ran, and how far it
+moved the step's end (its end minus the end of the kernel before it, "advance"). The advances add up
+to the step; a kernel that starts early and waits costs only its advance. Then the same summed by
+kernel name, and the step time with and without the trace (the trace's own cost).
+
+  python3 bench/gpu/trace_decode.py --shape qwen3_5-27b [--layers N] [--steps 32] [--show 40] --out DIR
+Needs SANCTUM_BIN and SANCTUM_KERNEL_TRACE_LIB (the built libsanctum_kernel_trace.so).
+"""
+import argparse
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import random_checkpoint  # noqa: E402
+
+
+def bench_step_us(model: Path, tokens: int, env: dict) -> float:
+    cmd = [os.environ["SANCTUM_BIN"], "bench", "--model", str(model), "--device", "cuda", "--tg", str(tokens), "--decode-context", "512",
+           "--repetitions", "1", "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **env})
+    if r.returncode != 0:
+        raise SystemExit(f"sanctum bench failed: {r.stderr[-2000:]}")
+    tg = [x for x in json.loads(r.stdout)["results"] if x["test"].startswith("tg")][0]
+    return 1e6 / tg["tokens_per_second"]
+
+
+def short_name(name: str) -> str:
+    """The kernel's function name without namespaces, template arguments or parameters."""
+    depth, base = 0, []
+    for ch in name:  # drop everything inside <...> and (...)
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif depth == 0:
+            base.append(ch)
+    words = "".join(base).split()
+    return re.split(r"::", words[-1] if words else name)[-1]
+
+
+def read_steps(trace: Path, steps: int) -> list[list[dict]]:
+    launches = defaultdict(list)
+    with trace.open() as f:
+        for row in csv.DictReader(f):
+            if row["graph"] == "0":
+                continue
+            row["start"], row["end"] = int(row["start_ns"]), int(row["end_ns"])
+            launches[(row["graph"], row["correlation"])].append(row)
+    if not launches:
+        raise SystemExit("no graph launches in the trace: is SANCTUM_CUDA_GRAPHS off, or the trace library not loaded?")
+    # The decode step is the graph launched most often; its last launches are the steady state.
+    count = defaultdict(int)
+    for graph, _ in launches:
+        count[graph] += 1
+    graph = max(count, key=count.get)
+    ordered = sorted((sorted(k, key=lambda r: r["start"]) for (g, _), k in launches.items() if g == graph), key=lambda k: k[0]["start"])
+    return ordered[-steps:]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", required=True, choices=list(random_checkpoint.SHAPES))
+    ap.add_argument("--layers", type=int, default=None, help="cut the shape to this many layers (default: all)")
+    ap.add_argument("--steps", type=int, default=32, help="average over the last STEPS decode steps")
+    ap.add_argument("--show", type=int, default=40, help="print the first SHOW kernels of the step one by one")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = f"-{args.layers}l" if args.layers else ""
+    model = Path(os.environ.get("SANCTUM_BENCH_DIR", "/tmp/sanctum-bench")) / f"{args.shape}{suffix}"
+    if not (model / "config.json").exists():
+        random_checkpoint.write_mlx_4bit(model, random_checkpoint.hf_config(args.shape, args.layers))
+    tokens = args.steps + 16
+    plain = bench_step_us(model, tokens, {})
+    trace = out / f"{args.shape}{suffix}-trace.csv"
+    traced = bench_step_us(model, tokens, {"CUDA_INJECTION64_PATH": os.environ["SANCTUM_KERNEL_TRACE_LIB"], "SANCTUM_KERNEL_TRACE": str(trace)})
+    steps = read_steps(trace, args.steps)
+    lengths = {len(s) for s in steps}
+    if len(lengths) != 1:
+        raise SystemExit(f"decode steps differ in kernel count: {sorted(lengths)}")
+    n = lengths.pop()
+    span = sum(s[-1]["end"] - s[0]["start"] for s in steps) / len(steps) / 1000
+    period = sum(b[0]["start"] - a[0]["start"] for a, b in zip(steps, steps[1:])) / max(1, len(steps) - 1) / 1000
+    print(f"{args.shape}{suffix}: decode step {plain:.1f} us in `sanctum bench` ({traced:.1f} us traced); traced step: {n} kernels, "
+          f"first start to last end {span:.1f} us, launch to launch {period:.1f} us")
+    rows = []
+    for i in range(n):
+        dur = sum(s[i]["end"] - s[i]["start"] for s in steps) / len(steps) / 1000
+        adv = sum(s[i]["end"] - (s[i - 1]["end"] if i else s[i]["start"]) for s in steps) / len(steps) / 1000
+        early = sum(max(0, (s[i - 1]["end"] if i else s[i]["start"]) - s[i]["start"]) for s in steps) / len(steps) / 1000
+        first = steps[0][i]
+        rows.append((short_name(first["name"]), first["grid"], first["block"], dur, adv, early))
+    print(f"first {min(args.show, n)} kernels of the step: ran (us), advance (us), started ahead of the previous end (us), grid x block")
+    for name, grid, block, dur, adv, early in rows[:args.show]:
+        print(f"  {dur:7.2f} {adv:7.2f} {early:6.2f}  {name}  {grid}x{block}")
+    by_name = defaultdict(lambda: [0, 0.0, 0.0])
+    for name, grid, _, dur, adv, _ in rows:
+        key = f"{name} {grid}"
+        by_name[key][0] += 1
+        by_name[key][1] += dur
+        by_name[key][2] += adv
+    total = sum(v[2] for v in by_name.values())
+    print(f"by kernel and grid, per step (advance sum {total:.1f} us):")
+    for key, (count, dur, adv) in sorted(by_name.items(), key=lambda kv: -kv[1][2]):
+        print(f"  {adv:8.1f} us advance ({100 * adv / total:4.1f}%)  {dur:8.1f} us ran  {count:3d}x  {key}")
+    (out / f"{args.shape}{suffix}-step.json").write_text(json.dumps(
+        {"bench_step_us": plain, "traced_step_us": traced, "span_us": span, "period_us": period,
+         "kernels": [dict(zip(("name", "grid", "block", "ran_us", "advance_us", "ahead_us"), r)) for r in rows]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
