@@ -28,8 +28,10 @@ namespace {
 const char* kUsage =
     "usage: sanctum bench --model DIR [--pp N ...] [--prefill-chunk N] [--tg N] [--decode-context N] [--repetitions R]\n"
     "                     [--threads N] [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
-    "                     [--memory-bandwidth] [--json]\n"
+    "                     [--memory-bandwidth] [--host-logits] [--json]\n"
     "  --prefill-chunk    prompt tokens per forward (default: the model's, 512 on the CPU, 4096 on a GPU).\n"
+    "  --host-logits      decode copies each step's logits row to the host, even where generation picks\n"
+    "                     tokens on the device (a GPU: there a greedy pick runs and only its id comes back).\n"
     "  --memory-bandwidth measures streaming read bandwidth (cpu) or device copy bandwidth, read +\n"
     "  written bytes (cuda), and reports decode as a fraction of weight bytes / bandwidth.\n"
     "--memory-bandwidth also measures streaming read GB/s and reports decode as a fraction of that floor.\n";
@@ -94,14 +96,20 @@ double time_prefill(Model& model, const std::vector<int32_t>& tokens, size_t chu
   return now() - t0;
 }
 
-// Decodes n tokens one forward at a time (the sampler is not timed: tokens come from a fixed list).
-double time_decode(Model& model, const std::vector<int32_t>& context, const std::vector<int32_t>& tokens) {
+// Decodes n tokens one forward at a time, each step as generation runs it: where the model picks
+// tokens on its device (a GPU), a greedy pick runs there and only the id comes back; otherwise (or
+// with host_logits) the step's logits row comes back to the host, whose sampler is not timed. The
+// tokens fed come from a fixed list either way.
+double time_decode(Model& model, const std::vector<int32_t>& context, const std::vector<int32_t>& tokens, bool host_logits) {
   SequenceState state = model.new_state();
   if (!context.empty()) model.forward(context, state, LogitsFor::last);
+  const bool pick = model.picks_on_device() && !host_logits;
+  const TokenPick greedy;
   double t0 = now();
   for (int32_t token : tokens) {
     const int32_t one[1] = {token};
-    model.forward(one, state, LogitsFor::last);
+    if (pick) model.forward_pick(one, state, LogitsFor::last, greedy);
+    else model.forward(one, state, LogitsFor::last);
   }
   return now() - t0;
 }
@@ -109,7 +117,7 @@ double time_decode(Model& model, const std::vector<int32_t>& context, const std:
 int run_bench(int argc, char** argv) {
   Args args(argc, argv, {"model", "pp", "prefill-chunk", "tg", "decode-context", "repetitions", "threads", "matmul-precision", kDeviceFlag,
                         kGpuMemoryLimitFlag},
-            {"json", "help", "memory-bandwidth"});
+            {"json", "help", "memory-bandwidth", "host-logits"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -166,9 +174,10 @@ int run_bench(int argc, char** argv) {
   if (n_gen > 0) {
     auto context = random_tokens(decode_context, vocab, 7);
     auto tokens = random_tokens(n_gen, vocab, 9);
-    time_decode(*model, context, {tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8)});  // warm-up
+    const bool host_logits = args.has("host-logits");
+    time_decode(*model, context, {tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8)}, host_logits);  // warm-up
     std::vector<double> s;
-    for (int r = 0; r < reps; ++r) s.push_back(time_decode(*model, context, tokens));
+    for (int r = 0; r < reps; ++r) s.push_back(time_decode(*model, context, tokens, host_logits));
     std::string name = "tg" + std::to_string(n_gen);
     if (decode_context > 0) {
       name += '@';  // appended piecewise: GCC 12 reports a false -Wrestrict on "@" + std::string
@@ -181,7 +190,7 @@ int run_bench(int argc, char** argv) {
                           {"load_seconds", t_load}, {"weight_bytes_per_token", model->weight_bytes_per_token()},
                           {"threads", compute_pool().size()}, {"prefill_chunk", chunk}, {"results", results},
                           {"matmul_precision", ops::matmul_precision_name(ops::matmul_precision())},
-                          {"device", device_name(device)}};
+                          {"device", device_name(device)}, {"decode_picks_on_device", model->picks_on_device() && !args.has("host-logits")}};
     if (device == Device::cuda) out["gpu_memory_peak_bytes"] = device_memory::cuda_memory_peak();
     if (bandwidth > 0) out["memory_read_gb_per_second"] = bandwidth;
     std::printf("%s\n", out.dump(2).c_str());
