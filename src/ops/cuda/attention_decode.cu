@@ -225,6 +225,7 @@ __global__ void __launch_bounds__(256) decode_combine(DecodeArgs args) {
   __syncthreads();
   float v = 0.0f;
   if (c < D)
+#pragma unroll 4
     for (int s = slice; s < S; s += 8) v += part[s * (D + 2) + c] * weight[s];
   partial[slice][tid & 31] = v;
   __syncthreads();
@@ -250,9 +251,15 @@ void launch(DecodeArgs args) {
   const int64_t keys = a.key_rows;
   const int64_t row_groups = (args.rows + RB - 1) / RB;
   const int64_t base = a.kv_heads * row_groups;
-  // Enough blocks for two per multiprocessor, but no split under 32 keys (the merge costs traffic).
-  constexpr int64_t kMinKeysPerSplit = 32;
-  int64_t splits = std::min<int64_t>((2 * multiprocessor_count() + base - 1) / base, (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
+  // Up to eight blocks per multiprocessor, but no split under 16 keys (the merge costs traffic). A
+  // block's four warps then take one or two batches of keys each: at 512 keys of the benchmark
+  // shapes, 32 keys a split and two blocks per multiprocessor had left 48 to 96 blocks of four warps
+  // on 132 multiprocessors. On an H200 (bench/gpu/decode_sweep.py, tg128 after 512, single runs about
+  // 1% apart): MoE shape 444.9 -> 453.9 tok/s, 27B 150.1 -> 151.2, 24B 191.9 -> 192.8; 8 keys were
+  // faster for the MoE shape (456.9) and slower for the 24B (185.8).
+  constexpr int64_t kMinKeysPerSplit = 16, kBlocksPerMultiprocessor = 8;
+  int64_t splits = std::min<int64_t>((kBlocksPerMultiprocessor * multiprocessor_count() + base - 1) / base,
+                                     (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
   splits = std::clamp<int64_t>(splits, 1, kMaxSplits);
   args.keys_per_split = (keys + splits - 1) / splits;
   splits = (keys + args.keys_per_split - 1) / args.keys_per_split;
