@@ -280,9 +280,18 @@ void launch(DecodeArgs args) {
   }
 }
 
+// Rows per block. A block computes every key for each of its rows, so few rows a block make more
+// blocks with less arithmetic each, which is what decode over a short cache waits on; but each row
+// group reads the cache again, so a cache past kRereadBytes (where L2 no longer holds it beside the
+// weights streaming through) takes blocks of up to eight rows and reads it once. On an H200 at 512
+// keys (768 of capacity; bench/gpu/decode_sweep.py, tg128), two rows a block against eight: MoE shape
+// 456.6 -> 474.6 tok/s, 27B 151.6 -> 153.0, 24B 193.3 -> 195.5.
 template <int VEC, int P>
 void launch_rows(const DecodeArgs& args) {
-  if (args.rows <= 2) launch<VEC, P, 2>(args);
+  constexpr int64_t kRereadBytes = int64_t{8} << 20;
+  const AttnView& a = args.a;
+  const bool reread = a.key_rows * a.kv_heads * a.d * 2 * static_cast<int64_t>(sizeof(float)) <= kRereadBytes;
+  if (args.rows <= 2 || reread) launch<VEC, P, 2>(args);
   else if (args.rows <= 4) launch<VEC, P, 4>(args);
   else launch<VEC, P, 8>(args);
 }
