@@ -78,6 +78,9 @@ def main():
     ap.add_argument("--show", type=int, default=40, help="print the first SHOW kernels of the step one by one")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    missing = [v for v in ("SANCTUM_BIN", "SANCTUM_KERNEL_TRACE_LIB") if not os.environ.get(v)]
+    if missing:
+        raise SystemExit(f"set {' and '.join(missing)} (scripts/gpu_check.sh run sets both from the bundle)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     suffix = f"-{args.layers}l" if args.layers else ""
