@@ -9,7 +9,7 @@
 namespace sanctum {
 
 namespace {
-enum Slot : size_t { kQueryGate = 300, kQuery, kGate, kKey, kValue, kAttn, kStacked };
+enum Slot : size_t { kQueryGate = 300, kQuery, kKey, kValue, kAttn, kStacked };
 }
 
 GatedAttentionBlock::GatedAttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& s, float norm_eps,
@@ -55,17 +55,16 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
     ops::matmul(x, k_, k);
     ops::matmul(x, v_, v);
   }
+  // Per head the query then its gate, left where the projection wrote them: the q norm reads its rows
+  // there and writes q contiguous, and the gate is read in place (on a GPU, copying them out had put
+  // two copy nodes into the recorded step, which also kept the norm from starting early).
   Tensor qg3 = qg.reshape({n, H, 2 * D});
   Tensor q = ws.get(kQuery, n, H * D);
-  Tensor gate = ws.get(kGate, n, H * D);
   Tensor q3 = q.reshape({n, H, D});
-  Tensor gate3 = gate.reshape({n, H, D});
-  ops::copy(qg3.slice(2, 0, D), q3);
-  ops::copy(qg3.slice(2, D, 2 * D), gate3);
-
   Tensor q_heads = q.reshape({n * H, D});
+  Tensor gate_heads = qg3.slice(2, D, 2 * D).reshape({n * H, D});
   Tensor k_heads = k.reshape({n * KV, D});
-  ops::rms_norm(q_heads, q_norm_, eps_, q_heads, norm_offset_);
+  ops::rms_norm(qg3.slice(2, 0, D).reshape({n * H, D}), q_norm_, eps_, q_heads, norm_offset_);
   ops::rms_norm(k_heads, k_norm_, eps_, k_heads, norm_offset_);
   Tensor k3 = k.reshape({n, KV, D});
 
@@ -76,7 +75,8 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
   Tensor attn = ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
   ops::attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
-  ops::sigmoid_mul(attn, gate, attn);
+  Tensor attn_heads = attn.reshape({n * H, D});
+  ops::sigmoid_mul(attn_heads, gate_heads, attn_heads);
   ops::matmul(attn, o_, out);
 }
 
