@@ -103,9 +103,12 @@ __global__ void moe_route_kernel(const float* logits, int64_t stride, int64_t n,
 }
 
 // ranks: per_rank rows per token (k, or k + 1 where the shared expert's row follows the routed ones).
+// Launched early (common.cuh), as decode's other kernels are, so that the norm after it starts early.
 __global__ void moe_combine_device_kernel(const float* per_rank, int64_t pr_stride, int64_t ranks, const float* w, int64_t k,
                                           const float* shared, int64_t sh_stride, const float* shared_logit, int64_t sl_stride, float* out,
                                           int64_t out_stride, int64_t n, int64_t d) {
+  wait_for_previous();  // every input comes from the kernels ahead
+  allow_next_early();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n * d) return;
   const int64_t t = i / d, j = i % d;
@@ -141,18 +144,18 @@ void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Ten
 
 void moe_combine_device(const Tensor& per_rank, const Tensor& weights, const Tensor* shared, const Tensor* shared_logit, Tensor& out) {
   const int64_t n = out.dim(0), d = out.dim(1), k = weights.numel() / n;
-  moe_combine_device_kernel<<<blocks_for(n * d, 256), 256, 0, stream()>>>(
-      per_rank.data<float>(), per_rank.stride(0), k, weights.data<float>(), k, shared ? shared->data<float>() : nullptr,
-      shared ? shared->stride(0) : 0, shared_logit ? shared_logit->data<float>() : nullptr, shared_logit ? shared_logit->stride(0) : 0,
-      out.data<float>(), out.stride(0), n, d);
+  launch_early(moe_combine_device_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, per_rank.data<float>(), per_rank.stride(0), k,
+               weights.data<float>(), k, shared ? shared->data<float>() : nullptr, shared ? shared->stride(0) : 0,
+               shared_logit ? shared_logit->data<float>() : nullptr, shared_logit ? shared_logit->stride(0) : 0, out.data<float>(),
+               out.stride(0), n, d);
   check_launch("moe_combine");
 }
 
 void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, Tensor& out) {
   const int64_t n = out.dim(0), d = out.dim(1), k = weights.numel() / n, s = per_rank.stride(0);
-  moe_combine_device_kernel<<<blocks_for(n * d, 256), 256, 0, stream()>>>(
-      per_rank.data<float>(), s, k + 1, weights.data<float>(), k, per_rank.data<float>() + k * s, (k + 1) * s, shared_logit.data<float>(),
-      shared_logit.stride(0), out.data<float>(), out.stride(0), n, d);
+  launch_early(moe_combine_device_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, per_rank.data<float>(), s, k + 1,
+               weights.data<float>(), k, per_rank.data<float>() + k * s, (k + 1) * s, shared_logit.data<float>(), shared_logit.stride(0),
+               out.data<float>(), out.stride(0), n, d);
   check_launch("moe_combine_shared_rank");
 }
 
