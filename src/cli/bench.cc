@@ -33,8 +33,7 @@ const char* kUsage =
     "  --host-logits      decode copies each step's logits row to the host, even where generation picks\n"
     "                     tokens on the device (a GPU: there a greedy pick runs and only its id comes back).\n"
     "  --memory-bandwidth measures streaming read bandwidth (cpu) or device copy bandwidth, read +\n"
-    "  written bytes (cuda), and reports decode as a fraction of weight bytes / bandwidth.\n"
-    "--memory-bandwidth also measures streaming read GB/s and reports decode as a fraction of that floor.\n";
+    "                     written bytes (cuda), and reports decode as a fraction of weight bytes / bandwidth.\n";
 
 struct Stat {
   double mean = 0, stddev = 0;
