@@ -16,7 +16,6 @@ import argparse
 import csv
 import json
 import os
-import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -48,7 +47,7 @@ def short_name(name: str) -> str:
         elif depth == 0:
             base.append(ch)
     words = "".join(base).split()
-    return re.split(r"::", words[-1] if words else name)[-1]
+    return (words[-1] if words else name).split("::")[-1]
 
 
 def read_steps(trace: Path, steps: int) -> list[list[dict]]:
