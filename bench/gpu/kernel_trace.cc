@@ -7,8 +7,10 @@
 //   CUDA_INJECTION64_PATH=libsanctum_kernel_trace.so SANCTUM_KERNEL_TRACE=trace.csv sanctum bench ...
 //
 // Writes one CSV line per kernel: start and end (ns, GPU clock), graph id (0 outside graphs), the
-// correlation id of the launch (one per graph launch), grid, block and the demangled name.
-// bench/gpu/trace_decode.py reads it.
+// correlation id of the launch (one per graph launch), grid, block and the demangled name. Copies
+// ("memcpy HtoD 8 B") and CUDA runtime calls on the host ("api cudaGraphLaunch") get lines of their
+// own, with grid and block "-", on the same clock: they show what a decode step waits for between
+// two replays. bench/gpu/trace_decode.py reads it.
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -41,6 +43,15 @@ std::string demangled(const char* name) {
   return s;
 }
 
+const char* copy_kind(uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
+    default: return "other";
+  }
+}
+
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
   *size = *buffer ? kBufferBytes : 0;
@@ -51,10 +62,22 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   std::lock_guard<std::mutex> lock(out_mutex);
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
-    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || !out) continue;
-    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-    std::fprintf(out, "%llu,%llu,%u,%u,%d.%d.%d,%d,%s\n", static_cast<unsigned long long>(k->start), static_cast<unsigned long long>(k->end),
-                 k->graphId, k->correlationId, k->gridX, k->gridY, k->gridZ, k->blockX, demangled(k->name).c_str());
+    if (!out) continue;
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      std::fprintf(out, "%llu,%llu,%u,%u,%d.%d.%d,%d,%s\n", static_cast<unsigned long long>(k->start), static_cast<unsigned long long>(k->end),
+                   k->graphId, k->correlationId, k->gridX, k->gridY, k->gridZ, k->blockX, demangled(k->name).c_str());
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      std::fprintf(out, "%llu,%llu,%u,%u,-,-,memcpy %s %llu B\n", static_cast<unsigned long long>(m->start), static_cast<unsigned long long>(m->end),
+                   m->graphId, m->correlationId, copy_kind(m->copyKind), static_cast<unsigned long long>(m->bytes));
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+      const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      const char* name = nullptr;
+      if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name) != CUPTI_SUCCESS || !name) name = "unknown";
+      std::fprintf(out, "%llu,%llu,0,%u,-,-,api %s\n", static_cast<unsigned long long>(a->start), static_cast<unsigned long long>(a->end),
+                   a->correlationId, name);
+    }
   }
   size_t dropped = 0;
   cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
@@ -81,6 +104,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   std::fprintf(out, "start_ns,end_ns,graph,correlation,grid,block,name\n");
   report(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "callbacks");
   report(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable kernels");
+  report(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable copies");
+  report(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable runtime calls");
   report(cuptiActivityFlushPeriod(100), "flush period");
   std::atexit(finish);
   return 1;

@@ -7,7 +7,11 @@ checkpoint of SHAPE with libsanctum_kernel_trace.so injected (bench/gpu/kernel_t
 last STEPS graph launches prints, per kernel of the step in order: how long it ran, and how far it
 moved the step's end (its end minus the end of the kernel before it, "advance"). The advances add up
 to the step; a kernel that starts early and waits costs only its advance. Then the same summed by
-kernel name, and the step time with and without the trace (the trace's own cost).
+kernel name, the step time with and without the trace (the trace's own cost), and what fills the
+GPU's idle time between two steps: the pick, the copies and the host's CUDA calls, in order. CUPTI's
+own cost lands mostly there, in cudaGraphLaunch above all (0.6-0.9 ms traced, where cutting the step
+into three graphs launched one after another changed untraced decode by under 0.5%), so read that
+part for its order of events, not its times.
 
   python3 bench/gpu/trace_decode.py --shape qwen3_5-27b [--layers N] [--steps 32] [--show 40] --out DIR
 Needs SANCTUM_BIN and SANCTUM_KERNEL_TRACE_LIB (the built libsanctum_kernel_trace.so).
@@ -54,7 +58,7 @@ def read_steps(trace: Path, steps: int) -> list[list[dict]]:
     launches = defaultdict(list)
     with trace.open() as f:
         for row in csv.DictReader(f):
-            if row["graph"] == "0":
+            if row["graph"] == "0" or row["grid"] == "-":  # outside the recorded steps, or not a kernel
                 continue
             row["start"], row["end"] = int(row["start_ns"]), int(row["end_ns"])
             launches[(row["graph"], row["correlation"])].append(row)
@@ -67,6 +71,32 @@ def read_steps(trace: Path, steps: int) -> list[list[dict]]:
     graph = max(count, key=count.get)
     ordered = sorted((sorted(k, key=lambda r: r["start"]) for (g, _), k in launches.items() if g == graph), key=lambda k: k[0]["start"])
     return ordered[-steps:]
+
+
+def between_steps(trace: Path, steps: list[list[dict]]) -> tuple[float, list[tuple[str, float, float, int]]]:
+    """The GPU's idle time from one recorded step's last kernel to the next one's first, averaged,
+    and what fills it: the work outside the graph (kernels, copies) and the host's CUDA calls, each
+    by name with its mean time inside the gap, its mean start after the gap opens, and its count per gap."""
+    outside = []
+    with trace.open() as f:
+        for row in csv.DictReader(f):
+            if row["graph"] == "0" or row["grid"] == "-":
+                outside.append((int(row["start_ns"]), int(row["end_ns"]), short_name(row["name"]) if row["grid"] != "-" else row["name"]))
+    windows = [(max(r["end"] for r in a), min(r["start"] for r in b)) for a, b in zip(steps, steps[1:])]
+    if not windows:
+        return 0.0, []
+    by_name = defaultdict(lambda: [0.0, 0.0, 0])
+    for lo, hi in windows:
+        for start, end, name in outside:
+            inside = min(end, hi) - max(start, lo)
+            if inside > 0 or (lo <= start <= hi):
+                by_name[name][0] += max(0, inside)
+                by_name[name][1] += start - lo
+                by_name[name][2] += 1
+    n = len(windows)
+    gap = sum(hi - lo for lo, hi in windows) / n / 1000
+    rows = sorted(((name, t / n / 1000, at / c / 1000, c / n) for name, (t, at, c) in by_name.items()), key=lambda r: r[2])
+    return gap, rows
 
 
 def main():
@@ -119,8 +149,13 @@ def main():
     print(f"by kernel and grid, per step (advance sum {total:.1f} us):")
     for key, (count, dur, adv) in sorted(by_name.items(), key=lambda kv: -kv[1][2]):
         print(f"  {adv:8.1f} us advance ({100 * adv / total:4.1f}%)  {dur:8.1f} us ran  {count:3d}x  {key}")
+    gap, fill = between_steps(trace, steps)
+    print(f"between steps (GPU idle from a step's last kernel to the next one's first): {gap:.1f} us; in it, by start:")
+    for name, inside, at, count in fill:
+        print(f"  starts {at:8.1f} us in, {inside:7.1f} us inside, {count:4.1f}x  {name}")
     (out / f"{args.shape}{suffix}-step.json").write_text(json.dumps(
-        {"bench_step_us": plain, "traced_step_us": traced, "span_us": span, "period_us": period,
+        {"bench_step_us": plain, "traced_step_us": traced, "span_us": span, "period_us": period, "between_steps_us": gap,
+         "between_steps": [dict(zip(("name", "inside_us", "starts_us", "per_gap"), r)) for r in fill],
          "kernels": [dict(zip(("name", "grid", "block", "ran_us", "advance_us", "ahead_us"), r)) for r in rows]}, indent=1))
 
 

@@ -25,6 +25,25 @@ __device__ __forceinline__ void load_weights(const void* w, FloatKind kind, floa
   }
 }
 
+// Block blockIdx.x's row of each operand, taken once the kernel ahead has ended: the norms are
+// launched early (common.cuh) and read nothing but their weights before that. h and delta: ADD only.
+template <bool ADD>
+struct NormRow {
+  const float* xr;
+  float* hr;
+  const float* dr;
+  float* o;
+  __device__ __forceinline__ NormRow(const Rows<const float>& x, float* h, const Rows<const float>& delta, const Rows<float>& out) {
+    wait_for_previous();
+    allow_next_early();
+    const int64_t r = blockIdx.x;
+    xr = x.data + r * x.stride;
+    hr = ADD ? h + r * x.stride : nullptr;
+    dr = ADD ? delta.data + r * delta.stride : nullptr;
+    o = out.data + r * out.stride;
+  }
+};
+
 // One row per block. ADD: h += delta first (the sums written back to h), then the norm of h; each
 // thread re-reads only the h values it wrote. Both forms run the same operations in the same order,
 // so add_rms_norm is bitwise add followed by rms_norm. x is h's values as read (h itself when ADD).
@@ -33,20 +52,15 @@ __global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const float>
                                 Rows<float> out) {
   float wv[kHeld];
   if (held(x.cols)) load_weights(w, kind, offset, x.cols, wv);
-  wait_for_previous();  // launched early (common.cuh): nothing but weights is read before the kernel ahead ends
-  allow_next_early();
+  const NormRow<ADD> row(x, h, delta, out);
   __shared__ float scratch[32];
-  const float* xr = x.data + blockIdx.x * x.stride;
-  float* hr = ADD ? h + blockIdx.x * x.stride : nullptr;
-  const float* dr = ADD ? delta.data + blockIdx.x * delta.stride : nullptr;
-  float* o = out.data + blockIdx.x * out.stride;
   auto value = [&](int64_t c) {  // the row's value at c: x, or h + delta written back to h
     if constexpr (ADD) {
-      const float v = xr[c] + dr[c];
-      hr[c] = v;
+      const float v = row.xr[c] + row.dr[c];
+      row.hr[c] = v;
       return v;
     } else {
-      return xr[c];
+      return row.xr[c];
     }
   };
   float ss = 0.0f;
@@ -66,7 +80,7 @@ __global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const float>
 #pragma unroll
     for (int i = 0; i < kHeld; ++i) {
       const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-      if (c < x.cols) o[c] = v[i] * inv * wv[i];
+      if (c < x.cols) row.o[c] = v[i] * inv * wv[i];
     }
     return;
   }
@@ -76,7 +90,7 @@ __global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const float>
   }
   ss = block_sum(ss, scratch);
   const float inv = rsqrtf(ss / static_cast<float>(x.cols) + eps);
-  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) o[c] = xr[c] * inv * (load_float(w, kind, c) + offset);
+  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) row.o[c] = row.xr[c] * inv * (load_float(w, kind, c) + offset);
 }
 
 // The same norm over rows of whole 16-byte chunks (cols % 4 == 0, aligned rows): each thread holds up
@@ -100,13 +114,8 @@ __global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const
                                      load_float(w, kind, c + 3) + offset)
                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  wait_for_previous();  // launched early (common.cuh): nothing but weights is read before the kernel ahead ends
-  allow_next_early();
+  const NormRow<ADD> row(x, h, delta, out);
   __shared__ float scratch[32];
-  const float* xr = x.data + blockIdx.x * x.stride;
-  float* hr = ADD ? h + blockIdx.x * x.stride : nullptr;
-  const float* dr = ADD ? delta.data + blockIdx.x * delta.stride : nullptr;
-  float* o = out.data + blockIdx.x * out.stride;
   float4 v[kHeld4];
   float ss = 0.0f;
 #pragma unroll
@@ -114,11 +123,11 @@ __global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const
     const int64_t k = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
     v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (k < chunks) {
-      v[i] = load4(xr + 4 * k);
+      v[i] = load4(row.xr + 4 * k);
       if constexpr (ADD) {
-        const float4 d = load4(dr + 4 * k);
+        const float4 d = load4(row.dr + 4 * k);
         v[i] = make_float4(v[i].x + d.x, v[i].y + d.y, v[i].z + d.z, v[i].w + d.w);
-        store4(hr + 4 * k, v[i]);
+        store4(row.hr + 4 * k, v[i]);
       }
       ss += v[i].x * v[i].x;
       ss += v[i].y * v[i].y;
@@ -131,7 +140,7 @@ __global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const
 #pragma unroll
   for (int i = 0; i < kHeld4; ++i) {
     const int64_t k = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-    if (k < chunks) store4(o + 4 * k, make_float4(v[i].x * inv * wv[i].x, v[i].y * inv * wv[i].y, v[i].z * inv * wv[i].z, v[i].w * inv * wv[i].w));
+    if (k < chunks) store4(row.o + 4 * k, make_float4(v[i].x * inv * wv[i].x, v[i].y * inv * wv[i].y, v[i].z * inv * wv[i].z, v[i].w * inv * wv[i].w));
   }
 }
 
