@@ -54,14 +54,25 @@ def short_name(name: str) -> str:
     return (words[-1] if words else name).split("::")[-1]
 
 
-def read_steps(trace: Path, steps: int) -> list[list[dict]]:
-    launches = defaultdict(list)
+def read_trace(trace: Path) -> tuple[list[dict], list[tuple[int, int, str]]]:
+    """The trace in one pass: the kernels replayed from graphs (rows with integer start and end), and
+    everything else as (start, end, name): kernels launched on their own, copies, host CUDA calls."""
+    replayed, outside = [], []
     with trace.open() as f:
         for row in csv.DictReader(f):
-            if row["graph"] == "0" or row["grid"] == "-":  # outside the recorded steps, or not a kernel
-                continue
-            row["start"], row["end"] = int(row["start_ns"]), int(row["end_ns"])
-            launches[(row["graph"], row["correlation"])].append(row)
+            start, end = int(row["start_ns"]), int(row["end_ns"])
+            if row["graph"] != "0" and row["grid"] != "-":
+                row["start"], row["end"] = start, end
+                replayed.append(row)
+            else:
+                outside.append((start, end, row["name"] if row["grid"] == "-" else short_name(row["name"])))
+    return replayed, outside
+
+
+def read_steps(replayed: list[dict], steps: int) -> list[list[dict]]:
+    launches = defaultdict(list)
+    for row in replayed:
+        launches[(row["graph"], row["correlation"])].append(row)
     if not launches:
         raise SystemExit("no graph launches in the trace: is SANCTUM_CUDA_GRAPHS off, or the trace library not loaded?")
     # The decode step is the graph launched most often; its last launches are the steady state.
@@ -73,15 +84,10 @@ def read_steps(trace: Path, steps: int) -> list[list[dict]]:
     return ordered[-steps:]
 
 
-def between_steps(trace: Path, steps: list[list[dict]]) -> tuple[float, list[tuple[str, float, float, int]]]:
+def between_steps(outside: list[tuple[int, int, str]], steps: list[list[dict]]) -> tuple[float, list[tuple[str, float, float, int]]]:
     """The GPU's idle time from one recorded step's last kernel to the next one's first, averaged,
     and what fills it: the work outside the graph (kernels, copies) and the host's CUDA calls, each
     by name with its mean time inside the gap, its mean start after the gap opens, and its count per gap."""
-    outside = []
-    with trace.open() as f:
-        for row in csv.DictReader(f):
-            if row["graph"] == "0" or row["grid"] == "-":
-                outside.append((int(row["start_ns"]), int(row["end_ns"]), short_name(row["name"]) if row["grid"] != "-" else row["name"]))
     windows = [(max(r["end"] for r in a), min(r["start"] for r in b)) for a, b in zip(steps, steps[1:])]
     if not windows:
         return 0.0, []
@@ -120,7 +126,8 @@ def main():
     plain = bench_step_us(model, tokens, {})
     trace = out / f"{args.shape}{suffix}-trace.csv"
     traced = bench_step_us(model, tokens, {"CUDA_INJECTION64_PATH": os.environ["SANCTUM_KERNEL_TRACE_LIB"], "SANCTUM_KERNEL_TRACE": str(trace)})
-    steps = read_steps(trace, args.steps)
+    replayed, outside = read_trace(trace)
+    steps = read_steps(replayed, args.steps)
     lengths = {len(s) for s in steps}
     if len(lengths) != 1:
         raise SystemExit(f"decode steps differ in kernel count: {sorted(lengths)}")
@@ -149,7 +156,7 @@ def main():
     print(f"by kernel and grid, per step (advance sum {total:.1f} us):")
     for key, (count, dur, adv) in sorted(by_name.items(), key=lambda kv: -kv[1][2]):
         print(f"  {adv:8.1f} us advance ({100 * adv / total:4.1f}%)  {dur:8.1f} us ran  {count:3d}x  {key}")
-    gap, fill = between_steps(trace, steps)
+    gap, fill = between_steps(outside, steps)
     print(f"between steps (GPU idle from a step's last kernel to the next one's first): {gap:.1f} us; in it, by start:")
     for name, inside, at, count in fill:
         print(f"  starts {at:8.1f} us in, {inside:7.1f} us inside, {count:4.1f}x  {name}")
