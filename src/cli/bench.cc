@@ -95,14 +95,13 @@ double time_prefill(Model& model, const std::vector<int32_t>& tokens, size_t chu
   return now() - t0;
 }
 
-// Decodes n tokens one forward at a time, each step as generation runs it: where the model picks
-// tokens on its device (a GPU), a greedy pick runs there and only the id comes back; otherwise (or
-// with host_logits) the step's logits row comes back to the host, whose sampler is not timed. The
-// tokens fed come from a fixed list either way.
-double time_decode(Model& model, const std::vector<int32_t>& context, const std::vector<int32_t>& tokens, bool host_logits) {
+// Decodes n tokens one forward at a time, each step as generation runs it: with pick (where the model
+// picks tokens on its device, a GPU) a greedy pick runs there and only the id comes back; otherwise
+// the step's logits row comes back to the host, whose sampler is not timed. The tokens fed come from
+// a fixed list either way.
+double time_decode(Model& model, const std::vector<int32_t>& context, const std::vector<int32_t>& tokens, bool pick) {
   SequenceState state = model.new_state();
   if (!context.empty()) model.forward(context, state, LogitsFor::last);
-  const bool pick = model.picks_on_device() && !host_logits;
   const TokenPick greedy;
   double t0 = now();
   for (int32_t token : tokens) {
@@ -140,6 +139,7 @@ int run_bench(int argc, char** argv) {
   auto model = load_model(*args.get("model"), device);
   t_load = now() - t_load;
   const int64_t vocab = model->vocab_size();
+  const bool picks_on_device = model->picks_on_device() && !args.has("host-logits");  // decode as generation runs it
   const int64_t chunk = args.get_int("prefill-chunk", model->prefill_chunk());
   check(chunk >= 1, ErrorKind::invalid_argument, "--prefill-chunk must be >= 1");
   const double weight_gb = static_cast<double>(model->weight_bytes_per_token()) / 1e9;
@@ -173,10 +173,9 @@ int run_bench(int argc, char** argv) {
   if (n_gen > 0) {
     auto context = random_tokens(decode_context, vocab, 7);
     auto tokens = random_tokens(n_gen, vocab, 9);
-    const bool host_logits = args.has("host-logits");
-    time_decode(*model, context, {tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8)}, host_logits);  // warm-up
+    time_decode(*model, context, {tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8)}, picks_on_device);  // warm-up
     std::vector<double> s;
-    for (int r = 0; r < reps; ++r) s.push_back(time_decode(*model, context, tokens, host_logits));
+    for (int r = 0; r < reps; ++r) s.push_back(time_decode(*model, context, tokens, picks_on_device));
     std::string name = "tg" + std::to_string(n_gen);
     if (decode_context > 0) {
       name += '@';  // appended piecewise: GCC 12 reports a false -Wrestrict on "@" + std::string
@@ -189,7 +188,7 @@ int run_bench(int argc, char** argv) {
                           {"load_seconds", t_load}, {"weight_bytes_per_token", model->weight_bytes_per_token()},
                           {"threads", compute_pool().size()}, {"prefill_chunk", chunk}, {"results", results},
                           {"matmul_precision", ops::matmul_precision_name(ops::matmul_precision())},
-                          {"device", device_name(device)}, {"decode_picks_on_device", model->picks_on_device() && !args.has("host-logits")}};
+                          {"device", device_name(device)}, {"decode_picks_on_device", picks_on_device}};
     if (device == Device::cuda) out["gpu_memory_peak_bytes"] = device_memory::cuda_memory_peak();
     if (bandwidth > 0) out["memory_read_gb_per_second"] = bandwidth;
     std::printf("%s\n", out.dump(2).c_str());
