@@ -266,14 +266,22 @@ void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Te
   const bool shared_rank = shared_in_sets_ && n <= kDeviceRoutedTokens;
   const int64_t ranks = shared_rank ? k + 1 : k;
   Tensor ids = ws.get_typed(kIds, n, ranks, DType::i32), weights = ws.get(kWeights, n, k);
-  ops::moe_route(logits, routing(), ids, weights, shared_rank ? static_cast<int32_t>(E) : -1);
   Tensor flat_ids = ids.reshape({n * ranks});
   // per_rank row t * ranks + r: token t through its r-th expert.
   Tensor gate = ws.get(kGate, n * ranks, I), up = ws.get(kUp, n * ranks, I), per_rank = ws.get(kPerRank, n * ranks, H);
+  const int32_t appended = shared_rank ? static_cast<int32_t>(E) : -1;
+  const ops::ExpertSet& gates = shared_rank ? gate_shared_set_ : gate_set_;
+  const ops::ExpertSet& ups = shared_rank ? up_shared_set_ : up_set_;
+  const ops::ExpertSet& downs = shared_rank ? down_shared_set_ : down_set_;
+  // Decode: the gate/up launch routes its tokens, and the combine computes the weights from the ids,
+  // so no launch stands between the router and the experts.
+  if (n <= kDeviceRoutedTokens && (shared_rank || !has_shared_) && ops::expert_gate_up_silu_mul_routed_ok(x, gates, ups, logits, gate)) {
+    ops::expert_gate_up_silu_mul_routed(x, gates, ups, logits, routing(), appended, flat_ids, gate);
+    ops::expert_matmul(gate, downs, flat_ids, per_rank);
+    return ops::moe_combine_routed(per_rank, logits, routing(), flat_ids, shared_rank ? &shared_logit : nullptr, out);
+  }
+  ops::moe_route(logits, routing(), ids, weights, appended);
   if (n <= kDeviceRoutedTokens) {
-    const ops::ExpertSet& gates = shared_rank ? gate_shared_set_ : gate_set_;
-    const ops::ExpertSet& ups = shared_rank ? up_shared_set_ : up_set_;
-    const ops::ExpertSet& downs = shared_rank ? down_shared_set_ : down_set_;
     if (ops::expert_gate_up_silu_mul_ok(x, gates, ups, gate)) {
       ops::expert_gate_up_silu_mul(x, gates, ups, flat_ids, gate);
     } else {

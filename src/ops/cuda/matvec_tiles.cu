@@ -103,9 +103,9 @@ void launch_expert_tiles(const tiles::ExpertArgs& e, int group_tiles, int slots,
 // Gate/up pairs take two row tiles per warp (the dense tuning's registers), with the column split
 // of the two-projection launch above, so that the sums are its sums.
 template <class S>
-void launch_expert_pairs(const tiles::ExpertArgs& e, int group_tiles, int slots) {
-  if (group_tiles == 1) tiles::launch_experts_split<S, kRowTiles, 1, kDepth, kMinBlocks, true>(e, slots, 2, kExpertMinBlocks);
-  else tiles::launch_experts_split<S, kRowTiles, 2, kDepth, kMinBlocks, true>(e, slots, 2, kExpertMinBlocks);
+void launch_expert_pairs(const tiles::ExpertArgs& e, int group_tiles, int slots, const tiles::ExpertRouting* routing) {
+  if (group_tiles == 1) tiles::launch_experts_split<S, kRowTiles, 1, kDepth, kMinBlocks, true>(e, slots, 2, kExpertMinBlocks, routing);
+  else tiles::launch_experts_split<S, kRowTiles, 2, kDepth, kMinBlocks, true>(e, slots, 2, kExpertMinBlocks, routing);
 }
 
 bool x_rows_ok(const Tensor& x) { return aligned16(x.raw()) && x.stride(0) % 4 == 0; }
@@ -208,13 +208,33 @@ bool tiles_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const 
   return swiglu_fused() && tiles_experts_ok(gate, x) && up.size() > 0 && ExpertSet::fits(gate[0], up[0]);
 }
 
-void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act) {
+namespace {
+void expert_pairs(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act,
+                  const tiles::ExpertRouting* routing) {
   const Weight& w = gate[0];
   const tiles::ExpertArgs e = expert_args(x, gate, &up, ids, act, nullptr);
   const int slots = static_cast<int>(act.dim(0)), group_tiles = w.quant.group_size / 64;
-  if (w.scales.dtype() == DType::bf16) launch_expert_pairs<__nv_bfloat16>(e, group_tiles, slots);
-  else launch_expert_pairs<__half>(e, group_tiles, slots);
-  check_launch("expert gate/up mat-vec with SwiGLU (tiled)");
+  if (w.scales.dtype() == DType::bf16) launch_expert_pairs<__nv_bfloat16>(e, group_tiles, slots, routing);
+  else launch_expert_pairs<__half>(e, group_tiles, slots, routing);
+  check_launch(routing ? "expert gate/up mat-vec with routing and SwiGLU (tiled)" : "expert gate/up mat-vec with SwiGLU (tiled)");
+}
+}  // namespace
+
+void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act) {
+  expert_pairs(x, gate, up, ids, act, nullptr);
+}
+
+bool tiles_routed_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x, const Tensor& logits) {
+  static const bool on = !switched_off("SANCTUM_ROUTE_IN_EXPERTS");
+  return on && tiles_expert_silu_mul_ok(gate, up, x) && logits.dim(1) <= 32 * kRoutedLogitsPerLane;
+}
+
+void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
+                                  int32_t appended_id, Tensor& ids, Tensor& act) {
+  const int k = static_cast<int>(routing.top_k);
+  const tiles::ExpertRouting ro{logits.data<float>(), logits.stride(0), static_cast<int>(logits.dim(1)), k, appended_id >= 0 ? k + 1 : k,
+                                appended_id, ids.data<int32_t>()};
+  expert_pairs(x, gate, up, ids, act, &ro);
 }
 
 }  // namespace sanctum::ops::cuda

@@ -37,6 +37,7 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/matvec_mma_kernel.cuh"
+#include "ops/cuda/moe_route.cuh"
 
 namespace sanctum::ops::cuda::tiles {
 
@@ -371,14 +372,13 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
   else matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, blockIdx.y);
 }
 
-// PAIRS: table[0] and table[1] are an MLP's gate and up experts, and y[0] receives silu(gate) * up
-// (gridDim.z 1), each warp taking the gate and the up row tile of the same rows.
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-__global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e) {
+// Block row `slot` of an expert launch through expert `id`. PAIRS: table[0] and table[1] are an
+// MLP's gate and up experts, and y[0] receives silu(gate) * up (gridDim.z 1), each warp taking the
+// gate and the up row tile of the same rows.
+template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS>
+__device__ __forceinline__ void expert_body(const ExpertArgs& e, int slot, int64_t id) {
   static_assert(RT == (PAIRS ? 2 : 1), "an expert row group is one row tile, or a gate/up pair");
-  wait_for_previous();  // the ids (and x) come from the kernels ahead; nothing is known before them
-  const int slot = blockIdx.y;
-  const int64_t* ent = (blockIdx.z == 0 ? e.table[0] : e.table[1]) + 3 * static_cast<int64_t>(e.ids[slot]);
+  const int64_t* ent = (blockIdx.z == 0 ? e.table[0] : e.table[1]) + 3 * id;
   const int64_t xr = static_cast<int64_t>(slot / e.fan) * e.x_stride;
   Args a{reinterpret_cast<const uint4*>(ent[0]),
          reinterpret_cast<const uint32_t*>(ent[1]),
@@ -395,7 +395,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e)
          e.k_tiles};
   a.evict_first = e.evict_first;
   if constexpr (PAIRS) {
-    const int64_t* up = e.table[1] + 3 * static_cast<int64_t>(e.ids[slot]);
+    const int64_t* up = e.table[1] + 3 * id;
     a.row_tiles = 2 * e.row_tiles;
     a.pair_tiles = e.row_tiles;
     matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0,
@@ -404,6 +404,49 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e)
   } else {
     matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0);
   }
+}
+
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
+__global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e) {
+  wait_for_previous();  // the ids (and x) come from the kernels ahead; nothing is known before them
+  expert_body<S, KS, RT, GT, DEPTH, PAIRS>(e, blockIdx.y, e.ids[blockIdx.y]);
+}
+
+// The routing inside a gate/up pair launch (MoE decode): block row `slot` serves rank slot % ranks
+// of token slot / ranks, and routes that token itself from its router logits with moe_route's code
+// (moe_route.cuh; E <= 32 kRoutedLogitsPerLane), so no routing launch stands between the router and
+// the experts. Rank k (ranks = k + 1) is the appended expert. Block (0, slot) writes ids[slot] for
+// the launches after it.
+struct ExpertRouting {
+  const float* logits;
+  int64_t logits_stride;
+  int E, k, ranks;
+  int32_t appended_id;
+  int32_t* ids;
+};
+
+template <class S, int KS, int GT, int DEPTH, int MINB>
+__global__ void __launch_bounds__(kWarps * 32, MINB) routed_expert_pairs(ExpertArgs e, ExpertRouting ro) {
+  __shared__ int32_t chosen;
+  wait_for_previous();  // the logits and x come from the kernels ahead
+  const int slot = blockIdx.y, rank = slot % ro.ranks;
+  if (threadIdx.x < 32) {
+    int32_t id = ro.appended_id;
+    if (rank < ro.k) {
+      float v[kRoutedLogitsPerLane];
+      route::load_logits(ro.logits + static_cast<int64_t>(slot / ro.ranks) * ro.logits_stride, ro.E, v);
+      int32_t my_id = 0;
+      float my_logit = 0.0f;
+      route::top_k(v, ro.E, rank + 1, my_id, my_logit);  // the first rank + 1 choices: this rank's is the last
+      id = __shfl_sync(0xFFFFFFFFu, my_id, rank);
+    }
+    if (threadIdx.x == 0) {
+      chosen = id;
+      if (blockIdx.x == 0) ro.ids[slot] = id;
+    }
+  }
+  __syncthreads();
+  expert_body<S, KS, 2, GT, DEPTH, true>(e, slot, chosen);
 }
 
 inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
@@ -485,10 +528,14 @@ void launch_split(const Args& a, int max_parts = kMaxParts) {
 
 // projections: 1, or 2 when table[1] / y[1] hold a second one; slots: rows of y. PAIRS: the two
 // projections as gate/up pairs into y[0] (RT 2).
+// routing (gate/up pairs only): the launch routes its tokens (routed_expert_pairs) and e.ids is ignored.
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch_experts(const ExpertArgs& e, int slots, int projections) {
+void launch_experts(const ExpertArgs& e, int slots, int projections, const ExpertRouting* routing = nullptr) {
   const dim3 grid(static_cast<unsigned>((e.row_tiles + kWarps / KS - 1) / (kWarps / KS)), static_cast<unsigned>(slots),
                   static_cast<unsigned>(PAIRS ? 1 : projections));
+  if constexpr (PAIRS) {
+    if (routing != nullptr) return launch_early(routed_expert_pairs<S, KS, GT, DEPTH, MINB>, grid, dim3(kWarps * 32), 0, e, *routing);
+  }
   launch_early(expert_matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, grid, dim3(kWarps * 32), 0, e);
 }
 
@@ -503,12 +550,12 @@ inline int expert_column_split(int64_t row_tiles, int64_t k_tiles, int min_block
 // split_minb: the blocks per multiprocessor the column split is chosen for (MINB unless a caller keeps
 // another tuning's split, and so its sums).
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch_experts_split(const ExpertArgs& e, int slots, int projections, int split_minb = MINB) {
+void launch_experts_split(const ExpertArgs& e, int slots, int projections, int split_minb = MINB, const ExpertRouting* routing = nullptr) {
   switch (expert_column_split(e.row_tiles * slots * projections, e.k_tiles, split_minb)) {
-    case 1: return launch_experts<S, 1, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections);
-    case 2: return launch_experts<S, 2, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections);
-    case 4: return launch_experts<S, 4, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections);
-    default: return launch_experts<S, 8, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections);
+    case 1: return launch_experts<S, 1, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing);
+    case 2: return launch_experts<S, 2, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing);
+    case 4: return launch_experts<S, 4, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing);
+    default: return launch_experts<S, 8, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing);
   }
 }
 

@@ -2,6 +2,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/host_values.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/moe_route.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -26,10 +27,8 @@ __global__ void moe_combine_kernel(const float* per_rank, int64_t pr_stride, con
   out[t * out_stride + j] = o;
 }
 
-// Warp per token: top-k by repeated arg-max (ties → lower id), then the weights exactly as the host's
-// route_token computes them (double softmax sums). Lane l holds logits l, l + 32, .. in registers
-// (PL of them) and a mask of those already chosen; round r's winner is kept by lane r, which
-// writes it out at the end. No per-lane arrays indexed at run time, so nothing spills to local memory.
+// Warp per token: the top k (route::top_k), then the weights exactly as the host's route_token
+// computes them (route::weight); lane r writes rank r.
 template <int PL>
 __global__ void moe_route_kernel(const float* logits, int64_t stride, int64_t n, int E, int k, bool softmax_first, bool normalize,
                                  int32_t* ids, float* weights, int32_t appended_id) {
@@ -38,66 +37,16 @@ __global__ void moe_route_kernel(const float* logits, int64_t stride, int64_t n,
   allow_next_early();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   if (t >= n) return;
-  const float* l = logits + t * stride;
   float v[PL];
-#pragma unroll
-  for (int i = 0; i < PL; ++i) v[i] = lane + 32 * i < E ? l[lane + 32 * i] : 0.0f;
-  uint32_t taken = 0;  // bit i: expert lane + 32 i is chosen (or does not exist)
-#pragma unroll
-  for (int i = 0; i < PL; ++i)
-    if (lane + 32 * i >= E) taken |= 1u << i;
+  route::load_logits(logits + t * stride, E, v);
   int32_t my_id = 0;
-  float my_logit = 0.0f, top = 0.0f;
-  for (int r = 0; r < k; ++r) {
-    float best = -INFINITY;
-    int best_id = 0x7fffffff;
-#pragma unroll
-    for (int i = 0; i < PL; ++i) {
-      if (taken >> i & 1u) continue;
-      if (v[i] > best || best_id == 0x7fffffff) {  // ids rise with i: a tie keeps the lower
-        best = v[i];
-        best_id = lane + 32 * i;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
-      if (oi != 0x7fffffff && (best_id == 0x7fffffff || ov > best || (ov == best && oi < best_id))) {
-        best = ov;
-        best_id = oi;
-      }
-    }
-    if ((best_id & 31) == lane) taken |= 1u << (best_id >> 5);
-    if (r == 0) top = best;
-    if (lane == r) {
-      my_id = best_id;
-      my_logit = best;
-    }
-  }
-  const double mine = exp(static_cast<double>(my_logit - top));
-  double w = 0.0;
-  if (softmax_first) {
-    double total = 0.0;
-#pragma unroll
-    for (int i = 0; i < PL; ++i)
-      if (lane + 32 * i < E) total += exp(static_cast<double>(v[i] - top));
-    for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
-    const float wf = static_cast<float>(mine / total);
-    w = wf;
-    if (normalize) {
-      double kept = 0.0;  // in rank order, as the host adds them
-      for (int r = 0; r < k; ++r) kept += __shfl_sync(0xffffffffu, static_cast<double>(wf), r);
-      w = static_cast<float>(static_cast<double>(wf) / kept);
-    }
-  } else {
-    double sum = 0.0;
-    for (int r = 0; r < k; ++r) sum += __shfl_sync(0xffffffffu, mine, r);
-    w = static_cast<float>(mine / sum);
-  }
+  float my_logit = 0.0f;
+  const float top = route::top_k(v, E, k, my_id, my_logit);
+  const float w = route::weight(v, E, k, top, my_logit, softmax_first, normalize);
   const int ranks = appended_id >= 0 ? k + 1 : k;
   if (lane < k) {
     ids[t * ranks + lane] = my_id;
-    weights[t * k + lane] = static_cast<float>(w);
+    weights[t * k + lane] = w;
   }
   if (appended_id >= 0 && lane == 0) ids[t * ranks + k] = appended_id;
 }
@@ -117,6 +66,40 @@ __global__ void moe_combine_device_kernel(const float* per_rank, int64_t pr_stri
   if (shared != nullptr) {
     const float g = 1.0f / (1.0f + expf(-shared_logit[t * sl_stride]));
     o += g * shared[t * sh_stride + j];
+  }
+  out[t * out_stride + j] = o;
+}
+
+// moe_combine_device_kernel with the routing weights computed here from the logits and the ids
+// (route::weight, the bits moe_route would have written): block row t is token t. ranks: k, or
+// k + 1 with the shared expert's row after the routed ones (its weight sigmoid(shared_logit)).
+template <int PL>
+__global__ void moe_combine_routed_kernel(const float* per_rank, int64_t pr_stride, const float* logits, int64_t l_stride, int E, int k,
+                                          bool softmax_first, bool normalize, const int32_t* ids, int ranks, const float* shared_logit,
+                                          int64_t sl_stride, float* out, int64_t out_stride, int64_t d) {
+  __shared__ float w[32];
+  wait_for_previous();  // every input comes from the kernels ahead
+  allow_next_early();
+  const int64_t t = blockIdx.y;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    const float* l = logits + t * l_stride;
+    float v[PL];
+    route::load_logits(l, E, v);
+    const int32_t my_id = lane < k ? ids[t * ranks + lane] : 0;
+    const float top = l[ids[t * ranks]], my_logit = lane < k ? l[my_id] : 0.0f;
+    const float wr = route::weight(v, E, k, top, my_logit, softmax_first, normalize);
+    if (lane < k) w[lane] = wr;
+  }
+  __syncthreads();
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  const float* rows = per_rank + t * ranks * pr_stride + j;
+  float o = 0.0f;
+  for (int r = 0; r < k; ++r) o += w[r] * rows[r * pr_stride];
+  if (ranks > k) {
+    const float g = 1.0f / (1.0f + expf(-shared_logit[t * sl_stride]));
+    o += g * rows[k * pr_stride];
   }
   out[t * out_stride + j] = o;
 }
@@ -157,6 +140,17 @@ void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, cons
                weights.data<float>(), k, per_rank.data<float>() + k * s, (k + 1) * s, shared_logit.data<float>(), shared_logit.stride(0),
                out.data<float>(), out.stride(0), n, d);
   check_launch("moe_combine_shared_rank");
+}
+
+void moe_combine_routed(const Tensor& per_rank, const Tensor& logits, const MoeRouting& routing, const Tensor& ids, const Tensor* shared_logit,
+                        Tensor& out) {
+  const int64_t n = out.dim(0), d = out.dim(1), k = routing.top_k;
+  const int ranks = static_cast<int>(ids.numel() / n), E = static_cast<int>(logits.dim(1));
+  launch_early(moe_combine_routed_kernel<kRoutedLogitsPerLane>, dim3(blocks_for(d, 256), static_cast<unsigned>(n)), dim3(256), 0,
+               per_rank.data<float>(), per_rank.stride(0), logits.data<float>(), logits.stride(0), E, static_cast<int>(k), routing.softmax_first,
+               routing.normalize, ids.data<int32_t>(), ranks, shared_logit ? shared_logit->data<float>() : nullptr,
+               shared_logit ? shared_logit->stride(0) : 0, out.data<float>(), out.stride(0), d);
+  check_launch("moe_combine_routed");
 }
 
 void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst, std::span<const int32_t> dst_rows) {
