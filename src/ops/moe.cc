@@ -254,7 +254,7 @@ bool expert_gate_up_silu_mul_routed_ok(const Tensor& x, const ExpertSet& gate, c
 }
 
 void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
-                                    int32_t appended_id, Tensor& ids, Tensor& act) {
+                                    int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act) {
   constexpr const char* kOp = "expert_gate_up_silu_mul_routed";
   check_expert_matmul(kOp, x, gate, ids, act);
   SANCTUM_REQUIRE(expert_gate_up_silu_mul_routed_ok(x, gate, up, logits, act), kOp,
@@ -265,8 +265,11 @@ void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, cons
                   "logits " + logits.shape_string() + " and act " + act.shape_string() + " need one row per token and " + std::to_string(ranks) +
                       " per token");
   SANCTUM_REQUIRE(appended_id < gate.size() && E <= gate.size(), kOp, "the experts chosen must be in the sets");
+  detail::require_dtype(kOp, "weights", weights, DType::f32);
+  SANCTUM_REQUIRE(weights.device() == Device::cuda && weights.is_contiguous() && weights.numel() == n * k, kOp,
+                  "weights must be contiguous on the GPU with n * top_k = " + std::to_string(n * k) + " elements");
   if (n == 0) return;
-  cuda::tiles_routed_expert_silu_mul(x, gate, up, logits, routing, appended_id, ids, act);
+  cuda::tiles_routed_expert_silu_mul(x, gate, up, logits, routing, appended_id, ids, weights, act);
 }
 
 void moe_group(const Tensor& ids, int64_t n_experts, Tensor& offsets, Tensor& sorted) {
@@ -387,40 +390,6 @@ void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, cons
   const int64_t s = per_rank.stride(0);
   combine_on_host(per_rank, k + 1, std::span<const float>(weights.data<float>(), static_cast<size_t>(n * k)), k, per_rank.data<float>() + k * s,
                   (k + 1) * s, shared_gate_weights(shared_logit), out);
-}
-
-void moe_combine_routed(const Tensor& per_rank, const Tensor& logits, const MoeRouting& routing, const Tensor& ids, const Tensor* shared_logit,
-                        Tensor& out) {
-  constexpr const char* kOp = "moe_combine_routed";
-  require_rows(kOp, "per_rank", per_rank);
-  require_rows(kOp, "logits", logits);
-  require_rows(kOp, "out", out);
-  detail::require_dtype(kOp, "ids", ids, DType::i32);
-  const Device device = detail::require_one_device(
-      kOp, {{"per_rank", &per_rank}, {"logits", &logits}, {"ids", &ids}, {"out", &out}, {"shared_logit", shared_logit ? shared_logit : &out}});
-  const int64_t n = out.dim(0), d = out.dim(1), E = logits.dim(1), k = routing.top_k, ranks = shared_logit ? k + 1 : k;
-  SANCTUM_REQUIRE(k >= 1 && k <= E && k <= 32, kOp, "top_k must be in [1, min(experts, 32)], got " + std::to_string(k));
-  SANCTUM_REQUIRE(logits.dim(0) == n && ids.is_contiguous() && ids.numel() == n * ranks && per_rank.dim(0) == n * ranks && per_rank.dim(1) == d,
-                  kOp, "per_rank " + per_rank.shape_string() + ", logits " + logits.shape_string() + " and ids " + ids.shape_string() +
-                           " do not fit out " + out.shape_string() + " with " + std::to_string(ranks) + " ranks per token");
-  if (shared_logit) {
-    detail::require_dtype(kOp, "shared_logit", *shared_logit, DType::f32);
-    SANCTUM_REQUIRE(shared_logit->ndim() == 2 && shared_logit->dim(0) == n && shared_logit->dim(1) == 1, kOp,
-                    "shared_logit must be (n, 1), got " + shared_logit->shape_string());
-  }
-  if (n == 0 || d == 0) return;
-  if (device == Device::cuda) {
-    SANCTUM_REQUIRE(E <= 256, kOp, "at most 256 experts on cuda, got " + std::to_string(E));
-    return cuda::moe_combine_routed(per_rank, logits, routing, ids, shared_logit, out);
-  }
-  // The host: the weights from route_token, whose choices are the ids' (moe_route's).
-  std::vector<int32_t> chosen(static_cast<size_t>(k));
-  std::vector<float> weights(static_cast<size_t>(n * k));
-  for (int64_t t = 0; t < n; ++t)
-    route_token(logits.data<float>() + t * logits.stride(0), E, routing, chosen.data(), weights.data() + t * k);
-  const int64_t s = per_rank.stride(0);
-  combine_on_host(per_rank, ranks, weights, k, shared_logit ? per_rank.data<float>() + k * s : nullptr, ranks * s,
-                  shared_logit ? shared_gate_weights(*shared_logit) : std::vector<float>{}, out);
 }
 
 }  // namespace sanctum::ops

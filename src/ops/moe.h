@@ -84,13 +84,13 @@ void expert_gate_up_silu_mul(const Tensor& x, const ExpertSet& gate, const Exper
 
 // moe_route and expert_gate_up_silu_mul in one launch (GPU decode, no routing launch between the
 // router and the experts): each token's experts are picked from its router logits (n, E) as
-// moe_route picks them, ids (n, ranks) receive what moe_route(logits, routing, ids, ., appended_id)
-// writes there (ranks = k, or k + 1 with appended_id >= 0), and act the bits of the two ops; the
-// routing weights are left to moe_combine_routed. Offered where expert_gate_up_silu_mul is and
-// E <= 256 (SANCTUM_ROUTE_IN_EXPERTS=0: never); a call elsewhere is an error.
+// moe_route picks them; ids (n, ranks) and weights (n, k) receive what moe_route(logits, routing, ids,
+// weights, appended_id) writes (ranks = k, or k + 1 with appended_id >= 0), and act the bits of
+// expert_gate_up_silu_mul over those ids. Offered where expert_gate_up_silu_mul is and E <= 256
+// (SANCTUM_ROUTE_IN_EXPERTS=0: never); a call elsewhere is an error.
 bool expert_gate_up_silu_mul_routed_ok(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const Tensor& act);
 void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
-                                    int32_t appended_id, Tensor& ids, Tensor& act);
+                                    int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
 
 // Counting sort of expert choices, stable: the rows that chose expert e are
 // sorted[offsets[e] .. offsets[e + 1]), ascending. ids: (m) i32, each in [0, n_experts);
@@ -121,12 +121,5 @@ void moe_combine(const Tensor& per_rank, const Tensor& weights, const Tensor* sh
 // per_rank (n * (k + 1), d), as moe_route's appended id lays them out. Same arithmetic, in the same
 // order, as moe_combine given that row as `shared`.
 void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, Tensor& out);
-
-// The combine after expert_gate_up_silu_mul_routed, with the routing weights computed from the router
-// logits (n, E) as moe_route computes them for the chosen ids (n, ranks): moe_combine without a
-// shared expert (shared_logit null, ranks = k), or moe_combine_shared_rank (ranks = k + 1), with
-// their bits given moe_route's weights.
-void moe_combine_routed(const Tensor& per_rank, const Tensor& logits, const MoeRouting& routing, const Tensor& ids, const Tensor* shared_logit,
-                        Tensor& out);
 
 }  // namespace sanctum::ops

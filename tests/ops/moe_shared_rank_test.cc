@@ -55,30 +55,5 @@ TEST(MoeSharedRank, combine_with_the_shared_row_inside_equals_the_separate_share
     }
 }
 
-// The combine that computes the routing weights from the logits (decode's routed expert launch):
-// the bits of moe_route's weights given to the combine, with and without the shared expert's rank.
-TEST(MoeSharedRank, combine_routed_equals_the_route_weights_given_to_the_combine) {
-  Rng rng(63);
-  for (bool shared : {true, false})
-    for (bool softmax_first : {true, false})
-      for (int64_t n : {1, 4}) {
-        const int64_t E = 48, k = 6, d = 29, ranks = shared ? k + 1 : k;
-        const ops::MoeRouting how{k, softmax_first, true};
-        const Tensor logits = test::random_tensor({n, E}, DType::f32, rng), logit = test::random_tensor({n, 1}, DType::f32, rng);
-        const Tensor per_rank = test::random_tensor({n * ranks, d}, DType::f32, rng);
-        Tensor ids = Tensor::zeros({n * ranks}, DType::i32), w = Tensor::zeros({n, k}, DType::f32);
-        ops::moe_route(logits, how, ids, w, shared ? static_cast<int32_t>(E) : -1);
-        Tensor want = Tensor::zeros({n, d}, DType::f32), got = Tensor::zeros({n, d}, DType::f32);
-        if (shared) ops::moe_combine_shared_rank(per_rank, w, logit, want);
-        else ops::moe_combine(per_rank, w, nullptr, nullptr, want);
-        ops::moe_combine_routed(per_rank, logits, how, ids, shared ? &logit : nullptr, got);
-        EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << "shared " << shared << " n " << n;
-        // ids for k ranks where k + 1 are meant: refused.
-        if (shared) {
-          EXPECT_THROW(ops::moe_combine_routed(per_rank, logits, how, ids.slice(0, 0, n * k), &logit, got), Error);
-        }
-      }
-}
-
 }  // namespace
 }  // namespace sanctum

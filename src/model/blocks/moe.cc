@@ -273,23 +273,21 @@ void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Te
   const ops::ExpertSet& gates = shared_rank ? gate_shared_set_ : gate_set_;
   const ops::ExpertSet& ups = shared_rank ? up_shared_set_ : up_set_;
   const ops::ExpertSet& downs = shared_rank ? down_shared_set_ : down_set_;
-  // Decode: the gate/up launch routes its tokens, and the combine computes the weights from the ids,
-  // so no launch stands between the router and the experts.
-  if (n <= kDeviceRoutedTokens && (shared_rank || !has_shared_) && ops::expert_gate_up_silu_mul_routed_ok(x, gates, ups, logits, gate)) {
-    ops::expert_gate_up_silu_mul_routed(x, gates, ups, logits, routing(), appended, flat_ids, gate);
-    ops::expert_matmul(gate, downs, flat_ids, per_rank);
-    return ops::moe_combine_routed(per_rank, logits, routing(), flat_ids, shared_rank ? &shared_logit : nullptr, out);
-  }
-  ops::moe_route(logits, routing(), ids, weights, appended);
   if (n <= kDeviceRoutedTokens) {
-    if (ops::expert_gate_up_silu_mul_ok(x, gates, ups, gate)) {
+    if (ops::expert_gate_up_silu_mul_routed_ok(x, gates, ups, logits, gate)) {
+      // The gate/up launch routes its tokens: no launch stands between the router and the experts.
+      ops::expert_gate_up_silu_mul_routed(x, gates, ups, logits, routing(), appended, flat_ids, weights, gate);
+    } else if (ops::expert_gate_up_silu_mul_ok(x, gates, ups, gate)) {
+      ops::moe_route(logits, routing(), ids, weights, appended);
       ops::expert_gate_up_silu_mul(x, gates, ups, flat_ids, gate);
     } else {
+      ops::moe_route(logits, routing(), ids, weights, appended);
       ops::expert_gate_up_matmul(x, gates, ups, flat_ids, gate, up);
       ops::silu_mul(gate, up, gate);
     }
     ops::expert_matmul(gate, downs, flat_ids, per_rank);
   } else {
+    ops::moe_route(logits, routing(), ids, weights, appended);
     // Rows of gate and up in expert order (sorted), one grouped launch per projection; the down
     // projection writes each result back to its (token, rank) row.
     Tensor offsets = ws.get_typed(kOffsets, 1, E + 1, DType::i32).reshape({E + 1});

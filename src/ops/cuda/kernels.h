@@ -44,7 +44,5 @@ void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Ten
 void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y);
 void moe_combine_device(const Tensor& per_rank, const Tensor& weights, const Tensor* shared, const Tensor* shared_logit, Tensor& out);
 void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, Tensor& out);
-void moe_combine_routed(const Tensor& per_rank, const Tensor& logits, const MoeRouting& routing, const Tensor& ids, const Tensor* shared_logit,
-                        Tensor& out);
 
 }  // namespace sanctum::ops::cuda

@@ -230,10 +230,19 @@ bool tiles_routed_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up,
 }
 
 void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
-                                  int32_t appended_id, Tensor& ids, Tensor& act) {
+                                  int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act) {
   const int k = static_cast<int>(routing.top_k);
-  const tiles::ExpertRouting ro{logits.data<float>(), logits.stride(0), static_cast<int>(logits.dim(1)), k, appended_id >= 0 ? k + 1 : k,
-                                appended_id, ids.data<int32_t>()};
+  const tiles::ExpertRouting ro{logits.data<float>(),
+                                logits.stride(0),
+                                static_cast<int>(logits.dim(1)),
+                                k,
+                                appended_id >= 0 ? k + 1 : k,
+                                static_cast<int>(logits.dim(0)),
+                                appended_id,
+                                routing.softmax_first,
+                                routing.normalize,
+                                ids.data<int32_t>(),
+                                weights.data<float>()};
   expert_pairs(x, gate, up, ids, act, &ro);
 }
 

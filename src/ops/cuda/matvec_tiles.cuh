@@ -416,19 +416,35 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e)
 // of token slot / ranks, and routes that token itself from its router logits with moe_route's code
 // (moe_route.cuh; E <= 32 kRoutedLogitsPerLane), so no routing launch stands between the router and
 // the experts. Rank k (ranks = k + 1) is the appended expert. Block (0, slot) writes ids[slot] for
-// the launches after it.
+// the launches after it. The routing weights, which no block of the launch needs, come from one block
+// per token in `tokens` more block rows, beside the mat-vec blocks rather than ahead of any of them.
 struct ExpertRouting {
   const float* logits;
   int64_t logits_stride;
-  int E, k, ranks;
+  int E, k, ranks, tokens;
   int32_t appended_id;
+  bool softmax_first, normalize;
   int32_t* ids;
+  float* weights;
 };
 
 template <class S, int KS, int GT, int DEPTH, int MINB>
 __global__ void __launch_bounds__(kWarps * 32, MINB) routed_expert_pairs(ExpertArgs e, ExpertRouting ro) {
   __shared__ int32_t chosen;
   wait_for_previous();  // the logits and x come from the kernels ahead
+  const int slots = static_cast<int>(gridDim.y) - ro.tokens;
+  if (static_cast<int>(blockIdx.y) >= slots) {  // token blockIdx.y - slots: its k weights, from block x 0's first warp
+    if (blockIdx.x != 0 || threadIdx.x >= 32) return;
+    const int64_t t = blockIdx.y - slots;
+    float v[kRoutedLogitsPerLane];
+    route::load_logits(ro.logits + t * ro.logits_stride, ro.E, v);
+    int32_t my_id = 0;
+    float my_logit = 0.0f;
+    const float top = route::top_k(v, ro.E, ro.k, my_id, my_logit);
+    const float w = route::weight(v, ro.E, ro.k, top, my_logit, ro.softmax_first, ro.normalize);
+    if (static_cast<int>(threadIdx.x) < ro.k) ro.weights[t * ro.k + threadIdx.x] = w;
+    return;
+  }
   const int slot = blockIdx.y, rank = slot % ro.ranks;
   if (threadIdx.x < 32) {
     int32_t id = ro.appended_id;
@@ -534,7 +550,10 @@ void launch_experts(const ExpertArgs& e, int slots, int projections, const Exper
   const dim3 grid(static_cast<unsigned>((e.row_tiles + kWarps / KS - 1) / (kWarps / KS)), static_cast<unsigned>(slots),
                   static_cast<unsigned>(PAIRS ? 1 : projections));
   if constexpr (PAIRS) {
-    if (routing != nullptr) return launch_early(routed_expert_pairs<S, KS, GT, DEPTH, MINB>, grid, dim3(kWarps * 32), 0, e, *routing);
+    if (routing != nullptr) {
+      const dim3 routed(grid.x, static_cast<unsigned>(slots + routing->tokens));
+      return launch_early(routed_expert_pairs<S, KS, GT, DEPTH, MINB>, routed, dim3(kWarps * 32), 0, e, *routing);
+    }
   }
   launch_early(expert_matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, grid, dim3(kWarps * 32), 0, e);
 }

@@ -36,11 +36,11 @@ void tiles_expert_matvec(const Tensor& x, const ExpertSet& a, const ExpertSet* b
 bool tiles_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x);
 void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act);
 // tiles_expert_silu_mul that routes in the same launch: each block picks its token's expert from
-// logits (n, E) with moe_route's code (E <= 256), and ids (n, ranks) receive what moe_route(logits,
-// routing, ids, ., appended_id) would write; act gets the same bits as moe_route then
-// tiles_expert_silu_mul (SANCTUM_ROUTE_IN_EXPERTS=0: never offered).
+// logits (n, E) with moe_route's code (E <= 256); ids (n, ranks) and weights (n, k) receive what
+// moe_route(logits, routing, ids, weights, appended_id) would write, and act the same bits as
+// moe_route then tiles_expert_silu_mul (SANCTUM_ROUTE_IN_EXPERTS=0: never offered).
 bool tiles_routed_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x, const Tensor& logits);
 void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
-                                  int32_t appended_id, Tensor& ids, Tensor& act);
+                                  int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
 
 }  // namespace sanctum::ops::cuda

@@ -70,40 +70,6 @@ __global__ void moe_combine_device_kernel(const float* per_rank, int64_t pr_stri
   out[t * out_stride + j] = o;
 }
 
-// moe_combine_device_kernel with the routing weights computed here from the logits and the ids
-// (route::weight, the bits moe_route would have written): block row t is token t. ranks: k, or
-// k + 1 with the shared expert's row after the routed ones (its weight sigmoid(shared_logit)).
-template <int PL>
-__global__ void moe_combine_routed_kernel(const float* per_rank, int64_t pr_stride, const float* logits, int64_t l_stride, int E, int k,
-                                          bool softmax_first, bool normalize, const int32_t* ids, int ranks, const float* shared_logit,
-                                          int64_t sl_stride, float* out, int64_t out_stride, int64_t d) {
-  __shared__ float w[32];
-  wait_for_previous();  // every input comes from the kernels ahead
-  allow_next_early();
-  const int64_t t = blockIdx.y;
-  if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    const float* l = logits + t * l_stride;
-    float v[PL];
-    route::load_logits(l, E, v);
-    const int32_t my_id = lane < k ? ids[t * ranks + lane] : 0;
-    const float top = l[ids[t * ranks]], my_logit = lane < k ? l[my_id] : 0.0f;
-    const float wr = route::weight(v, E, k, top, my_logit, softmax_first, normalize);
-    if (lane < k) w[lane] = wr;
-  }
-  __syncthreads();
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= d) return;
-  const float* rows = per_rank + t * ranks * pr_stride + j;
-  float o = 0.0f;
-  for (int r = 0; r < k; ++r) o += w[r] * rows[r * pr_stride];
-  if (ranks > k) {
-    const float g = 1.0f / (1.0f + expf(-shared_logit[t * sl_stride]));
-    o += g * rows[k * pr_stride];
-  }
-  out[t * out_stride + j] = o;
-}
-
 }  // namespace
 
 void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights, int32_t appended_id) {
@@ -140,17 +106,6 @@ void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, cons
                weights.data<float>(), k, per_rank.data<float>() + k * s, (k + 1) * s, shared_logit.data<float>(), shared_logit.stride(0),
                out.data<float>(), out.stride(0), n, d);
   check_launch("moe_combine_shared_rank");
-}
-
-void moe_combine_routed(const Tensor& per_rank, const Tensor& logits, const MoeRouting& routing, const Tensor& ids, const Tensor* shared_logit,
-                        Tensor& out) {
-  const int64_t n = out.dim(0), d = out.dim(1), k = routing.top_k;
-  const int ranks = static_cast<int>(ids.numel() / n), E = static_cast<int>(logits.dim(1));
-  launch_early(moe_combine_routed_kernel<kRoutedLogitsPerLane>, dim3(blocks_for(d, 256), static_cast<unsigned>(n)), dim3(256), 0,
-               per_rank.data<float>(), per_rank.stride(0), logits.data<float>(), logits.stride(0), E, static_cast<int>(k), routing.softmax_first,
-               routing.normalize, ids.data<int32_t>(), ranks, shared_logit ? shared_logit->data<float>() : nullptr,
-               shared_logit ? shared_logit->stride(0) : 0, out.data<float>(), out.stride(0), d);
-  check_launch("moe_combine_routed");
 }
 
 void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst, std::span<const int32_t> dst_rows) {

@@ -43,7 +43,6 @@ void moe_route(const Tensor&, const MoeRouting&, Tensor&, Tensor&, int32_t) { no
 void expert_matmul(const Tensor&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("expert_matmul"); }
 void moe_combine_device(const Tensor&, const Tensor&, const Tensor*, const Tensor*, Tensor&) { no_cuda("moe_combine"); }
 void moe_combine_shared_rank(const Tensor&, const Tensor&, const Tensor&, Tensor&) { no_cuda("moe_combine_shared_rank"); }
-void moe_combine_routed(const Tensor&, const Tensor&, const MoeRouting&, const Tensor&, const Tensor*, Tensor&) { no_cuda("moe_combine_routed"); }
 
 bool mma_matvec_ok(const Weight&, const Tensor&, int64_t) { return false; }
 void mma_matvec(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
@@ -62,7 +61,8 @@ bool tiles_experts_ok(const ExpertSet&, const Tensor&) { return false; }
 bool tiles_expert_silu_mul_ok(const ExpertSet&, const ExpertSet&, const Tensor&) { return false; }
 void tiles_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("expert_gate_up_silu_mul"); }
 bool tiles_routed_expert_silu_mul_ok(const ExpertSet&, const ExpertSet&, const Tensor&, const Tensor&) { return false; }
-void tiles_routed_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, const MoeRouting&, int32_t, Tensor&, Tensor&) {
+void tiles_routed_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, const MoeRouting&, int32_t, Tensor&, Tensor&,
+                                  Tensor&) {
   no_cuda("expert_gate_up_silu_mul_routed");
 }
 void tiles_expert_matvec(const Tensor&, const ExpertSet&, const ExpertSet*, const Tensor&, Tensor&, Tensor*) {
