@@ -1,7 +1,7 @@
 #pragma once
-// moe_route's arithmetic (ops/moe.h) as warp-level device code, shared by the routing kernel, the
-// expert gate/up launch that routes its own token and the combine that computes the weights from
-// the ids, so that all of them choose the same experts and give the same bits as route_token.
+// moe_route's arithmetic (ops/moe.h) as warp-level device code, shared by the routing kernel and the
+// expert gate/up launch that routes its own tokens (matvec_tiles.cuh), so that both choose the same
+// experts and give the same weights, bit for bit, as route_token.
 //
 // One warp per token: lane l holds logits l, l + 32, .. (PL of them; experts past E read as 0 and
 // are never chosen).
