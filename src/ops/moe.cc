@@ -133,6 +133,13 @@ std::vector<ExpertRows> rows_by_expert(std::span<const int32_t> ids, int64_t n_e
   return by_expert;
 }
 
+namespace {
+// The routings the device code takes: 1 to 32 experts a token, no more than there are.
+void require_top_k(const char* op, int64_t k, int64_t experts) {
+  SANCTUM_REQUIRE(k >= 1 && k <= experts && k <= 32, op, "top_k must be in [1, min(experts, 32)], got " + std::to_string(k));
+}
+}  // namespace
+
 void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Tensor& weights, int32_t appended_id) {
   constexpr const char* kOp = "moe_route";
   require_rows(kOp, "logits", logits);
@@ -140,7 +147,7 @@ void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Ten
   detail::require_dtype(kOp, "weights", weights, DType::f32);
   const Device device = detail::require_one_device(kOp, {{"logits", &logits}, {"ids", &ids}, {"weights", &weights}});
   const int64_t n = logits.dim(0), E = logits.dim(1), k = routing.top_k;
-  SANCTUM_REQUIRE(k >= 1 && k <= E && k <= 32, kOp, "top_k must be in [1, min(experts, 32)], got " + std::to_string(k));
+  require_top_k(kOp, k, E);
   const int64_t ranks = appended_id >= 0 ? k + 1 : k;  // ids per token
   SANCTUM_REQUIRE(ids.is_contiguous() && weights.is_contiguous() && ids.numel() == n * ranks && weights.numel() == n * k, kOp,
                   "ids must be contiguous with " + std::to_string(n * ranks) + " elements and weights with n * top_k = " +
@@ -260,7 +267,7 @@ void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, cons
   SANCTUM_REQUIRE(expert_gate_up_silu_mul_routed_ok(x, gate, up, logits, act), kOp,
                   "no fused kernel routes these experts with logits " + logits.shape_string() + "; use moe_route and expert_gate_up_silu_mul");
   const int64_t n = x.dim(0), E = logits.dim(1), k = routing.top_k, ranks = appended_id >= 0 ? k + 1 : k;
-  SANCTUM_REQUIRE(k >= 1 && k <= E && k <= 32, kOp, "top_k must be in [1, min(experts, 32)], got " + std::to_string(k));
+  require_top_k(kOp, k, E);
   SANCTUM_REQUIRE(logits.dim(0) == n && act.dim(0) == n * ranks, kOp,
                   "logits " + logits.shape_string() + " and act " + act.shape_string() + " need one row per token and " + std::to_string(ranks) +
                       " per token");

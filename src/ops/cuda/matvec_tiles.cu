@@ -236,7 +236,6 @@ void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const 
                                 logits.stride(0),
                                 static_cast<int>(logits.dim(1)),
                                 k,
-                                appended_id >= 0 ? k + 1 : k,
                                 static_cast<int>(logits.dim(0)),
                                 appended_id,
                                 routing.softmax_first,

@@ -421,7 +421,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e)
 struct ExpertRouting {
   const float* logits;
   int64_t logits_stride;
-  int E, k, ranks, tokens;
+  int E, k, tokens;
   int32_t appended_id;
   bool softmax_first, normalize;
   int32_t* ids;
@@ -436,21 +436,19 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) routed_expert_pairs(ExpertA
   if (static_cast<int>(blockIdx.y) >= slots) {  // token blockIdx.y - slots: its k weights, from block x 0's first warp
     if (blockIdx.x != 0 || threadIdx.x >= 32) return;
     const int64_t t = blockIdx.y - slots;
-    float v[kRoutedLogitsPerLane];
-    route::load_logits(ro.logits + t * ro.logits_stride, ro.E, v);
     int32_t my_id = 0;
-    float my_logit = 0.0f;
-    const float top = route::top_k(v, ro.E, ro.k, my_id, my_logit);
-    const float w = route::weight(v, ro.E, ro.k, top, my_logit, ro.softmax_first, ro.normalize);
+    float w = 0.0f;
+    route::choose<kRoutedLogitsPerLane>(ro.logits + t * ro.logits_stride, ro.E, ro.k, ro.softmax_first, ro.normalize, my_id, w);
     if (static_cast<int>(threadIdx.x) < ro.k) ro.weights[t * ro.k + threadIdx.x] = w;
     return;
   }
-  const int slot = blockIdx.y, rank = slot % ro.ranks;
+  const int ranks = ro.appended_id >= 0 ? ro.k + 1 : ro.k;
+  const int slot = blockIdx.y, rank = slot % ranks;
   if (threadIdx.x < 32) {
     int32_t id = ro.appended_id;
     if (rank < ro.k) {
       float v[kRoutedLogitsPerLane];
-      route::load_logits(ro.logits + static_cast<int64_t>(slot / ro.ranks) * ro.logits_stride, ro.E, v);
+      route::load_logits(ro.logits + static_cast<int64_t>(slot / ranks) * ro.logits_stride, ro.E, v);
       int32_t my_id = 0;
       float my_logit = 0.0f;
       route::top_k(v, ro.E, rank + 1, my_id, my_logit);  // the first rank + 1 choices: this rank's is the last

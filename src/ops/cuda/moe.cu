@@ -27,8 +27,8 @@ __global__ void moe_combine_kernel(const float* per_rank, int64_t pr_stride, con
   out[t * out_stride + j] = o;
 }
 
-// Warp per token: the top k (route::top_k), then the weights exactly as the host's route_token
-// computes them (route::weight); lane r writes rank r.
+// Warp per token (route::choose: the top k, then the weights exactly as the host's route_token
+// computes them); lane r writes rank r.
 template <int PL>
 __global__ void moe_route_kernel(const float* logits, int64_t stride, int64_t n, int E, int k, bool softmax_first, bool normalize,
                                  int32_t* ids, float* weights, int32_t appended_id) {
@@ -37,12 +37,9 @@ __global__ void moe_route_kernel(const float* logits, int64_t stride, int64_t n,
   allow_next_early();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   if (t >= n) return;
-  float v[PL];
-  route::load_logits(logits + t * stride, E, v);
   int32_t my_id = 0;
-  float my_logit = 0.0f;
-  const float top = route::top_k(v, E, k, my_id, my_logit);
-  const float w = route::weight(v, E, k, top, my_logit, softmax_first, normalize);
+  float w = 0.0f;
+  route::choose<PL>(logits + t * stride, E, k, softmax_first, normalize, my_id, w);
   const int ranks = appended_id >= 0 ? k + 1 : k;
   if (lane < k) {
     ids[t * ranks + lane] = my_id;

@@ -92,5 +92,15 @@ __device__ __forceinline__ float weight(const float (&v)[PL], int E, int k, floa
   return static_cast<float>(w);
 }
 
+// One token's whole routing, as moe_route writes it: lane r < k receives the r-th id and its weight.
+template <int PL>
+__device__ __forceinline__ void choose(const float* logits, int E, int k, bool softmax_first, bool normalize, int32_t& id, float& w) {
+  float v[PL];
+  load_logits(logits, E, v);
+  float my_logit = 0.0f;
+  const float top = top_k(v, E, k, id, my_logit);
+  w = weight(v, E, k, top, my_logit, softmax_first, normalize);
+}
+
 }  // namespace route
 }  // namespace sanctum::ops::cuda
