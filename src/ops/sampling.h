@@ -30,4 +30,8 @@ void argmax_rows(const Tensor& logits, Tensor& ids);
 // gives 0. Up to kMaxSampleRows rows.
 void sample_rows(const Tensor& logits, const RowSampling& sampling, std::span<const double> uniforms, Tensor& ids);
 
+// step (2) i32 ← {picked[0], step[1] + 1}: the input of the next decode step (token, position), made
+// where the token was picked, so that a GPU can run that step before the host has seen the token.
+void feed_pick(const Tensor& picked, Tensor& step);
+
 }  // namespace sanctum::ops

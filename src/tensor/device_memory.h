@@ -26,6 +26,15 @@ void cuda_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch
 // Host to device through pinned staging buffers (the host side may be a memory-mapped file): the
 // disk read of one chunk overlaps the transfer of the previous one.
 void cuda_upload(void* dst, const void* src, size_t bytes);
+// Small device-to-host copies queued without waiting, for results the host reads a step later (a
+// decode step's token while the next step runs): queue_copy_to_host returns a ticket, and
+// collect_copy waits for that copy alone and hands its bytes over. Up to kPendingCopies copies of
+// up to kPendingCopyBytes each may be outstanding; a ticket not collected by then is dropped (its
+// slot waits for its copy before taking the next), and collecting it throws.
+inline constexpr int kPendingCopies = 8;
+inline constexpr size_t kPendingCopyBytes = 64;
+uint64_t queue_copy_to_host(const void* src, size_t bytes);
+void collect_copy(uint64_t ticket, void* dst, size_t bytes);
 // Waits for all queued device work.
 void cuda_synchronize();
 

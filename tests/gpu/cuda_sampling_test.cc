@@ -1,6 +1,7 @@
 // Token selection on the GPU (ops/sampling.h) against the host: argmax bit for bit with
 // sanctum::argmax, draws against the scalar twin at the same uniforms, and sampled frequencies
-// against the host Sampler's distribution. Skips without a GPU; scripts/gpu_check.sh runs it there.
+// against the host Sampler's distribution; the chained decode's pieces (feed_pick, the queued
+// copies back). Skips without a GPU; scripts/gpu_check.sh runs it there.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "../ops/op_test_util.h"
 #include "gpu_test_util.h"
+#include "base/error.h"
 #include "ops/ref/sampling.h"
 #include "ops/sampling.h"
 #include "sampling/sampler.h"
@@ -272,6 +274,62 @@ TEST_F(CudaSampling, timing_at_vocab_248320) {
     sp.min_p = c.rs.min_p;
     std::printf("  %s: %.1f | %.1f\n", c.name, device(&c.rs), on_host(&sp));
   }
+}
+
+// feed_pick against its host twin; then a run of picks, each fed back into the step buffer as
+// chained decode steps do, read back through queued copies after the whole run was queued.
+TEST_F(CudaSampling, feed_pick_and_queued_copies_carry_a_run_of_picks) {
+  auto i32 = [](std::vector<int32_t> v) {
+    Tensor t = Tensor::zeros({static_cast<int64_t>(v.size())}, DType::i32);
+    std::copy(v.begin(), v.end(), t.data<int32_t>());
+    return t;
+  };
+  auto values = [](const Tensor& t) {
+    const Tensor h = t.to(Device::cpu);
+    return std::vector<int32_t>(h.data<int32_t>(), h.data<int32_t>() + h.dim(0));
+  };
+  const Tensor host_picked = i32({412, 7});
+  Tensor host_step = i32({3, 41});
+  Tensor step = host_step.to(Device::cuda);
+  ops::feed_pick(host_picked, host_step);
+  ops::feed_pick(host_picked.to(Device::cuda), step);
+  EXPECT_EQ(values(host_step), (std::vector<int32_t>{412, 42}));
+  EXPECT_EQ(values(step), values(host_step));
+
+  Rng rng(91);
+  const int64_t vocab = 1000;
+  const int steps = 12;
+  std::vector<Tensor> rows;
+  std::vector<int32_t> expected;
+  for (int i = 0; i < steps; ++i) {
+    std::vector<float> row(static_cast<size_t>(vocab));
+    for (float& x : row) x = rng.normal();
+    expected.push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+    Tensor t = Tensor::zeros({1, vocab}, DType::f32);
+    std::copy(row.begin(), row.end(), t.data<float>());
+    rows.push_back(t.to(Device::cuda));
+  }
+  Tensor ids = Tensor::zeros({1}, DType::i32, Device::cuda);
+  step = i32({5, 0}).to(Device::cuda);
+  std::vector<uint64_t> tickets;
+  for (int i = 0; i < steps; ++i) {
+    ops::argmax_rows(rows[static_cast<size_t>(i)], ids);
+    ops::feed_pick(ids, step);
+    tickets.push_back(device_memory::queue_copy_to_host(ids.raw(), sizeof(int32_t)));
+  }
+  // Only the last kPendingCopies tickets are still held; the earlier ones were dropped.
+  for (size_t i = 0; i < tickets.size(); ++i) {
+    int32_t got = -1;
+    if (i + device_memory::kPendingCopies < tickets.size()) {
+      EXPECT_THROW(device_memory::collect_copy(tickets[i], &got, sizeof(got)), Error) << "ticket " << i;
+    } else {
+      device_memory::collect_copy(tickets[i], &got, sizeof(got));
+      EXPECT_EQ(got, expected[i]) << "step " << i;
+    }
+  }
+  int32_t again = 0;
+  EXPECT_THROW(device_memory::collect_copy(tickets.back(), &again, sizeof(again)), Error);  // collected already
+  EXPECT_EQ(values(step), (std::vector<int32_t>{expected.back(), steps}));
 }
 
 }  // namespace

@@ -336,6 +336,11 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const float* log
   }
 }
 
+__global__ void feed_pick_kernel(const int32_t* __restrict__ picked, int32_t* __restrict__ step) {
+  step[0] = picked[0];
+  step[1] += 1;
+}
+
 }  // namespace
 
 void argmax_rows(const Tensor& logits, Tensor& ids) {
@@ -359,6 +364,11 @@ void sample_rows(const Tensor& logits, const RowSampling& s, std::span<const dou
   for (size_t i = 0; i < uniforms.size(); ++i) a.u[i] = uniforms[i];
   sample_kernel<<<static_cast<unsigned>(r.rows), kSampleThreads, 0, stream()>>>(r.data, r.stride, r.cols, a, ids.data<int32_t>());
   check_launch("sample_rows");
+}
+
+void feed_pick(const Tensor& picked, Tensor& step) {
+  feed_pick_kernel<<<1, 1, 0, stream()>>>(picked.data<int32_t>(), step.data<int32_t>());
+  check_launch("feed_pick");
 }
 
 }  // namespace sanctum::ops::cuda

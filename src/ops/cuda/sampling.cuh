@@ -11,5 +11,6 @@ namespace sanctum::ops::cuda {
 
 void argmax_rows(const Tensor& logits, Tensor& ids);
 void sample_rows(const Tensor& logits, const RowSampling& sampling, std::span<const double> uniforms, Tensor& ids);
+void feed_pick(const Tensor& picked, Tensor& step);
 
 }  // namespace sanctum::ops::cuda

@@ -9,4 +9,6 @@ void sample_rows(const Tensor&, const RowSampling&, std::span<const double>, Ten
   fail(ErrorKind::unsupported, "[sample_rows] this sanctum was built without CUDA");
 }
 
+void feed_pick(const Tensor&, Tensor&) { fail(ErrorKind::unsupported, "[feed_pick] this sanctum was built without CUDA"); }
+
 }  // namespace sanctum::ops::cuda

@@ -100,6 +100,51 @@ void cuda_copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
   if (kind == CopyKind::device_to_host) cuda::check_cuda(cudaStreamSynchronize(cuda::stream()), "copy to host");
 }
 
+namespace {
+// The pinned ring behind queue_copy_to_host: slot ticket % kPendingCopies, with the event that marks
+// its copy done and the ticket it holds.
+struct PendingCopies {
+  std::mutex mutex;
+  char* slots = nullptr;
+  cudaEvent_t done[kPendingCopies] = {};
+  uint64_t holds[kPendingCopies] = {};
+  uint64_t next = 1;
+};
+PendingCopies& pending_copies() {
+  static PendingCopies* p = [] {
+    auto* q = new PendingCopies;  // lives as long as the process: its events outlast static destructors
+    cuda::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&q->slots), kPendingCopies * kPendingCopyBytes), "pinned copy slots");
+    for (auto& e : q->done) cuda::check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "copy event");
+    return q;
+  }();
+  return *p;
+}
+}  // namespace
+
+uint64_t queue_copy_to_host(const void* src, size_t bytes) {
+  check(bytes <= kPendingCopyBytes, ErrorKind::internal, "queue_copy_to_host: at most 64 bytes per copy");
+  PendingCopies& p = pending_copies();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  const uint64_t ticket = p.next++;
+  const int slot = static_cast<int>(ticket % kPendingCopies);
+  if (p.holds[slot] != 0) cuda::check_cuda(cudaEventSynchronize(p.done[slot]), "copy slot wait");  // its earlier copy still lands there
+  cuda::check_cuda(cudaMemcpyAsync(p.slots + slot * kPendingCopyBytes, src, bytes, cudaMemcpyDeviceToHost, cuda::stream()), "queued copy");
+  cuda::check_cuda(cudaEventRecord(p.done[slot], cuda::stream()), "queued copy record");
+  p.holds[slot] = ticket;
+  return ticket;
+}
+
+void collect_copy(uint64_t ticket, void* dst, size_t bytes) {
+  check(bytes <= kPendingCopyBytes, ErrorKind::internal, "collect_copy: at most 64 bytes per copy");
+  PendingCopies& p = pending_copies();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  const int slot = static_cast<int>(ticket % kPendingCopies);
+  check(ticket != 0 && p.holds[slot] == ticket, ErrorKind::internal, "collect_copy: the copy was dropped or already collected");
+  cuda::check_cuda(cudaEventSynchronize(p.done[slot]), "queued copy wait");
+  std::memcpy(dst, p.slots + slot * kPendingCopyBytes, bytes);
+  p.holds[slot] = 0;
+}
+
 void cuda_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes, size_t rows, CopyKind kind) {
   if (rows == 0 || row_bytes == 0) return;
   cuda::check_cuda(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, to_cuda(kind), cuda::stream()), "copy 2d");

@@ -16,6 +16,11 @@ std::string cuda_unavailable_reason() { return "built without CUDA"; }
 std::shared_ptr<void> cuda_allocate(size_t) { no_cuda(); }
 void cuda_copy(void*, const void*, size_t, CopyKind) { no_cuda(); }
 void cuda_copy_2d(void*, size_t, const void*, size_t, size_t, size_t, CopyKind) { no_cuda(); }
+uint64_t queue_copy_to_host(const void*, size_t) {
+  no_cuda();
+  return 0;
+}
+void collect_copy(uint64_t, void*, size_t) { no_cuda(); }
 void cuda_upload(void*, const void*, size_t) { no_cuda(); }
 void cuda_synchronize() {}
 double cuda_copy_bandwidth() { no_cuda(); }
