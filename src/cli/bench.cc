@@ -98,12 +98,23 @@ double time_prefill(Model& model, const std::vector<int32_t>& tokens, size_t chu
 // Decodes n tokens one forward at a time, each step as generation runs it: with pick (where the model
 // picks tokens on its device, a GPU) a greedy pick runs there and only the id comes back; otherwise
 // the step's logits row comes back to the host, whose sampler is not timed. The tokens fed come from
-// a fixed list either way.
+// a fixed list, except where the model chains its steps (Model::chains_picks): there, as in
+// generation, each step after the first is fed the token the one before picked, and is queued
+// before the host reads that token.
 double time_decode(Model& model, const std::vector<int32_t>& context, const std::vector<int32_t>& tokens, bool pick) {
   SequenceState state = model.new_state();
   if (!context.empty()) model.forward(context, state, LogitsFor::last);
   const TokenPick greedy;
   double t0 = now();
+  if (pick && model.chains_picks() && !tokens.empty()) {
+    model.queue_pick(tokens[0], state, greedy);
+    for (size_t i = 1; i < tokens.size(); ++i) {
+      model.queue_pick(Model::kPickedToken, state, greedy);
+      model.next_pick();
+    }
+    model.next_pick();
+    return now() - t0;
+  }
   for (int32_t token : tokens) {
     const int32_t one[1] = {token};
     if (pick) model.forward_pick(one, state, LogitsFor::last, greedy);

@@ -1,6 +1,7 @@
 #include "model/decoder.h"
 
 #include <algorithm>
+#include <deque>
 #include <numeric>
 #include <vector>
 
@@ -71,6 +72,9 @@ class DecoderModel final : public Model {
     device_picks_ = c.device == Device::cuda && !switched_off("SANCTUM_GPU_SAMPLING");
     // Allocated now, before any step is recorded: room for a verification's rows without growing.
     if (device_picks_) picked_ids_ = Tensor::zeros({64}, DType::i32, c.device);
+    // Decode steps queued back to back (SANCTUM_CHAINED_DECODE=0: each waits for the host, for
+    // comparisons).
+    chained_ = device_picks_ && graphs_ && !switched_off("SANCTUM_CHAINED_DECODE");
   }
 
   SequenceState new_state() const override {
@@ -110,15 +114,49 @@ class DecoderModel final : public Model {
   }
 
   bool picks_on_device() const override { return device_picks_; }
+
+  // A step of one token queued on the stream with its pick; the pick is copied back without a wait
+  // and becomes the next step's input on the device (ops::feed_pick), so the GPU never idles while
+  // the host reads a token and launches the next step.
+  void queue_pick(int32_t token, SequenceState& state, const TokenPick& pick) override {
+    if (!chained_) return Model::queue_pick(token, state, pick);
+    if (token == kPickedToken) check_chained(state);
+    else tickets_.clear();  // a new chain: picks an abandoned one left unread are not its own
+    if (token != kPickedToken && !graphs_) write_step(token, state.length());  // feed_pick's base (recorded steps write it)
+    const int32_t fed[1] = {token};
+    Tensor logits = forward_logits(fed, state, LogitsFor::last, token == kPickedToken);
+    Tensor ids = picked_ids_.slice(0, 0, 1);
+    if (pick.greedy) ops::argmax_rows(logits, ids);
+    else ops::sample_rows(logits, pick.sampling, pick.uniforms, ids);
+    ops::feed_pick(ids, step_);
+    tickets_.push_back(device_memory::queue_copy_to_host(ids.raw(), sizeof(int32_t)));
+    chain_state_ = &state;
+    chain_length_ = state.length();
+  }
+  int32_t next_pick() override {
+    if (!chained_) return Model::next_pick();
+    check(!tickets_.empty(), ErrorKind::internal, "next_pick: no queued step left to read");
+    int32_t token = 0;
+    device_memory::collect_copy(tickets_.front(), &token, sizeof(token));
+    tickets_.pop_front();
+    return token;
+  }
+  void drop_picks() override {
+    if (!chained_) return Model::drop_picks();
+    tickets_.clear();
+  }
+  bool chains_picks() const override { return chained_; }
   // 4,096 on a GPU: a 4,096-token prompt of the 24B shape then pays the weight dequantization once
   // (in pieces of 2,048 it was ~10% of the prefill, in pieces of 512 ~24%; bench/RESULTS.md), and the
   // activations stay within a few GB.
   int prefill_chunk() const override { return ws_.device() == Device::cuda ? 4096 : 512; }
 
-  // forward() with the logits left where they were computed (the kLogits scratch).
-  Tensor forward_logits(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) {
+  // forward() with the logits left where they were computed (the kLogits scratch). chained: one token,
+  // the one feed_pick left on the device (queue_pick with kPickedToken); tokens[0] is not read.
+  Tensor forward_logits(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which, bool chained = false) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     check(n > 0, ErrorKind::invalid_argument, "forward: no tokens");
+    chain_state_ = nullptr;  // the device's next input is no longer a queued step's pick
     const int64_t pos0 = state.length();
     positions_.resize(static_cast<size_t>(n));
     std::iota(positions_.begin(), positions_.end(), static_cast<int32_t>(pos0));
@@ -127,10 +165,11 @@ class DecoderModel final : public Model {
 
     if (config_.device == Device::cpu && which != LogitsFor::all && n > kPieceTokens) return forward_in_pieces(tokens, state, which);
     if (n == 1 && graphs_) {
-      decode_recorded(tokens[0], state, which);
+      decode_recorded(tokens[0], state, which, chained);
     } else {
       Tensor h = ws_.get(kHidden, n, config_.hidden_size);
-      ops::embedding(embed_, tokens, h);
+      if (chained) ops::embedding(embed_, step_.slice(0, 0, 1), h);  // recording was given up mid-chain
+      else ops::embedding(embed_, tokens, h);
       run_layers(h, {positions_, nullptr}, state, which);
     }
     state.advance(n);
@@ -204,14 +243,11 @@ class DecoderModel final : public Model {
 
   // One token on the GPU. The step is recorded once (a CUDA graph) per set of buffers it touches and
   // replayed after that; the token and its position reach it through device memory written before
-  // each replay. A changed buffer set (a new sequence, a grown cache, reallocated scratch) runs the
-  // step directly once, which also allocates whatever it needs, and records on the next token.
-  void decode_recorded(int32_t token, SequenceState& state, LogitsFor which) {
-    check(token >= 0 && token < embed_.rows, ErrorKind::invalid_argument,
-          "[embedding] token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(embed_.rows) + ")");
-    if (!step_) step_ = Tensor::zeros({2}, DType::i32, config_.device);
-    const int32_t values[2] = {token, static_cast<int32_t>(state.length())};
-    device_memory::cuda_copy(step_.raw(), values, sizeof(values), device_memory::CopyKind::host_to_device);
+  // each replay (chained: left there by feed_pick). A changed buffer set (a new sequence, a grown cache,
+  // reallocated scratch) runs the step directly once, which also allocates whatever it needs, and
+  // records on the next token.
+  void decode_recorded(int32_t token, SequenceState& state, LogitsFor which, bool chained) {
+    if (!chained) write_step(token, state.length());
     Tensor ids = step_.slice(0, 0, 1), position = step_.slice(0, 1, 2);
     auto enqueue = [&] {
       Tensor h = ws_.get(kHidden, 1, config_.hidden_size);
@@ -232,6 +268,15 @@ class DecoderModel final : public Model {
       return;
     }
     graph_.replay();
+  }
+
+  // The device's step input: token and position.
+  void write_step(int32_t token, int64_t position) {
+    check(token >= 0 && token < embed_.rows, ErrorKind::invalid_argument,
+          "[embedding] token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(embed_.rows) + ")");
+    if (!step_) step_ = Tensor::zeros({2}, DType::i32, config_.device);
+    const int32_t values[2] = {token, static_cast<int32_t>(position)};
+    device_memory::cuda_copy(step_.raw(), values, sizeof(values), device_memory::CopyKind::host_to_device);
   }
 
   // Identifies everything a recorded step bakes in: the state's buffers, every other device buffer
@@ -282,6 +327,10 @@ class DecoderModel final : public Model {
   // Picking on the GPU (CUDA only; SANCTUM_GPU_SAMPLING=0 turns it off).
   bool device_picks_ = false;
   Tensor picked_ids_;  // i32 (rows) on the device: forward_pick's ids before they are copied back
+  // Chained decode (queue_pick): on with device picks and recorded steps (a recording given up later
+  // leaves it on: forward_logits then embeds the fed pick from step_); the copies of picks not yet read.
+  bool chained_ = false;
+  std::deque<uint64_t> tickets_;
 };
 
 }  // namespace

@@ -2,11 +2,13 @@
 // The interface every architecture implements. A Model owns its weights (views into the mapped
 // checkpoint) and per-call scratch; one inference worker drives it at a time.
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "model/config.h"
 #include "model/state.h"
 #include "ops/sampling.h"
@@ -53,6 +55,33 @@ class Model {
   }
   virtual bool picks_on_device() const { return false; }
 
+  // Chained decode: one-token steps queued back to back, each able to take the token the step before
+  // it picked, so that a GPU runs them with no wait for the host in between (the host reads each
+  // token while the next step runs). queue_pick queues a step on `token`, or with kPickedToken on
+  // the token of the step queued just before on the same state, with nothing else run in between;
+  // next_pick returns the token of the oldest step not yet returned, waiting for it; drop_picks
+  // forgets the steps not returned (their work stands: the state holds the tokens they fed), as does
+  // queueing a step on a given token, which starts a new chain. The default runs each step at once
+  // through forward_pick; chains_picks() says that a model queues.
+  static constexpr int32_t kPickedToken = -1;
+  virtual void queue_pick(int32_t token, SequenceState& state, const TokenPick& pick) {
+    if (token == kPickedToken) check_chained(state);
+    else unread_.clear();  // a new chain: picks an abandoned one left unread are not its own
+    const int32_t fed[1] = {token == kPickedToken ? last_pick_ : token};
+    last_pick_ = forward_pick(fed, state, LogitsFor::last, pick)[0];
+    unread_.push_back(last_pick_);
+    chain_state_ = &state;
+    chain_length_ = state.length();
+  }
+  virtual int32_t next_pick() {
+    check(!unread_.empty(), ErrorKind::internal, "next_pick: no queued step left to read");
+    const int32_t token = unread_.front();
+    unread_.pop_front();
+    return token;
+  }
+  virtual void drop_picks() { unread_.clear(); }
+  virtual bool chains_picks() const { return false; }
+
   // Prompt tokens per forward when a prompt is prefilled in pieces. On the CPU the piece bounds the
   // scratch memory; a GPU prefill dequantizes every weight for the tensor cores once per forward, so
   // there longer pieces pay that once for more tokens.
@@ -65,6 +94,18 @@ class Model {
   explicit Model(ModelConfig config) : config_(std::move(config)) {}
   ModelConfig config_;
   std::vector<int32_t> picked_;  // forward_pick's ids
+  // queue_pick's bookkeeping: the state and length the last queued step left, which a kPickedToken
+  // step must continue.
+  void check_chained(const SequenceState& state) const {
+    check(chain_state_ == &state && chain_length_ == state.length(), ErrorKind::internal,
+          "queue_pick: kPickedToken needs a step queued just before on the same state");
+  }
+  const SequenceState* chain_state_ = nullptr;
+  int64_t chain_length_ = -1;
+
+ private:
+  std::deque<int32_t> unread_;  // the default queue_pick's tokens not yet read
+  int32_t last_pick_ = 0;
 };
 
 // Loads the checkpoint in `dir` with the architecture its config.json names, with weights, scratch

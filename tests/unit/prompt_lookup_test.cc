@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 namespace sanctum::spec {
@@ -62,6 +63,31 @@ TEST(DraftGate, drafts_the_length_whose_measured_cost_pays_best) {
   for (int rows = 2; rows <= 9; ++rows) stats.cost[static_cast<size_t>(rows)] = 1.0 + 0.5 * ((rows + 3) / 4);  // tiles of 4 rows
   for (int i = 0; i < 8; ++i) gate.on_verified(8, 7, 7, 0.02);  // every draft kept
   EXPECT_EQ(gate.draft_length(), 7);  // 8 rows: two tiles, the best tokens per cost
+}
+
+TEST(DraftGate, plain_run_counts_the_plain_steps_it_will_grant_in_a_row) {
+  SpeculationStats stats;
+  DraftGate gate(stats, 4, false);
+  EXPECT_EQ(gate.plain_run(), 1);  // the first step is timed alone
+  gate.on_plain_step(0.01);
+  for (int rows = 2; rows <= 5; ++rows) stats.cost[static_cast<size_t>(rows)] = rows;
+  for (int i = 0; i < 8; ++i) gate.on_verified(5, 4, 1, 0.05);  // drafting does not pay
+  for (int step = 0; step < 300; ++step) {
+    if (gate.draft_length() > 0) continue;  // a probe
+    const int run = gate.plain_run();
+    ASSERT_GE(run, 1);
+    for (int k = 0; k < run; ++k) {  // exactly what the gate then asks for, one step at a time
+      if (k > 0) {
+        ASSERT_EQ(gate.draft_length(), 0) << "step " << step << ", " << k << " into a run of " << run;
+      }
+      gate.on_plain_step(0.01);
+    }
+    step += run - 1;
+  }
+  DraftGate off(stats, 0, false);
+  EXPECT_EQ(off.plain_run(), std::numeric_limits<int>::max());
+  DraftGate always(stats, 3, true);
+  EXPECT_EQ(always.plain_run(), 1);
 }
 
 TEST(DraftGate, always_drafts_the_maximum_when_told_to) {

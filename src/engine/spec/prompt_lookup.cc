@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "base/error.h"
@@ -80,6 +81,12 @@ int DraftGate::draft_length() {
   // The length that would pay if drafts were mostly kept; where even that does not pay, the
   // cheapest probe (one draft) still refreshes the acceptance estimate.
   return std::max(1, best_length(0.9));
+}
+
+int DraftGate::plain_run() const {
+  if (max_draft_ <= 0) return std::numeric_limits<int>::max();
+  if (always_ || stats_.step_seconds == 0.0 || best_length(acceptance()) > 0) return 1;
+  return std::max(1, stats_.until_probe);
 }
 
 void DraftGate::on_plain_step(double seconds) {

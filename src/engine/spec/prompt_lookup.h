@@ -51,6 +51,10 @@ class DraftGate {
   // Draft tokens to propose at this step (0: a plain step).
   int draft_length();
   void on_plain_step(double seconds);
+  // After a draft_length() of 0 (or a lookup that found nothing): the plain steps in a row, this one
+  // included, that the gate will keep asking for while nothing is verified, so that they can be
+  // queued without asking before each.
+  int plain_run() const;
   // A verification over `rows` rows kept `accepted` of `drafted` tokens and took `seconds` in all
   // (forward, sampling, rollback).
   void on_verified(int rows, int drafted, int accepted, double seconds);
