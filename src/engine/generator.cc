@@ -134,6 +134,42 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
   result.prefill_seconds = seconds_since(t0);
   const auto t_decode = std::chrono::steady_clock::now();
   bool go_on = emit(token);
+  // Plain steps on a model that feeds its own picks back (a GPU): each step is queued before the host
+  // reads the token of the one before, so the GPU does not wait for the host in between. The run
+  // lasts as long as the draft gate keeps plain steps (speculation off: to the end), never queues a
+  // step past max_tokens, and drops the step queued behind a stop token or a cancel unread (the
+  // state keeps the token it fed). Returns whether generation goes on.
+  auto chained_run = [&](int steps) {
+    auto queue = [&](int32_t fed) {
+      if (!pick.greedy) {
+        uniform = sampler.uniform();
+        pick.uniforms = {&uniform, 1};
+      }
+      model.queue_pick(fed, state, pick);
+    };
+    auto since = std::chrono::steady_clock::now();
+    queue(token);
+    for (int queued = 1, left = steps - 1; queued > 0;) {
+      if (left > 0 && static_cast<int>(result.tokens.size()) + queued < params.max_tokens) {
+        queue(Model::kPickedToken);
+        ++queued;
+        --left;
+      }
+      token = model.next_pick();
+      --queued;
+      if (params.speculate) {
+        gate.on_plain_step(seconds_since(since));
+        since = std::chrono::steady_clock::now();
+        if (queued > 0) context.push_back(token);  // already fed to the step queued behind it
+      }
+      if (!emit(token)) {
+        model.drop_picks();
+        return false;
+      }
+    }
+    return true;
+  };
+  const bool chains = on_device && model.chains_picks();
   while (go_on) {
     std::vector<int32_t> draft;
     if (params.speculate) {
@@ -151,6 +187,10 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     const size_t first = fed.size();  // the row of `token`
     fed.push_back(token);
     const auto step_start = std::chrono::steady_clock::now();
+    if (draft.empty() && chains && fed.size() == 1) {
+      go_on = chained_run(params.speculate ? gate.plain_run() : params.max_tokens);
+      continue;
+    }
     if (draft.empty()) {
       token = on_device ? forward_pick_last(fed) : sampler.sample(row_of(model.forward(fed, state, LogitsFor::last), 0), recent);
       if (params.speculate) {
@@ -166,37 +206,39 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     const bool recurrent = state.has_recurrent_state();
     if (recurrent) state.checkpoint(before);
     fed.insert(fed.end(), draft.begin(), draft.end());
-    std::vector<int32_t> out;  // accepted drafts, then the first token sampled on a mismatch (or the bonus)
+    std::vector<int32_t> out;  // accepted drafts, then the first token picked on a mismatch (or the bonus)
     size_t accepted = 0;
-    if (on_device && pick.greedy) {
-      // Greedy verification on the device: the argmax of every row, one small copy of ids. The
-      // same tokens as sample_against_draft at temperature 0 (argmax; accepted when it is the draft).
-      pick.uniforms = {};
-      const std::span<const int32_t> ids = model.forward_pick(fed, state, LogitsFor::all, pick);
-      for (size_t j = 0; j <= draft.size(); ++j) {
-        const int32_t next = ids[first + j];
-        out.push_back(next);
-        if (j == draft.size() || next != draft[j]) break;
-        ++accepted;
-        if (is_stop(next)) break;
+    // Each row picks the token a plain step would pick there (argmax, or the seeded stream's next
+    // uniform), and its draft is accepted when the two agree: with sampling that happens with
+    // probability p(draft), so the output is exactly a sample from p, and it is the same output with
+    // or without drafts (which steps draft depends on timing). One uniform per token kept.
+    auto keep = [&](int32_t next, size_t j) {
+      out.push_back(next);
+      if (j == draft.size() || next != draft[j]) return false;
+      ++accepted;
+      return !is_stop(next);
+    };
+    if (on_device && (pick.greedy || fed.size() <= static_cast<size_t>(ops::kMaxSampleRows))) {
+      // On the device: every row's pick in one small copy of ids.
+      std::vector<double> ahead;
+      if (!pick.greedy) {
+        ahead.assign(first, 0.0);  // rows of replayed tokens: picked, not read
+        const std::vector<double> u = sampler.uniforms_ahead(draft.size() + 1);
+        ahead.insert(ahead.end(), u.begin(), u.end());
       }
+      pick.uniforms = ahead;
+      const std::span<const int32_t> ids = model.forward_pick(fed, state, LogitsFor::all, pick);
+      for (size_t j = 0; j <= draft.size() && keep(ids[first + j], j); ++j) {}
+      if (!pick.greedy) sampler.skip_uniforms(out.size());
+      pick.uniforms = {};
     } else {
-      // Temperature > 0 (rows accepted with probability p(draft)) or host-only needs: on the host.
+      // Penalties, logits hooks or top-k: on the host. Later rows see the accepted drafts as history.
       Tensor rows = model.forward(fed, state, LogitsFor::all);
-      RecentTokens trial = recent;  // later rows see the accepted drafts as history
+      RecentTokens trial = recent;
       for (size_t j = 0; j <= draft.size(); ++j) {
-        const auto row = static_cast<int64_t>(first + j);
-        if (j == draft.size()) {
-          out.push_back(sampler.sample(row_of(rows, row), trial));
-          break;
-        }
-        bool ok = false;
-        const int32_t next = sampler.sample_against_draft(row_of(rows, row), trial, draft[j], ok);
-        out.push_back(next);
-        if (!ok) break;
-        ++accepted;
+        const int32_t next = sampler.sample(row_of(rows, static_cast<int64_t>(first + j)), trial);
+        if (!keep(next, j)) break;
         if (params.sampling.has_penalties()) trial.push(next);
-        if (is_stop(next)) break;
       }
     }
     result.drafted_tokens += static_cast<int64_t>(draft.size());

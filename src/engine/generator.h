@@ -52,7 +52,9 @@ using TokenCallback = std::function<bool(std::span<const int32_t> tokens)>;
 
 // Runs `prompt` on top of `state` (which may already hold a prefix) and generates. On return the
 // state holds the prompt and the generated tokens fed so far: not the last one sampled, and on a
-// hybrid model possibly fewer (tokens kept after a rejected draft are fed with the next forward).
+// hybrid model possibly fewer (tokens kept after a rejected draft are fed with the next forward);
+// or, where decode steps are chained (Model::chains_picks), possibly the last one too, when a stop
+// token or a cancel ended generation after the next step was queued.
 GenerationResult generate(Model& model, SequenceState& state, std::span<const int32_t> prompt, const GenerationParams& params,
                           const TokenCallback& on_tokens = {});
 

@@ -58,24 +58,17 @@ int32_t Sampler::sample(std::span<float> logits, const RecentTokens& recent) {
 
 double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
-int32_t Sampler::draw_at(const std::vector<float>& p, double u01) { return ops::ref::draw_row(p, u01); }
-
-int32_t Sampler::sample_against_draft(std::span<float> logits, const RecentTokens& recent, int32_t draft, bool& accepted) {
-  if (params_.greedy()) {
-    int32_t token = sample(logits, recent);
-    accepted = token == draft;
-    return token;
-  }
-  std::vector<float> p = probabilities(logits, recent);
-  const bool in_vocab = draft >= 0 && static_cast<size_t>(draft) < p.size();
-  const double p_draft = in_vocab ? p[static_cast<size_t>(draft)] : 0.0;
-  if (uniform() < p_draft) {
-    accepted = true;
-    return draft;
-  }
-  accepted = false;
-  if (in_vocab) p[static_cast<size_t>(draft)] = 0.0f;  // the residual (p - q)+ for a one-hot draft q
-  return draw(p);
+std::vector<double> Sampler::uniforms_ahead(size_t n) const {
+  Sampler ahead = *this;
+  std::vector<double> u(n);
+  for (double& x : u) x = ahead.uniform();
+  return u;
 }
+
+void Sampler::skip_uniforms(size_t n) {
+  for (size_t i = 0; i < n; ++i) uniform();
+}
+
+int32_t Sampler::draw_at(const std::vector<float>& p, double u01) { return ops::ref::draw_row(p, u01); }
 
 }  // namespace sanctum

@@ -51,17 +51,16 @@ class Sampler {
   // Picks the next token from logits (vocab) f32; `logits` may be modified in place.
   int32_t sample(std::span<float> logits, const RecentTokens& recent);
 
-  // Speculative verification against a deterministic draft token: returns the draft (accepted) with
-  // probability p(draft), otherwise a token drawn from p with the draft removed — together exactly
-  // a sample from p. Greedy: the argmax, accepted when it equals the draft.
-  int32_t sample_against_draft(std::span<float> logits, const RecentTokens& recent, int32_t draft, bool& accepted);
-
   // Probability distribution after penalties, temperature and filtering (for tests and logprobs).
   std::vector<float> probabilities(std::span<float> logits, const RecentTokens& recent) const;
 
   // The next uniform in [0, 1) of this sampler's seeded stream: what sample() draws with when it
   // does not sample greedily. A caller that samples elsewhere (on the GPU) takes it from here.
   double uniform();
+  // The next n uniforms without taking them (a device verification samples every row at once, then
+  // takes as many as it kept tokens: skip_uniforms).
+  std::vector<double> uniforms_ahead(size_t n) const;
+  void skip_uniforms(size_t n);
 
   // Inverse CDF over ids in ascending order at u in [0, 1): the first id whose running mass passes
   // u * total; ids with p <= 0 are never picked.
