@@ -30,14 +30,37 @@ sys.path.insert(0, str(HERE))
 import random_checkpoint  # noqa: E402
 
 
-def bench_step_us(model: Path, tokens: int, env: dict) -> float:
-    cmd = [os.environ["SANCTUM_BIN"], "bench", "--model", str(model), "--device", "cuda", "--tg", str(tokens), "--decode-context", "512",
-           "--repetitions", "1", "--json"]
+def bench_tokens_per_second(model: Path, args: list[str], test: str, env: dict) -> float:
+    """tok/s of the `sanctum bench --device cuda` result whose test name starts with `test` ("pp", "tg")."""
+    cmd = [os.environ["SANCTUM_BIN"], "bench", "--model", str(model), "--device", "cuda", *args, "--repetitions", "1", "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **env})
     if r.returncode != 0:
         raise SystemExit(f"sanctum bench failed: {r.stderr[-2000:]}")
-    tg = [x for x in json.loads(r.stdout)["results"] if x["test"].startswith("tg")][0]
-    return 1e6 / tg["tokens_per_second"]
+    return [x for x in json.loads(r.stdout)["results"] if x["test"].startswith(test)][0]["tokens_per_second"]
+
+
+def bench_step_us(model: Path, tokens: int, env: dict) -> float:
+    return 1e6 / bench_tokens_per_second(model, ["--tg", str(tokens), "--decode-context", "512"], "tg", env)
+
+
+def traced_checkpoint(args) -> tuple[Path, str, Path]:
+    """Checks the environment, makes args.out and the random checkpoint of args.shape cut to
+    args.layers (kept between runs); returns the out folder, the checkpoint's name suffix and its path."""
+    missing = [v for v in ("SANCTUM_BIN", "SANCTUM_KERNEL_TRACE_LIB") if not os.environ.get(v)]
+    if missing:
+        raise SystemExit(f"set {' and '.join(missing)} (scripts/gpu_check.sh run sets both from the bundle)")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = f"-{args.layers}l" if args.layers else ""
+    model = Path(os.environ.get("SANCTUM_BENCH_DIR", "/tmp/sanctum-bench")) / f"{args.shape}{suffix}"
+    if not (model / "config.json").exists():
+        random_checkpoint.write_mlx_4bit(model, random_checkpoint.hf_config(args.shape, args.layers))
+    return out, suffix, model
+
+
+def trace_env(trace: Path) -> dict:
+    """The environment that injects the kernel trace library, writing its CSV to `trace`."""
+    return {"CUDA_INJECTION64_PATH": os.environ["SANCTUM_KERNEL_TRACE_LIB"], "SANCTUM_KERNEL_TRACE": str(trace)}
 
 
 def short_name(name: str) -> str:
@@ -113,19 +136,11 @@ def main():
     ap.add_argument("--show", type=int, default=40, help="print the first SHOW kernels of the step one by one")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    missing = [v for v in ("SANCTUM_BIN", "SANCTUM_KERNEL_TRACE_LIB") if not os.environ.get(v)]
-    if missing:
-        raise SystemExit(f"set {' and '.join(missing)} (scripts/gpu_check.sh run sets both from the bundle)")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = f"-{args.layers}l" if args.layers else ""
-    model = Path(os.environ.get("SANCTUM_BENCH_DIR", "/tmp/sanctum-bench")) / f"{args.shape}{suffix}"
-    if not (model / "config.json").exists():
-        random_checkpoint.write_mlx_4bit(model, random_checkpoint.hf_config(args.shape, args.layers))
+    out, suffix, model = traced_checkpoint(args)
     tokens = args.steps + 16
     plain = bench_step_us(model, tokens, {})
     trace = out / f"{args.shape}{suffix}-trace.csv"
-    traced = bench_step_us(model, tokens, {"CUDA_INJECTION64_PATH": os.environ["SANCTUM_KERNEL_TRACE_LIB"], "SANCTUM_KERNEL_TRACE": str(trace)})
+    traced = bench_step_us(model, tokens, trace_env(trace))
     replayed, outside = read_trace(trace)
     steps = read_steps(replayed, args.steps)
     lengths = {len(s) for s in steps}

@@ -13,8 +13,6 @@ Needs SANCTUM_BIN and SANCTUM_KERNEL_TRACE_LIB (the built libsanctum_kernel_trac
 """
 import argparse
 import json
-import os
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -22,17 +20,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import random_checkpoint  # noqa: E402
-from trace_decode import read_trace  # noqa: E402
+from trace_decode import bench_tokens_per_second, read_trace, trace_env, traced_checkpoint  # noqa: E402
 
 
 def bench_prefill_ms(model: Path, tokens: int, env: dict) -> float:
-    cmd = [os.environ["SANCTUM_BIN"], "bench", "--model", str(model), "--device", "cuda", "--pp", str(tokens), "--tg", "0",
-           "--repetitions", "1", "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **env})
-    if r.returncode != 0:
-        raise SystemExit(f"sanctum bench failed: {r.stderr[-2000:]}")
-    pp = [x for x in json.loads(r.stdout)["results"] if x["test"].startswith("pp")][0]
-    return 1000.0 * tokens / pp["tokens_per_second"]
+    return 1000.0 * tokens / bench_tokens_per_second(model, ["--pp", str(tokens), "--tg", "0"], "pp", env)
 
 
 def last_forward(kernels: list[tuple[int, int, str, str]], split_ns: int = 1_000_000) -> list[tuple[int, int, str, str]]:
@@ -57,18 +49,10 @@ def main():
     ap.add_argument("--top", type=int, default=25, help="kernel rows to print")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    missing = [v for v in ("SANCTUM_BIN", "SANCTUM_KERNEL_TRACE_LIB") if not os.environ.get(v)]
-    if missing:
-        raise SystemExit(f"set {' and '.join(missing)} (scripts/gpu_check.sh run sets both from the bundle)")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = f"-{args.layers}l" if args.layers else ""
-    model = Path(os.environ.get("SANCTUM_BENCH_DIR", "/tmp/sanctum-bench")) / f"{args.shape}{suffix}"
-    if not (model / "config.json").exists():
-        random_checkpoint.write_mlx_4bit(model, random_checkpoint.hf_config(args.shape, args.layers))
+    out, suffix, model = traced_checkpoint(args)
     plain = bench_prefill_ms(model, args.tokens, {})
     trace = out / f"{args.shape}{suffix}-pp{args.tokens}-trace.csv"
-    traced = bench_prefill_ms(model, args.tokens, {"CUDA_INJECTION64_PATH": os.environ["SANCTUM_KERNEL_TRACE_LIB"], "SANCTUM_KERNEL_TRACE": str(trace)})
+    traced = bench_prefill_ms(model, args.tokens, trace_env(trace))
     replayed, outside = read_trace(trace)
     if replayed:
         raise SystemExit("prefill ran from CUDA graphs: this script reads kernels launched one by one")
