@@ -71,7 +71,7 @@ def main():
     ap.add_argument("--generate", action="store_true",
                     help="also time `sanctum generate` decode (sampling included) with sampling on the GPU and on the host")
     ap.add_argument("--compare-env", metavar="NAME=VALUE",
-                    help="also time decode with this environment setting, in the same run on the same checkpoint")
+                    help="also time prefill and decode with this environment setting, in the same run on the same checkpoint")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     results = {}
@@ -86,10 +86,11 @@ def main():
             ours = {"error": str(e)}
         if args.compare_env and "error" not in ours:
             name, _, value = args.compare_env.partition("=")
-            other = sanctum_bench(model_dir, {name: value}, decode_only=True)
+            other = sanctum_bench(model_dir, {name: value})
             ours["compare_env"] = {"setting": args.compare_env, "by_test": other["by_test"]}
-            print(f"  decode with {args.compare_env}: {other['by_test'].get('tg128@512', 0):.1f} tok/s "
-                  f"(default {ours['by_test'].get('tg128@512', 0):.1f})")
+            print(f"  with {args.compare_env}: " + ", ".join(
+                f"{test} {other['by_test'].get(test, 0):.1f} tok/s (default {ours['by_test'].get(test, 0):.1f})"
+                for test in ("pp512", "pp4096", "tg128@512")))
         if args.generate and "error" not in ours:
             device, host = (generate_decode(model_dir, {"SANCTUM_GPU_SAMPLING": v}) for v in ("1", "0"))
             ours["generate_decode"] = {"gpu_sampling": device, "host_sampling": host}

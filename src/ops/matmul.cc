@@ -20,11 +20,12 @@ void check_weight_layout(const char* op, const Weight& w) {
   }
 }
 
-// What a product of x (n, w.cols) and w writes to: y (n, y_cols) f32, named y_name, rows inner
-// contiguous in both, y not x.
-void check_output(const char* op, const char* y_name, const Tensor& x, const Weight& w, const Tensor& y, int64_t y_cols) {
+// What a product of x (n, w.cols) and w writes to: y (n, y_cols) of type `y_type`, named y_name, rows
+// inner contiguous in both, y not x.
+void check_output(const char* op, const char* y_name, const Tensor& x, const Weight& w, const Tensor& y, int64_t y_cols,
+                  DType y_type = DType::f32) {
   const std::string out = y_name;
-  detail::require_dtype(op, y_name, y, DType::f32);
+  detail::require_dtype(op, y_name, y, y_type);
   SANCTUM_REQUIRE(x.ndim() == 2 && y.ndim() == 2, op, "x and " + out + " must be 2-D (n, k) and (n, m), got x " + x.shape_string() + ", " +
                                                           out + " " + y.shape_string());
   SANCTUM_REQUIRE(x.dim(1) == w.cols, op, "x rows have " + std::to_string(x.dim(1)) + " elements, weight '" + w.name + "' has " +
@@ -45,7 +46,9 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   // x is f32, or bf16 where matmul_input_dtype says this matmul takes it so.
   if (!(x.dtype() == DType::bf16 && x.ndim() == 2 && matmul_input_dtype(w, x.dim(0), device) == DType::bf16))
     detail::require_dtype(kOp, "x", x, DType::f32);
-  check_output(kOp, "y", x, w, y, w.rows);
+  // y is f32, or bf16 where matmul_output_dtype says this matmul writes it so.
+  const bool bf16_out = y.dtype() == DType::bf16 && x.ndim() == 2 && matmul_output_dtype(w, x.dim(0), device) == DType::bf16;
+  check_output(kOp, "y", x, w, y, w.rows, bf16_out ? DType::bf16 : DType::f32);
   if (x.dim(0) == 0 || w.rows == 0) return;
   if (device == Device::cuda) return cuda::matmul(x, w, y);
   SANCTUM_REQUIRE(w.layout == WeightLayout::rows, kOp, "weight '" + w.name + "' is tiled for the GPU and cannot run on the CPU");
@@ -76,6 +79,10 @@ void matmul_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act) {
 
 DType matmul_input_dtype(const Weight& w, int64_t rows, Device device) {
   return device == Device::cuda && cuda::matmul_takes_bf16(w, rows) ? DType::bf16 : DType::f32;
+}
+
+DType matmul_output_dtype(const Weight& w, int64_t rows, Device device) {
+  return device == Device::cuda && cuda::matmul_gives_bf16(w, rows) ? DType::bf16 : DType::f32;
 }
 
 void prepare_weight(Weight& w) {

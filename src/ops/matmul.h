@@ -7,7 +7,8 @@
 namespace sanctum::ops {
 
 // y = x · wᵀ.  x: (n, k) f32, rows may be strided; w: logical (m, k), dense or MLX-quantized;
-// y: (n, m) f32, preallocated, rows may be strided. n == 1 takes the mat-vec path.
+// y: (n, m) f32 (or bf16 where matmul_output_dtype allows it), preallocated, rows may be strided.
+// n == 1 takes the mat-vec path.
 // Accumulates in f32; the reduction order over k is fixed, so a row's result does not depend on n.
 void matmul(const Tensor& x, const Weight& w, Tensor& y);
 
@@ -23,6 +24,13 @@ void matmul_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act);
 // precision mode), else f32. A producer that writes x in that type (e.g. silu_mul) saves a pass over
 // it, with the same numbers; matmul accepts bf16 x only there.
 DType matmul_input_dtype(const Weight& w, int64_t rows, Device device);
+
+// The element type matmul(x, w, y) for `rows` rows on `device` may also write y in: bf16 where the
+// tensor-core GEMM computes it (the GPU's fast precision mode at more than a mat-vec's rows), which
+// then rounds each f32 sum once on its way out, else f32. For outputs read once by a consumer that
+// takes bf16 (silu_mul): a prompt's stacked gate/up output is the largest activation of a forward,
+// and this halves its bytes written and read. SANCTUM_GEMM_BF16_OUT=0: f32 only.
+DType matmul_output_dtype(const Weight& w, int64_t rows, Device device);
 
 // Optional one-time repack of w into a kernel-friendly layout (stored in w.packed). Must not change
 // the numbers; a no-op where the backend reads the checkpoint layout directly. With

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "../ops/op_test_util.h"
@@ -133,6 +134,37 @@ TEST_F(Cuda, bf16_activations_into_the_gemm_give_the_f32_paths_bits) {
   Tensor many = Tensor::zeros({100, w.cols}, DType::bf16, Device::cuda), y100 = Tensor::zeros({100, w.rows}, DType::f32, Device::cuda);
   EXPECT_EQ(ops::matmul_input_dtype(w, 100, Device::cuda), DType::f32);
   EXPECT_THROW(ops::matmul(many, w, y100), Error);
+}
+
+// silu_mul reads bf16 gate and up (widened exactly) as it reads f32 ones holding the same values,
+// into f32 or bf16 out, in the four-wide and the one-at-a-time kernels (77 columns, strided rows).
+TEST_F(Cuda, silu_mul_of_bf16_inputs_is_that_of_their_values) {
+  Rng rng(33);
+  for (int64_t cols : {256, 77}) {
+    Tensor g16 = Tensor::zeros({9, 2 * cols}, DType::bf16), u16 = Tensor::zeros({9, cols}, DType::bf16);
+    Tensor g32 = Tensor::zeros({9, 2 * cols}, DType::f32), u32 = Tensor::zeros({9, cols}, DType::f32);
+    const Tensor gv = test::random_tensor({9, 2 * cols}, DType::f32, rng), uv = test::random_tensor({9, cols}, DType::f32, rng);
+    for (int64_t i = 0; i < gv.numel(); ++i) {
+      g16.data<uint16_t>()[i] = f32_to_bf16(gv.data<float>()[i]);
+      g32.data<float>()[i] = bf16_to_f32(g16.data<uint16_t>()[i]);
+    }
+    for (int64_t i = 0; i < uv.numel(); ++i) {
+      u16.data<uint16_t>()[i] = f32_to_bf16(uv.data<float>()[i]);
+      u32.data<float>()[i] = bf16_to_f32(u16.data<uint16_t>()[i]);
+    }
+    const Tensor gate16 = gpu(g16).slice(1, 0, cols), gate32 = gpu(g32).slice(1, 0, cols), up16 = gpu(u16), up32 = gpu(u32);
+    for (DType out_type : {DType::f32, DType::bf16}) {
+      Tensor want = Tensor::zeros({9, cols}, out_type, Device::cuda), got = Tensor::zeros({9, cols}, out_type, Device::cuda);
+      ops::silu_mul(gate32, up32, want);
+      ops::silu_mul(gate16, up16, got);
+      const Tensor a = host(got), b = host(want);
+      EXPECT_EQ(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())), 0) << "cols=" << cols << " out " << dtype_name(out_type);
+    }
+    Tensor out = Tensor::zeros({9, cols}, DType::f32, Device::cuda);
+    EXPECT_THROW(ops::silu_mul(gate16, up32, out), Error) << "mixed input types";
+    Tensor host_out = Tensor::zeros({9, cols}, DType::f32);
+    EXPECT_THROW(ops::silu_mul(g16.slice(1, 0, cols), u16, host_out), Error) << "bf16 on the CPU";
+  }
 }
 
 // Tall weights take several rows per warp and long rows split across warps (row counts that leave
@@ -447,6 +479,55 @@ TEST_F(Cuda, tiled_gemm_matches_sums_of_its_bf16_operands) {
 
 // Load-time preparation tiles GPU weights only in the bf16 mode, only once, and a tiled weight
 // copied back to the host is refused by the CPU kernels instead of being misread.
+// The GEMMs may write bf16 y (a prompt's stacked gate/up output, read once by silu_mul): the tiled
+// GEMM rounds the very sums it writes as f32 (with and without column splits), cuBLAS's bf16 output
+// stays within one bf16 rounding of its f32 output. Where the mat-vec runs (few rows, exact mode)
+// matmul refuses bf16 y.
+TEST_F(Cuda, gemm_bf16_output_is_its_f32_output_rounded) {
+  Rng rng(32);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  auto rounded_equal = [](const Tensor& y16, const Tensor& y32) {
+    const Tensor a = host(y16), b = host(y32);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < b.numel(); ++i) differ += a.data<uint16_t>()[i] != f32_to_bf16(b.data<float>()[i]);
+    return differ;
+  };
+  auto within_rounding = [](const Tensor& y16, const Tensor& y32) {
+    const Tensor a = host(y16), b = host(y32);
+    double worst = 0.0;
+    for (int64_t i = 0; i < b.numel(); ++i) {
+      const double v = b.data<float>()[i];
+      worst = std::max(worst, std::abs(bf16_to_f32(a.data<uint16_t>()[i]) - v) / (std::abs(v) * std::ldexp(1.0, -8) + 1e-6));
+    }
+    return worst;
+  };
+  for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{592, 640, 129}, {8272, 128, 300}, {256, 3072, 200}, {80, 192, 9}}) {
+    const std::string what = label("%lld x %lld n=%lld", static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(n));
+    const Weight w = test::random_quantized(rows, cols, 4, 64, DType::bf16, rng);
+    ASSERT_EQ(ops::matmul_output_dtype(w, n, Device::cuda), DType::bf16) << what;
+    const Tensor x = gpu(test::random_tensor({n, cols}, DType::f32, rng));
+    Tensor y32 = Tensor::zeros({n, rows}, DType::f32, Device::cuda), y16 = Tensor::zeros({n, rows}, DType::bf16, Device::cuda);
+    const Weight rows_layout = gpu(w);  // the dequantized copy and cuBLAS
+    ops::matmul(x, rows_layout, y32);
+    ops::matmul(x, rows_layout, y16);
+    EXPECT_LE(within_rounding(y16, y32), 1.0) << what << " cuBLAS";
+    if (!ops::cuda::tiles_gemm_supported()) continue;
+    const Weight tiled = tiled_on_gpu(w);
+    ops::cuda::tiles_gemm(x, tiled, y32);
+    ops::cuda::tiles_gemm(x, tiled, y16);
+    EXPECT_EQ(rounded_equal(y16, y32), 0) << what << " tiled GEMM";
+  }
+  const Weight w = gpu(test::random_quantized(64, 128, 4, 64, DType::bf16, rng));
+  Tensor few = gpu(test::random_tensor({8, 128}, DType::f32, rng)), y8 = Tensor::zeros({8, 64}, DType::bf16, Device::cuda);
+  EXPECT_EQ(ops::matmul_output_dtype(w, 8, Device::cuda), DType::f32);
+  EXPECT_THROW(ops::matmul(few, w, y8), Error);
+  PrecisionScope exact(ops::MatmulPrecision::f32);
+  Tensor many = gpu(test::random_tensor({100, 128}, DType::f32, rng)), y100 = Tensor::zeros({100, 64}, DType::bf16, Device::cuda);
+  EXPECT_EQ(ops::matmul_output_dtype(w, 100, Device::cuda), DType::f32);
+  EXPECT_THROW(ops::matmul(many, w, y100), Error);
+  EXPECT_EQ(ops::matmul_output_dtype(w, 100, Device::cpu), DType::f32);
+}
+
 TEST_F(Cuda, prepare_weight_tiles_in_bf16_mode_only) {
   Rng rng(23);
   const Weight w = test::random_quantized(32, 128, 4, 64, DType::bf16, rng);

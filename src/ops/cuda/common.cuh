@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "base/error.h"
@@ -56,6 +57,18 @@ __device__ __forceinline__ float load_float(const void* p, FloatKind kind, int64
     case FloatKind::f16: return __half2float(static_cast<const __half*>(p)[i]);
     default: return static_cast<const float*>(p)[i];
   }
+}
+
+// A float or bf16 value as f32, and an f32 value as T (float, or bf16 rounded to nearest even).
+template <class T>
+__device__ __forceinline__ float to_float(T v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else return __bfloat162float(v);
+}
+template <class T>
+__device__ __forceinline__ T float_as(float v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else return __float2bfloat16(v);
 }
 
 // Any weight as the general kernels read it (generic mat-vecs, dequantization, embeddings): MLX

@@ -28,6 +28,45 @@ void launch_rows(int64_t rows, int64_t cols, F f, const char* op) {
   check_launch(op);
 }
 
+// Four consecutive values of f32 or bf16 rows as floats, and back (bf16: rounded to nearest even).
+template <class T>
+__device__ __forceinline__ float4 load4(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return *reinterpret_cast<const float4*>(p);
+  } else {
+    const uint2 w = *reinterpret_cast<const uint2*>(p);
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  }
+}
+template <class T>
+__device__ __forceinline__ void store4(T* p, float4 v) {
+  if constexpr (std::is_same_v<T, float>) *reinterpret_cast<float4*>(p) = v;
+  else *reinterpret_cast<uint2*>(p) = make_uint2(tc::bf16_pair(v.x, v.y), tc::bf16_pair(v.z, v.w));
+}
+
+// out = silu(gate) * up in f32 whatever the element types: gate and up f32 or bf16 (a GEMM's rounded
+// output), out f32 or bf16 (the next matmul's input, rounded here instead of by a pass of its own).
+template <class In, class Out>
+void silu_mul_as(const Tensor& gate, const Tensor& up, Tensor& out) {
+  const auto rg = rows_of<const In>(gate, "silu_mul"), ru = rows_of<const In>(up, "silu_mul");
+  const auto ro = rows_of<Out>(out, "silu_mul");
+  auto aligned4 = [](const void* p, size_t elem) { return reinterpret_cast<uintptr_t>(p) % (4 * elem) == 0; };
+  if (rg.cols % 4 == 0 && rg.stride % 4 == 0 && ru.stride % 4 == 0 && ro.stride % 4 == 0 && aligned4(rg.data, sizeof(In)) &&
+      aligned4(ru.data, sizeof(In)) && aligned4(ro.data, sizeof(Out))) {
+    launch_rows(rg.rows, rg.cols / 4, [=] __device__(int64_t r, int64_t c4) {
+      const float4 g = load4(rg.data + r * rg.stride + 4 * c4), u = load4(ru.data + r * ru.stride + 4 * c4);
+      store4(ro.data + r * ro.stride + 4 * c4, make_float4(silu(g.x) * u.x, silu(g.y) * u.y, silu(g.z) * u.z, silu(g.w) * u.w));
+    }, "silu_mul");
+    return;
+  }
+  launch_rows(rg.rows, rg.cols, [=] __device__(int64_t r, int64_t c) {
+    const float g = to_float(rg.data[r * rg.stride + c]), u = to_float(ru.data[r * ru.stride + c]);
+    ro.data[r * ro.stride + c] = float_as<Out>(silu(g) * u);
+  }, "silu_mul");
+}
+
 __global__ void softmax_kernel(Rows<float> x) {
   __shared__ float scratch[32];
   float* row = x.data + blockIdx.x * x.stride;
@@ -76,30 +115,11 @@ void store_rows(const Tensor& src, Tensor& dst, int64_t row0, const int32_t* dev
 }
 
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
-  const auto rg = rows_of<const float>(gate, "silu_mul"), ru = rows_of<const float>(up, "silu_mul");
-  if (out.dtype() == DType::bf16) {  // the next matmul's input, rounded here instead of by a pass of its own
-    auto* o = out.data<__nv_bfloat16>();
-    const int64_t os = out.stride(0);
-    if (rg.cols % 4 == 0 && rg.stride % 4 == 0 && ru.stride % 4 == 0 && os % 4 == 0 && aligned16(rg.data) && aligned16(ru.data) &&
-        reinterpret_cast<uintptr_t>(o) % 8 == 0) {
-      const int64_t quads = rg.cols / 4;
-      launch_rows(rg.rows, quads, [=] __device__(int64_t r, int64_t c4) {
-        const float4 g = *reinterpret_cast<const float4*>(rg.data + r * rg.stride + 4 * c4);
-        const float4 u = *reinterpret_cast<const float4*>(ru.data + r * ru.stride + 4 * c4);
-        *reinterpret_cast<uint2*>(o + r * os + 4 * c4) =
-            make_uint2(tc::bf16_pair(silu(g.x) * u.x, silu(g.y) * u.y), tc::bf16_pair(silu(g.z) * u.z, silu(g.w) * u.w));
-      }, "silu_mul");
-    } else {
-      launch_rows(rg.rows, rg.cols, [=] __device__(int64_t r, int64_t c) {
-        o[r * os + c] = __float2bfloat16(silu(rg.data[r * rg.stride + c]) * ru.data[r * ru.stride + c]);
-      }, "silu_mul");
-    }
-    return;
-  }
-  const auto ro = rows_of<float>(out, "silu_mul");
-  launch_rows(ro.rows, ro.cols, [=] __device__(int64_t r, int64_t c) {
-    ro.data[r * ro.stride + c] = silu(rg.data[r * rg.stride + c]) * ru.data[r * ru.stride + c];
-  }, "silu_mul");
+  const bool bf16_in = gate.dtype() == DType::bf16, bf16_out = out.dtype() == DType::bf16;
+  if (bf16_in && bf16_out) silu_mul_as<__nv_bfloat16, __nv_bfloat16>(gate, up, out);
+  else if (bf16_in) silu_mul_as<__nv_bfloat16, float>(gate, up, out);
+  else if (bf16_out) silu_mul_as<float, __nv_bfloat16>(gate, up, out);
+  else silu_mul_as<float, float>(gate, up, out);
 }
 
 void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) {

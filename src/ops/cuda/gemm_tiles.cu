@@ -68,7 +68,7 @@ struct GemmArgs {
   int k_tiles, groups, group_shift;  // a step's group: its column tile >> group_shift
   const __nv_bfloat16* x;            // x_to_swizzled_tiles's tiles
   int64_t n, n_padded;
-  float* y;  // (n, y_stride) rows, or per split one (n, 16 row_tiles) slab of a workspace
+  void* y;  // (n, y_stride) rows of the kernel's T, or per split one (n, 16 row_tiles) f32 slab of a workspace
   int64_t y_stride, split_elems;
   int split_tiles;  // column tiles per split
 };
@@ -106,6 +106,8 @@ __device__ __forceinline__ void dequantize_half(uint4 q, uint32_t s, uint32_t b,
 }
 #endif
 
+// T: the output's element type (float, or __nv_bfloat16: each f32 sum rounded once).
+template <class T>
 __global__ void __launch_bounds__(kThreads, 1) tiles_gemm_kernel(GemmArgs a) {
 #if SANCTUM_HAS_WGMMA
   extern __shared__ uint8_t shared_raw[];
@@ -190,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1) tiles_gemm_kernel(GemmArgs a) {
   wg::wait<0>();
 
   if (!row_ok) return;
-  float* y = a.y + blockIdx.z * a.split_elems;
+  T* y = static_cast<T*>(a.y) + blockIdx.z * a.split_elems;
   const int64_t row = row_tile * 16 + g;
 #pragma unroll
   for (int u = 0; u < kTokenTiles; ++u)
@@ -200,8 +202,8 @@ __global__ void __launch_bounds__(kThreads, 1) tiles_gemm_kernel(GemmArgs a) {
       for (int e = 0; e < 2; ++e) {
         const int64_t token = token0 + u * kTokens + 8 * j + 2 * t + e;
         if (token < a.n) {
-          y[token * a.y_stride + row] = acc[u][4 * j + e];
-          y[token * a.y_stride + row + 8] = acc[u][4 * j + 2 + e];
+          y[token * a.y_stride + row] = float_as<T>(acc[u][4 * j + e]);
+          y[token * a.y_stride + row + 8] = float_as<T>(acc[u][4 * j + 2 + e]);
         }
       }
 #else
@@ -209,13 +211,14 @@ __global__ void __launch_bounds__(kThreads, 1) tiles_gemm_kernel(GemmArgs a) {
 #endif
 }
 
-// y (n, rows) = the splits' slabs added in order.
-__global__ void add_splits(const float* __restrict__ parts, int splits, int64_t n, int64_t rows, float* __restrict__ y, int64_t y_stride) {
+// y (n, rows) = the splits' slabs added in order (in f32, then rounded once to T).
+template <class T>
+__global__ void add_splits(const float* __restrict__ parts, int splits, int64_t n, int64_t rows, T* __restrict__ y, int64_t y_stride) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n * rows) return;
   float v = parts[i];
   for (int s = 1; s < splits; ++s) v += parts[s * n * rows + i];
-  y[(i / rows) * y_stride + i % rows] = v;
+  y[(i / rows) * y_stride + i % rows] = float_as<T>(v);
 }
 
 // Column slice position p of a 64-column step (see the top of the file) → the column it holds.
@@ -275,7 +278,8 @@ int column_splits(int64_t blocks, int k_tiles, int64_t outputs) {
 bool wgmma_present() {
   static const bool present = [] {
     if (!wg::wgmma_runs()) return false;
-    check_cuda(cudaFuncSetAttribute(tiles_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes), "tiles gemm");
+    for (const void* kernel : {reinterpret_cast<const void*>(tiles_gemm_kernel<float>), reinterpret_cast<const void*>(tiles_gemm_kernel<__nv_bfloat16>)})
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes), "tiles gemm");
     return true;
   }();
   return present;
@@ -331,20 +335,26 @@ void tiles_gemm(const Tensor& x, const Weight& w, Tensor& y) {
   const int splits = column_splits(static_cast<int64_t>(blocks.x) * blocks.y, a.k_tiles, n * rows);
   a.split_tiles = (a.k_tiles + splits - 1) / splits;
   const int used = (a.k_tiles + a.split_tiles - 1) / a.split_tiles;  // splits that get columns
+  const dim3 grid(blocks.x, blocks.y, static_cast<unsigned>(used));
+  const bool bf16_out = y.dtype() == DType::bf16;
   if (used == 1) {
-    a.y = y.data<float>();
+    a.y = y.raw();
     a.y_stride = y.stride(0);
-  } else {
-    a.y = static_cast<float*>(scratch_bytes(split_scratch(), static_cast<size_t>(used * n * rows) * 4));
-    a.y_stride = rows;
-    a.split_elems = n * rows;
+    if (bf16_out) tiles_gemm_kernel<__nv_bfloat16><<<grid, kThreads, kSharedBytes, stream()>>>(a);
+    else tiles_gemm_kernel<float><<<grid, kThreads, kSharedBytes, stream()>>>(a);
+    check_launch("tiles_gemm");
+    return;
   }
-  tiles_gemm_kernel<<<dim3(blocks.x, blocks.y, static_cast<unsigned>(used)), kThreads, kSharedBytes, stream()>>>(a);
+  auto* parts = static_cast<float*>(scratch_bytes(split_scratch(), static_cast<size_t>(used * n * rows) * 4));
+  a.y = parts;
+  a.y_stride = rows;
+  a.split_elems = n * rows;
+  tiles_gemm_kernel<float><<<grid, kThreads, kSharedBytes, stream()>>>(a);
   check_launch("tiles_gemm");
-  if (used > 1) {
-    add_splits<<<blocks_for(n * rows, 256), 256, 0, stream()>>>(a.y, used, n, rows, y.data<float>(), y.stride(0));
-    check_launch("tiles_gemm splits");
-  }
+  const unsigned add_blocks = blocks_for(n * rows, 256);
+  if (bf16_out) add_splits<<<add_blocks, 256, 0, stream()>>>(parts, used, n, rows, y.data<__nv_bfloat16>(), y.stride(0));
+  else add_splits<<<add_blocks, 256, 0, stream()>>>(parts, used, n, rows, y.data<float>(), y.stride(0));
+  check_launch("tiles_gemm splits");
 }
 
 }  // namespace sanctum::ops::cuda

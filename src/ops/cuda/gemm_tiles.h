@@ -13,11 +13,11 @@ bool tiles_gemm_supported();
 bool tiles_gemm_ok(const Weight& w, const Tensor& x);
 // Where the GEMM beats the dequantized copy for cuBLAS (copy_gemm), so matmul takes it.
 bool tiles_gemm_preferred(const Weight& w, int64_t n);
-// y (n, rows) f32 = x · wᵀ, x rounded to bf16, the weight's values those of the dequantized copy
-// (scale * code + bias, rounded once to bf16), sums in f32.
+// y (n, rows) f32 or bf16 = x · wᵀ, x rounded to bf16, the weight's values those of the dequantized
+// copy (scale * code + bias, rounded once to bf16), sums in f32 (bf16 y: each rounded once).
 void tiles_gemm(const Tensor& x, const Weight& w, Tensor& y);
 // The general prompt GEMM, for any weight: w dequantized (or converted) to a bf16 copy, x rounded to
-// bf16, cuBLAS with f32 sums (matmul.cu).
+// bf16, cuBLAS with f32 sums into f32 or bf16 y (matmul.cu).
 void copy_gemm(const Tensor& x, const Weight& w, Tensor& y);
 
 }  // namespace sanctum::ops::cuda

@@ -17,6 +17,8 @@ namespace sanctum::ops::cuda {
 void matmul(const Tensor& x, const Weight& w, Tensor& y);
 // Whether matmul of `rows` x rows takes bf16 x as it stands (the tensor-core GEMM path).
 bool matmul_takes_bf16(const Weight& w, int64_t rows);
+// Whether matmul of `rows` x rows may write bf16 y (the tensor-core GEMM path; SANCTUM_GEMM_BF16_OUT).
+bool matmul_gives_bf16(const Weight& w, int64_t rows);
 // Device-side arguments (device_ids, device_positions, device_q_pos0, device_row0), where given,
 // replace the host values they mirror in the kernels, for recorded decode steps (ops/positions.h).
 void embedding(const Weight& table, std::span<const int32_t> ids, const int32_t* device_ids, Tensor& out);

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "base/env.h"
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/convert.cuh"
@@ -420,8 +421,9 @@ void copy_gemm(const Tensor& x, const Weight& w, Tensor& y) {
     rows_to_bf16(x.data<float>(), x.stride(0), n, k, converted);
     xb = converted;
   }
+  const cudaDataType y_type = y.dtype() == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;  // f32 sums either way
   check_blas(blas_gemm_ex(blas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, wp,
-                          CUDA_R_16BF, static_cast<int>(ld), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, y.data<float>(), CUDA_R_32F,
+                          CUDA_R_16BF, static_cast<int>(ld), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, y.raw(), y_type,
                           static_cast<int>(y.stride(0)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
              "matmul");
 }
@@ -437,8 +439,14 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
 
 bool matmul_takes_bf16(const Weight&, int64_t rows) { return matmul_precision() != MatmulPrecision::f32 && rows > kMatvecRows; }
 
+bool matmul_gives_bf16(const Weight& w, int64_t rows) {
+  static const bool on = !switched_off("SANCTUM_GEMM_BF16_OUT");
+  return on && matmul_takes_bf16(w, rows);
+}
+
 void matmul(const Tensor& x, const Weight& w, Tensor& y) {
-  if (x.dtype() == DType::bf16) return gemm(x, w, y);  // the front end admits bf16 x only where the GEMM runs
+  // The front end admits bf16 x or y only where the GEMM runs.
+  if (x.dtype() == DType::bf16 || y.dtype() == DType::bf16) return gemm(x, w, y);
   // Exact mode stays on the mat-vec kernels at every n (8 rows per launch): each row's sums then run
   // in one fixed order, so a row's result does not depend on how many rows a forward carries.
   const bool exact = matmul_precision() == MatmulPrecision::f32;

@@ -16,6 +16,7 @@ namespace {
 
 void matmul(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
 bool matmul_takes_bf16(const Weight&, int64_t) { return false; }
+bool matmul_gives_bf16(const Weight&, int64_t) { return false; }
 void embedding(const Weight&, std::span<const int32_t>, const int32_t*, Tensor&) { no_cuda("embedding"); }
 void rms_norm(const Tensor&, const Tensor&, float, Tensor&, float) { no_cuda("rms_norm"); }
 void add_rms_norm(Tensor&, const Tensor&, const Tensor&, float, Tensor&, float) { no_cuda("add_rms_norm"); }
