@@ -28,8 +28,13 @@ def bench_prefill_ms(model: Path, tokens: int, env: dict) -> float:
 
 
 def last_forward(kernels: list[tuple[int, int, str, str]], split_ns: int = 1_000_000) -> list[tuple[int, int, str, str]]:
-    """The last run of kernels in which no gap reaches split_ns, of those with the most kernels."""
+    """The timed forward: from the last embedding lookup on (each forward starts with one; the warm-up
+    and the timed forward can follow each other closely), else the last run of kernels in which no
+    gap reaches split_ns, of those with the most kernels."""
     kernels = sorted(kernels)
+    starts = [i for i, k in enumerate(kernels) if k[2].startswith("embedding")]
+    if starts:
+        return kernels[starts[-1]:]
     runs, current = [], [kernels[0]]
     for k in kernels[1:]:
         if k[0] - max(c[1] for c in current[-8:]) >= split_ns:
