@@ -75,6 +75,8 @@ class DecoderModel final : public Model {
     // Decode steps queued back to back (SANCTUM_CHAINED_DECODE=0: each waits for the host, for
     // comparisons).
     chained_ = device_picks_ && graphs_ && !switched_off("SANCTUM_CHAINED_DECODE");
+    // Norms write bf16 for sub-blocks that take it (SANCTUM_NORM_BF16_OUT=0: f32, for comparisons).
+    norm_bf16_ = !switched_off("SANCTUM_NORM_BF16_OUT");
   }
 
   SequenceState new_state() const override {
@@ -214,28 +216,43 @@ class DecoderModel final : public Model {
   // LM head into the kLogits scratch for the rows `which` asks for.
   void run_layers(Tensor& h, const ops::Positions& positions, SequenceState& state, LogitsFor which) {
     const int64_t n = h.dim(0), hidden = config_.hidden_size;
-    Tensor x = ws_.get(kNormed, n, hidden);     // normalised input of each sub-block
+    // The normalised input of each sub-block: f32, or bf16 for a sub-block whose projections round it
+    // to bf16 anyway (a GPU prompt in the fast mode), which then skip a conversion pass over it.
+    Tensor x32 = ws_.get(kNormed, n, hidden), x16;
+    auto input = [&](bool bf16) -> Tensor& {
+      if (!bf16) return x32;
+      if (!x16) x16 = ws_.get_typed(kNormed, n, hidden, DType::bf16);
+      return x16;
+    };
+    auto attention_input = [&](const Layer& l) -> Tensor& { return input(norm_bf16_ && l.attention && l.attention->takes_bf16_input(n)); };
+    auto mlp_input = [&](const Layer& l) -> Tensor& { return input(norm_bf16_ && l.mlp && l.mlp->takes_bf16_input(n)); };
     Tensor delta = ws_.get(kDelta, n, hidden);  // sub-block output
     const float off = options_.norm_offset;
-    ops::rms_norm(h, layers_.front().input_norm, eps(), x, off);
+    Tensor* x = &attention_input(layers_.front());
+    ops::rms_norm(h, layers_.front().input_norm, eps(), *x, off);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& layer = layers_[i];
       if (layer.gdn) {
-        layer.gdn->forward(x, state.linear(i), positions.first(), ws_, delta);
+        layer.gdn->forward(*x, state.linear(i), positions.first(), ws_, delta);
       } else if (layer.gated_attention) {
-        layer.gated_attention->forward(x, positions, state.kv(i), rope_, ws_, delta);
+        layer.gated_attention->forward(*x, positions, state.kv(i), rope_, ws_, delta);
       } else {
-        layer.attention->forward(x, positions, state.kv(i), rope_, ws_, delta);
+        layer.attention->forward(*x, positions, state.kv(i), rope_, ws_, delta);
       }
-      ops::add_rms_norm(h, delta, layer.post_norm, eps(), x, off);
-      if (layer.moe) layer.moe->forward(x, ws_, delta);
-      else layer.mlp->forward(x, ws_, delta);
-      if (i + 1 < layers_.size()) ops::add_rms_norm(h, delta, layers_[i + 1].input_norm, eps(), x, off);  // the next layer's input
-      else ops::add(h, delta, h);
+      x = &mlp_input(layer);
+      ops::add_rms_norm(h, delta, layer.post_norm, eps(), *x, off);
+      if (layer.moe) layer.moe->forward(*x, ws_, delta);
+      else layer.mlp->forward(*x, ws_, delta);
+      if (i + 1 < layers_.size()) {  // the next layer's input
+        x = &attention_input(layers_[i + 1]);
+        ops::add_rms_norm(h, delta, layers_[i + 1].input_norm, eps(), *x, off);
+      } else {
+        ops::add(h, delta, h);
+      }
     }
     if (which == LogitsFor::none) return;
     Tensor rows = which == LogitsFor::last ? h.slice(0, n - 1, n) : h;
-    Tensor normed = x.slice(0, 0, rows.dim(0));
+    Tensor normed = x32.slice(0, 0, rows.dim(0));
     ops::rms_norm(rows, final_norm_, eps(), normed, off);
     Tensor logits = ws_.get(kLogits, rows.dim(0), config_.vocab_size);
     ops::matmul(normed, lm_head_, logits);
@@ -331,6 +348,7 @@ class DecoderModel final : public Model {
   // leaves it on: forward_logits then embeds the fed pick from step_); the copies of picks not yet read.
   bool chained_ = false;
   std::deque<uint64_t> tickets_;
+  bool norm_bf16_ = true;  // see the constructor
 };
 
 }  // namespace

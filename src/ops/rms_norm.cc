@@ -14,7 +14,8 @@ Device check_rms_norm(const char* kOp, const Tensor& x, const Tensor& weight, fl
   detail::require_defined(kOp, "out", out);
   const Device device = detail::require_one_device(kOp, {{"x", &x}, {"weight", &weight}, {"out", &out}});
   detail::require_dtype(kOp, "x", x, DType::f32);
-  detail::require_dtype(kOp, "out", out, DType::f32);
+  // On the GPU out may be bf16: the input of matmuls that take it so (matmul_input_dtype).
+  if (device != Device::cuda || out.dtype() != DType::bf16) detail::require_dtype(kOp, "out", out, DType::f32);
   detail::require_float(kOp, "weight", weight);
   SANCTUM_REQUIRE(x.ndim() >= 1, kOp, "x must have at least one dim");
   SANCTUM_REQUIRE(detail::same_shape(x, out), kOp, "out " + out.shape_string() + " must match x " + x.shape_string());

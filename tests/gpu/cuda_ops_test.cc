@@ -681,7 +681,19 @@ TEST_F(Cuda, add_rms_norm_is_bitwise_add_then_rms_norm) {
       ops::rms_norm(split_h, gpu(w), 1e-6f, split, offset);
       const Tensor a = fused.to(Device::cpu), b = split.to(Device::cpu);
       EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes())) << d;
+      // bf16 out (a prompt GEMM's input): each f32 result rounded once, h as with f32 out.
+      Tensor h16 = gpu(h), out16 = Tensor::zeros({5, d}, DType::bf16, Device::cuda), norm16 = Tensor::zeros({5, d}, DType::bf16, Device::cuda);
+      ops::add_rms_norm(h16, gpu(delta), gpu(w), 1e-6f, out16, offset);
+      ops::rms_norm(split_h, gpu(w), 1e-6f, norm16, offset);
+      EXPECT_LE(relative_error(h16, ref_h), 0.0) << d << " bf16 out";
+      const Tensor o16 = host(out16), n16 = host(norm16);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < 5 * d; ++i)
+        differ += (o16.data<uint16_t>()[i] != f32_to_bf16(a.data<float>()[i])) + (n16.data<uint16_t>()[i] != f32_to_bf16(a.data<float>()[i]));
+      EXPECT_EQ(differ, 0) << d << " bf16 out";
     }
+  Tensor cpu_x = test::random_tensor({2, 64}, DType::f32, rng), cpu_out = Tensor::zeros({2, 64}, DType::bf16);
+  EXPECT_THROW(ops::rms_norm(cpu_x, test::random_tensor({64}, DType::f32, rng), 1e-6f, cpu_out), Error) << "bf16 out on the CPU";
 }
 
 // A decode step's position-dependent ops (RoPE, the KV store, attention) recorded once with the

@@ -67,6 +67,11 @@ void AttentionBlock::forward(const Tensor& x, const ops::Positions& positions, K
   ops::matmul(attn, o_, out);
 }
 
+bool AttentionBlock::takes_bf16_input(int64_t n) const {
+  const Weight& first = qkv_.rows > 0 ? qkv_ : q_;
+  return ops::matmul_input_dtype(first, n, first.data.device()) == DType::bf16;
+}
+
 size_t AttentionBlock::weight_bytes() const {
   return qkv_.nbytes() + q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + q_bias_.nbytes() + k_bias_.nbytes() + v_bias_.nbytes();
 }

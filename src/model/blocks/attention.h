@@ -30,6 +30,8 @@ class AttentionBlock {
                Workspace& ws, Tensor& out) const;
 
   size_t weight_bytes() const;
+  // Whether forward() over n rows takes x in bf16 as it stands (its projections round x to bf16).
+  bool takes_bf16_input(int64_t n) const;
 
  private:
   AttentionShape shape_;

@@ -35,6 +35,11 @@ std::array<Weight, 3> MlpBlock::parts() const {
   return {rows_of(0), rows_of(intermediate_), down_};
 }
 
+bool MlpBlock::takes_bf16_input(int64_t n) const {
+  const Weight& first = gate_up_.rows > 0 ? gate_up_ : gate_;
+  return ops::matmul_input_dtype(first, n, first.data.device()) == DType::bf16;
+}
+
 void MlpBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   const int64_t n = x.dim(0);
   // silu(gate) * up in the type the down projection reads (bf16 for a GPU prompt in the fast mode).

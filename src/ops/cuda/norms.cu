@@ -1,10 +1,12 @@
 // RMSNorm (optionally with the "w - 1" storage offset) and the GatedDeltaNet output norm gated by
-// silu(z). One block per row (rms_norm) or per (row, head) (gated_rms_norm); sums in f32.
+// silu(z). One block per row (rms_norm) or per (row, head) (gated_rms_norm); sums in f32. RMSNorm
+// writes f32 or, for a prompt GEMM's input, bf16.
 #include <algorithm>
 
 #include "base/env.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/tensor_core.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -27,13 +29,14 @@ __device__ __forceinline__ void load_weights(const void* w, FloatKind kind, floa
 
 // Block blockIdx.x's row of each operand, taken once the kernel ahead has ended: the norms are
 // launched early (common.cuh) and read nothing but their weights before that. h and delta: ADD only.
-template <bool ADD>
+// O: the output's element type (float, or bf16: each f32 result rounded once, for a GEMM's input).
+template <bool ADD, class O>
 struct NormRow {
   const float* xr;
   float* hr;
   const float* dr;
-  float* o;
-  __device__ __forceinline__ NormRow(const Rows<const float>& x, float* h, const Rows<const float>& delta, const Rows<float>& out) {
+  O* o;
+  __device__ __forceinline__ NormRow(const Rows<const float>& x, float* h, const Rows<const float>& delta, const Rows<O>& out) {
     wait_for_previous();
     allow_next_early();
     const int64_t r = blockIdx.x;
@@ -47,12 +50,12 @@ struct NormRow {
 // One row per block. ADD: h += delta first (the sums written back to h), then the norm of h; each
 // thread re-reads only the h values it wrote. Both forms run the same operations in the same order,
 // so add_rms_norm is bitwise add followed by rms_norm. x is h's values as read (h itself when ADD).
-template <bool ADD>
+template <bool ADD, class O>
 __global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const float> delta, const void* w, FloatKind kind, float eps, float offset,
-                                Rows<float> out) {
+                                Rows<O> out) {
   float wv[kHeld];
   if (held(x.cols)) load_weights(w, kind, offset, x.cols, wv);
-  const NormRow<ADD> row(x, h, delta, out);
+  const NormRow<ADD, O> row(x, h, delta, out);
   __shared__ float scratch[32];
   auto value = [&](int64_t c) {  // the row's value at c: x, or h + delta written back to h
     if constexpr (ADD) {
@@ -80,7 +83,7 @@ __global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const float>
 #pragma unroll
     for (int i = 0; i < kHeld; ++i) {
       const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-      if (c < x.cols) row.o[c] = v[i] * inv * wv[i];
+      if (c < x.cols) row.o[c] = float_as<O>(v[i] * inv * wv[i]);
     }
     return;
   }
@@ -90,7 +93,7 @@ __global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const float>
   }
   ss = block_sum(ss, scratch);
   const float inv = rsqrtf(ss / static_cast<float>(x.cols) + eps);
-  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) row.o[c] = row.xr[c] * inv * (load_float(w, kind, c) + offset);
+  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) row.o[c] = float_as<O>(row.xr[c] * inv * (load_float(w, kind, c) + offset));
 }
 
 // The same norm over rows of whole 16-byte chunks (cols % 4 == 0, aligned rows): each thread holds up
@@ -101,10 +104,13 @@ constexpr int kHeld4 = 8;
 
 __device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ __forceinline__ void store4(__nv_bfloat16* p, float4 v) {
+  *reinterpret_cast<uint2*>(p) = make_uint2(tc::bf16_pair(v.x, v.y), tc::bf16_pair(v.z, v.w));
+}
 
-template <bool ADD>
+template <bool ADD, class O>
 __global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const float> delta, const void* w, FloatKind kind, float eps,
-                                       float offset, Rows<float> out) {
+                                       float offset, Rows<O> out) {
   const int64_t chunks = x.cols / 4;
   float4 wv[kHeld4];
 #pragma unroll
@@ -114,7 +120,7 @@ __global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const
                                      load_float(w, kind, c + 3) + offset)
                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  const NormRow<ADD> row(x, h, delta, out);
+  const NormRow<ADD, O> row(x, h, delta, out);
   __shared__ float scratch[32];
   float4 v[kHeld4];
   float ss = 0.0f;
@@ -149,7 +155,7 @@ int chunk_threads(int64_t chunks) { return static_cast<int>(std::min<int64_t>(25
 
 template <class T>
 bool whole_chunks(const Rows<T>& r) {
-  return r.cols % 4 == 0 && r.stride % 4 == 0 && aligned16(r.data);
+  return r.cols % 4 == 0 && r.stride % 4 == 0 && reinterpret_cast<uintptr_t>(r.data) % (4 * sizeof(T)) == 0;
 }
 
 // Whether rows of `cols` take rms_norm_chunks_kernel (SANCTUM_NORM_CHUNKS=0: never, for comparisons).
@@ -179,32 +185,42 @@ int threads_for(int64_t cols) { return cols >= 1024 ? 1024 : cols >= 256 ? 256 :
 
 }  // namespace
 
+namespace {
+
+// The norm of x's rows (ADD: of h + delta, written back to h) into out of element type O.
+template <bool ADD, class O>
+void launch_norm(const Rows<const float>& x, float* h, const Rows<const float>& delta, const Tensor& weight, float eps, float offset,
+                 Tensor& out, const char* op) {
+  const auto ro = rows_of<O>(out, op);
+  if (chunked(x.cols) && whole_chunks(x) && (!ADD || whole_chunks(delta)) && whole_chunks(ro))
+    launch_early(rms_norm_chunks_kernel<ADD, O>, dim3(static_cast<unsigned>(x.rows)), dim3(chunk_threads(x.cols / 4)), 0, x, h, delta,
+                 weight.raw(), float_kind(weight), eps, offset, ro);
+  else
+    launch_early(rms_norm_kernel<ADD, O>, dim3(static_cast<unsigned>(x.rows)), dim3(threads_for(x.cols)), 0, x, h, delta, weight.raw(),
+                 float_kind(weight), eps, offset, ro);
+  check_launch(op);
+}
+
+}  // namespace
+
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
   const auto rx = rows_of<const float>(x, "rms_norm");
-  const auto ro = rows_of<float>(out, "rms_norm");
   if (rx.rows == 0) return;
-  if (chunked(rx.cols) && whole_chunks(rx) && whole_chunks(ro))
-    launch_early(rms_norm_chunks_kernel<false>, dim3(static_cast<unsigned>(rx.rows)), dim3(chunk_threads(rx.cols / 4)), 0, rx,
-                 static_cast<float*>(nullptr), Rows<const float>{}, weight.raw(), float_kind(weight), eps, weight_offset, ro);
+  if (out.dtype() == DType::bf16)
+    launch_norm<false, __nv_bfloat16>(rx, nullptr, Rows<const float>{}, weight, eps, weight_offset, out, "rms_norm");
   else
-    launch_early(rms_norm_kernel<false>, dim3(static_cast<unsigned>(rx.rows)), dim3(threads_for(rx.cols)), 0, rx, static_cast<float*>(nullptr),
-                 Rows<const float>{}, weight.raw(), float_kind(weight), eps, weight_offset, ro);
-  check_launch("rms_norm");
+    launch_norm<false, float>(rx, nullptr, Rows<const float>{}, weight, eps, weight_offset, out, "rms_norm");
 }
 
 void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
   const auto rh = rows_of<float>(h, "add_rms_norm");
   const auto rd = rows_of<const float>(delta, "add_rms_norm");
-  const auto ro = rows_of<float>(out, "add_rms_norm");
   if (rh.rows == 0) return;
   const Rows<const float> hx{rh.data, rh.rows, rh.cols, rh.stride};
-  if (chunked(rh.cols) && whole_chunks(hx) && whole_chunks(rd) && whole_chunks(ro))
-    launch_early(rms_norm_chunks_kernel<true>, dim3(static_cast<unsigned>(rh.rows)), dim3(chunk_threads(rh.cols / 4)), 0, hx, rh.data, rd,
-                 weight.raw(), float_kind(weight), eps, weight_offset, ro);
+  if (out.dtype() == DType::bf16)
+    launch_norm<true, __nv_bfloat16>(hx, rh.data, rd, weight, eps, weight_offset, out, "add_rms_norm");
   else
-    launch_early(rms_norm_kernel<true>, dim3(static_cast<unsigned>(rh.rows)), dim3(threads_for(rh.cols)), 0, hx, rh.data, rd, weight.raw(),
-                 float_kind(weight), eps, weight_offset, ro);
-  check_launch("add_rms_norm");
+    launch_norm<true, float>(hx, rh.data, rd, weight, eps, weight_offset, out, "add_rms_norm");
 }
 
 void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {
