@@ -183,10 +183,6 @@ __global__ void gated_rms_norm_kernel(Rows<const float> x, Rows<const float> z, 
 
 int threads_for(int64_t cols) { return cols >= 1024 ? 1024 : cols >= 256 ? 256 : 128; }
 
-}  // namespace
-
-namespace {
-
 // The norm of x's rows (ADD: of h + delta, written back to h) into out of element type O.
 template <bool ADD, class O>
 void launch_norm(const Rows<const float>& x, float* h, const Rows<const float>& delta, const Tensor& weight, float eps, float offset,
