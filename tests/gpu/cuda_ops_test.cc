@@ -67,6 +67,14 @@ double matmul_error(const Tensor& x, const Weight& w, const Tensor& y_gpu, const
   return worst;
 }
 
+// How many elements of bf16 `rounded` are not those of f32 `exact` rounded to nearest even.
+int64_t not_rounded(const Tensor& rounded, const Tensor& exact) {
+  const Tensor a = rounded.device() == Device::cpu ? rounded : host(rounded), b = exact.device() == Device::cpu ? exact : host(exact);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) differ += a.data<uint16_t>()[i] != f32_to_bf16(b.data<float>()[i]);
+  return differ;
+}
+
 // printf-style test labels (GCC 12 warns falsely on some "literal" + std::string chains).
 template <class... A>
 std::string label(const char* format, A... args) {
@@ -118,10 +126,7 @@ TEST_F(Cuda, bf16_activations_into_the_gemm_give_the_f32_paths_bits) {
     Tensor act32 = Tensor::zeros({n, w.cols}, DType::f32, Device::cuda), act16 = Tensor::zeros({n, w.cols}, DType::bf16, Device::cuda);
     ops::silu_mul(gate, up, act32);
     ops::silu_mul(gate, up, act16);
-    const Tensor a32 = host(act32), a16 = host(act16);
-    int64_t differ = 0;
-    for (int64_t i = 0; i < n * w.cols; ++i) differ += f32_to_bf16(a32.data<float>()[i]) != a16.data<uint16_t>()[i];
-    EXPECT_EQ(differ, 0) << "n=" << n;
+    EXPECT_EQ(not_rounded(act16, act32), 0) << "n=" << n;
     Tensor y32 = Tensor::zeros({n, w.rows}, DType::f32, Device::cuda), y16 = Tensor::zeros({n, w.rows}, DType::f32, Device::cuda);
     ops::matmul(act32, w, y32);
     ops::matmul(act16, w, y16);
@@ -477,8 +482,6 @@ TEST_F(Cuda, tiled_gemm_matches_sums_of_its_bf16_operands) {
   EXPECT_FALSE(ops::cuda::tiles_gemm_ok(rows, gpu(test::random_tensor({16, 128}, DType::f32, rng)))) << "row layout";
 }
 
-// Load-time preparation tiles GPU weights only in the bf16 mode, only once, and a tiled weight
-// copied back to the host is refused by the CPU kernels instead of being misread.
 // The GEMMs may write bf16 y (a prompt's stacked gate/up output, read once by silu_mul): the tiled
 // GEMM rounds the very sums it writes as f32 (with and without column splits), cuBLAS's bf16 output
 // stays within one bf16 rounding of its f32 output. Where the mat-vec runs (few rows, exact mode)
@@ -486,12 +489,6 @@ TEST_F(Cuda, tiled_gemm_matches_sums_of_its_bf16_operands) {
 TEST_F(Cuda, gemm_bf16_output_is_its_f32_output_rounded) {
   Rng rng(32);
   PrecisionScope fast(ops::MatmulPrecision::bf16);
-  auto rounded_equal = [](const Tensor& y16, const Tensor& y32) {
-    const Tensor a = host(y16), b = host(y32);
-    int64_t differ = 0;
-    for (int64_t i = 0; i < b.numel(); ++i) differ += a.data<uint16_t>()[i] != f32_to_bf16(b.data<float>()[i]);
-    return differ;
-  };
   auto within_rounding = [](const Tensor& y16, const Tensor& y32) {
     const Tensor a = host(y16), b = host(y32);
     double worst = 0.0;
@@ -515,7 +512,7 @@ TEST_F(Cuda, gemm_bf16_output_is_its_f32_output_rounded) {
     const Weight tiled = tiled_on_gpu(w);
     ops::cuda::tiles_gemm(x, tiled, y32);
     ops::cuda::tiles_gemm(x, tiled, y16);
-    EXPECT_EQ(rounded_equal(y16, y32), 0) << what << " tiled GEMM";
+    EXPECT_EQ(not_rounded(y16, y32), 0) << what << " tiled GEMM";
   }
   const Weight w = gpu(test::random_quantized(64, 128, 4, 64, DType::bf16, rng));
   Tensor few = gpu(test::random_tensor({8, 128}, DType::f32, rng)), y8 = Tensor::zeros({8, 64}, DType::bf16, Device::cuda);
@@ -528,6 +525,8 @@ TEST_F(Cuda, gemm_bf16_output_is_its_f32_output_rounded) {
   EXPECT_EQ(ops::matmul_output_dtype(w, 100, Device::cpu), DType::f32);
 }
 
+// Load-time preparation tiles GPU weights only in the bf16 mode, only once, and a tiled weight
+// copied back to the host is refused by the CPU kernels instead of being misread.
 TEST_F(Cuda, prepare_weight_tiles_in_bf16_mode_only) {
   Rng rng(23);
   const Weight w = test::random_quantized(32, 128, 4, 64, DType::bf16, rng);
@@ -686,11 +685,8 @@ TEST_F(Cuda, add_rms_norm_is_bitwise_add_then_rms_norm) {
       ops::add_rms_norm(h16, gpu(delta), gpu(w), 1e-6f, out16, offset);
       ops::rms_norm(split_h, gpu(w), 1e-6f, norm16, offset);
       EXPECT_LE(relative_error(h16, ref_h), 0.0) << d << " bf16 out";
-      const Tensor o16 = host(out16), n16 = host(norm16);
-      int64_t differ = 0;
-      for (int64_t i = 0; i < 5 * d; ++i)
-        differ += (o16.data<uint16_t>()[i] != f32_to_bf16(a.data<float>()[i])) + (n16.data<uint16_t>()[i] != f32_to_bf16(a.data<float>()[i]));
-      EXPECT_EQ(differ, 0) << d << " bf16 out";
+      EXPECT_EQ(not_rounded(out16, a), 0) << d << " bf16 out (add_rms_norm)";
+      EXPECT_EQ(not_rounded(norm16, a), 0) << d << " bf16 out (rms_norm)";
     }
   Tensor cpu_x = test::random_tensor({2, 64}, DType::f32, rng), cpu_out = Tensor::zeros({2, 64}, DType::bf16);
   EXPECT_THROW(ops::rms_norm(cpu_x, test::random_tensor({64}, DType::f32, rng), 1e-6f, cpu_out), Error) << "bf16 out on the CPU";

@@ -71,6 +71,29 @@ __device__ __forceinline__ T float_as(float v) {
   else return __float2bfloat16(v);
 }
 
+// Four consecutive values of f32 or bf16 memory (16- or 8-byte aligned) as floats, and back (bf16:
+// rounded to nearest even).
+template <class T>
+__device__ __forceinline__ float4 load4(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return *reinterpret_cast<const float4*>(p);
+  } else {
+    const uint2 w = *reinterpret_cast<const uint2*>(p);
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  }
+}
+template <class T>
+__device__ __forceinline__ void store4(T* p, float4 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    *reinterpret_cast<float4*>(p) = v;
+  } else {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  }
+}
+
 // Any weight as the general kernels read it (generic mat-vecs, dequantization, embeddings): MLX
 // affine codes with their scales and biases, or a dense f32/bf16/f16 matrix.
 struct WeightView {

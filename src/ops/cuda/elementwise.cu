@@ -1,7 +1,6 @@
 // Row-wise and elementwise kernels: add, add_bias, copy, silu_mul, sigmoid_mul, softmax.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
-#include "ops/cuda/tensor_core.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -26,24 +25,6 @@ void launch_rows(int64_t rows, int64_t cols, F f, const char* op) {
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 132 * 16));
   launch_early(rows_kernel<F>, dim3(blocks), dim3(kThreads), 0, rows, cols, f);
   check_launch(op);
-}
-
-// Four consecutive values of f32 or bf16 rows as floats, and back (bf16: rounded to nearest even).
-template <class T>
-__device__ __forceinline__ float4 load4(const T* p) {
-  if constexpr (std::is_same_v<T, float>) {
-    return *reinterpret_cast<const float4*>(p);
-  } else {
-    const uint2 w = *reinterpret_cast<const uint2*>(p);
-    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
-    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
-    return make_float4(lo.x, lo.y, hi.x, hi.y);
-  }
-}
-template <class T>
-__device__ __forceinline__ void store4(T* p, float4 v) {
-  if constexpr (std::is_same_v<T, float>) *reinterpret_cast<float4*>(p) = v;
-  else *reinterpret_cast<uint2*>(p) = make_uint2(tc::bf16_pair(v.x, v.y), tc::bf16_pair(v.z, v.w));
 }
 
 // out = silu(gate) * up in f32 whatever the element types: gate and up f32 or bf16 (a GEMM's rounded

@@ -6,7 +6,6 @@
 #include "base/env.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
-#include "ops/cuda/tensor_core.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -101,12 +100,6 @@ __global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const float>
 // as many rows are in flight per multiprocessor and a chunk is one load (a 4,096-token prompt's
 // add_rms_norm at 5,120 columns ran at 2 TB/s with one value per load and 1,024 threads a row).
 constexpr int kHeld4 = 8;
-
-__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
-__device__ __forceinline__ void store4(__nv_bfloat16* p, float4 v) {
-  *reinterpret_cast<uint2*>(p) = make_uint2(tc::bf16_pair(v.x, v.y), tc::bf16_pair(v.z, v.w));
-}
 
 template <bool ADD, class O>
 __global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const float> delta, const void* w, FloatKind kind, float eps,
