@@ -1,10 +1,11 @@
-"""Decode tok/s of sanctum for several values of environment settings (every combination when --env is
-given more than once), on the same checkpoint in one run: the settings are timed in turns, round after
-round, so that drift over the run falls on all of them alike. For switches such as
+"""Decode tok/s of sanctum (or with --prefill N, prefill tok/s at N tokens) for several values of
+environment settings (every combination when --env is given more than once), on the same checkpoint in
+one run: the settings are timed in turns, round after round, so that drift over the run (the GPU's
+clocks as it warms, above all under GEMMs) falls on all of them alike. For switches such as
 SANCTUM_WEIGHT_EVICT_FIRST; the full benchmark is run_bench.py.
 
   python3 bench/gpu/decode_sweep.py --shapes qwen3_5-27b,mistral-24b --env SANCTUM_WEIGHT_EVICT_FIRST=0,1 \
-      [--env NAME=V1,V2] [--rounds 2] --out sweep.json
+      [--env NAME=V1,V2] [--rounds 2] [--prefill 4096] --out sweep.json
 Needs SANCTUM_BIN (scripts/gpu_check.sh sets it).
 """
 import argparse
@@ -26,6 +27,7 @@ def main():
     ap.add_argument("--shapes", default=",".join(random_checkpoint.SHAPES))
     ap.add_argument("--env", required=True, action="append", metavar="NAME=V1,V2,...")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--prefill", type=int, default=0, help="time prefill at this many tokens instead of decode")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     axes = [(name, values.split(",")) for name, _, values in (e.partition("=") for e in args.env)]
@@ -37,12 +39,14 @@ def main():
         model_dir = WORK / shape
         random_checkpoint.write_mlx_4bit(model_dir, random_checkpoint.hf_config(shape))
         runs = {label: [] for label in labels}
+        test = f"pp{args.prefill}" if args.prefill else "tg128@512"
         for _ in range(args.rounds):
             for label, env in zip(labels, settings):
-                runs[label].append(sanctum_bench(model_dir, env, decode_only=True)["by_test"]["tg128@512"])
+                by_test = sanctum_bench(model_dir, env, decode_only=True, prefill_only=args.prefill)["by_test"]
+                runs[label].append(by_test[test])
         shutil.rmtree(model_dir, ignore_errors=True)
         results[shape] = runs
-        print(f"## {shape}: decode tok/s (tg128 after 512), the first setting as the base")
+        print(f"## {shape}: {test} tok/s, the first setting as the base")
         base = statistics.median(runs[labels[0]])
         for label in labels:
             m = statistics.median(runs[label])

@@ -26,10 +26,15 @@ WORK = Path(os.environ.get("SANCTUM_BENCH_DIR", "/tmp/sanctum-bench"))
 PEER_TIMEOUT = int(os.environ.get("SANCTUM_PEER_TIMEOUT", "200"))  # seconds per shape; the MoE peer can be very slow
 
 
-def sanctum_bench(model_dir: Path, env: dict | None = None, decode_only: bool = False) -> dict:
+def sanctum_bench(model_dir: Path, env: dict | None = None, decode_only: bool = False, prefill_only: int = 0) -> dict:
+    """decode_only: tg128 after 512 alone; prefill_only=N: ppN alone; else the full set."""
     cmd = [os.environ["SANCTUM_BIN"], "bench", "--model", str(model_dir), "--device", "cuda", "--memory-bandwidth"]
-    cmd += [] if decode_only else ["--pp", "512", "--pp", "4096"]
-    cmd += ["--tg", "128", "--decode-context", "512", "--repetitions", "2", "--json"]
+    if prefill_only:
+        cmd += ["--pp", str(prefill_only), "--tg", "0"]
+    else:
+        cmd += [] if decode_only else ["--pp", "512", "--pp", "4096"]
+        cmd += ["--tg", "128", "--decode-context", "512"]
+    cmd += ["--repetitions", "2", "--json"]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
     if r.returncode != 0:

@@ -77,6 +77,8 @@ class DecoderModel final : public Model {
     chained_ = device_picks_ && graphs_ && !switched_off("SANCTUM_CHAINED_DECODE");
     // Norms write bf16 for sub-blocks that take it (SANCTUM_NORM_BF16_OUT=0: f32, for comparisons).
     norm_bf16_ = !switched_off("SANCTUM_NORM_BF16_OUT");
+    // Output projections write bf16 where they can (SANCTUM_DELTA_BF16=0: f32, for comparisons).
+    delta_bf16_ = !switched_off("SANCTUM_DELTA_BF16");
   }
 
   SequenceState new_state() const override {
@@ -226,28 +228,46 @@ class DecoderModel final : public Model {
     };
     auto attention_input = [&](const Layer& l) -> Tensor& { return input(norm_bf16_ && l.attention && l.attention->takes_bf16_input(n)); };
     auto mlp_input = [&](const Layer& l) -> Tensor& { return input(norm_bf16_ && l.mlp && l.mlp->takes_bf16_input(n)); };
-    Tensor delta = ws_.get(kDelta, n, hidden);  // sub-block output
+    // Each sub-block's output, which add_rms_norm adds to h: f32, or bf16 where the sub-block's output
+    // projection writes it so (a GPU prompt in the fast mode; its residual adds then take the delta
+    // rounded to bf16, as a bf16 model's do, and read half the bytes).
+    Tensor delta32 = ws_.get(kDelta, n, hidden), delta16;
+    auto delta_of = [&](DType type) -> Tensor& {
+      if (!delta_bf16_ || type != DType::bf16) return delta32;
+      if (!delta16) delta16 = ws_.get_typed(kDelta, n, hidden, DType::bf16);
+      return delta16;
+    };
     const float off = options_.norm_offset;
     Tensor* x = &attention_input(layers_.front());
     ops::rms_norm(h, layers_.front().input_norm, eps(), *x, off);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& layer = layers_[i];
+      const bool last = i + 1 == layers_.size();
+      Tensor* delta;
       if (layer.gdn) {
-        layer.gdn->forward(*x, state.linear(i), positions.first(), ws_, delta);
+        delta = &delta_of(layer.gdn->output_dtype(n));
+        layer.gdn->forward(*x, state.linear(i), positions.first(), ws_, *delta);
       } else if (layer.gated_attention) {
-        layer.gated_attention->forward(*x, positions, state.kv(i), rope_, ws_, delta);
+        delta = &delta_of(layer.gated_attention->output_dtype(n));
+        layer.gated_attention->forward(*x, positions, state.kv(i), rope_, ws_, *delta);
       } else {
-        layer.attention->forward(*x, positions, state.kv(i), rope_, ws_, delta);
+        delta = &delta_of(layer.attention->output_dtype(n));
+        layer.attention->forward(*x, positions, state.kv(i), rope_, ws_, *delta);
       }
       x = &mlp_input(layer);
-      ops::add_rms_norm(h, delta, layer.post_norm, eps(), *x, off);
-      if (layer.moe) layer.moe->forward(*x, ws_, delta);
-      else layer.mlp->forward(*x, ws_, delta);
-      if (i + 1 < layers_.size()) {  // the next layer's input
-        x = &attention_input(layers_[i + 1]);
-        ops::add_rms_norm(h, delta, layers_[i + 1].input_norm, eps(), *x, off);
+      ops::add_rms_norm(h, *delta, layer.post_norm, eps(), *x, off);
+      if (layer.moe) {
+        delta = &delta32;
+        layer.moe->forward(*x, ws_, *delta);
       } else {
-        ops::add(h, delta, h);
+        delta = &delta_of(last ? DType::f32 : layer.mlp->output_dtype(n));  // the last one goes to ops::add
+        layer.mlp->forward(*x, ws_, *delta);
+      }
+      if (!last) {  // the next layer's input
+        x = &attention_input(layers_[i + 1]);
+        ops::add_rms_norm(h, *delta, layers_[i + 1].input_norm, eps(), *x, off);
+      } else {
+        ops::add(h, *delta, h);
       }
     }
     if (which == LogitsFor::none) return;
@@ -348,7 +368,8 @@ class DecoderModel final : public Model {
   // leaves it on: forward_logits then embeds the fed pick from step_); the copies of picks not yet read.
   bool chained_ = false;
   std::deque<uint64_t> tickets_;
-  bool norm_bf16_ = true;  // see the constructor
+  bool norm_bf16_ = true;   // see the constructor
+  bool delta_bf16_ = true;  // see the constructor
 };
 
 }  // namespace

@@ -40,7 +40,8 @@ void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float ep
   detail::require_defined(kOp, "h", h);
   detail::require_defined(kOp, "delta", delta);
   const Device device = detail::require_one_device(kOp, {{"h", &h}, {"delta", &delta}});
-  detail::require_dtype(kOp, "delta", delta, DType::f32);
+  // On the GPU delta may be bf16: a prompt GEMM's output (matmul_output_dtype).
+  if (device != Device::cuda || delta.dtype() != DType::bf16) detail::require_dtype(kOp, "delta", delta, DType::f32);
   SANCTUM_REQUIRE(h.ndim() == 2 && detail::same_shape(h, delta), kOp,
                   "h " + h.shape_string() + " and delta " + delta.shape_string() + " must be one 2-D shape");
   detail::require_inner_contiguous(kOp, "delta", delta);

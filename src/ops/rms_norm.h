@@ -10,7 +10,7 @@ namespace sanctum::ops {
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset = 0.0f);
 // The residual step between sub-blocks in one pass: h += delta, then out = rms_norm(h). Bitwise the
 // same as add followed by rms_norm; one kernel instead of two on a GPU. h, delta, out: (n, d) f32
-// (out bf16 on a GPU, as for rms_norm).
+// (on a GPU out may be bf16, as for rms_norm, and delta bf16: a prompt GEMM's output, matmul_output_dtype).
 void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset = 0.0f);
 
 }  // namespace sanctum::ops

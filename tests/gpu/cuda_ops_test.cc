@@ -687,9 +687,28 @@ TEST_F(Cuda, add_rms_norm_is_bitwise_add_then_rms_norm) {
       EXPECT_LE(relative_error(h16, ref_h), 0.0) << d << " bf16 out";
       EXPECT_EQ(not_rounded(out16, a), 0) << d << " bf16 out (add_rms_norm)";
       EXPECT_EQ(not_rounded(norm16, a), 0) << d << " bf16 out (rms_norm)";
+      // bf16 delta (a prompt GEMM's output): the bits of the f32 delta of the same values, either out.
+      const Tensor delta16 = test::random_tensor({5, d}, DType::bf16, rng);
+      Tensor widened = Tensor::zeros({5, d}, DType::f32);
+      for (int64_t i = 0; i < widened.numel(); ++i) widened.data<float>()[i] = load_as_f32(delta16.raw(), DType::bf16, i);
+      for (DType out_type : {DType::f32, DType::bf16}) {
+        Tensor from16_h = gpu(h), from32_h = gpu(h);
+        Tensor from16 = Tensor::zeros({5, d}, out_type, Device::cuda), from32 = Tensor::zeros({5, d}, out_type, Device::cuda);
+        ops::add_rms_norm(from16_h, gpu(delta16), gpu(w), 1e-6f, from16, offset);
+        ops::add_rms_norm(from32_h, gpu(widened), gpu(w), 1e-6f, from32, offset);
+        for (auto [got, want] : {std::pair{&from16_h, &from32_h}, std::pair{&from16, &from32}}) {
+          const Tensor g = got->to(Device::cpu), e = want->to(Device::cpu);
+          EXPECT_EQ(0, std::memcmp(g.raw(), e.raw(), g.nbytes())) << d << " bf16 delta, " << dtype_name(out_type) << " out";
+        }
+      }
     }
   Tensor cpu_x = test::random_tensor({2, 64}, DType::f32, rng), cpu_out = Tensor::zeros({2, 64}, DType::bf16);
   EXPECT_THROW(ops::rms_norm(cpu_x, test::random_tensor({64}, DType::f32, rng), 1e-6f, cpu_out), Error) << "bf16 out on the CPU";
+  Tensor cpu_h = test::random_tensor({2, 64}, DType::f32, rng), cpu_f32_out = Tensor::zeros({2, 64}, DType::f32);
+  EXPECT_THROW(ops::add_rms_norm(cpu_h, test::random_tensor({2, 64}, DType::bf16, rng), test::random_tensor({64}, DType::f32, rng), 1e-6f,
+                                 cpu_f32_out),
+               Error)
+      << "bf16 delta on the CPU";
 }
 
 // A decode step's position-dependent ops (RoPE, the KV store, attention) recorded once with the
@@ -744,12 +763,14 @@ TEST_F(Cuda, recorded_step_reads_its_position_from_device_memory) {
 }
 
 // The attention layer's RoPE and KV-cache store in one launch give the four ops' bits: q, k and v
-// as column views of one stacked projection, partial and full rotary dims, host positions and (in a
-// recorded step) device positions.
+// as column views of one stacked projection, partial and full rotary dims, a few tokens (blocks of
+// two heads, one of them split between q and k) and a prompt (a block per token), host positions
+// and (in a recorded step) device positions.
 TEST_F(Cuda, rope_and_store_gives_the_separate_ops_bits) {
   Rng rng(31);
   const int64_t capacity = 300;
-  for (auto [heads, kv, d, rotary, n] : {std::tuple<int64_t, int64_t, int64_t, int, int64_t>{8, 2, 64, 32, 5}, {4, 4, 128, 128, 1}, {6, 1, 256, 64, 17}}) {
+  for (auto [heads, kv, d, rotary, n] : {std::tuple<int64_t, int64_t, int64_t, int, int64_t>{8, 2, 64, 32, 5}, {4, 4, 128, 128, 1}, {6, 1, 256, 64, 17},
+                                                                                                          {12, 4, 128, 96, 70}}) {
     ops::RopeConfig rc;
     rc.head_dim = static_cast<int>(d);
     rc.rotary_dim = rotary;

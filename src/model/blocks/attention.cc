@@ -76,4 +76,6 @@ size_t AttentionBlock::weight_bytes() const {
   return qkv_.nbytes() + q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + q_bias_.nbytes() + k_bias_.nbytes() + v_bias_.nbytes();
 }
 
+DType AttentionBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(o_, n, o_.data.device()); }
+
 }  // namespace sanctum

@@ -32,6 +32,9 @@ class AttentionBlock {
   size_t weight_bytes() const;
   // Whether forward() over n rows takes x in bf16 as it stands (its projections round x to bf16).
   bool takes_bf16_input(int64_t n) const;
+  // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in
+  // the fast mode; add_rms_norm reads it), else f32.
+  DType output_dtype(int64_t n) const;
 
  private:
   AttentionShape shape_;

@@ -80,4 +80,6 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
   ops::matmul(attn, o_, out);
 }
 
+DType GatedAttentionBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(o_, n, o_.data.device()); }
+
 }  // namespace sanctum

@@ -25,6 +25,9 @@ class GatedAttentionBlock {
 
   void forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
                Workspace& ws, Tensor& out) const;
+  // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in
+  // the fast mode; add_rms_norm reads it), else f32.
+  DType output_dtype(int64_t n) const;
   size_t weight_bytes() const { return qkv_.nbytes() + q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + q_norm_.nbytes() + k_norm_.nbytes(); }
 
  private:

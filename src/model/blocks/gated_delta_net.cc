@@ -93,4 +93,6 @@ size_t GatedDeltaNetBlock::weight_bytes() const {
          a_log_.nbytes() + dt_bias_.nbytes() + norm_.nbytes();
 }
 
+DType GatedDeltaNetBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(out_, n, out_.data.device()); }
+
 }  // namespace sanctum

@@ -35,6 +35,9 @@ class GatedDeltaNetBlock {
   // token by token, so the bits depend only on positions — not on how a prompt is split across
   // forward calls (prompt-cache reuse and speculation rely on this).
   void forward(const Tensor& x, LinearAttentionState& state, int64_t pos0, Workspace& ws, Tensor& out) const;
+  // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in
+  // the fast mode; add_rms_norm reads it), else f32.
+  DType output_dtype(int64_t n) const;
   static constexpr int64_t kChunk = 64;
   size_t weight_bytes() const;
 

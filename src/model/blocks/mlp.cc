@@ -65,4 +65,6 @@ void MlpBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
   ops::matmul(act, down_, out);
 }
 
+DType MlpBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(down_, n, down_.data.device()); }
+
 }  // namespace sanctum

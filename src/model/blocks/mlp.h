@@ -20,6 +20,9 @@ class MlpBlock {
   void forward(const Tensor& x, Workspace& ws, Tensor& out) const;
   // Whether forward() over n rows takes x in bf16 as it stands (its projections round x to bf16).
   bool takes_bf16_input(int64_t n) const;
+  // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in
+  // the fast mode; add_rms_norm reads it), else f32.
+  DType output_dtype(int64_t n) const;
   size_t weight_bytes() const { return gate_up_.nbytes() + gate_.nbytes() + up_.nbytes() + down_.nbytes(); }
   // gate, up and down as weights (where gate and up are stacked, views of the stack's rows), for a
   // caller that runs this MLP through other kernels: a MoE block's shared expert.

@@ -1,6 +1,6 @@
 // RMSNorm (optionally with the "w - 1" storage offset) and the GatedDeltaNet output norm gated by
 // silu(z). One block per row (rms_norm) or per (row, head) (gated_rms_norm); sums in f32. RMSNorm
-// writes f32 or, for a prompt GEMM's input, bf16.
+// writes f32 or, for a prompt GEMM's input, bf16; add_rms_norm's delta may be a prompt GEMM's bf16.
 #include <algorithm>
 
 #include "base/env.h"
@@ -29,13 +29,14 @@ __device__ __forceinline__ void load_weights(const void* w, FloatKind kind, floa
 // Block blockIdx.x's row of each operand, taken once the kernel ahead has ended: the norms are
 // launched early (common.cuh) and read nothing but their weights before that. h and delta: ADD only.
 // O: the output's element type (float, or bf16: each f32 result rounded once, for a GEMM's input).
-template <bool ADD, class O>
+// D: delta's (float, or bf16 where a prompt GEMM wrote it so).
+template <bool ADD, class O, class D>
 struct NormRow {
   const float* xr;
   float* hr;
-  const float* dr;
+  const D* dr;
   O* o;
-  __device__ __forceinline__ NormRow(const Rows<const float>& x, float* h, const Rows<const float>& delta, const Rows<O>& out) {
+  __device__ __forceinline__ NormRow(const Rows<const float>& x, float* h, const Rows<const D>& delta, const Rows<O>& out) {
     wait_for_previous();
     allow_next_early();
     const int64_t r = blockIdx.x;
@@ -49,16 +50,16 @@ struct NormRow {
 // One row per block. ADD: h += delta first (the sums written back to h), then the norm of h; each
 // thread re-reads only the h values it wrote. Both forms run the same operations in the same order,
 // so add_rms_norm is bitwise add followed by rms_norm. x is h's values as read (h itself when ADD).
-template <bool ADD, class O>
-__global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const float> delta, const void* w, FloatKind kind, float eps, float offset,
+template <bool ADD, class O, class D>
+__global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const D> delta, const void* w, FloatKind kind, float eps, float offset,
                                 Rows<O> out) {
   float wv[kHeld];
   if (held(x.cols)) load_weights(w, kind, offset, x.cols, wv);
-  const NormRow<ADD, O> row(x, h, delta, out);
+  const NormRow<ADD, O, D> row(x, h, delta, out);
   __shared__ float scratch[32];
   auto value = [&](int64_t c) {  // the row's value at c: x, or h + delta written back to h
     if constexpr (ADD) {
-      const float v = row.xr[c] + row.dr[c];
+      const float v = row.xr[c] + to_float(row.dr[c]);
       row.hr[c] = v;
       return v;
     } else {
@@ -101,8 +102,8 @@ __global__ void rms_norm_kernel(Rows<const float> x, float* h, Rows<const float>
 // add_rms_norm at 5,120 columns ran at 2 TB/s with one value per load and 1,024 threads a row).
 constexpr int kHeld4 = 8;
 
-template <bool ADD, class O>
-__global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const float> delta, const void* w, FloatKind kind, float eps,
+template <bool ADD, class O, class D>
+__global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const D> delta, const void* w, FloatKind kind, float eps,
                                        float offset, Rows<O> out) {
   const int64_t chunks = x.cols / 4;
   float4 wv[kHeld4];
@@ -113,7 +114,7 @@ __global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const
                                      load_float(w, kind, c + 3) + offset)
                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  const NormRow<ADD, O> row(x, h, delta, out);
+  const NormRow<ADD, O, D> row(x, h, delta, out);
   __shared__ float scratch[32];
   float4 v[kHeld4];
   float ss = 0.0f;
@@ -177,15 +178,15 @@ __global__ void gated_rms_norm_kernel(Rows<const float> x, Rows<const float> z, 
 int threads_for(int64_t cols) { return cols >= 1024 ? 1024 : cols >= 256 ? 256 : 128; }
 
 // The norm of x's rows (ADD: of h + delta, written back to h) into out of element type O.
-template <bool ADD, class O>
-void launch_norm(const Rows<const float>& x, float* h, const Rows<const float>& delta, const Tensor& weight, float eps, float offset,
+template <bool ADD, class O, class D = float>
+void launch_norm(const Rows<const float>& x, float* h, const Rows<const D>& delta, const Tensor& weight, float eps, float offset,
                  Tensor& out, const char* op) {
   const auto ro = rows_of<O>(out, op);
   if (chunked(x.cols) && whole_chunks(x) && (!ADD || whole_chunks(delta)) && whole_chunks(ro))
-    launch_early(rms_norm_chunks_kernel<ADD, O>, dim3(static_cast<unsigned>(x.rows)), dim3(chunk_threads(x.cols / 4)), 0, x, h, delta,
+    launch_early(rms_norm_chunks_kernel<ADD, O, D>, dim3(static_cast<unsigned>(x.rows)), dim3(chunk_threads(x.cols / 4)), 0, x, h, delta,
                  weight.raw(), float_kind(weight), eps, offset, ro);
   else
-    launch_early(rms_norm_kernel<ADD, O>, dim3(static_cast<unsigned>(x.rows)), dim3(threads_for(x.cols)), 0, x, h, delta, weight.raw(),
+    launch_early(rms_norm_kernel<ADD, O, D>, dim3(static_cast<unsigned>(x.rows)), dim3(threads_for(x.cols)), 0, x, h, delta, weight.raw(),
                  float_kind(weight), eps, offset, ro);
   check_launch(op);
 }
@@ -201,15 +202,23 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, flo
     launch_norm<false, float>(rx, nullptr, Rows<const float>{}, weight, eps, weight_offset, out, "rms_norm");
 }
 
-void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
+namespace {
+template <class D>
+void add_rms_norm_from(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
   const auto rh = rows_of<float>(h, "add_rms_norm");
-  const auto rd = rows_of<const float>(delta, "add_rms_norm");
+  const auto rd = rows_of<const D>(delta, "add_rms_norm");
   if (rh.rows == 0) return;
   const Rows<const float> hx{rh.data, rh.rows, rh.cols, rh.stride};
   if (out.dtype() == DType::bf16)
-    launch_norm<true, __nv_bfloat16>(hx, rh.data, rd, weight, eps, weight_offset, out, "add_rms_norm");
+    launch_norm<true, __nv_bfloat16, D>(hx, rh.data, rd, weight, eps, weight_offset, out, "add_rms_norm");
   else
-    launch_norm<true, float>(hx, rh.data, rd, weight, eps, weight_offset, out, "add_rms_norm");
+    launch_norm<true, float, D>(hx, rh.data, rd, weight, eps, weight_offset, out, "add_rms_norm");
+}
+}  // namespace
+
+void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
+  if (delta.dtype() == DType::bf16) add_rms_norm_from<__nv_bfloat16>(h, delta, weight, eps, out, weight_offset);
+  else add_rms_norm_from<float>(h, delta, weight, eps, out, weight_offset);
 }
 
 void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {

@@ -1,4 +1,6 @@
 // RoPE (rotate-half, partial rotary) and embedding lookup (dense or MLX-quantized tables).
+#include <algorithm>
+
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/host_values.cuh"
 #include "ops/cuda/kernels.h"
@@ -48,37 +50,58 @@ struct RopeStoreArgs {
   float* cache_v;
   int64_t ck_s0, cv_s0;
   int64_t n, d, half;
+  int64_t heads_per_block;  // of the heads + kv_heads, q's first
   const int32_t* positions;
   const float* inv_freq;
   float magnitude;
 };
 
-// Three ranges of threads: the rotating pairs of every q and k head (k's rotated values written to
-// the cache as well), then the dims of k past the rotary ones, then v. No thread reads what another
-// writes, so one launch keeps the four ops' results.
+// Block (t, y): token t's heads [y hpb, (y + 1) hpb) of q's then k's, k's rotated values written to
+// the cache as well, and for each k head among them its dims past the rotary ones and its v row.
+// The block takes its token's cos and sin once, into shared memory, where a thread per pair took
+// them again for every head (a 4,096-token prompt of the 24B shape spent 137 us a layer here, most
+// of it in the double sincos). Values and rounding are rotate_pair's: the bits are the four ops'.
 __global__ void rope_store_kernel(RopeStoreArgs a) {
-  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  extern __shared__ double cos_sin[];  // [half] cos, then [half] sin, times the magnitude
+  wait_for_previous();                 // launched early (common.cuh): nothing is read before the kernel ahead ends
   allow_next_early();
-  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const int64_t pairs = a.n * (a.heads + a.kv_heads) * a.half, kv_width = a.kv_heads * a.d, rest = a.d - 2 * a.half;
-  if (i < pairs) {
-    const int64_t j = i % a.half, h = (i / a.half) % (a.heads + a.kv_heads), t = i / (a.half * (a.heads + a.kv_heads));
-    if (h < a.heads) return rotate_pair(a.q + t * a.q_s0 + h * a.q_s1, j, a.half, a.positions[t], a.inv_freq, a.magnitude, nullptr);
-    const int64_t kh = h - a.heads;
-    return rotate_pair(a.k + t * a.k_s0 + kh * a.d, j, a.half, a.positions[t], a.inv_freq, a.magnitude,
-                       a.cache_k + a.positions[t] * a.ck_s0 + kh * a.d);
+  const int64_t t = blockIdx.x, half = a.half;
+  const int32_t position = a.positions[t];
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+    const float angle = static_cast<float>(position) * a.inv_freq[j];
+    double s, c;
+    sincos(static_cast<double>(angle), &s, &c);
+    cos_sin[j] = c * a.magnitude;
+    cos_sin[half + j] = s * a.magnitude;
   }
-  i -= pairs;
-  if (i < a.n * a.kv_heads * rest) {
-    const int64_t c = 2 * a.half + i % rest, kh = (i / rest) % a.kv_heads, t = i / (rest * a.kv_heads);
-    a.cache_k[a.positions[t] * a.ck_s0 + kh * a.d + c] = a.k[t * a.k_s0 + kh * a.d + c];
-    return;
+  __syncthreads();
+  const int64_t h0 = blockIdx.y * a.heads_per_block, h1 = min(h0 + a.heads_per_block, a.heads + a.kv_heads);
+  for (int64_t i = threadIdx.x; i < (h1 - h0) * half; i += blockDim.x) {
+    const int64_t h = h0 + i / half, j = i % half;
+    float* row = h < a.heads ? a.q + t * a.q_s0 + h * a.q_s1 : a.k + t * a.k_s0 + (h - a.heads) * a.d;
+    const double c = cos_sin[j], s = cos_sin[half + j], x = row[j], y = row[j + half];
+    const float lo = static_cast<float>(x * c - y * s), hi = static_cast<float>(y * c + x * s);
+    row[j] = lo;
+    row[j + half] = hi;
+    if (h >= a.heads) {
+      float* cached = a.cache_k + position * a.ck_s0 + (h - a.heads) * a.d;
+      cached[j] = lo;
+      cached[j + half] = hi;
+    }
   }
-  i -= a.n * a.kv_heads * rest;
-  if (i < a.n * kv_width) {
-    const int64_t c = i % kv_width, t = i / kv_width;
-    a.cache_v[a.positions[t] * a.cv_s0 + c] = a.v[t * a.v_s0 + c];
+  // The block's k heads: their dims past the rotary ones, and their v rows.
+  const int64_t k0 = max(h0, a.heads) - a.heads, k1 = h1 - a.heads;
+  if (k1 <= k0) return;
+  const int64_t rest = a.d - 2 * half, first = k0 * a.d;
+  const float* k = a.k + t * a.k_s0;
+  float* cache_k = a.cache_k + position * a.ck_s0;
+  for (int64_t i = threadIdx.x; i < (k1 - k0) * rest; i += blockDim.x) {
+    const int64_t c = first + (i / rest) * a.d + 2 * half + i % rest;
+    cache_k[c] = k[c];
   }
+  const float* v = a.v + t * a.v_s0;
+  float* cache_v = a.cache_v + position * a.cv_s0;
+  for (int64_t i = threadIdx.x; i < (k1 - k0) * a.d; i += blockDim.x) cache_v[first + i] = v[first + i];
 }
 
 }  // namespace
@@ -116,8 +139,12 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32
   a.positions = device_positions != nullptr ? device_positions : device_ints(HostSlot::positions, positions);
   a.inv_freq = device_table(table.inv_freq());
   a.magnitude = table.magnitude();
-  const int64_t total = a.n * ((a.heads + a.kv_heads) * a.half + a.kv_heads * (a.d - 2 * a.half) + a.kv_heads * a.d);
-  launch_early(rope_store_kernel, dim3(blocks_for(total, 256)), dim3(256), 0, a);
+  // Every head in one block for a prompt; for a few tokens, blocks of two heads, so that a decode
+  // step's dozens of heads spread over as many multiprocessors.
+  const int64_t all_heads = a.heads + a.kv_heads;
+  a.heads_per_block = a.n >= 64 ? all_heads : std::min<int64_t>(all_heads, 2);
+  const dim3 grid(static_cast<unsigned>(a.n), static_cast<unsigned>((all_heads + a.heads_per_block - 1) / a.heads_per_block));
+  launch_early(rope_store_kernel, grid, dim3(256), static_cast<size_t>(2 * a.half) * sizeof(double), a);
   check_launch("rope_and_store");
 }
 
