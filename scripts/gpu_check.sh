@@ -13,7 +13,10 @@
 #                                        the op tests a gtest filter names), --perf[=NAME] (kernel
 #                                        timings at production shapes; NAME picks tests), --bench (the GPU
 #                                        benchmark with the transformers peer), --bench-sanctum (without
-#                                        it); --no-checks first skips the op tests and parity suites.
+#                                        it), --sweep=NAME=V1,V2 and --sweep-prefill=NAME=V1,V2 (decode, or
+#                                        prefill at 4,096 tokens, for each value of a switch, timed in
+#                                        turns; SANCTUM_SWEEP_SHAPES and SANCTUM_SWEEP_ROUNDS narrow it);
+#                                        --no-checks first skips the op tests and parity suites.
 #                                        Logs go to $OUT when set.
 #
 # SANCTUM_CUDA_BUILD and SANCTUM_GPU_DIST move the build folder and the bundle (defaults build-cuda,
@@ -123,6 +126,12 @@ run() {
       --bench-sanctum)
         echo "== benchmark (sanctum only)"
         python3 bench/gpu/run_bench.py --no-peer --out "$out/bench.json" 2>&1 | tee "$out/bench.log" || status=1 ;;
+      --sweep=*|--sweep-prefill=*)
+        local kind=${stage%%=*} setting=${stage#*=} prefill=()
+        [ "$kind" = --sweep-prefill ] && prefill=(--prefill 4096)
+        echo "== ${kind#--} $setting"
+        python3 bench/gpu/decode_sweep.py --shapes "${SANCTUM_SWEEP_SHAPES:-mistral-24b,qwen3_5-27b,qwen3_5_moe-35b-a3b}" --env "$setting" \
+          --rounds "${SANCTUM_SWEEP_ROUNDS:-2}" "${prefill[@]}" --out "$out/sweep-${setting%%=*}.json" 2>&1 | tee -a "$out/sweep.log" || status=1 ;;
       *) echo "unknown stage $stage" >&2; status=1 ;;
     esac
   done
@@ -132,5 +141,6 @@ run() {
 case "${1:-}" in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--ops=FILTER] [--large] [--perf[=NAME]] [--bench | --bench-sanctum]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--ops=FILTER] [--large] [--perf[=NAME]] [--bench | --bench-sanctum]" \
+          "[--sweep=NAME=V1,V2] [--sweep-prefill=NAME=V1,V2]" >&2; exit 2 ;;
 esac
