@@ -764,7 +764,7 @@ TEST_F(Cuda, recorded_step_reads_its_position_from_device_memory) {
 
 // The attention layer's RoPE and KV-cache store in one launch give the four ops' bits: q, k and v
 // as column views of one stacked projection, partial and full rotary dims, a few tokens (blocks of
-// two heads, one of them split between q and k) and a prompt (a block per token), host positions
+// two heads; seven heads leave the last block one) and a prompt (a block per token), host positions
 // and (in a recorded step) device positions.
 TEST_F(Cuda, rope_and_store_gives_the_separate_ops_bits) {
   Rng rng(31);
