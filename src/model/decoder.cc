@@ -218,25 +218,23 @@ class DecoderModel final : public Model {
   // LM head into the kLogits scratch for the rows `which` asks for.
   void run_layers(Tensor& h, const ops::Positions& positions, SequenceState& state, LogitsFor which) {
     const int64_t n = h.dim(0), hidden = config_.hidden_size;
+    // A slot's (n, hidden) scratch: f32, or bf16 (made on first use).
+    auto f32_or_bf16 = [&](size_t slot, Tensor& f32, Tensor& bf16, bool want_bf16) -> Tensor& {
+      if (!want_bf16) return f32;
+      if (!bf16) bf16 = ws_.get_typed(slot, n, hidden, DType::bf16);
+      return bf16;
+    };
     // The normalised input of each sub-block: f32, or bf16 for a sub-block whose projections round it
     // to bf16 anyway (a GPU prompt in the fast mode), which then skip a conversion pass over it.
     Tensor x32 = ws_.get(kNormed, n, hidden), x16;
-    auto input = [&](bool bf16) -> Tensor& {
-      if (!bf16) return x32;
-      if (!x16) x16 = ws_.get_typed(kNormed, n, hidden, DType::bf16);
-      return x16;
-    };
+    auto input = [&](bool bf16) -> Tensor& { return f32_or_bf16(kNormed, x32, x16, bf16); };
     auto attention_input = [&](const Layer& l) -> Tensor& { return input(norm_bf16_ && l.attention && l.attention->takes_bf16_input(n)); };
     auto mlp_input = [&](const Layer& l) -> Tensor& { return input(norm_bf16_ && l.mlp && l.mlp->takes_bf16_input(n)); };
     // Each sub-block's output, which add_rms_norm adds to h: f32, or bf16 where the sub-block's output
     // projection writes it so (a GPU prompt in the fast mode; its residual adds then take the delta
     // rounded to bf16, as a bf16 model's do, and read half the bytes).
     Tensor delta32 = ws_.get(kDelta, n, hidden), delta16;
-    auto delta_of = [&](DType type) -> Tensor& {
-      if (!delta_bf16_ || type != DType::bf16) return delta32;
-      if (!delta16) delta16 = ws_.get_typed(kDelta, n, hidden, DType::bf16);
-      return delta16;
-    };
+    auto delta_of = [&](DType type) -> Tensor& { return f32_or_bf16(kDelta, delta32, delta16, delta_bf16_ && type == DType::bf16); };
     const float off = options_.norm_offset;
     Tensor* x = &attention_input(layers_.front());
     ops::rms_norm(h, layers_.front().input_norm, eps(), *x, off);

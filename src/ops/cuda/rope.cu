@@ -9,17 +9,20 @@ namespace sanctum::ops::cuda {
 
 namespace {
 
-// Rotates the pair (j, j + half) of one head's row v at `position`; cos/sin of the f32 angle in
-// double, as the reference does. The rotated values also go to `copy` when it is set.
-__device__ __forceinline__ void rotate_pair(float* v, int64_t j, int64_t half, int32_t position, const float* inv_freq, float magnitude,
-                                            float* copy) {
+// cos and sin (times the magnitude) of pair j's f32 angle at `position`, in double, as the reference
+// does.
+__device__ __forceinline__ double2 cos_sin_at(int32_t position, int64_t j, const float* inv_freq, float magnitude) {
   const float angle = static_cast<float>(position) * inv_freq[j];
   double s, c;
   sincos(static_cast<double>(angle), &s, &c);
-  c *= magnitude;
-  s *= magnitude;
+  return make_double2(c * magnitude, s * magnitude);
+}
+
+// Rotates the pair (j, j + half) of one head's row v by cs (cos_sin_at). The rotated values also go
+// to `copy` when it is set.
+__device__ __forceinline__ void rotate_pair(float* v, int64_t j, int64_t half, double2 cs, float* copy) {
   const double a = v[j], b = v[j + half];
-  const float lo = static_cast<float>(a * c - b * s), hi = static_cast<float>(b * c + a * s);
+  const float lo = static_cast<float>(a * cs.x - b * cs.y), hi = static_cast<float>(b * cs.x + a * cs.y);
   v[j] = lo;
   v[j + half] = hi;
   if (copy != nullptr) {
@@ -36,7 +39,7 @@ __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t s0, int6
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n * heads * half) return;
   const int64_t j = i % half, h = (i / half) % heads, t = i / (half * heads);
-  rotate_pair(x + t * s0 + h * s1, j, half, positions[t], inv_freq, magnitude, nullptr);
+  rotate_pair(x + t * s0 + h * s1, j, half, cos_sin_at(positions[t], j, inv_freq, magnitude), nullptr);
 }
 
 struct RopeStoreArgs {
@@ -60,34 +63,20 @@ struct RopeStoreArgs {
 // the cache as well, and for each k head among them its dims past the rotary ones and its v row.
 // The block takes its token's cos and sin once, into shared memory, where a thread per pair took
 // them again for every head (a 4,096-token prompt of the 24B shape spent 137 us a layer here, most
-// of it in the double sincos). Values and rounding are rotate_pair's: the bits are the four ops'.
+// of it in the double sincos). The rotation is rope_kernel's: the bits are the four ops'.
 __global__ void rope_store_kernel(RopeStoreArgs a) {
-  extern __shared__ double cos_sin[];  // [half] cos, then [half] sin, times the magnitude
-  wait_for_previous();                 // launched early (common.cuh): nothing is read before the kernel ahead ends
+  extern __shared__ double2 cos_sin[];  // [half] of cos_sin_at
+  wait_for_previous();                  // launched early (common.cuh): nothing is read before the kernel ahead ends
   allow_next_early();
   const int64_t t = blockIdx.x, half = a.half;
   const int32_t position = a.positions[t];
-  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
-    const float angle = static_cast<float>(position) * a.inv_freq[j];
-    double s, c;
-    sincos(static_cast<double>(angle), &s, &c);
-    cos_sin[j] = c * a.magnitude;
-    cos_sin[half + j] = s * a.magnitude;
-  }
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) cos_sin[j] = cos_sin_at(position, j, a.inv_freq, a.magnitude);
   __syncthreads();
   const int64_t h0 = blockIdx.y * a.heads_per_block, h1 = min(h0 + a.heads_per_block, a.heads + a.kv_heads);
   for (int64_t i = threadIdx.x; i < (h1 - h0) * half; i += blockDim.x) {
     const int64_t h = h0 + i / half, j = i % half;
-    float* row = h < a.heads ? a.q + t * a.q_s0 + h * a.q_s1 : a.k + t * a.k_s0 + (h - a.heads) * a.d;
-    const double c = cos_sin[j], s = cos_sin[half + j], x = row[j], y = row[j + half];
-    const float lo = static_cast<float>(x * c - y * s), hi = static_cast<float>(y * c + x * s);
-    row[j] = lo;
-    row[j + half] = hi;
-    if (h >= a.heads) {
-      float* cached = a.cache_k + position * a.ck_s0 + (h - a.heads) * a.d;
-      cached[j] = lo;
-      cached[j + half] = hi;
-    }
+    if (h < a.heads) rotate_pair(a.q + t * a.q_s0 + h * a.q_s1, j, half, cos_sin[j], nullptr);
+    else rotate_pair(a.k + t * a.k_s0 + (h - a.heads) * a.d, j, half, cos_sin[j], a.cache_k + position * a.ck_s0 + (h - a.heads) * a.d);
   }
   // The block's k heads: their dims past the rotary ones, and their v rows.
   const int64_t k0 = max(h0, a.heads) - a.heads, k1 = h1 - a.heads;
@@ -144,7 +133,7 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32
   const int64_t all_heads = a.heads + a.kv_heads;
   a.heads_per_block = a.n >= 64 ? all_heads : std::min<int64_t>(all_heads, 2);
   const dim3 grid(static_cast<unsigned>(a.n), static_cast<unsigned>((all_heads + a.heads_per_block - 1) / a.heads_per_block));
-  launch_early(rope_store_kernel, grid, dim3(256), static_cast<size_t>(2 * a.half) * sizeof(double), a);
+  launch_early(rope_store_kernel, grid, dim3(256), static_cast<size_t>(a.half) * sizeof(double2), a);
   check_launch("rope_and_store");
 }
 
