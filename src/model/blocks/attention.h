@@ -17,6 +17,18 @@ struct AttentionShape {
   int64_t hidden = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
 };
 
+// An attention block's `prefix`.{q,k,v,o}_proj, q of q_rows rows (the queries, or the queries with
+// their gates), each prepared for its device, and q, k and v stacked where they can be (qkv, or empty
+// with the three kept apart).
+struct AttentionProjections {
+  AttentionProjections() = default;
+  AttentionProjections(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& shape, int64_t q_rows, const QuantConfig& quant);
+  size_t nbytes() const { return qkv.nbytes() + q.nbytes() + k.nbytes() + v.nbytes() + o.nbytes(); }
+
+  Weight q, k, v, o;
+  Weight qkv;
+};
+
 class AttentionBlock {
  public:
   AttentionBlock() = default;
@@ -38,8 +50,7 @@ class AttentionBlock {
 
  private:
   AttentionShape shape_;
-  Weight q_, k_, v_, o_;
-  Weight qkv_;  // q, k and v stacked (GPU), or empty with the three kept apart
+  AttentionProjections w_;
   Tensor q_bias_, k_bias_, v_bias_;
 };
 

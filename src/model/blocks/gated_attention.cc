@@ -14,16 +14,9 @@ enum Slot : size_t { kQueryGate = 300, kQuery, kKey, kValue, kAttn, kStacked };
 
 GatedAttentionBlock::GatedAttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& s, float norm_eps,
                                          float norm_offset, const QuantConfig& quant)
-    : shape_(s), eps_(norm_eps), norm_offset_(norm_offset) {
-  const int64_t q_dim = s.n_heads * s.head_dim, kv_dim = s.n_kv_heads * s.head_dim;
-  q_ = ckpt.linear(prefix + "q_proj", 2 * q_dim, s.hidden, quant);
-  k_ = ckpt.linear(prefix + "k_proj", kv_dim, s.hidden, quant);
-  v_ = ckpt.linear(prefix + "v_proj", kv_dim, s.hidden, quant);
-  o_ = ckpt.linear(prefix + "o_proj", s.hidden, q_dim, quant);
+    : shape_(s), eps_(norm_eps), norm_offset_(norm_offset), w_(ckpt, prefix, s, 2 * s.n_heads * s.head_dim, quant) {
   q_norm_ = ckpt.tensor(prefix + "q_norm.weight", {s.head_dim});
   k_norm_ = ckpt.tensor(prefix + "k_norm.weight", {s.head_dim});
-  for (Weight* w : {&q_, &k_, &v_, &o_}) ops::prepare_weight(*w);
-  qkv_ = stack_linears(ckpt, {&q_, &k_, &v_}, prefix + "{q,k,v}_proj");
 }
 
 void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
@@ -34,9 +27,9 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
   // (n, H, 2D): per head the query then its gate; split into contiguous buffers. The new K/V rows
   // are stored into the cache once normalised and rotated.
   Tensor qg, k, v;
-  if (qkv_.rows > 0) {  // one mat-vec, then views of its columns: [q and gate | k | v]
+  if (w_.qkv.rows > 0) {  // one mat-vec, then views of its columns: [q and gate | k | v]
     Tensor all = ws.get(kStacked, n, 2 * (H + KV) * D);
-    ops::matmul(x, qkv_, all);
+    ops::matmul(x, w_.qkv, all);
     qg = all.slice(1, 0, 2 * H * D);
     k = all.slice(1, 2 * H * D, (2 * H + KV) * D);
     v = all.slice(1, (2 * H + KV) * D, 2 * (H + KV) * D);
@@ -51,9 +44,9 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
     qg = ws.get(kQueryGate, n, 2 * H * D);
     k = ws.get(kKey, n, KV * D);
     v = ws.get(kValue, n, KV * D);
-    ops::matmul(x, q_, qg);
-    ops::matmul(x, k_, k);
-    ops::matmul(x, v_, v);
+    ops::matmul(x, w_.q, qg);
+    ops::matmul(x, w_.k, k);
+    ops::matmul(x, w_.v, v);
   }
   // Per head the query then its gate, left where the projection wrote them: the q norm reads its rows
   // there and writes q contiguous, and the gate is read in place (on a GPU, copying them out had put
@@ -77,9 +70,9 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
   ops::attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
   Tensor attn_heads = attn.reshape({n * H, D});
   ops::sigmoid_mul(attn_heads, gate_heads, attn_heads);
-  ops::matmul(attn, o_, out);
+  ops::matmul(attn, w_.o, out);
 }
 
-DType GatedAttentionBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(o_, n, o_.data.device()); }
+DType GatedAttentionBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(w_.o, n, w_.o.data.device()); }
 
 }  // namespace sanctum

@@ -28,13 +28,12 @@ class GatedAttentionBlock {
   // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in
   // the fast mode; add_rms_norm reads it), else f32.
   DType output_dtype(int64_t n) const;
-  size_t weight_bytes() const { return qkv_.nbytes() + q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + q_norm_.nbytes() + k_norm_.nbytes(); }
+  size_t weight_bytes() const { return w_.nbytes() + q_norm_.nbytes() + k_norm_.nbytes(); }
 
  private:
   AttentionShape shape_;
   float eps_ = 1e-6f, norm_offset_ = 0.0f;
-  Weight q_, k_, v_, o_;
-  Weight qkv_;  // q (with its gate), k and v stacked (GPU), or empty with the three kept apart
+  AttentionProjections w_;  // q with its gate
   Tensor q_norm_, k_norm_;
 };
 
