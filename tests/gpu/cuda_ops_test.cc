@@ -1026,24 +1026,31 @@ TEST_F(Cuda, conv1d_with_rolling_state_across_calls) {
   }
 }
 
-TEST_F(Cuda, gated_delta_rule_decode_and_prefill_including_odd_key_dims) {
-  Rng rng(21);
-  for (auto [hk, dk, hv, dv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 32, 4, 32}, {2, 128, 6, 128}, {1, 48, 3, 40}}) {
+// The gated delta rule on the GPU against the reference for each (key heads, key dim, value heads,
+// value dim), over calls of `lengths` tokens in turn, the state carried from one call to the next.
+void expect_gated_delta_matches_reference(Rng& rng, std::initializer_list<std::tuple<int64_t, int64_t, int64_t, int64_t>> shapes,
+                                          std::initializer_list<int64_t> lengths, DType dt_bias_type) {
+  for (auto [hk, dk, hv, dv] : shapes) {
     ops::GatedDeltaShape s{hk, dk, hv, dv};
-    Tensor a_log = test::random_tensor({hv}, DType::f32, rng, 0.5f), dt_bias = test::random_tensor({hv}, DType::bf16, rng, 0.5f);
+    Tensor a_log = test::random_tensor({hv}, DType::f32, rng, 0.5f), dt_bias = test::random_tensor({hv}, dt_bias_type, rng, 0.5f);
     Tensor state_ref = test::random_tensor({hv, dv, dk}, DType::f32, rng, 0.1f);
     Tensor state_gpu = gpu(state_ref);
-    for (int64_t n : {1, 7, 130}) {
+    for (int64_t n : lengths) {
       Tensor q = test::random_tensor({n, hk * dk}, DType::f32, rng), k = test::random_tensor({n, hk * dk}, DType::f32, rng);
       Tensor v = test::random_tensor({n, hv * dv}, DType::f32, rng), a = test::random_tensor({n, hv}, DType::f32, rng);
       Tensor b = test::random_tensor({n, hv}, DType::f32, rng);
       Tensor ref = Tensor::zeros({n, hv * dv}, DType::f32), out = Tensor::zeros({n, hv * dv}, DType::f32, Device::cuda);
       ops::ref::gated_delta_rule(q, k, v, a, b, a_log, dt_bias, s, state_ref, ref);
       ops::gated_delta_rule(gpu(q), gpu(k), gpu(v), gpu(a), gpu(b), gpu(a_log), gpu(dt_bias), s, state_gpu, out);
-      EXPECT_LE(relative_error(out, ref), 1e-4) << "dk=" << dk << " n=" << n;
-      EXPECT_LE(relative_error(state_gpu, state_ref), 1e-4) << "dk=" << dk << " n=" << n;
+      EXPECT_LE(relative_error(out, ref), 1e-4) << "dk=" << dk << " dv=" << dv << " n=" << n;
+      EXPECT_LE(relative_error(state_gpu, state_ref), 1e-4) << "dk=" << dk << " dv=" << dv << " n=" << n;
     }
   }
+}
+
+TEST_F(Cuda, gated_delta_rule_decode_and_prefill_including_odd_key_dims) {
+  Rng rng(21);
+  expect_gated_delta_matches_reference(rng, {{2, 32, 4, 32}, {2, 128, 6, 128}, {1, 48, 3, 40}}, {1, 7, 130}, DType::bf16);
 }
 
 // Decode takes a kernel of its own for one token; token by token it gives the bits of the walk over
@@ -1093,22 +1100,7 @@ TEST_F(Cuda, conv1d_parallel_prefill_for_other_kernel_sizes) {
 TEST_F(Cuda, gated_delta_rule_long_prefill_and_wide_key_heads) {
   Rng rng(28);
   // 1000 tokens cross many staged tiles with a partial last one; dk=256 takes the 8-token tiles.
-  for (auto [hk, dk, hv, dv] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 128, 6, 128}, {1, 256, 2, 72}, {2, 64, 2, 20}}) {
-    ops::GatedDeltaShape s{hk, dk, hv, dv};
-    Tensor a_log = test::random_tensor({hv}, DType::f32, rng, 0.5f), dt_bias = test::random_tensor({hv}, DType::f32, rng, 0.5f);
-    Tensor state_ref = test::random_tensor({hv, dv, dk}, DType::f32, rng, 0.1f);
-    Tensor state_gpu = gpu(state_ref);
-    for (int64_t n : {1000, 1, 65}) {
-      Tensor q = test::random_tensor({n, hk * dk}, DType::f32, rng), k = test::random_tensor({n, hk * dk}, DType::f32, rng);
-      Tensor v = test::random_tensor({n, hv * dv}, DType::f32, rng), a = test::random_tensor({n, hv}, DType::f32, rng);
-      Tensor b = test::random_tensor({n, hv}, DType::f32, rng);
-      Tensor ref = Tensor::zeros({n, hv * dv}, DType::f32), out = Tensor::zeros({n, hv * dv}, DType::f32, Device::cuda);
-      ops::ref::gated_delta_rule(q, k, v, a, b, a_log, dt_bias, s, state_ref, ref);
-      ops::gated_delta_rule(gpu(q), gpu(k), gpu(v), gpu(a), gpu(b), gpu(a_log), gpu(dt_bias), s, state_gpu, out);
-      EXPECT_LE(relative_error(out, ref), 1e-4) << "dk=" << dk << " n=" << n;
-      EXPECT_LE(relative_error(state_gpu, state_ref), 1e-4) << "dk=" << dk << " n=" << n;
-    }
-  }
+  expect_gated_delta_matches_reference(rng, {{2, 128, 6, 128}, {1, 256, 2, 72}, {2, 64, 2, 20}}, {1000, 1, 65}, DType::f32);
 }
 
 TEST_F(Cuda, gated_rms_norm_in_place) {
