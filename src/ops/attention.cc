@@ -15,8 +15,10 @@ Device check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_
   detail::require_defined(kOp, "v", v);
   detail::require_defined(kOp, "out", out);
   const Device device = detail::require_one_device(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}});
+  // out may be bf16 on the GPU, contiguous (attention_output_dtype).
+  if (device != Device::cuda || out.dtype() != DType::bf16 || !out.is_contiguous()) detail::require_dtype(kOp, "out", out, DType::f32);
   for (const auto& [name, t] : {detail::Named{"q", &q}, detail::Named{"k", &k}, detail::Named{"v", &v}, detail::Named{"out", &out}}) {
-    detail::require_dtype(kOp, name, *t, DType::f32);
+    if (t != &out) detail::require_dtype(kOp, name, *t, DType::f32);
     SANCTUM_REQUIRE(t->ndim() == 3, kOp, std::string(name) + " must be 3-D (tokens, heads, head_dim), got " + t->shape_string());
     detail::require_inner_contiguous(kOp, name, *t);
   }
@@ -51,6 +53,10 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Position
   if (device == Device::cuda) return cuda::attention(q, k, v, positions.first(), device_first, scale, out);
   const int64_t first = device_first != nullptr ? device_first[0] : positions.first(), end = first + q.dim(0);
   cpu::attention(q, k.slice(0, 0, end), v.slice(0, 0, end), first, scale, out);
+}
+
+DType attention_output_dtype(int64_t queries, int64_t head_dim, Device device) {
+  return device == Device::cuda && cuda::attention_gives_bf16(queries, head_dim) ? DType::bf16 : DType::f32;
 }
 
 }  // namespace sanctum::ops

@@ -19,4 +19,11 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
 // device, so a recorded decode step stays valid as the sequence grows.
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, Tensor& out);
 
+// The element type attention over `queries` queries of head_dim on `device` may also write out in:
+// bf16 where the GPU's tensor-core prefill kernel computes it (the fast mode, long prompts, head dim
+// 128 on Hopper), which then rounds each f32 result once on its way out, else f32. For an output
+// projection that rounds its input to bf16 anyway (matmul_input_dtype): half the bytes and no
+// conversion pass. Elsewhere bf16 out is the f32 result rounded. SANCTUM_ATTENTION_BF16_OUT=0: f32 only.
+DType attention_output_dtype(int64_t queries, int64_t head_dim, Device device);
+
 }  // namespace sanctum::ops

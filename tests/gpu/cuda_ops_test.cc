@@ -1007,6 +1007,39 @@ TEST_F(Cuda, wgmma_flash_attention_matches_the_mma_sync_kernel) {
   EXPECT_FALSE(ops::cuda::attention_flash_wgmma_ok(ops::cuda::attn_view(q, kv, kv, 0, nullptr, 0.125f, out)));
 }
 
+// Attention into bf16 (attention_output_dtype): the f32 result rounded once, bit for bit, whether
+// the Hopper kernel writes it (head dim 128, long prompts) or another path's f32 result is rounded
+// (head dim 64, or no sm_90a code); offered only where the Hopper kernel runs, and never in the
+// exact mode or on the CPU.
+TEST_F(Cuda, attention_bf16_out_is_the_f32_out_rounded) {
+  Rng rng(31);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  struct Shape {
+    int64_t n, pos0, heads, kv_heads, d;
+  };
+  for (Shape c : {Shape{300, 0, 6, 2, 128}, Shape{129, 2048, 4, 1, 128}, Shape{1000, 37, 32, 8, 128}, Shape{100, 5, 4, 2, 64}}) {
+    const int64_t keys = c.pos0 + c.n;
+    const Tensor q = gpu(test::random_tensor({c.n, c.heads, c.d}, DType::f32, rng));
+    const Tensor k = gpu(test::random_tensor({keys, c.kv_heads, c.d}, DType::f32, rng)), v = gpu(test::random_tensor({keys, c.kv_heads, c.d}, DType::f32, rng));
+    Tensor f32 = Tensor::zeros({c.n, c.heads, c.d}, DType::f32, Device::cuda), b16 = Tensor::zeros({c.n, c.heads, c.d}, DType::bf16, Device::cuda);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    ops::attention(q, k, v, c.pos0, scale, f32);
+    ops::attention(q, k, v, c.pos0, scale, b16);
+    const std::string what = "n=" + std::to_string(c.n) + " d=" + std::to_string(c.d);
+    EXPECT_EQ(not_rounded(b16, f32), 0) << what;
+    EXPECT_EQ(ops::attention_output_dtype(c.n, c.d, Device::cuda) == DType::bf16, c.d == 128 && ops::cuda::wg::wgmma_runs()) << what;
+  }
+  EXPECT_EQ(ops::attention_output_dtype(63, 128, Device::cuda), DType::f32) << "under 64 queries";
+  EXPECT_EQ(ops::attention_output_dtype(300, 128, Device::cpu), DType::f32) << "CPU";
+  {
+    PrecisionScope exact(ops::MatmulPrecision::f32);
+    EXPECT_EQ(ops::attention_output_dtype(300, 128, Device::cuda), DType::f32) << "exact mode";
+  }
+  Tensor q = test::random_tensor({4, 2, 16}, DType::f32, rng), kv = test::random_tensor({4, 2, 16}, DType::f32, rng);
+  Tensor cpu_b16 = Tensor::zeros({4, 2, 16}, DType::bf16);
+  EXPECT_THROW(ops::attention(q, kv, kv, 0, 0.25f, cpu_b16), Error) << "bf16 out on the CPU";
+}
+
 TEST_F(Cuda, conv1d_with_rolling_state_across_calls) {
   Rng rng(20);
   for (int64_t channels : {5, 130, 1024}) {

@@ -76,6 +76,9 @@ TEST(Attention, bad_arguments_raise_errors) {
   EXPECT_THROW(ops::attention(q, k_hd, k_hd, 0, 1.0f, out), Error);
   Tensor cuda = Tensor::view_of(q.raw(), {2, 4, 16}, DType::f32, nullptr, Device::cuda);
   EXPECT_THROW(ops::attention(cuda, k2, k2, 0, 1.0f, out), Error);
+  Tensor out16 = Tensor::zeros({2, 4, 16}, DType::bf16);  // bf16 out is the GPU's alone
+  EXPECT_THROW(ops::attention(q, k2, k2, 3, 1.0f, out16), Error);
+  EXPECT_EQ(ops::attention_output_dtype(4096, 128, Device::cpu), DType::f32);
   ops::attention(q, k2, k2, 3, 1.0f, out);
 }
 

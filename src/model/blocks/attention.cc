@@ -66,7 +66,10 @@ void AttentionBlock::forward(const Tensor& x, const ops::Positions& positions, K
   Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
   ops::rope_and_store(q3, k3, v, positions, rope, cached_k, cached_v);
 
-  Tensor attn = ws.get(kAttn, n, H * D);
+  // In bf16 where the kernel computes it so and the output projection rounds its input anyway (a GPU
+  // prompt in the fast mode): half the bytes, and no conversion pass before the GEMM.
+  const bool bf16 = ops::matmul_input_dtype(w_.o, n, x.device()) == DType::bf16 && ops::attention_output_dtype(n, D, x.device()) == DType::bf16;
+  Tensor attn = bf16 ? ws.get_typed(kAttn, n, H * D, DType::bf16) : ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
   ops::attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
   ops::matmul(attn, w_.o, out);

@@ -7,8 +7,11 @@
 // prefill to attention_paths.cuh.
 #include <algorithm>
 
+#include "base/env.h"
 #include "ops/cuda/attention_paths.cuh"
+#include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/convert.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/precision.h"
 
@@ -176,6 +179,23 @@ Tensor& partial_scratch() {
 // cuBLAS for other head dims); below it the 64-query tiles are mostly empty.
 constexpr int64_t kGemmMinQueries = 64;
 
+namespace {
+// bf16 out from the paths that write f32 only: their f32 result, rounded once.
+Tensor& f32_out_scratch() {
+  static Tensor t;
+  return t;
+}
+bool bf16_out_enabled() {
+  static const bool on = !switched_off("SANCTUM_ATTENTION_BF16_OUT");
+  return on;
+}
+}  // namespace
+
+bool attention_gives_bf16(int64_t queries, int64_t head_dim) {
+  return bf16_out_enabled() && matmul_precision() != MatmulPrecision::f32 && queries >= kGemmMinQueries && head_dim == 128 &&
+         attention_flash_wgmma_present();
+}
+
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out) {
   check(q.dim(2) <= 256, ErrorKind::unsupported, "[attention] cuda supports head_dim up to 256, got " + std::to_string(q.dim(2)));
   if (q.dim(0) == 0) return;
@@ -183,6 +203,14 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   // Exact mode keeps every query on the flash kernel without key splits, so a query's bits do not
   // depend on how many queries share its forward (prefill k + decode == full prefill, bitwise).
   const bool exact = matmul_precision() == MatmulPrecision::f32;
+  if (out.dtype() == DType::bf16) {
+    if (view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr && attention_flash_wgmma_ok(view)) return attention_flash_wgmma(view);
+    const int64_t values = out.numel();
+    Tensor f32 = Tensor::view_of(scratch_bytes(f32_out_scratch(), static_cast<size_t>(values) * 4), {out.dim(0), out.dim(1), out.dim(2)},
+                                 DType::f32, nullptr, Device::cuda);
+    attention(q, k, v, q_pos0, device_q_pos0, scale, f32);
+    return rows_to_bf16(f32.data<float>(), out.dim(2), values / out.dim(2), out.dim(2), static_cast<__nv_bfloat16*>(out.raw()));
+  }
   if (view.n <= kDecodeMaxQueries && !exact) return attention_decode(view);
   if (view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr) {
     if (attention_flash_wgmma_ok(view)) return attention_flash_wgmma(view);

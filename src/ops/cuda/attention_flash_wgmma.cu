@@ -42,7 +42,8 @@ constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // + room to align t
 struct WgmmaArgs {
   const __nv_bfloat16* q;   // [heads][n][128]
   const uint8_t* kv;        // [kv_heads][tiles][K | V][2][64 keys][64], swizzled
-  float* out;
+  float* out;               // or, where set, out16: the rows rounded to bf16 once (for a GEMM that rounds them anyway)
+  __nv_bfloat16* out16;
   int64_t o_s0, o_s1;
   int64_t n, q_pos0;
   int64_t tiles;            // key tiles per KV head
@@ -296,18 +297,18 @@ __global__ void __launch_bounds__(kGroups * 128, 1) flash_wgmma(WgmmaArgs a) {
     l_b += __shfl_xor_sync(0xffffffffu, l_b, x);
   }
   const int64_t qa_row = group_q0 + 16 * (warp & 3) + g, qb_row = qa_row + 8;
-  if (qa_row < a.n) {
-    float* out = a.out + qa_row * a.o_s0 + h * a.o_s1 + 2 * t;
-    const float inv = 1.0f / l_a;
+  // Row qa takes the lane's values 4 j and 4 j + 1, row qb 4 j + 2 and 4 j + 3.
+  auto store_row = [&](int64_t row, int e, float inv) {
+    const int64_t at = row * a.o_s0 + h * a.o_s1 + 2 * t;
 #pragma unroll
-    for (int j = 0; j < kD / 8; ++j) *reinterpret_cast<float2*>(out + 8 * j) = make_float2(o[4 * j] * inv, o[4 * j + 1] * inv);
-  }
-  if (qb_row < a.n) {
-    float* out = a.out + qb_row * a.o_s0 + h * a.o_s1 + 2 * t;
-    const float inv = 1.0f / l_b;
-#pragma unroll
-    for (int j = 0; j < kD / 8; ++j) *reinterpret_cast<float2*>(out + 8 * j) = make_float2(o[4 * j + 2] * inv, o[4 * j + 3] * inv);
-  }
+    for (int j = 0; j < kD / 8; ++j) {
+      const float lo = o[4 * j + e] * inv, hi = o[4 * j + e + 1] * inv;
+      if (a.out16) *reinterpret_cast<uint32_t*>(a.out16 + at + 8 * j) = tc::bf16_pair(lo, hi);
+      else *reinterpret_cast<float2*>(a.out + at + 8 * j) = make_float2(lo, hi);
+    }
+  };
+  if (qa_row < a.n) store_row(qa_row, 0, 1.0f / l_a);
+  if (qb_row < a.n) store_row(qb_row, 2, 1.0f / l_b);
 #else
   __trap();  // never launched: the host offers this kernel only where wgmma_runs() found it
 #endif
@@ -333,6 +334,8 @@ Tensor& kv_tiles_scratch() {
 
 }  // namespace
 
+bool attention_flash_wgmma_present() { return wgmma_flash_present(); }
+
 bool attention_flash_wgmma_ok(const AttnView& a) { return a.d == kD && a.scale > 0.0f && attention_flash_bf16_ok(a) && wgmma_flash_present(); }
 
 void attention_flash_wgmma(const AttnView& a) {
@@ -347,6 +350,7 @@ void attention_flash_wgmma(const AttnView& a) {
   f.q = q;
   f.kv = reinterpret_cast<const uint8_t*>(kv);
   f.out = a.out;
+  f.out16 = a.out16;
   f.o_s0 = a.o_s0;
   f.o_s1 = a.o_s1;
   f.n = a.n;

@@ -22,15 +22,19 @@ struct AttnView {
   int64_t key_rows;              // rows of k and v, which the decode kernel's launch is sized by
   int d;
   float scale;
+  __nv_bfloat16* out16 = nullptr;  // out in bf16 instead (attention_flash_wgmma only; out is then null)
 };
 
-// The view of ops::attention's f32 tensors: q and out (n, heads, d), k and v (key rows, kv heads, d).
+// The view of ops::attention's tensors: q and out (n, heads, d), k and v (key rows, kv heads, d), all
+// f32 but out, which may be bf16 (out16).
 inline AttnView attn_view(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale,
                           Tensor& out) {
+  const bool bf16 = out.dtype() == DType::bf16;
   return AttnView{q.data<float>(), q.stride(0),   q.stride(1), k.data<float>(), v.data<float>(),
-                  k.stride(0),     k.stride(1),   v.stride(0), v.stride(1),     out.data<float>(),
+                  k.stride(0),     k.stride(1),   v.stride(0), v.stride(1),     bf16 ? nullptr : out.data<float>(),
                   out.stride(0),   out.stride(1), q.dim(0),    q_pos0,          q.dim(1),
-                  k.dim(1),        device_q_pos0, k.dim(0),    static_cast<int>(q.dim(2)), scale};
+                  k.dim(1),        device_q_pos0, k.dim(0),    static_cast<int>(q.dim(2)), scale,
+                  bf16 ? static_cast<__nv_bfloat16*>(out.raw()) : nullptr};
 }
 
 // Up to this many queries go to the decode kernel.
@@ -50,8 +54,10 @@ void attention_flash_bf16(const AttnView& a);
 __nv_bfloat16* bf16_head_major(const float* src, int64_t s0, int64_t s1, int64_t rows, int64_t heads, int d, __nv_bfloat16* dst);
 
 // The same long prefill on Hopper's warpgroup MMA (attention_flash_wgmma.cu), where it runs: head dim
-// 128, the flash kernel's inputs, an sm_90 GPU with sm_90a code (SANCTUM_FLASH_WGMMA=0: never).
+// 128, the flash kernel's inputs, an sm_90 GPU with sm_90a code (SANCTUM_FLASH_WGMMA=0: never). It
+// also writes out16 where that is set.
 bool attention_flash_wgmma_ok(const AttnView& a);
+bool attention_flash_wgmma_present();  // the GPU and build run it (head dim and inputs aside)
 void attention_flash_wgmma(const AttnView& a);
 
 // Long prefill in the fast precision mode for the other head dims: per KV head and query block,
