@@ -203,8 +203,9 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   // Exact mode keeps every query on the flash kernel without key splits, so a query's bits do not
   // depend on how many queries share its forward (prefill k + decode == full prefill, bitwise).
   const bool exact = matmul_precision() == MatmulPrecision::f32;
+  const bool tensor_core_prefill = view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr;
   if (out.dtype() == DType::bf16) {
-    if (view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr && attention_flash_wgmma_ok(view)) return attention_flash_wgmma(view);
+    if (tensor_core_prefill && attention_flash_wgmma_ok(view)) return attention_flash_wgmma(view);
     const int64_t values = out.numel();
     Tensor f32 = Tensor::view_of(scratch_bytes(f32_out_scratch(), static_cast<size_t>(values) * 4), {out.dim(0), out.dim(1), out.dim(2)},
                                  DType::f32, nullptr, Device::cuda);
@@ -212,7 +213,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
     return rows_to_bf16(f32.data<float>(), out.dim(2), values / out.dim(2), out.dim(2), static_cast<__nv_bfloat16*>(out.raw()));
   }
   if (view.n <= kDecodeMaxQueries && !exact) return attention_decode(view);
-  if (view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr) {
+  if (tensor_core_prefill) {
     if (attention_flash_wgmma_ok(view)) return attention_flash_wgmma(view);
     return attention_flash_bf16_ok(view) ? attention_flash_bf16(view) : attention_gemm(view);
   }
