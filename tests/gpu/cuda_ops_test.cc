@@ -18,6 +18,7 @@
 #include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/wgmma.cuh"
 #include "ops/cuda/matvec_mma.cuh"
+#include "ops/cuda/matvec_split.h"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
@@ -292,6 +293,21 @@ TEST_F(Cuda, tiled_weights_reorder_exactly_and_multiply_like_the_row_layout) {
       }
 }
 
+// The dense mat-vec's warps per row tile on an H200 (132 multiprocessors, two blocks each): fewer,
+// longer blocks only where they still fill whole waves and the waves save 5% or more.
+TEST(MatvecSplit, fewer_longer_blocks_only_where_whole_waves_pay) {
+  using ops::cuda::tiles::column_split;
+  using ops::cuda::tiles::dense_column_split;
+  auto dense = [](int64_t rows, int64_t cols) { return dense_column_split(rows / 16, 2, cols / 64, 132, 2); };
+  EXPECT_EQ(column_split(65536 / 16, 2, 80, 132), 8);
+  EXPECT_EQ(dense(65536, 5120), 1) << "24B gate/up: 256 blocks of 8 row-tile pairs, one wave, against 2,048 blocks";
+  EXPECT_EQ(dense(34816, 5120), 8) << "27B gate/up: 1,088 blocks make 4.1 waves; 272 would make 1.03";
+  EXPECT_EQ(dense(16480, 5120), 4) << "27B q/k/v/z: 258 blocks in one wave against 515 in 1.95";
+  EXPECT_EQ(dense(131072, 5120), column_split(8192, 2, 80, 132)) << "24B LM head: under 5% to gain";
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 5120}, {5120, 4096}, {5120, 32768}, {12352, 2048}, {8192, 2048}, {1024, 17408}})
+    EXPECT_EQ(dense(rows, cols), column_split(rows / 16, 2, cols / 64, 132)) << rows << " x " << cols << ": under a wave of blocks";
+}
+
 // Gate and up stacked and tiled: the fused mat-vec leaves silu(gate) * up with the bits of the
 // matmul into both halves followed by silu_mul, for shapes that take one, two, four and eight
 // warps per row tile, column parts (2,048 x 17,408), groups of 64 and 128, bf16 and f16 scales,
@@ -319,6 +335,19 @@ TEST_F(Cuda, tiled_gate_up_silu_mul_gives_matmul_then_silu_mul_bits) {
           EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0) << what << " n=" << n;
         }
       }
+  {  // the 24B shape's gate/up, which takes one warp per row tile (MatvecSplit above)
+    const Weight tiled = tiled_on_gpu(test::random_quantized(65536, 5120, 4, 64, DType::bf16, rng));
+    for (int64_t n : {1, 8}) {
+      const Tensor x = gpu(test::random_tensor({n, 5120}, DType::f32, rng));
+      Tensor both = Tensor::zeros({n, 65536}, DType::f32, Device::cuda), act = Tensor::zeros({n, 32768}, DType::f32, Device::cuda);
+      Tensor fused = Tensor::zeros({n, 32768}, DType::f32, Device::cuda);
+      ops::matmul(x, tiled, both);
+      ops::silu_mul(both.slice(1, 0, 32768), both.slice(1, 32768, 65536), act);
+      ops::matmul_silu_mul(x, tiled, fused);
+      const Tensor want = host(act), got = host(fused);
+      EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0) << "65536 x 5120 n=" << n;
+    }
+  }
   const Weight w = test::random_quantized(96, 640, 4, 64, DType::bf16, rng);
   const Weight tiled = tiled_on_gpu(w), rows = gpu(w);
   const Tensor one = gpu(test::random_tensor({1, 640}, DType::f32, rng)), prompt = gpu(test::random_tensor({9, 640}, DType::f32, rng));

@@ -35,8 +35,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "base/env.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/matvec_mma_kernel.cuh"
+#include "ops/cuda/matvec_split.h"
 #include "ops/cuda/moe_route.cuh"
 
 namespace sanctum::ops::cuda::tiles {
@@ -469,13 +471,16 @@ inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y
               1, static_cast<int>(w.cols / 64)};
 }
 
-// Warps per row tile splitting its columns: enough warps in all to keep every multiprocessor's loads
-// in flight, while each warp keeps four or more column tiles.
-inline int column_split(int64_t row_tiles, int rt, int64_t k_tiles) {
-  const int64_t groups = (row_tiles + rt - 1) / rt, target = int64_t{64} * multiprocessor_count();
-  int ks = 1;
-  while (ks < kWarps && groups * ks < target && k_tiles >= 4 * ks) ks *= 2;
-  return ks;
+static_assert(kSplitWarps == kWarps, "matvec_split.h counts the block's warps");
+
+inline int column_split(int64_t row_tiles, int rt, int64_t k_tiles) { return tiles::column_split(row_tiles, rt, k_tiles, multiprocessor_count()); }
+
+// Where fewer, longer blocks pay (matvec_split.h; SANCTUM_MATVEC_SPLIT_WAVES=0: column_split alone,
+// for comparisons).
+template <int MINB>
+int dense_split(int64_t row_tiles, int rt, int64_t k_tiles) {
+  static const bool waves = !switched_off("SANCTUM_MATVEC_SPLIT_WAVES");
+  return waves ? dense_column_split(row_tiles, rt, k_tiles, multiprocessor_count(), MINB) : column_split(row_tiles, rt, k_tiles);
 }
 
 // The column parts' workspace (matvec_tiles.cu): made once at its full size, so that the addresses
@@ -532,7 +537,7 @@ void launch(Args a, int max_parts = 1) {
 
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
 void launch_split(const Args& a, int max_parts = kMaxParts) {
-  switch (column_split(a.row_tiles, RT, a.k_tiles)) {
+  switch (dense_split<MINB>(a.row_tiles, RT, a.k_tiles)) {
     case 1: return launch<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
     case 2: return launch<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
     case 4: return launch<S, 4, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
