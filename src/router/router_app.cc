@@ -101,12 +101,7 @@ void RouterApp::handle(server::Exchange& ex) {
 void RouterApp::dispatch(server::Exchange& ex, const std::string& identity, ProxyOutcome& outcome) {
   const server::HttpRequest& req = ex.request();
   const std::string& path = req.path;
-  auto only = [&](const char* route, const char* allowed) {
-    ex.route = route;
-    if (req.method == allowed) return true;
-    ex.respond(405, "application/json", error_body(server::method_not_allowed(req.method, path)), {{"Allow", allowed}});
-    return false;
-  };
+  auto only = [&](const char* route, const char* allowed) { return ex.allow_only(route, allowed); };
   if (path == "/health") {
     if (!only("/health", "GET")) return;
     if (draining()) {
@@ -128,8 +123,7 @@ void RouterApp::dispatch(server::Exchange& ex, const std::string& identity, Prox
     if (draining()) throw server::unavailable("The router is shutting down", "draining");
     proxy(ex, path, identity, outcome);
   } else {
-    ex.route = "unmatched";
-    throw server::not_found("Unknown route " + req.method + " " + path);
+    ex.unmatched_route();
   }
 }
 

@@ -70,13 +70,7 @@ void App::handle(Exchange& ex) {
 void App::dispatch(Exchange& ex) {
   const HttpRequest& req = ex.request();
   const std::string& path = req.path;
-  const std::string& method = req.method;
-  auto only = [&](const char* route, const char* allowed) {
-    ex.route = route;
-    if (method == allowed) return true;
-    ex.respond(405, "application/json", error_body(method_not_allowed(method, path)), {{"Allow", allowed}});
-    return false;
-  };
+  auto only = [&](const char* route, const char* allowed) { return ex.allow_only(route, allowed); };
   if (path == "/health") {
     if (only("/health", "GET")) health(ex);
   } else if (path == "/health/deep") {
@@ -92,8 +86,7 @@ void App::dispatch(Exchange& ex) {
   } else if (path == "/v1/completions") {
     if (only("/v1/completions", "POST")) completions(ex, false);
   } else {
-    ex.route = "unmatched";
-    throw not_found("Unknown route " + method + " " + path);
+    ex.unmatched_route();
   }
 }
 

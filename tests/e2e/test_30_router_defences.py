@@ -163,6 +163,16 @@ def test_nothing_eligible_is_a_503_and_unknown_models_a_404(router, faults):
     assert status == 400
 
 
+def test_unknown_routes_are_404_and_wrong_methods_405(router, faults):
+    r = router({"backends": [rh.backend("b", ["m"], faults("ok").url)]})
+    status, _, raw = sh.request(r.port, "GET", "/v2/nothing")
+    assert status == 404 and json.loads(raw)["error"]["type"] == "invalid_request_error"
+    status, headers, _ = sh.request(r.port, "GET", "/v1/chat/completions")
+    assert status == 405 and headers["allow"] == "POST"
+    status, headers, _ = sh.request(r.port, "POST", "/health")
+    assert status == 405 and headers["allow"] == "GET"
+
+
 def test_aliases_rewrite_the_model_and_models_are_listed(router, faults):
     up = faults("ok")
     r = router({"aliases": {"gpt-4o": "m"}, "backends": [rh.backend("b", ["m"], up.url, tier="council-secure")]})
