@@ -176,13 +176,26 @@ void RouterApp::proxy(server::Exchange& ex, const std::string& path, const std::
                                             {"outcome", result}, {"error", why},
                                             {"next", i + 1 < plan.size() ? plan[i + 1]->label : std::string("-")}});
     };
+    // The client left: no fault of the upstream's. A stream already begun is ended, else 499.
+    auto client_left = [&](bool stream_begun) {
+      fleet_.on_abandon(u);
+      record_attempt("cancelled");
+      outcome.error = "client went away";
+      ex.set_close_after();
+      if (stream_begun) ex.end_stream();
+      else ex.respond(499, "application/json", "");
+    };
+    // Reachable and answering, but the answer failed a quality check: flagged, not a breaker failure.
+    auto quality_failed = [&](QualityFlag flag, const std::string& detail) {
+      fleet_.flag_quality(u, flag, detail);
+      fleet_.on_abandon(u);
+      record_attempt("quality");
+      ctx.failures.emplace_back(u.label, std::string("quality: ") + to_string(flag) + " (" + detail + ")");
+      metrics_.failovers.with({b.config.name, u.label, "quality"}).inc();
+    };
     if (failed) {
       if (kind == FailureKind::cancelled) {
-        fleet_.on_abandon(u);
-        record_attempt("cancelled");
-        outcome.error = "client went away";
-        ex.set_close_after();
-        ex.respond(499, "application/json", "");
+        client_left(false);
         return;
       }
       give_up_on(to_string(kind), failure, true);
@@ -207,11 +220,7 @@ void RouterApp::proxy(server::Exchange& ex, const std::string& path, const std::
         answer = call.read_all(kMaxBodyBytes);
       } catch (const UpstreamFailure& f) {
         if (f.kind() == FailureKind::cancelled) {
-          fleet_.on_abandon(u);
-          record_attempt("cancelled");
-          outcome.error = "client went away";
-          ex.set_close_after();
-          ex.respond(499, "application/json", "");
+          client_left(false);
           return;
         }
         give_up_on(to_string(f.kind()), f.what(), true);
@@ -239,11 +248,7 @@ void RouterApp::proxy(server::Exchange& ex, const std::string& path, const std::
           if (flag == QualityFlag::none && info.total_tokens) outcome.tokens = *info.total_tokens;
         }
         if (flag != QualityFlag::none) {
-          fleet_.flag_quality(u, flag, detail);
-          fleet_.on_abandon(u);  // reachable and answering: not a breaker failure
-          record_attempt("quality");
-          ctx.failures.emplace_back(u.label, std::string("quality: ") + to_string(flag) + " (" + detail + ")");
-          metrics_.failovers.with({b.config.name, u.label, "quality"}).inc();
+          quality_failed(flag, detail);
           continue;
         }
         fleet_.on_success(u, call.head_seconds(), since(attempt_start));
@@ -334,22 +339,13 @@ void RouterApp::proxy(server::Exchange& ex, const std::string& path, const std::
       if (!more) break;
     }
     if (client_gone || broken_kind == FailureKind::cancelled) {
-      fleet_.on_abandon(u);
-      record_attempt("cancelled");
-      outcome.error = "client went away";
-      ex.set_close_after();
-      if (!started) ex.respond(499, "application/json", "");
-      else ex.end_stream();
+      client_left(started);
       return;
     }
     if (!started) {
       // Nothing reached the client: this upstream simply failed; the next one may do better.
       if (flag != QualityFlag::none) {
-        fleet_.flag_quality(u, flag, flag_detail);
-        fleet_.on_abandon(u);
-        record_attempt("quality");
-        ctx.failures.emplace_back(u.label, std::string("quality: ") + to_string(flag));
-        metrics_.failovers.with({b.config.name, u.label, "quality"}).inc();
+        quality_failed(flag, flag_detail);
         continue;
       }
       if (broken.empty() && !saw_done) broken = "the stream ended without any event";
