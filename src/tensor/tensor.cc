@@ -24,7 +24,7 @@ void check_shape(const int64_t* shape, int ndim) {
 }
 }  // namespace
 
-Tensor Tensor::zeros_like_shape(const int64_t* shape, int ndim, DType dtype, Device device) {
+Tensor Tensor::contiguous_header(const int64_t* shape, int ndim, DType dtype, Device device) {
   check_shape(shape, ndim);
   Tensor t;
   t.ndim_ = ndim;
@@ -32,6 +32,11 @@ Tensor Tensor::zeros_like_shape(const int64_t* shape, int ndim, DType dtype, Dev
   t.dtype_ = dtype;
   t.device_ = device;
   t.set_contiguous_strides();
+  return t;
+}
+
+Tensor Tensor::zeros_like_shape(const int64_t* shape, int ndim, DType dtype, Device device) {
+  Tensor t = contiguous_header(shape, ndim, dtype, device);
   auto mem = device == Device::cuda ? device_memory::cuda_allocate(t.nbytes()) : allocate_host(t.nbytes());
   t.data_ = mem.get();
   t.storage_ = std::move(mem);
@@ -44,13 +49,7 @@ Tensor Tensor::zeros(std::initializer_list<int64_t> shape, DType dtype, Device d
 
 Tensor Tensor::view_of(const void* data, const int64_t* shape, int ndim, DType dtype, std::shared_ptr<const void> keepalive,
                        Device device) {
-  check_shape(shape, ndim);
-  Tensor t;
-  t.ndim_ = ndim;
-  for (int i = 0; i < ndim; ++i) t.shape_[static_cast<size_t>(i)] = shape[i];
-  t.dtype_ = dtype;
-  t.device_ = device;
-  t.set_contiguous_strides();
+  Tensor t = contiguous_header(shape, ndim, dtype, device);
   t.data_ = const_cast<void*>(data);
   t.storage_ = std::move(keepalive);
   return t;

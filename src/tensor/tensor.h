@@ -67,6 +67,8 @@ class Tensor {
   DType dtype_ = DType::f32;
   Device device_ = Device::cpu;
 
+  // A contiguous tensor of this shape with no data yet (shape checked).
+  static Tensor contiguous_header(const int64_t* shape, int ndim, DType dtype, Device device);
   void set_contiguous_strides();
   bool view_strides(Tensor& t) const;
 };
