@@ -51,6 +51,8 @@ TEST(ChatTemplate, jinja_semantics) {
   EXPECT_EQ(render("{%- if true -%}\n  x  \n{%- endif -%}"), "x");
   EXPECT_EQ(render("a\n  {% if true %}\nb\n  {% endif %}\nc\n"), "a\nb\nc");  // trim_blocks + lstrip_blocks
   EXPECT_EQ(render("{{ x is defined }}{{ x|default('d') }}{{ [3, 1, 2]|sort|join(',') }}"), "Falsed1,2,3");
+  // escape as markupsafe does it, never twice; safe passes text through.
+  EXPECT_EQ(render(R"({{ "<a href='x'>&\"" | e }}|{{ '<b>' | safe }}|{{ '<i>' | escape | e }})"), "&lt;a href=&#39;x&#39;&gt;&amp;&#34;|<b>|&lt;i&gt;");
 }
 
 TEST(ChatTemplateErrors, syntax_errors_name_the_line) {

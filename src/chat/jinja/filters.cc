@@ -144,18 +144,7 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
       r.markup = true;
       return r;
     }
-    std::string out;
-    for (char c : v.str()) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
-      }
-    }
-    Value r = Value::string(out);
+    Value r = Value::string(html_escape(v.str()));
     r.markup = true;
     return r;
   }
