@@ -316,38 +316,29 @@ TEST(MatvecSplit, fewer_longer_blocks_only_where_whole_waves_pay) {
 TEST_F(Cuda, tiled_gate_up_silu_mul_gives_matmul_then_silu_mul_bits) {
   Rng rng(23);
   PrecisionScope fast(ops::MatmulPrecision::bf16);
+  auto expect_bits = [&](const Weight& tiled, int64_t n, const std::string& what) {
+    const int64_t m = tiled.rows, k = tiled.cols;
+    Tensor x = gpu(test::random_tensor({n, k + 4}, DType::f32, rng)).slice(1, 0, k);
+    ASSERT_TRUE(ops::matmul_silu_mul_ok(tiled, x)) << what;
+    Tensor both = Tensor::zeros({n, m}, DType::f32, Device::cuda), act = Tensor::zeros({n, m / 2}, DType::f32, Device::cuda);
+    ops::matmul(x, tiled, both);
+    ops::silu_mul(both.slice(1, 0, m / 2), both.slice(1, m / 2, m), act);
+    Tensor fused = Tensor::zeros({n, m / 2 + 8}, DType::f32, Device::cuda);
+    Tensor fused_view = fused.slice(1, 0, m / 2);
+    ops::matmul_silu_mul(x, tiled, fused_view);
+    const Tensor want = host(act), got = host(fused_view);  // host copies are contiguous
+    EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0) << what << " n=" << n;
+  };
   for (int group : {64, 128})
     for (DType st : {DType::bf16, DType::f16})
       for (auto [m, k] : {std::pair<int64_t, int64_t>{32, 128}, {96, 640}, {8224, 1024}, {2048, 17408}}) {
         const std::string what = label("g%d %s %lldx%lld", group, dtype_name(st), static_cast<long long>(m), static_cast<long long>(k));
-        const Weight w = test::random_quantized(m, k, 4, group, st, rng);
-        const Weight tiled = tiled_on_gpu(w);
-        for (int64_t n : {1, 2, 3, 8}) {
-          Tensor x = gpu(test::random_tensor({n, k + 4}, DType::f32, rng)).slice(1, 0, k);
-          ASSERT_TRUE(ops::matmul_silu_mul_ok(tiled, x)) << what;
-          Tensor both = Tensor::zeros({n, m}, DType::f32, Device::cuda), act = Tensor::zeros({n, m / 2}, DType::f32, Device::cuda);
-          ops::matmul(x, tiled, both);
-          ops::silu_mul(both.slice(1, 0, m / 2), both.slice(1, m / 2, m), act);
-          Tensor fused = Tensor::zeros({n, m / 2 + 8}, DType::f32, Device::cuda);
-          Tensor fused_view = fused.slice(1, 0, m / 2);
-          ops::matmul_silu_mul(x, tiled, fused_view);
-          const Tensor want = host(act), got = host(fused_view);  // host copies are contiguous
-          EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0) << what << " n=" << n;
-        }
+        const Weight tiled = tiled_on_gpu(test::random_quantized(m, k, 4, group, st, rng));
+        for (int64_t n : {1, 2, 3, 8}) expect_bits(tiled, n, what);
       }
-  {  // the 24B shape's gate/up, which takes one warp per row tile (MatvecSplit above)
-    const Weight tiled = tiled_on_gpu(test::random_quantized(65536, 5120, 4, 64, DType::bf16, rng));
-    for (int64_t n : {1, 8}) {
-      const Tensor x = gpu(test::random_tensor({n, 5120}, DType::f32, rng));
-      Tensor both = Tensor::zeros({n, 65536}, DType::f32, Device::cuda), act = Tensor::zeros({n, 32768}, DType::f32, Device::cuda);
-      Tensor fused = Tensor::zeros({n, 32768}, DType::f32, Device::cuda);
-      ops::matmul(x, tiled, both);
-      ops::silu_mul(both.slice(1, 0, 32768), both.slice(1, 32768, 65536), act);
-      ops::matmul_silu_mul(x, tiled, fused);
-      const Tensor want = host(act), got = host(fused);
-      EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0) << "65536 x 5120 n=" << n;
-    }
-  }
+  // The 24B shape's gate/up, which takes one warp per row tile (MatvecSplit above).
+  const Weight gate_up_24b = tiled_on_gpu(test::random_quantized(65536, 5120, 4, 64, DType::bf16, rng));
+  for (int64_t n : {1, 8}) expect_bits(gate_up_24b, n, "24B gate/up 65536x5120");
   const Weight w = test::random_quantized(96, 640, 4, 64, DType::bf16, rng);
   const Weight tiled = tiled_on_gpu(w), rows = gpu(w);
   const Tensor one = gpu(test::random_tensor({1, 640}, DType::f32, rng)), prompt = gpu(test::random_tensor({9, 640}, DType::f32, rng));

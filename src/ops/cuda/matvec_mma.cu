@@ -5,6 +5,7 @@
 // The kernel and its layout: matvec_mma_kernel.cuh.
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_mma_kernel.cuh"
+#include "ops/cuda/matvec_split.h"
 
 namespace sanctum::ops::cuda {
 
@@ -18,14 +19,12 @@ void launch(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_
   mma::launch<S, RT, KS, kDepth, kMinBlocks, false>(w, x, xs, n, y, ys);
 }
 
-// Warps per block splitting the columns: enough warps in all to keep every multiprocessor's loads
-// in flight, while each warp keeps two or more column tiles.
+// Warps per block splitting the columns: the tiled mat-vec's rule (matvec_split.h), so that the two
+// layouts sum alike.
 template <class S, int RT>
 void launch_split(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
-  const int64_t groups = (w.rows / 16 + RT - 1) / RT, k_tiles = w.cols / 64, target = int64_t{64} * multiprocessor_count();
-  int ks = 1;
-  while (ks < mma::kWarps && groups * ks < target && k_tiles >= 4 * ks) ks *= 2;
-  switch (ks) {
+  static_assert(tiles::kSplitWarps == mma::kWarps, "matvec_split.h counts the block's warps");
+  switch (tiles::column_split(w.rows / 16, RT, w.cols / 64, multiprocessor_count())) {
     case 1: return launch<S, RT, 1>(w, x, xs, n, y, ys);
     case 2: return launch<S, RT, 2>(w, x, xs, n, y, ys);
     case 4: return launch<S, RT, 4>(w, x, xs, n, y, ys);

@@ -1,6 +1,7 @@
 #pragma once
-// How the tiled decode mat-vec (matvec_tiles.cuh) splits a weight's columns between the warps of a
-// block: plain arithmetic on the shape and the GPU's size, so that tests can check the picks.
+// How the decode mat-vecs (tiled: matvec_tiles.cuh; row layout: matvec_mma.cu) split a weight's
+// columns between the warps of a block: plain arithmetic on the shape and the GPU's size, so that
+// tests can check the picks.
 #include <cstdint>
 
 namespace sanctum::ops::cuda::tiles {
