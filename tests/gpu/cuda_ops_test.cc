@@ -266,31 +266,36 @@ void expect_same_bytes(const Weight& want, const Weight& got_gpu, const std::str
 TEST_F(Cuda, tiled_weights_reorder_exactly_and_multiply_like_the_row_layout) {
   Rng rng(21);
   PrecisionScope fast(ops::MatmulPrecision::bf16);
+  auto check = [&](const Weight& w, const std::vector<int64_t>& batches, const std::string& what) {
+    const int64_t m = w.rows, k = w.cols;
+    Weight rows = gpu(w), tiled = tiled_on_gpu(w);
+    expect_same_bytes(tiled_on_host(w), tiled, what);
+    for (int64_t n : batches) {
+      Tensor x = test::random_tensor({n, k}, DType::f32, rng);
+      Tensor xg = gpu(x);
+      ASSERT_TRUE(ops::cuda::tiles_matvec_ok(tiled, xg, n));
+      Tensor ref = Tensor::zeros({n, m}, DType::f32), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+      Tensor y_rows = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+      ops::ref::matmul(x, w, ref);
+      ops::matmul(xg, tiled, y);
+      ops::cuda::mma_matvec(xg, rows, y_rows);
+      EXPECT_LE(matmul_error(x, w, y, ref), 4e-3) << what << " n=" << n;
+      EXPECT_LE(matmul_error(x, w, y, host(y_rows)), 1e-6) << what << " n=" << n << " against the row-layout kernel";
+      Tensor again = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+      ops::matmul(xg, tiled, again);
+      const Tensor first = host(y), second = host(again);
+      EXPECT_EQ(std::memcmp(first.raw(), second.raw(), first.nbytes()), 0) << what << " n=" << n << " second launch";
+    }
+  };
   for (int group : {64, 128})
     for (DType st : {DType::bf16, DType::f16})
       for (auto [m, k] : {std::pair<int64_t, int64_t>{16, 128}, {48, 5120}, {4112, 640}, {8208, 1024}, {64, 17408}, {32, 32768},
-                          {16, 49152}, {32, 20096}, {1024, 17408}}) {
-        const std::string what = label("g%d %s %lldx%lld", group, dtype_name(st), static_cast<long long>(m), static_cast<long long>(k));
-        Weight w = test::random_quantized(m, k, 4, group, st, rng);
-        Weight rows = gpu(w), tiled = tiled_on_gpu(w);
-        expect_same_bytes(tiled_on_host(w), tiled, what);
-        for (int64_t n : {1, 2, 3, 8}) {
-          Tensor x = test::random_tensor({n, k}, DType::f32, rng);
-          Tensor xg = gpu(x);
-          ASSERT_TRUE(ops::cuda::tiles_matvec_ok(tiled, xg, n));
-          Tensor ref = Tensor::zeros({n, m}, DType::f32), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
-          Tensor y_rows = Tensor::zeros({n, m}, DType::f32, Device::cuda);
-          ops::ref::matmul(x, w, ref);
-          ops::matmul(xg, tiled, y);
-          ops::cuda::mma_matvec(xg, rows, y_rows);
-          EXPECT_LE(matmul_error(x, w, y, ref), 4e-3) << what << " n=" << n;
-          EXPECT_LE(matmul_error(x, w, y, host(y_rows)), 1e-6) << what << " n=" << n << " against the row-layout kernel";
-          Tensor again = Tensor::zeros({n, m}, DType::f32, Device::cuda);
-          ops::matmul(xg, tiled, again);
-          const Tensor first = host(y), second = host(again);
-          EXPECT_EQ(std::memcmp(first.raw(), second.raw(), first.nbytes()), 0) << what << " n=" << n << " second launch";
-        }
-      }
+                          {16, 49152}, {32, 20096}, {1024, 17408}})
+        check(test::random_quantized(m, k, 4, group, st, rng), {1, 2, 3, 8},
+              label("g%d %s %lldx%lld", group, dtype_name(st), static_cast<long long>(m), static_cast<long long>(k)));
+  // The 27B shape's down projection: four warps per row tile in three column parts on an H200
+  // (MatvecSplit below).
+  check(test::random_quantized(5120, 17408, 4, 64, DType::bf16, rng), {1, 8}, "27B down 5120x17408");
 }
 
 // The dense mat-vec's warps per row tile on an H200 (132 multiprocessors, two blocks each): fewer,
@@ -306,6 +311,31 @@ TEST(MatvecSplit, fewer_longer_blocks_only_where_whole_waves_pay) {
   EXPECT_EQ(dense(131072, 5120), column_split(8192, 2, 80, 132)) << "24B LM head: under 5% to gain";
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 5120}, {5120, 4096}, {5120, 32768}, {12352, 2048}, {8192, 2048}, {1024, 17408}})
     EXPECT_EQ(dense(rows, cols), column_split(rows / 16, 2, cols / 64, 132)) << rows << " x " << cols << ": part-empty waves or under 5% to gain keep the pick";
+}
+
+// Warps per row tile and column parts chosen together (dense_launch_shape): the 5,120-row down
+// projections move from 8 warps in 3 parts (480 blocks, 1.8 waves) to 4 warps in 3 parts (240
+// blocks, one wave); every other weight of the three benchmark shapes keeps the two-step pick.
+TEST(MatvecSplit, warps_and_column_parts_together_fill_whole_waves) {
+  using ops::cuda::tiles::column_parts;
+  using ops::cuda::tiles::dense_column_split;
+  using ops::cuda::tiles::dense_launch_shape;
+  auto joint = [](int64_t rows, int64_t cols) { return dense_launch_shape(rows / 16, 2, cols / 64, 132, 2, 8, rows); };
+  for (int64_t cols : {17408, 32768}) {
+    const auto down = joint(5120, cols);
+    EXPECT_EQ(down.ks, 4) << cols;
+    EXPECT_EQ(down.parts, 3) << cols;
+    EXPECT_EQ(dense_column_split(320, 2, cols / 64, 132, 2), 8) << cols << ": the two-step pick it replaces";
+  }
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16480, 5120}, {5120, 6144}, {14336, 5120}, {34816, 5120}, {248320, 5120}, {6144, 5120},
+                            {5120, 4096}, {65536, 5120}, {131072, 5120}, {12352, 2048}, {2048, 4096}, {9216, 2048}, {1024, 17408}, {96, 640}}) {
+    const int64_t row_tiles = rows / 16, k_tiles = cols / 64;
+    const int ks = dense_column_split(row_tiles, 2, k_tiles, 132, 2);
+    const int64_t blocks = (row_tiles / 2 * ks + 7) / 8;
+    const auto shape = joint(rows, cols);
+    EXPECT_EQ(shape.ks, ks) << rows << " x " << cols;
+    EXPECT_EQ(shape.parts, column_parts(blocks, 264, k_tiles, ks, rows, 8)) << rows << " x " << cols;
+  }
 }
 
 // Gate and up stacked and tiled: the fused mat-vec leaves silu(gate) * up with the bits of the

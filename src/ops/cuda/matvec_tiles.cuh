@@ -483,65 +483,69 @@ int dense_split(int64_t row_tiles, int rt, int64_t k_tiles) {
   return waves ? dense_column_split(row_tiles, rt, k_tiles, multiprocessor_count(), MINB) : column_split(row_tiles, rt, k_tiles);
 }
 
-// The column parts' workspace (matvec_tiles.cu): made once at its full size, so that the addresses
-// a recorded step holds stay valid; kPartCounters zeros, which each launch leaves zero.
-constexpr int64_t kPartSumFloats = int64_t{1} << 21, kPartCounters = int64_t{1} << 16;
-constexpr int kMaxParts = 8;
+// The column parts' workspace (matvec_tiles.cu; sizes in matvec_split.h): made once at its full
+// size, so that the addresses a recorded step holds stay valid; kPartCounters zeros, which each
+// launch leaves zero.
 float* part_sums_workspace();
 int* part_counters_workspace();
 
-// Column parts for `blocks` blocks where `slots` run at once: the count whose waves of blocks end
-// soonest, a block taking its warp's column tiles plus, once split, a fixed cost for handing over
-// its sums (on an H200, about 3.5 tiles' time: cuda_perf_test, matvec_layer_stream). Fewer parts
-// unless more save 5%; every warp keeps 8 or more column tiles per part (parts that left a warp 2
-// to 5 tiles slowed the small projections down in decode), and the sums must fit the workspace.
-inline int column_parts(int64_t blocks, int64_t slots, int64_t k_tiles, int ks, int64_t sums_per_part, int max_parts) {
-  constexpr double kHandOverTiles = 3.5;
-  auto cost = [&](int p) {
-    const double waves = static_cast<double>((blocks * p + slots - 1) / slots);
-    return waves * (static_cast<double>(k_tiles) / (ks * p) + (p > 1 ? kHandOverTiles : 0.0));
-  };
-  int best = 1;
-  if (blocks > kPartCounters) return best;
-  for (int p = 2; p <= max_parts && k_tiles >= int64_t{8} * ks * p && sums_per_part * p <= kPartSumFloats; ++p)
-    if (cost(p) < 0.95 * cost(best)) best = p;
-  return best;
-}
-
-// max_parts > 1: split the columns into parts where that fills the GPU better. PAIRS: a.pair_tiles
-// gate/up pairs (two row tiles per warp).
+// Launches with the columns in `parts` parts (1: none). PAIRS: a.pair_tiles gate/up pairs (two row
+// tiles per warp).
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch(Args a, int max_parts = 1) {
+void launch_parts(Args a, int parts) {
   static_assert(!PAIRS || RT == 2, "a gate/up pair is two row tiles per warp");
   constexpr int64_t tiles_per_block = kWarps / KS * RT;
-  const auto kernel = matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
-  if (max_parts > 1) {
-    static const int per_multiprocessor = [&] {
-      int b = 0;
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, 0), "mat-vec occupancy");
-      return b;
-    }();
-    const int parts = column_parts(blocks, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles, KS,
-                                   static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
-    if (parts > 1) {
-      a.part_tiles = (a.k_tiles + parts - 1) / parts;
-      a.part_tiles += (GT - a.part_tiles % GT) % GT;
-      a.parts = (a.k_tiles + a.part_tiles - 1) / a.part_tiles;
-      a.part_sums = part_sums_workspace();
-      a.part_counters = part_counters_workspace();
-    }
+  if (parts > 1) {
+    a.part_tiles = (a.k_tiles + parts - 1) / parts;
+    a.part_tiles += (GT - a.part_tiles % GT) % GT;
+    a.parts = (a.k_tiles + a.part_tiles - 1) / a.part_tiles;
+    a.part_sums = part_sums_workspace();
+    a.part_counters = part_counters_workspace();
   }
-  launch_early(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)), dim3(kWarps * 32), 0, a);
+  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)),
+               dim3(kWarps * 32), 0, a);
 }
 
+// max_parts > 1: split the columns into parts where that fills the GPU better (column_parts, for the
+// blocks per multiprocessor this kernel reaches).
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
+void launch(const Args& a, int max_parts = 1) {
+  int parts = 1;
+  if (max_parts > 1) {
+    static const int per_multiprocessor = [] {
+      int b = 0;
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, kWarps * 32, 0),
+                 "mat-vec occupancy");
+      return b;
+    }();
+    constexpr int64_t tiles_per_block = kWarps / KS * RT;
+    parts = column_parts((a.row_tiles + tiles_per_block - 1) / tiles_per_block, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles,
+                         KS, static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
+  }
+  launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS>(a, parts);
+}
+
+// Warps per row tile and column parts chosen together (dense_launch_shape; SANCTUM_MATVEC_JOINT_SPLIT=0:
+// one after the other, for comparisons).
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
 void launch_split(const Args& a, int max_parts = kMaxParts) {
-  switch (dense_split<MINB>(a.row_tiles, RT, a.k_tiles)) {
-    case 1: return launch<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
-    case 2: return launch<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
-    case 4: return launch<S, 4, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
-    default: return launch<S, 8, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+  static const bool joint = !switched_off("SANCTUM_MATVEC_JOINT_SPLIT");
+  if (!joint || max_parts <= 1) {
+    switch (dense_split<MINB>(a.row_tiles, RT, a.k_tiles)) {
+      case 1: return launch<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+      case 2: return launch<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+      case 4: return launch<S, 4, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+      default: return launch<S, 8, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
+    }
+  }
+  const LaunchShape shape =
+      dense_launch_shape(a.row_tiles, RT, a.k_tiles, multiprocessor_count(), MINB, max_parts, static_cast<int64_t>(a.n) * a.row_tiles * 16);
+  switch (shape.ks) {
+    case 1: return launch_parts<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, shape.parts);
+    case 2: return launch_parts<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, shape.parts);
+    case 4: return launch_parts<S, 4, RT, GT, DEPTH, MINB, PAIRS>(a, shape.parts);
+    default: return launch_parts<S, 8, RT, GT, DEPTH, MINB, PAIRS>(a, shape.parts);
   }
 }
 
