@@ -315,7 +315,9 @@ TEST(MatvecSplit, fewer_longer_blocks_only_where_whole_waves_pay) {
 
 // Warps per row tile and column parts chosen together (dense_launch_shape): the 5,120-row down
 // projections move from 8 warps in 3 parts (480 blocks, 1.8 waves) to 4 warps in 3 parts (240
-// blocks, one wave); every other weight of the three benchmark shapes keeps the two-step pick.
+// blocks, one wave), the MoE's 12,352 x 2,048 and the 27B's 14,336 x 5,120 to 4 warps (193 and 224
+// blocks, one wave at 73% and 85%); every other weight of the three benchmark shapes keeps the
+// two-step pick, the MoE's 9,216 x 2,048 among them (144 blocks would fill 55%).
 TEST(MatvecSplit, warps_and_column_parts_together_fill_whole_waves) {
   using ops::cuda::tiles::column_parts;
   using ops::cuda::tiles::dense_column_split;
@@ -327,8 +329,14 @@ TEST(MatvecSplit, warps_and_column_parts_together_fill_whole_waves) {
     EXPECT_EQ(down.parts, 3) << cols;
     EXPECT_EQ(dense_column_split(320, 2, cols / 64, 132, 2), 8) << cols << ": the two-step pick it replaces";
   }
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16480, 5120}, {5120, 6144}, {14336, 5120}, {34816, 5120}, {248320, 5120}, {6144, 5120},
-                            {5120, 4096}, {65536, 5120}, {131072, 5120}, {12352, 2048}, {2048, 4096}, {9216, 2048}, {1024, 17408}, {96, 640}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{12352, 2048}, {14336, 5120}}) {
+    const auto shape = joint(rows, cols);
+    EXPECT_EQ(shape.ks, 4) << rows << " x " << cols;
+    EXPECT_EQ(shape.parts, 1) << rows << " x " << cols;
+    EXPECT_EQ(dense_column_split(rows / 16, 2, cols / 64, 132, 2), 8) << rows << " x " << cols << ": the two-step pick it replaces";
+  }
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16480, 5120}, {5120, 6144}, {34816, 5120}, {248320, 5120}, {6144, 5120}, {5120, 4096},
+                            {65536, 5120}, {131072, 5120}, {2048, 4096}, {9216, 2048}, {1024, 17408}, {96, 640}}) {
     const int64_t row_tiles = rows / 16, k_tiles = cols / 64;
     const int ks = dense_column_split(row_tiles, 2, k_tiles, 132, 2);
     const int64_t blocks = (row_tiles / 2 * ks + 7) / 8;

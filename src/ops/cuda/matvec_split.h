@@ -78,11 +78,15 @@ struct LaunchShape {
 // projections (8 warps in 3 parts: 480 blocks, 1.8 waves) fit 240 blocks of 4 warps in 3 parts
 // into one. Every (warps, parts) is costed as waves x (a warp's column tiles + kBlockTiles +
 // kHandOverTiles once split); a pair other than the two-step pick is taken only where its blocks
-// fill 90% of a wave and it saves 5%; at equal cost, fewer parts (less to hand over). On an H200
-// (decode in turns, tg128 after 512; bench/RESULTS.md): 24B 205.3 -> 207.4 tok/s, 27B 155.1 ->
-// 157.3; 2 warps in 6 parts, the same cost, ran 204.2 and 153.9.
+// fill kMinFillPercent of a wave and it saves 5%; at equal cost, fewer parts (less to hand over).
+// On an H200 (decode in turns, tg128 after 512; bench/RESULTS.md): 24B 205.3 -> 207.4 tok/s, 27B
+// 155.1 -> 157.3 (2 warps in 6 parts, the same cost, ran 204.2 and 153.9); a fill floor of 70%
+// rather than 90%, which also moves the MoE shape's 12,352 x 2,048 (193 blocks of 4 warps in one
+// wave against 386 of 8 in 1.5) and the 27B's 14,336 x 5,120, took MoE 542.8 -> 548.2 and 27B 158.1
+// -> 158.5; 50%, which also moves the MoE's 9,216 x 2,048 to 144 blocks, ran 544.9 and 158.4.
 inline LaunchShape dense_launch_shape(int64_t row_tiles, int rt, int64_t k_tiles, int multiprocessors, int blocks_per_multiprocessor,
                                       int max_parts, int64_t sums_per_part) {
+  constexpr int kMinFillPercent = 70;
   const int64_t groups = (row_tiles + rt - 1) / rt, slots = int64_t{multiprocessors} * blocks_per_multiprocessor;
   auto blocks = [&](int ks) { return (groups * ks + kSplitWarps - 1) / kSplitWarps; };
   auto cost = [&](int ks, int p) {
@@ -96,7 +100,7 @@ inline LaunchShape dense_launch_shape(int64_t row_tiles, int rt, int64_t k_tiles
   for (int p = 1; p <= max_parts; ++p)
     for (int ks = kSplitWarps; ks >= 1; ks /= 2) {
       if (p > 1 && (k_tiles < int64_t{8} * ks * p || sums_per_part * p > kPartSumFloats || blocks(ks) > kPartCounters)) continue;
-      if (blocks(ks) * p * 10 < slots * 9) continue;
+      if (blocks(ks) * p * 100 < slots * kMinFillPercent) continue;
       const double c = cost(ks, p);
       if (c < 0.95 * first && c < best_cost) best = {ks, p}, best_cost = c;
     }
