@@ -320,6 +320,7 @@ TEST(MatvecSplit, fewer_longer_blocks_only_where_whole_waves_pay) {
 // two-step pick, the MoE's 9,216 x 2,048 among them (144 blocks would fill 55%).
 TEST(MatvecSplit, warps_and_column_parts_together_fill_whole_waves) {
   using ops::cuda::tiles::column_parts;
+  using ops::cuda::tiles::column_split;
   using ops::cuda::tiles::dense_column_split;
   using ops::cuda::tiles::dense_launch_shape;
   auto joint = [](int64_t rows, int64_t cols) { return dense_launch_shape(rows / 16, 2, cols / 64, 132, 2, 8, rows); };
@@ -335,8 +336,12 @@ TEST(MatvecSplit, warps_and_column_parts_together_fill_whole_waves) {
     EXPECT_EQ(shape.parts, 1) << rows << " x " << cols;
     EXPECT_EQ(dense_column_split(rows / 16, 2, cols / 64, 132, 2), 8) << rows << " x " << cols << ": the two-step pick it replaces";
   }
+  // Short rows keep column_split's floor of two column tiles a warp: 8,192 x 192 (three tiles) stays
+  // at one warp per row tile although eight would fill the wave.
+  EXPECT_EQ(joint(8192, 192).ks, column_split(512, 2, 3, 132));
+  EXPECT_EQ(joint(8192, 192).ks, 1);
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16480, 5120}, {5120, 6144}, {34816, 5120}, {248320, 5120}, {6144, 5120}, {5120, 4096},
-                            {65536, 5120}, {131072, 5120}, {2048, 4096}, {9216, 2048}, {1024, 17408}, {96, 640}}) {
+                            {65536, 5120}, {131072, 5120}, {2048, 4096}, {9216, 2048}, {1024, 17408}, {96, 640}, {8192, 640}}) {
     const int64_t row_tiles = rows / 16, k_tiles = cols / 64;
     const int ks = dense_column_split(row_tiles, 2, k_tiles, 132, 2);
     const int64_t blocks = (row_tiles / 2 * ks + 7) / 8;

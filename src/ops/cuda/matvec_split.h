@@ -99,6 +99,7 @@ inline LaunchShape dense_launch_shape(int64_t row_tiles, int rt, int64_t k_tiles
   double best_cost = first;
   for (int p = 1; p <= max_parts; ++p)
     for (int ks = kSplitWarps; ks >= 1; ks /= 2) {
+      if (ks > ks0 && k_tiles < int64_t{2} * ks) continue;  // column_split's floor: two column tiles a warp
       if (p > 1 && (k_tiles < int64_t{8} * ks * p || sums_per_part * p > kPartSumFloats || blocks(ks) > kPartCounters)) continue;
       if (blocks(ks) * p * 100 < slots * kMinFillPercent) continue;
       const double c = cost(ks, p);
