@@ -313,6 +313,16 @@ TEST(MatvecSplit, fewer_longer_blocks_only_where_whole_waves_pay) {
     EXPECT_EQ(dense(rows, cols), column_split(rows / 16, 2, cols / 64, 132)) << rows << " x " << cols << ": part-empty waves or under 5% to gain keep the pick";
 }
 
+// The launches' dispatch from a split to the kernel's template argument.
+TEST(MatvecSplit, with_split_passes_the_split_as_a_constant) {
+  auto ks_of = [](int ks) { return ops::cuda::tiles::with_split(ks, []<int KS>() { return KS; }); };
+  EXPECT_EQ(ks_of(1), 1);
+  EXPECT_EQ(ks_of(2), 2);
+  EXPECT_EQ(ks_of(4), 4);
+  EXPECT_EQ(ks_of(8), 8);
+  EXPECT_EQ(ks_of(3), 8) << "anything else takes eight, as the launches' switches did";
+}
+
 // Warps per row tile and column parts chosen together (dense_launch_shape): the 5,120-row down
 // projections move from 8 warps in 3 parts (480 blocks, 1.8 waves) to 4 warps in 3 parts (240
 // blocks, one wave), the MoE's 12,352 x 2,048 and the 27B's 14,336 x 5,120 to 4 warps (193 and 224

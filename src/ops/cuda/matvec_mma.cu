@@ -24,12 +24,8 @@ void launch(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_
 template <class S, int RT>
 void launch_split(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
   static_assert(tiles::kSplitWarps == mma::kWarps, "matvec_split.h counts the block's warps");
-  switch (tiles::column_split(w.rows / 16, RT, w.cols / 64, multiprocessor_count())) {
-    case 1: return launch<S, RT, 1>(w, x, xs, n, y, ys);
-    case 2: return launch<S, RT, 2>(w, x, xs, n, y, ys);
-    case 4: return launch<S, RT, 4>(w, x, xs, n, y, ys);
-    default: return launch<S, RT, 8>(w, x, xs, n, y, ys);
-  }
+  tiles::with_split(tiles::column_split(w.rows / 16, RT, w.cols / 64, multiprocessor_count()),
+                    [&]<int KS>() { launch<S, RT, KS>(w, x, xs, n, y, ys); });
 }
 
 template <class S>

@@ -8,6 +8,18 @@ namespace sanctum::ops::cuda::tiles {
 
 constexpr int kSplitWarps = 8;  // warps per block
 
+// Calls f.template operator()<KS>() with the warps per row tile ks (1, 2, 4, or 8 for any other
+// value) as a compile-time constant, for the kernels' template argument.
+template <class F>
+decltype(auto) with_split(int ks, F&& f) {
+  switch (ks) {
+    case 1: return f.template operator()<1>();
+    case 2: return f.template operator()<2>();
+    case 4: return f.template operator()<4>();
+    default: return f.template operator()<8>();
+  }
+}
+
 // What a block costs beyond its warps' column tiles, in column tiles' time (on an H200): starting
 // and finishing (its first loads, the warps' sums meeting in shared memory), and, once the columns
 // are split into parts, handing its part's sums over (cuda_perf_test, matvec_layer_stream).

@@ -531,22 +531,11 @@ void launch(const Args& a, int max_parts = 1) {
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
 void launch_split(const Args& a, int max_parts = kMaxParts) {
   static const bool joint = !switched_off("SANCTUM_MATVEC_JOINT_SPLIT");
-  if (!joint || max_parts <= 1) {
-    switch (dense_split<MINB>(a.row_tiles, RT, a.k_tiles)) {
-      case 1: return launch<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
-      case 2: return launch<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
-      case 4: return launch<S, 4, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
-      default: return launch<S, 8, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts);
-    }
-  }
+  if (!joint || max_parts <= 1)
+    return with_split(dense_split<MINB>(a.row_tiles, RT, a.k_tiles), [&]<int KS>() { launch<S, KS, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts); });
   const LaunchShape shape =
       dense_launch_shape(a.row_tiles, RT, a.k_tiles, multiprocessor_count(), MINB, max_parts, static_cast<int64_t>(a.n) * a.row_tiles * 16);
-  switch (shape.ks) {
-    case 1: return launch_parts<S, 1, RT, GT, DEPTH, MINB, PAIRS>(a, shape.parts);
-    case 2: return launch_parts<S, 2, RT, GT, DEPTH, MINB, PAIRS>(a, shape.parts);
-    case 4: return launch_parts<S, 4, RT, GT, DEPTH, MINB, PAIRS>(a, shape.parts);
-    default: return launch_parts<S, 8, RT, GT, DEPTH, MINB, PAIRS>(a, shape.parts);
-  }
+  with_split(shape.ks, [&]<int KS>() { launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS>(a, shape.parts); });
 }
 
 // projections: 1, or 2 when table[1] / y[1] hold a second one; slots: rows of y. PAIRS: the two
@@ -577,12 +566,8 @@ inline int expert_column_split(int64_t row_tiles, int64_t k_tiles, int min_block
 // another tuning's split, and so its sums).
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
 void launch_experts_split(const ExpertArgs& e, int slots, int projections, int split_minb = MINB, const ExpertRouting* routing = nullptr) {
-  switch (expert_column_split(e.row_tiles * slots * projections, e.k_tiles, split_minb)) {
-    case 1: return launch_experts<S, 1, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing);
-    case 2: return launch_experts<S, 2, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing);
-    case 4: return launch_experts<S, 4, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing);
-    default: return launch_experts<S, 8, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing);
-  }
+  with_split(expert_column_split(e.row_tiles * slots * projections, e.k_tiles, split_minb),
+             [&]<int KS>() { launch_experts<S, KS, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing); });
 }
 
 }  // namespace sanctum::ops::cuda::tiles
