@@ -195,7 +195,7 @@ class DecoderModel final : public Model {
   }
 
  private:
-  enum Slot : size_t { kHidden, kNormed, kDelta, kLogits };
+  enum Slot : size_t { kHidden, kNormed, kDelta, kLogits, kNormU, kNormSquares };
 
   // On the CPU a long prompt runs in pieces: the per-token scratch (residual stream, attention and
   // MLP buffers) then never outgrows a piece, and it is most of what a forward holds besides the
@@ -236,43 +236,72 @@ class DecoderModel final : public Model {
     Tensor delta32 = ws_.get(kDelta, n, hidden), delta16;
     auto delta_of = [&](DType type) -> Tensor& { return f32_or_bf16(kDelta, delta32, delta16, delta_bf16_ && type == DType::bf16); };
     const float off = options_.norm_offset;
-    Tensor* x = &attention_input(layers_.front());
-    ops::rms_norm(h, layers_.front().input_norm, eps(), *x, off);
+    // Between sub-blocks: h += delta, then the next norm. For one row on a GPU, a sub-block's last
+    // projection offers to do both halves' work (block_output.h: h += its output, with u and the
+    // squares of h for the next norm), and the next sub-block's projections finish the norm as they
+    // read u (block_input.h, scaled). Elsewhere, and for a MoE block's input (its router, experts and
+    // shared expert would each take x), the next input is pending: add_rms_norm at its first use.
+    const bool split_norms = n == 1 && h.device() == Device::cuda;
+    Tensor u = split_norms ? ws_.get(kNormU, 1, hidden) : Tensor();
+    Tensor squares = split_norms ? ws_.get(kNormSquares, 1, (hidden + 15) / 16) : Tensor();
+    const Tensor* delta = nullptr;
+    ops::ScaledInput scaled;  // count 0: none
+    auto input_for = [&](const Tensor& weight, Tensor& x) -> BlockInput {
+      if (scaled.count > 0) return BlockInput(scaled, x);
+      return BlockInput(h, delta, weight, eps(), off, x);
+    };
+    // The output of a block whose next norm has `next_weight` (null: leave it as delta).
+    auto output_for = [&](Tensor& out, const Tensor* next_weight) -> BlockOutput {
+      if (!split_norms || next_weight == nullptr) return BlockOutput(out);
+      return BlockOutput(out, ops::ResidualNorm{&h, next_weight, off, &u, &squares});
+    };
+    auto after = [&](const BlockInput& in, const BlockOutput& out) {
+      in.finish();
+      scaled = out.into_residual() ? ops::ScaledInput{&u, &squares, out.squares(), eps()} : ops::ScaledInput{};
+      delta = out.into_residual() ? nullptr : &out.delta();
+    };
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& layer = layers_[i];
       const bool last = i + 1 == layers_.size();
-      Tensor* delta;
-      if (layer.gdn) {
-        delta = &delta_of(layer.gdn->output_dtype(n));
-        layer.gdn->forward(*x, state.linear(i), positions.first(), ws_, *delta);
-      } else if (layer.gated_attention) {
-        delta = &delta_of(layer.gated_attention->output_dtype(n));
-        layer.gated_attention->forward(*x, positions, state.kv(i), rope_, ws_, *delta);
-      } else {
-        delta = &delta_of(layer.attention->output_dtype(n));
-        layer.attention->forward(*x, positions, state.kv(i), rope_, ws_, *delta);
+      {
+        const BlockInput x = input_for(layer.input_norm, attention_input(layer));
+        const Tensor* next = layer.moe ? nullptr : &layer.post_norm;
+        if (layer.gdn) {
+          const BlockOutput out = output_for(delta_of(layer.gdn->output_dtype(n)), next);
+          layer.gdn->forward(x, state.linear(i), positions.first(), ws_, out);
+          after(x, out);
+        } else if (layer.gated_attention) {
+          const BlockOutput out = output_for(delta_of(layer.gated_attention->output_dtype(n)), next);
+          layer.gated_attention->forward(x, positions, state.kv(i), rope_, ws_, out);
+          after(x, out);
+        } else {
+          const BlockOutput out = output_for(delta_of(layer.attention->output_dtype(n)), next);
+          layer.attention->forward(x, positions, state.kv(i), rope_, ws_, out);
+          after(x, out);
+        }
       }
-      x = &mlp_input(layer);
-      ops::add_rms_norm(h, *delta, layer.post_norm, eps(), *x, off);
+      const BlockInput x = input_for(layer.post_norm, mlp_input(layer));
       if (layer.moe) {
-        delta = &delta32;
-        layer.moe->forward(*x, ws_, *delta);
+        layer.moe->forward(x, ws_, delta32);
+        after(x, BlockOutput(delta32));
       } else {
-        delta = &delta_of(last ? DType::f32 : layer.mlp->output_dtype(n));  // the last one goes to ops::add
-        layer.mlp->forward(*x, ws_, *delta);
-      }
-      if (!last) {  // the next layer's input
-        x = &attention_input(layers_[i + 1]);
-        ops::add_rms_norm(h, *delta, layers_[i + 1].input_norm, eps(), *x, off);
-      } else {
-        ops::add(h, *delta, h);
+        // the last one goes to ops::add, or straight into h with the final norm prepared
+        const BlockOutput out = output_for(delta_of(last ? DType::f32 : layer.mlp->output_dtype(n)),
+                                           last ? (which == LogitsFor::none ? nullptr : &final_norm_) : &layers_[i + 1].input_norm);
+        layer.mlp->forward(x, ws_, out);
+        after(x, out);
       }
     }
+    if (delta != nullptr) ops::add(h, *delta, h);
     if (which == LogitsFor::none) return;
     Tensor rows = which == LogitsFor::last ? h.slice(0, n - 1, n) : h;
     Tensor normed = x32.slice(0, 0, rows.dim(0));
-    ops::rms_norm(rows, final_norm_, eps(), normed, off);
     Tensor logits = ws_.get(kLogits, rows.dim(0), config_.vocab_size);
+    if (scaled.count > 0) {  // n is 1: rows is h
+      BlockInput(scaled, normed).matmul(lm_head_, logits);
+      return;
+    }
+    ops::rms_norm(rows, final_norm_, eps(), normed, off);
     ops::matmul(normed, lm_head_, logits);
   }
 

@@ -9,6 +9,7 @@
 #include "ops/gating.h"
 #include "ops/matmul.h"
 #include "ops/moe.h"
+#include "ops/normed_matmul.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
 #include "ops/rope_store.h"

@@ -408,6 +408,110 @@ TEST_F(Cuda, tiled_gate_up_silu_mul_gives_matmul_then_silu_mul_bits) {
   EXPECT_THROW(ops::matmul_silu_mul(one, tiled, wrong), Error);
 }
 
+// The norm between two sub-blocks split across the mat-vecs around it (normed_matmul.h): the
+// producer leaves h + its y in h (the bits of add_rms_norm's h), u = h * (weight + offset) and its
+// squares; the consumer's sums are those of the plain mat-vec of u, each scaled once by the norm's
+// rsqrt (within rsqrtf's error of the exact one), and apply_norm_scale's x is u scaled by it. Shapes:
+// producers in one part and in column parts (the 24B shape's o_proj and down), consumers plain and
+// gate/up pairs, one wave and four (the 27B shape's gate/up), norm weights f32, bf16 and f16 with and
+// without the offset.
+TEST_F(Cuda, norm_split_across_two_matvecs) {
+  Rng rng(61);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  struct Case {
+    int64_t d, k, m;  // producer d x k, consumer m x d
+    bool pairs;
+    DType norm_type;
+  };
+  const float eps = 1e-6f;
+  for (const Case& c : {Case{640, 128, 96, false, DType::f32}, Case{5120, 4096, 6144, false, DType::bf16}, Case{2048, 1024, 12352, false, DType::f16},
+                        Case{5120, 32768, 65536, true, DType::bf16}, Case{5120, 6144, 34816, true, DType::bf16}, Case{640, 640, 96, true, DType::f16}})
+    for (float offset : {0.0f, 1.0f}) {
+      const std::string what = label("%lldx%lld then %lldx%lld%s, offset %g", static_cast<long long>(c.d), static_cast<long long>(c.k),
+                                     static_cast<long long>(c.m), static_cast<long long>(c.d), c.pairs ? " pairs" : "", static_cast<double>(offset));
+      const Weight producer = tiled_on_gpu(test::random_quantized(c.d, c.k, 4, 64, DType::bf16, rng));
+      const Weight consumer = tiled_on_gpu(test::random_quantized(c.m, c.d, 4, 64, DType::bf16, rng));
+      const Tensor norm_w_host = test::random_tensor({c.d}, c.norm_type, rng), norm_w = gpu(norm_w_host);
+      const Tensor h0 = test::random_tensor({1, c.d}, DType::f32, rng), x_in = gpu(test::random_tensor({1, c.k}, DType::f32, rng));
+      // The unsplit path: the mat-vec into delta, then add_rms_norm.
+      Tensor delta = Tensor::zeros({1, c.d}, DType::f32, Device::cuda), h_ref = gpu(h0), x_ref = Tensor::zeros({1, c.d}, DType::f32, Device::cuda);
+      ops::matmul(x_in, producer, delta);
+      ops::add_rms_norm(h_ref, delta, norm_w, eps, x_ref, offset);
+      // The split one.
+      Tensor h = gpu(h0), u = Tensor::zeros({1, c.d}, DType::f32, Device::cuda), squares = Tensor::zeros({1, c.d / 16}, DType::f32, Device::cuda);
+      const ops::ResidualNorm r{&h, &norm_w, offset, &u, &squares};
+      ASSERT_TRUE(ops::matmul_residual_ok(x_in, producer, r)) << what;
+      const int64_t count = ops::matmul_residual(x_in, producer, r);
+      ASSERT_GE(count, 1) << what;
+      ASSERT_LE(count, c.d / 16) << what;
+      const Tensor hh = host(h), hr = host(h_ref), uh = host(u), sq = host(squares), xr = host(x_ref);
+      EXPECT_EQ(0, std::memcmp(hh.raw(), hr.raw(), hh.nbytes())) << what << ": h + y";
+      double sum = 0.0, want_sum = 0.0;
+      int64_t u_wrong = 0;
+      for (int64_t i = 0; i < c.d; ++i) {
+        const float v = hr.data<float>()[i];
+        u_wrong += uh.data<float>()[i] != v * (load_as_f32(norm_w_host.raw(), c.norm_type, i) + offset);
+        want_sum += static_cast<double>(v) * v;
+      }
+      for (int64_t i = 0; i < count; ++i) sum += sq.data<float>()[i];
+      EXPECT_EQ(u_wrong, 0) << what << ": u";
+      EXPECT_NEAR(sum, want_sum, 1e-5 * want_sum) << what << ": squares";
+      const double inv = 1.0 / std::sqrt(sum / static_cast<double>(c.d) + eps);
+      // apply_norm_scale: u * inv, which is the norm.
+      const ops::ScaledInput in{&u, &squares, count, eps};
+      Tensor xs = Tensor::zeros({1, c.d}, DType::f32, Device::cuda);
+      ops::apply_norm_scale(in, xs);
+      const Tensor xsh = host(xs);
+      int64_t x_off = 0, norm_off = 0;
+      for (int64_t i = 0; i < c.d; ++i) {
+        const double got = xsh.data<float>()[i], scaled = uh.data<float>()[i] * inv, normed = xr.data<float>()[i];
+        x_off += std::abs(got - scaled) > 1e-6 * std::abs(scaled) + 1e-30;
+        norm_off += std::abs(got - normed) > 1e-5 * std::abs(normed) + 1e-30;
+      }
+      EXPECT_EQ(x_off, 0) << what << ": apply_norm_scale against u * rsqrt";
+      EXPECT_EQ(norm_off, 0) << what << ": apply_norm_scale against add_rms_norm";
+      // The consumer: the plain mat-vec's sums of u, scaled.
+      const int64_t out_rows = c.pairs ? c.m / 2 : c.m;
+      Tensor sums = Tensor::zeros({1, c.m}, DType::f32, Device::cuda), got = Tensor::zeros({1, out_rows}, DType::f32, Device::cuda);
+      ops::matmul(u, consumer, sums);
+      if (c.pairs) {
+        ASSERT_TRUE(ops::matmul_silu_mul_scaled_ok(in, consumer)) << what;
+        ops::matmul_silu_mul_scaled(in, consumer, got);
+      } else {
+        ASSERT_TRUE(ops::matmul_scaled_ok(in, consumer)) << what;
+        ops::matmul_scaled(in, consumer, got);
+      }
+      const Tensor sh = host(sums), gh = host(got);
+      int64_t y_off = 0;
+      for (int64_t i = 0; i < out_rows; ++i) {
+        double want = sh.data<float>()[i] * inv;
+        if (c.pairs) want = want / (1.0 + std::exp(-want)) * (sh.data<float>()[i + out_rows] * inv);
+        y_off += std::abs(gh.data<float>()[i] - want) > 1e-5 * std::abs(want) + 1e-30;
+      }
+      EXPECT_EQ(y_off, 0) << what << ": scaled sums " << test::seed_note();
+    }
+  // Refused where no kernel takes them: two rows, the row layout, the f32 mode, no room for squares.
+  const Weight w = test::random_quantized(96, 640, 4, 64, DType::bf16, rng);
+  const Weight tiled = tiled_on_gpu(w), rows = gpu(w);
+  const Tensor norm_w = gpu(test::random_tensor({96}, DType::bf16, rng));
+  Tensor one = gpu(test::random_tensor({1, 640}, DType::f32, rng)), two = gpu(test::random_tensor({2, 640}, DType::f32, rng));
+  Tensor h = gpu(test::random_tensor({1, 96}, DType::f32, rng)), u = Tensor::zeros({1, 96}, DType::f32, Device::cuda);
+  Tensor squares = Tensor::zeros({1, 6}, DType::f32, Device::cuda), few = Tensor::zeros({1, 5}, DType::f32, Device::cuda);
+  EXPECT_TRUE(ops::matmul_residual_ok(one, tiled, {&h, &norm_w, 0.0f, &u, &squares}));
+  EXPECT_FALSE(ops::matmul_residual_ok(two, tiled, {&h, &norm_w, 0.0f, &u, &squares})) << "two rows";
+  EXPECT_FALSE(ops::matmul_residual_ok(one, rows, {&h, &norm_w, 0.0f, &u, &squares})) << "row layout";
+  EXPECT_FALSE(ops::matmul_residual_ok(one, tiled, {&h, &norm_w, 0.0f, &u, &few})) << "squares for 5 of 6 row tiles";
+  EXPECT_FALSE(ops::matmul_scaled_ok({&one, &squares, 0, 1e-6f}, tiled)) << "no squares";
+  {
+    PrecisionScope exact(ops::MatmulPrecision::f32);
+    EXPECT_FALSE(ops::matmul_residual_ok(one, tiled, {&h, &norm_w, 0.0f, &u, &squares})) << "f32 mode";
+    EXPECT_FALSE(ops::matmul_scaled_ok({&one, &squares, 6, 1e-6f}, tiled)) << "f32 mode";
+  }
+  Tensor wrong = Tensor::zeros({1, 95}, DType::f32, Device::cuda);
+  EXPECT_THROW(ops::matmul_scaled({&one, &squares, 6, 1e-6f}, tiled, wrong), Error);
+  EXPECT_THROW(ops::matmul_residual(two, tiled, {&h, &norm_w, 0.0f, &u, &squares}), Error);
+}
+
 // The bf16 copy that cuBLAS multiplies (dequantize.cu) holds, bit for bit, each weight's
 // fma(scale, code, bias) rounded to bf16: the tiled and the row layout, dense weights, every code
 // width, group and scale type, odd row counts.

@@ -33,16 +33,16 @@ AttentionBlock::AttentionBlock(Checkpoint& ckpt, const std::string& prefix, cons
   }
 }
 
-void AttentionBlock::forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
-                             Workspace& ws, Tensor& out) const {
-  const int64_t n = x.dim(0);
+void AttentionBlock::forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
+                             Workspace& ws, const BlockOutput& out) const {
+  const int64_t n = x.rows();
   const int64_t H = shape_.n_heads, KV = shape_.n_kv_heads, D = shape_.head_dim;
 
   // The new K/V rows are stored into the cache once rotated.
   Tensor q, k, v;
   if (w_.qkv.rows > 0) {  // one mat-vec, then views of its columns: [q | k | v]
     Tensor all = ws.get(kQkv, n, (H + 2 * KV) * D);
-    ops::matmul(x, w_.qkv, all);
+    x.matmul(w_.qkv, all);
     q = all.slice(1, 0, H * D);
     k = all.slice(1, H * D, (H + KV) * D);
     v = all.slice(1, (H + KV) * D, (H + 2 * KV) * D);
@@ -50,9 +50,9 @@ void AttentionBlock::forward(const Tensor& x, const ops::Positions& positions, K
     q = ws.get(kQ, n, H * D);
     k = ws.get(kK, n, KV * D);
     v = ws.get(kV, n, KV * D);
-    ops::matmul(x, w_.q, q);
-    ops::matmul(x, w_.k, k);
-    ops::matmul(x, w_.v, v);
+    x.matmul(w_.q, q);
+    x.matmul(w_.k, k);
+    x.matmul(w_.v, v);
   }
   if (q_bias_) {
     ops::add_bias(q, q_bias_);
@@ -72,7 +72,7 @@ void AttentionBlock::forward(const Tensor& x, const ops::Positions& positions, K
   Tensor attn = bf16 ? ws.get_typed(kAttn, n, H * D, DType::bf16) : ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
   ops::attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
-  ops::matmul(attn, w_.o, out);
+  out.matmul(attn, w_.o);
 }
 
 bool AttentionBlock::takes_bf16_input(int64_t n) const {

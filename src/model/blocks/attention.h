@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <span>
 
+#include "model/blocks/block_input.h"
+#include "model/blocks/block_output.h"
 #include "model/blocks/workspace.h"
 #include "model/state.h"
 #include "ops/positions.h"
@@ -38,8 +40,8 @@ class AttentionBlock {
 
   // x: (n, hidden) normalised input for tokens at positions[0..n); writes (n, hidden) into out.
   // The cache must already hold rows for positions[0] + n tokens of capacity.
-  void forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
-               Workspace& ws, Tensor& out) const;
+  void forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
+               Workspace& ws, const BlockOutput& out) const;
 
   size_t weight_bytes() const;
   // Whether forward() over n rows takes x in bf16 as it stands (its projections round x to bf16).

@@ -19,9 +19,9 @@ GatedAttentionBlock::GatedAttentionBlock(Checkpoint& ckpt, const std::string& pr
   k_norm_ = ckpt.tensor(prefix + "k_norm.weight", {s.head_dim});
 }
 
-void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
-                                  Workspace& ws, Tensor& out) const {
-  const int64_t n = x.dim(0);
+void GatedAttentionBlock::forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
+                                  Workspace& ws, const BlockOutput& out) const {
+  const int64_t n = x.rows();
   const int64_t H = shape_.n_heads, KV = shape_.n_kv_heads, D = shape_.head_dim;
 
   // (n, H, 2D): per head the query then its gate; split into contiguous buffers. The new K/V rows
@@ -29,7 +29,7 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
   Tensor qg, k, v;
   if (w_.qkv.rows > 0) {  // one mat-vec, then views of its columns: [q and gate | k | v]
     Tensor all = ws.get(kStacked, n, 2 * (H + KV) * D);
-    ops::matmul(x, w_.qkv, all);
+    x.matmul(w_.qkv, all);
     qg = all.slice(1, 0, 2 * H * D);
     k = all.slice(1, 2 * H * D, (2 * H + KV) * D);
     v = all.slice(1, (2 * H + KV) * D, 2 * (H + KV) * D);
@@ -44,9 +44,9 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
     qg = ws.get(kQueryGate, n, 2 * H * D);
     k = ws.get(kKey, n, KV * D);
     v = ws.get(kValue, n, KV * D);
-    ops::matmul(x, w_.q, qg);
-    ops::matmul(x, w_.k, k);
-    ops::matmul(x, w_.v, v);
+    x.matmul(w_.q, qg);
+    x.matmul(w_.k, k);
+    x.matmul(w_.v, v);
   }
   // Per head the query then its gate, left where the projection wrote them: the q norm reads its rows
   // there and writes q contiguous, and the gate is read in place (on a GPU, copying them out had put
@@ -70,7 +70,7 @@ void GatedAttentionBlock::forward(const Tensor& x, const ops::Positions& positio
   ops::attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
   Tensor attn_heads = attn.reshape({n * H, D});
   ops::sigmoid_mul(attn_heads, gate_heads, attn_heads);
-  ops::matmul(attn, w_.o, out);
+  out.matmul(attn, w_.o);
 }
 
 DType GatedAttentionBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(w_.o, n, w_.o.data.device()); }

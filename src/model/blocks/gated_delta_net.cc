@@ -46,13 +46,13 @@ LinearAttentionState GatedDeltaNetBlock::new_state(Device device) const {
   return st;
 }
 
-void GatedDeltaNetBlock::forward(const Tensor& x, LinearAttentionState& state, int64_t pos0, Workspace& ws, Tensor& out) const {
-  const int64_t n = x.dim(0), kd = shape_.key_dim(), cd = shape_.conv_dim(), hv = shape_.heads.n_value_heads;
+void GatedDeltaNetBlock::forward(const BlockInput& x, LinearAttentionState& state, int64_t pos0, Workspace& ws, const BlockOutput& out) const {
+  const int64_t n = x.rows(), kd = shape_.key_dim(), cd = shape_.conv_dim(), hv = shape_.heads.n_value_heads;
   const int64_t vd = shape_.value_dim();
   Tensor qkv, z, b, a;
   if (in_stacked_.rows > 0) {  // one mat-vec, then views of its columns: [qkv | z | b | a]
     Tensor all = ws.get(kStacked, n, cd + vd + 2 * hv);
-    ops::matmul(x, in_stacked_, all);
+    x.matmul(in_stacked_, all);
     qkv = all.slice(1, 0, cd);
     z = all.slice(1, cd, cd + vd);
     b = all.slice(1, cd + vd, cd + vd + hv);
@@ -62,10 +62,10 @@ void GatedDeltaNetBlock::forward(const Tensor& x, LinearAttentionState& state, i
     z = ws.get(kZ, n, vd);
     b = ws.get(kB, n, hv);
     a = ws.get(kA, n, hv);
-    ops::matmul(x, in_qkv_, qkv);
-    ops::matmul(x, in_z_, z);
-    ops::matmul(x, in_b_, b);
-    ops::matmul(x, in_a_, a);
+    x.matmul(in_qkv_, qkv);
+    x.matmul(in_z_, z);
+    x.matmul(in_b_, b);
+    x.matmul(in_a_, a);
   }
 
   Tensor conv = ws.get(kConv, n, cd);  // (n, conv_dim): [q | k | v] after conv + SiLU
@@ -85,7 +85,7 @@ void GatedDeltaNetBlock::forward(const Tensor& x, LinearAttentionState& state, i
   run(head, body_end, ops::GatedDeltaAlgorithm::chunked);
   run(body_end, n, ops::GatedDeltaAlgorithm::sequential);
   ops::gated_rms_norm(y, z, norm_, eps_, y);
-  ops::matmul(y, out_, out);
+  out.matmul(y, out_);
 }
 
 size_t GatedDeltaNetBlock::weight_bytes() const {

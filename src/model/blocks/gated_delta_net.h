@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/blocks/block_input.h"
+#include "model/blocks/block_output.h"
 #include "model/blocks/workspace.h"
 #include "model/state.h"
 #include "ops/gated_delta.h"
@@ -34,7 +36,7 @@ class GatedDeltaNetBlock {
   // Whole 64-token chunks aligned to absolute positions run in the chunked form, everything else
   // token by token, so the bits depend only on positions — not on how a prompt is split across
   // forward calls (prompt-cache reuse and speculation rely on this).
-  void forward(const Tensor& x, LinearAttentionState& state, int64_t pos0, Workspace& ws, Tensor& out) const;
+  void forward(const BlockInput& x, LinearAttentionState& state, int64_t pos0, Workspace& ws, const BlockOutput& out) const;
   // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in
   // the fast mode; add_rms_norm reads it), else f32.
   DType output_dtype(int64_t n) const;

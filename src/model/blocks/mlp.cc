@@ -40,29 +40,29 @@ bool MlpBlock::takes_bf16_input(int64_t n) const {
   return ops::matmul_input_dtype(first, n, first.data.device()) == DType::bf16;
 }
 
-void MlpBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
-  const int64_t n = x.dim(0);
+void MlpBlock::forward(const BlockInput& x, Workspace& ws, const BlockOutput& out) const {
+  const int64_t n = x.rows();
   // silu(gate) * up in the type the down projection reads (bf16 for a GPU prompt in the fast mode).
   const DType act_type = ops::matmul_input_dtype(down_, n, x.device());
   Tensor act = act_type == DType::f32 ? ws.get(kGate, n, intermediate_) : ws.get_typed(kAct, n, intermediate_, act_type);
-  if (act_type == DType::f32 && ops::matmul_silu_mul_ok(gate_up_, x)) {
-    ops::matmul_silu_mul(x, gate_up_, act);  // decode on a GPU: no launch for the SwiGLU
+  if (act_type == DType::f32 && x.silu_mul_ok(gate_up_)) {
+    x.matmul_silu_mul(gate_up_, act);  // decode on a GPU: no launch for the SwiGLU
   } else if (gate_up_.rows > 0) {
     // gate and up in bf16 where the GEMM can round them on the way out (a GPU prompt in the fast mode):
     // the largest activation of a forward, written once and read once.
     const DType both_type = ops::matmul_output_dtype(gate_up_, n, x.device());
     Tensor both = both_type == DType::f32 ? ws.get(kGateUp, n, 2 * intermediate_) : ws.get_typed(kGateUp, n, 2 * intermediate_, both_type);
-    ops::matmul(x, gate_up_, both);
+    x.matmul(gate_up_, both);
     ops::silu_mul(both.slice(1, 0, intermediate_), both.slice(1, intermediate_, 2 * intermediate_), act);
   } else {
     const DType part_type = ops::matmul_output_dtype(gate_, n, x.device());
     auto part = [&](size_t slot) { return part_type == DType::f32 ? ws.get(slot, n, intermediate_) : ws.get_typed(slot, n, intermediate_, part_type); };
     Tensor gate = part(kGate), up = part(kUp);
-    ops::matmul(x, gate_, gate);
-    ops::matmul(x, up_, up);
+    x.matmul(gate_, gate);
+    x.matmul(up_, up);
     ops::silu_mul(gate, up, act);
   }
-  ops::matmul(act, down_, out);
+  out.matmul(act, down_);
 }
 
 DType MlpBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(down_, n, down_.data.device()); }

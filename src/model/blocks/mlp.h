@@ -3,6 +3,8 @@
 #include <array>
 #include <string>
 
+#include "model/blocks/block_input.h"
+#include "model/blocks/block_output.h"
 #include "model/blocks/workspace.h"
 #include "tensor/weight.h"
 #include "weights/checkpoint.h"
@@ -17,7 +19,7 @@ class MlpBlock {
            const char* gate_name = "gate_proj", const char* up_name = "up_proj", const char* down_name = "down_proj");
 
   // x: (n, hidden) → out: (n, hidden).
-  void forward(const Tensor& x, Workspace& ws, Tensor& out) const;
+  void forward(const BlockInput& x, Workspace& ws, const BlockOutput& out) const;
   // Whether forward() over n rows takes x in bf16 as it stands (its projections round x to bf16).
   bool takes_bf16_input(int64_t n) const;
   // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in

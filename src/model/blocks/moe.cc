@@ -191,7 +191,8 @@ ops::MoeRouting MoeBlock::routing() const {
   return {config_.top_k, config_.routing == MoeConfig::Routing::softmax_then_top_k, config_.normalize_top_k};
 }
 
-void MoeBlock::forward(const Tensor& x, Workspace& ws, Tensor& out) const {
+void MoeBlock::forward(const BlockInput& input, Workspace& ws, Tensor& out) const {
+  const Tensor& x = input.tensor();  // the router, the experts and the shared expert all read it
   const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k;
   Tensor logits, shared_logit;
   if (router_and_gate_.rows > 0) {  // views of one output: [router logits | shared gate logit | padding]

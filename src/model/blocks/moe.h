@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/blocks/mlp.h"
+#include "model/blocks/block_input.h"
 #include "model/blocks/workspace.h"
 #include "ops/moe.h"
 #include "tensor/weight.h"
@@ -32,7 +33,7 @@ class MoeBlock {
   MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig& config, const QuantConfig& quant);
 
   // x: (n, hidden) → out: (n, hidden).
-  void forward(const Tensor& x, Workspace& ws, Tensor& out) const;
+  void forward(const BlockInput& input, Workspace& ws, Tensor& out) const;
   // Bytes one token reads: router, top_k experts, shared expert.
   size_t weight_bytes_per_token() const;
 

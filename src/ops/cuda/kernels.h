@@ -8,6 +8,7 @@
 
 #include "ops/gated_delta.h"
 #include "ops/moe.h"
+#include "ops/normed_matmul.h"
 #include "ops/rope.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
@@ -24,6 +25,7 @@ bool matmul_gives_bf16(const Weight& w, int64_t rows);
 void embedding(const Weight& table, std::span<const int32_t> ids, const int32_t* device_ids, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset);
 void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset);
+void apply_norm_scale(const ScaledInput& in, Tensor& x);
 void rope(Tensor& x, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table);
 void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions,
                     const RopeTable& table, Tensor& cache_k, Tensor& cache_v);

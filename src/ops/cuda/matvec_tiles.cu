@@ -72,10 +72,10 @@ int max_column_parts() {
   return parts;
 }
 
-template <class S, bool PAIRS = false>
-void launch_tiles(const tiles::Args& a, int group_tiles) {
-  if (group_tiles == 1) tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks, PAIRS>(a, max_column_parts());
-  else tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks, PAIRS>(a, max_column_parts());
+template <class S, bool PAIRS, int FUSE>
+int64_t launch_tiles(const tiles::Args& a, int group_tiles, const tiles::NormFusion& f) {
+  if (group_tiles == 1) return tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks, PAIRS, FUSE>(a, max_column_parts(), f);
+  return tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks, PAIRS, FUSE>(a, max_column_parts(), f);
 }
 
 // Weight loads marked evict-first in L2 (SANCTUM_WEIGHT_EVICT_FIRST=0: normal, for comparisons). On an
@@ -85,13 +85,14 @@ bool weights_evict_first() {
   return on;
 }
 
-// The tiled mat-vec over w with x and y in `a`.
-template <bool PAIRS = false>
-void launch_tiles_of(const Weight& w, tiles::Args a) {
+// The tiled mat-vec over w with x and y in `a` (FUSE, f: the norm split across two mat-vecs,
+// matvec_tiles.cuh). Returns the launch's block rows.
+template <bool PAIRS = false, int FUSE = tiles::kPlain>
+int64_t launch_tiles_of(const Weight& w, tiles::Args a, const tiles::NormFusion& f = {}) {
   a.evict_first = weights_evict_first();
   const int group_tiles = w.quant.group_size / 64;
-  if (w.scales.dtype() == DType::bf16) launch_tiles<__nv_bfloat16, PAIRS>(a, group_tiles);
-  else launch_tiles<__half, PAIRS>(a, group_tiles);
+  if (w.scales.dtype() == DType::bf16) return launch_tiles<__nv_bfloat16, PAIRS, FUSE>(a, group_tiles, f);
+  return launch_tiles<__half, PAIRS, FUSE>(a, group_tiles, f);
 }
 
 template <class S>
@@ -152,6 +153,71 @@ void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y) {
 }
 
 namespace {
+
+// The norm split across two mat-vecs (SANCTUM_FUSE_NORM=0: never, for comparisons).
+bool norm_fused() {
+  static const bool on = !switched_off("SANCTUM_FUSE_NORM");
+  return on;
+}
+
+bool row_vector(const Tensor* t, int64_t cols) {
+  return t != nullptr && *t && t->device() == Device::cuda && t->dtype() == DType::f32 && t->ndim() == 2 && t->dim(0) == 1 &&
+         t->dim(1) == cols && t->is_contiguous() && aligned16(t->raw());
+}
+
+bool norm_weight_ok(const Tensor* w, int64_t cols) {
+  return w != nullptr && *w && w->device() == Device::cuda && w->ndim() == 1 && w->dim(0) == cols && w->is_contiguous() &&
+         (w->dtype() == DType::f32 || w->dtype() == DType::bf16 || w->dtype() == DType::f16);
+}
+
+bool squares_ok(const Tensor* t, int64_t count) {
+  return t != nullptr && *t && t->device() == Device::cuda && t->dtype() == DType::f32 && t->is_contiguous() && t->numel() >= count;
+}
+
+tiles::NormFusion scaled_fusion(const ScaledInput& in, int64_t cols) {
+  tiles::NormFusion f;
+  f.in_squares = in.squares->data<float>();
+  f.count = static_cast<int>(in.count);
+  f.cols = static_cast<float>(cols);
+  f.eps = in.eps;
+  return f;
+}
+
+}  // namespace
+
+bool tiles_residual_ok(const Tensor& x, const Weight& w, const ResidualNorm& r) {
+  // A launch has at most a block row per row tile, each leaving one sum of squares.
+  return norm_fused() && tiles_matvec_ok(w, x, 1) && x.dim(0) == 1 && row_vector(r.h, w.rows) && row_vector(r.u, w.rows) &&
+         norm_weight_ok(r.weight, w.rows) && aligned16(r.weight->raw()) && squares_ok(r.squares, w.rows / 16) && r.h->raw() != x.raw() &&
+         r.u->raw() != x.raw();
+}
+
+int64_t tiles_matvec_residual(const Tensor& x, const Weight& w, const ResidualNorm& r) {
+  tiles::NormFusion f;
+  f.h = r.h->data<float>();
+  f.weight = r.weight->raw();
+  f.kind = float_kind(*r.weight);
+  f.offset = r.offset;
+  f.u = r.u->data<float>();
+  f.squares = r.squares->data<float>();
+  const int64_t count =
+      launch_tiles_of<false, tiles::kResidualOut>(w, tiles::args_of(w, x.data<float>(), x.stride(0), 1, f.u, r.u->stride(0)), f);
+  check_launch("matmul_residual (tiled tensor-core mat-vec)");
+  return count;
+}
+
+bool tiles_scaled_ok(const ScaledInput& in, const Weight& w) {
+  return norm_fused() && w.layout == WeightLayout::tiles && row_vector(in.u, w.cols) && in.count > 0 && in.count <= tiles::kMaxSquares &&
+         squares_ok(in.squares, in.count) && aligned16(in.squares->raw());
+}
+
+void tiles_matvec_scaled(const ScaledInput& in, const Weight& w, Tensor& y) {
+  launch_tiles_of<false, tiles::kScaledIn>(w, tiles::args_of(w, in.u->data<float>(), in.u->stride(0), 1, y.data<float>(), y.stride(0)),
+                                           scaled_fusion(in, w.cols));
+  check_launch("matmul_scaled (tiled tensor-core mat-vec)");
+}
+
+namespace {
 // The SwiGLU inside the gate/up mat-vecs, dense and expert (SANCTUM_FUSE_SWIGLU=0: never, for
 // comparisons).
 bool swiglu_fused() {
@@ -170,6 +236,17 @@ void tiles_matvec_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act) 
   a.pair_tiles = gate_up.rows / 32;
   launch_tiles_of<true>(gate_up, a);
   check_launch("matmul_silu_mul (tiled tensor-core mat-vec)");
+}
+
+bool tiles_silu_mul_scaled_ok(const ScaledInput& in, const Weight& gate_up) {
+  return swiglu_fused() && tiles_scaled_ok(in, gate_up) && gate_up.rows % 32 == 0;
+}
+
+void tiles_matvec_silu_mul_scaled(const ScaledInput& in, const Weight& gate_up, Tensor& act) {
+  tiles::Args a = tiles::args_of(gate_up, in.u->data<float>(), in.u->stride(0), 1, act.data<float>(), act.stride(0));
+  a.pair_tiles = gate_up.rows / 32;
+  launch_tiles_of<true, tiles::kScaledIn>(gate_up, a, scaled_fusion(in, gate_up.cols));
+  check_launch("matmul_silu_mul_scaled (tiled tensor-core mat-vec)");
 }
 
 bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x) {

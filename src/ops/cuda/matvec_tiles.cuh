@@ -32,14 +32,25 @@
 //
 // Launched early (common.cuh): the first DEPTH tiles' loads are in flight before the kernel waits
 // for the one that writes x, so the weight stream starts while that kernel finishes.
+//
+// The RMSNorm between two sub-blocks, split across the two mat-vecs around it (one x row; FUSE):
+// the mat-vec that ends a sub-block (kResidualOut) adds its y to the residual stream h in place and
+// leaves u = h * (norm weight + offset) and, per block row, the sum of the squares of its h values;
+// the one that begins the next (kScaledIn) reads u as x and scales its sums by rsqrt(mean square +
+// eps), which the partial sums give it at the end. So no add + RMSNorm launch stands between them,
+// and neither reads more than it did. The sums are bf16(u) products scaled once, where the norm
+// kernel's are of bf16(u * rsqrt): another rounding of the same size.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "base/env.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/matvec_mma_kernel.cuh"
 #include "ops/cuda/matvec_split.h"
 #include "ops/cuda/moe_route.cuh"
+#include "ops/cuda/tensor_core.cuh"
 
 namespace sanctum::ops::cuda::tiles {
 
@@ -79,6 +90,68 @@ struct UpTiles {
   const uint32_t* scales = nullptr;
   const uint32_t* biases = nullptr;
 };
+
+// The norm split across two mat-vecs (see the top).
+enum Fuse : int { kPlain = 0, kResidualOut = 1, kScaledIn = 2 };
+struct NormFusion {
+  // kResidualOut: h (y's shape) += y, u = h * (weight + offset), squares[block row] = sum of its h^2.
+  float* h = nullptr;
+  const void* weight = nullptr;
+  FloatKind kind = FloatKind::f32;
+  float offset = 0.0f;
+  float* u = nullptr;
+  float* squares = nullptr;
+  // kScaledIn: y *= rsqrt(sum(squares[0, count)) / cols + eps).
+  const float* in_squares = nullptr;
+  int count = 0;
+  float cols = 0.0f, eps = 0.0f;
+};
+
+// What the fused ends of a launch read, copied into shared memory as soon as the kernel may read it
+// (the copies need no registers and nothing waits on them until the block's end, where a read from
+// L2 had added its latency to every block): kScaledIn, the squares (count <= kMaxSquares);
+// kResidualOut, h and the norm's weights for the block's rows (at most kStageRows, contiguous).
+constexpr int kMaxSquares = 512, kStageRows = 256;
+struct FusionStage {
+  float values[kStageRows > kMaxSquares ? kStageRows : kMaxSquares];
+  float weights[kStageRows];  // as stored: f32, or 16-bit values in the first half
+};
+
+__device__ __forceinline__ void copy_async(void* dst, const void* src, int bytes, int64_t available) {
+  for (int i = threadIdx.x; i * 16 < bytes; i += blockDim.x)
+    tc::copy16_async(static_cast<char*>(dst) + 16 * i, static_cast<const char*>(src) + 16 * i, 16 * int64_t{i} < available);
+}
+
+// kResidualOut: rows [row0, row0 + rows) of h (of h_rows) and of the norm's weights.
+__device__ __forceinline__ void stage_residual(const NormFusion& f, int64_t row0, int rows, int64_t h_rows, FusionStage& st) {
+  const int esize = f.kind == FloatKind::f32 ? 4 : 2;
+  const int64_t left = h_rows - row0;
+  copy_async(st.values, f.h + row0, rows * 4, left * 4);
+  copy_async(st.weights, static_cast<const char*>(f.weight) + row0 * esize, rows * esize, left * esize);
+  tc::commit_copies();
+}
+
+__device__ __forceinline__ void stage_squares(const NormFusion& f, FusionStage& st) {
+  copy_async(st.values, f.in_squares, (f.count + 3) / 4 * 16, int64_t{f.count} * 4);
+  tc::commit_copies();
+}
+
+__device__ __forceinline__ float staged_weight(const NormFusion& f, const FusionStage& st, int i) {
+  switch (f.kind) {
+    case FloatKind::bf16: return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(st.weights)[i]);
+    case FloatKind::f16: return __half2float(reinterpret_cast<const __half*>(st.weights)[i]);
+    default: return st.weights[i];
+  }
+}
+
+// kScaledIn: rsqrt(mean square + eps) from the staged squares, by every warp alike (lane-strided
+// sums in a fixed order, then warp_sum), so every block and every launch gets the same bits.
+__device__ __forceinline__ float norm_scale(const NormFusion& f, const FusionStage& st) {
+  float s = 0.0f;
+  for (int i = threadIdx.x & 31; i < f.count; i += 32) s += st.values[i];
+  s = warp_sum(s);
+  return rsqrtf(s / f.cols + f.eps);
+}
 
 // The RT row tiles of row group q (kWarps / KS groups per block): q RT .. q RT + RT - 1, or with
 // gate/up pairs q and q + pair_tiles (as rows of the two halves counted together).
@@ -215,9 +288,16 @@ __device__ __forceinline__ void tile_dot(const uint4 (&codes)[RT], const uint32_
 // the first writes its y elements, or with gate/up pairs silu(gate) * up (with column parts, first
 // its part's sums; the block that ends a row range last adds the parts in order). Every thread of
 // the block calls this.
-template <int KS, int RT, bool PAIRS>
-__device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], int64_t block, int part) {
+// FUSE: kScaledIn multiplies the sums by the norm's scale; kResidualOut adds them to f.h instead of
+// writing y (n 1; see NormFusion). st: what the launch staged for it (row0: its first row).
+template <int KS, int RT, bool PAIRS, int FUSE = kPlain>
+__device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], int64_t block, int part, const NormFusion& f = {},
+                                           FusionStage* st = nullptr, int64_t row0 = 0) {
   __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
+  if constexpr (FUSE != kPlain) {
+    tc::wait_copies<0>();  // the stage (and no copy may outlive a block that ends early, below)
+    __syncthreads();       // every thread's copies
+  }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const int n = a.n;
   const RowTiles rt = row_tiles_of<RT, PAIRS>(a, block * (kWarps / KS) + warp / KS);  // recomputed: nothing held through the loop
@@ -255,7 +335,39 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
           acc[r][q] = sum;
         }
   }
-  if constexpr (PAIRS) {  // the up row exists exactly where the pair does
+  if constexpr (FUSE == kScaledIn) {
+    const float k = norm_scale(f, *st);
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[r][q] *= k;
+  }
+  if constexpr (FUSE == kResidualOut) {
+    static_assert(!PAIRS, "a residual projection is a plain one");
+    __shared__ float warp_squares[kWarps];
+    float squares = 0.0f;
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (stored(r, q)) {  // column 0 only: n is 1
+          const int64_t row = row_of(r, q);
+          const int i = static_cast<int>(row - row0);
+          const float v = st->values[i] + acc[r][q];
+          f.h[row] = v;
+          f.u[row] = v * (staged_weight(f, *st, i) + f.offset);
+          squares += v * v;
+        }
+    squares = warp_sum(squares);
+    if (lane == 0) warp_squares[warp] = squares;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) sum += warp_squares[w];
+      f.squares[block] = sum;
+    }
+  } else if constexpr (PAIRS) {  // the up row exists exactly where the pair does
 #pragma unroll
     for (int q = 0; q < 4; ++q)
       if (stored(1, q)) a.y[col_of(q) * a.y_stride + row_of(0, q)] = silu(acc[0][q]) * acc[1][q];
@@ -275,8 +387,9 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
 // warp fit in 128 registers: pointers advance once per DEPTH tiles and the tiles between take
 // immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
 // and the B columns past n hold copies whose results are never stored.
-template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false>
-__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part, const UpTiles& up = {}) {
+// FUSE, f: the norm split across two mat-vecs (NormFusion).
+template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false, int FUSE = kPlain>
+__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part, const UpTiles& up = {}, const NormFusion& f = {}) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const RowTiles rt = row_tiles_of<RT, PAIRS>(a, block * (kWarps / KS) + warp / KS);
@@ -338,6 +451,13 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   advance();
   allow_next_early();
   wait_for_previous();
+  __shared__ std::conditional_t<FUSE == kPlain, char, FusionStage> staged[1];
+  FusionStage* stage = nullptr;
+  constexpr int64_t kBlockRows = int64_t{kWarps} / KS * RT * 16;
+  static_assert(kBlockRows <= kStageRows || FUSE != kResidualOut, "a residual block's rows fit the stage");
+  if constexpr (FUSE != kPlain) stage = &staged[0];
+  if constexpr (FUSE == kScaledIn) stage_squares(f, *stage);
+  if constexpr (FUSE == kResidualOut) stage_residual(f, block * kBlockRows, static_cast<int>(kBlockRows), a.row_tiles * 16, *stage);
   int i = 0;
   for (; i + 2 * DEPTH <= count; i += DEPTH) {
 #pragma unroll
@@ -362,16 +482,17 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   for (int d = 0; d < DEPTH; ++d)
     if (i + d < count) process(buf[d], xp + d * (KS * 64));
 
-  store_sums<KS, RT, PAIRS>(a, acc, block, part);
+  store_sums<KS, RT, PAIRS, FUSE>(a, acc, block, part, f, stage, block * kBlockRows);
 }
 
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS>
-__global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS, int FUSE = kPlain>
+__global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a, NormFusion f) {
   if constexpr (PAIRS)  // the stack's second half
-    matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, blockIdx.y,
-                                             {a.codes + a.pair_tiles * a.k_tiles * 32, a.scales + a.pair_tiles * a.groups * 8,
-                                              a.biases + a.pair_tiles * a.groups * 8});
-  else matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, blockIdx.y);
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE>(a, blockIdx.x, blockIdx.y,
+                                                   {a.codes + a.pair_tiles * a.k_tiles * 32, a.scales + a.pair_tiles * a.groups * 8,
+                                                    a.biases + a.pair_tiles * a.groups * 8},
+                                                   f);
+  else matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE>(a, blockIdx.x, blockIdx.y, {}, f);
 }
 
 // Block row `slot` of an expert launch through expert `id`. PAIRS: table[0] and table[1] are an
@@ -490,9 +611,9 @@ float* part_sums_workspace();
 int* part_counters_workspace();
 
 // Launches with the columns in `parts` parts (1: none). PAIRS: a.pair_tiles gate/up pairs (two row
-// tiles per warp).
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch_parts(Args a, int parts) {
+// tiles per warp). FUSE, f: NormFusion. Returns the block rows (kResidualOut: the squares written).
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain>
+int64_t launch_parts(Args a, int parts, const NormFusion& f = {}) {
   static_assert(!PAIRS || RT == 2, "a gate/up pair is two row tiles per warp");
   constexpr int64_t tiles_per_block = kWarps / KS * RT;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
@@ -503,19 +624,20 @@ void launch_parts(Args a, int parts) {
     a.part_sums = part_sums_workspace();
     a.part_counters = part_counters_workspace();
   }
-  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)),
-               dim3(kWarps * 32), 0, a);
+  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)),
+               dim3(kWarps * 32), 0, a, f);
+  return blocks;
 }
 
 // max_parts > 1: split the columns into parts where that fills the GPU better (column_parts, for the
 // blocks per multiprocessor this kernel reaches).
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch(const Args& a, int max_parts = 1) {
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain>
+int64_t launch(const Args& a, int max_parts = 1, const NormFusion& f = {}) {
   int parts = 1;
   if (max_parts > 1) {
     static const int per_multiprocessor = [] {
       int b = 0;
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, kWarps * 32, 0),
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE>, kWarps * 32, 0),
                  "mat-vec occupancy");
       return b;
     }();
@@ -523,19 +645,20 @@ void launch(const Args& a, int max_parts = 1) {
     parts = column_parts((a.row_tiles + tiles_per_block - 1) / tiles_per_block, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles,
                          KS, static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
   }
-  launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS>(a, parts);
+  return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE>(a, parts, f);
 }
 
 // Warps per row tile and column parts chosen together (dense_launch_shape; SANCTUM_MATVEC_JOINT_SPLIT=0:
 // one after the other, for comparisons).
-template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch_split(const Args& a, int max_parts = kMaxParts) {
+template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain>
+int64_t launch_split(const Args& a, int max_parts = kMaxParts, const NormFusion& f = {}) {
   static const bool joint = !switched_off("SANCTUM_MATVEC_JOINT_SPLIT");
   if (!joint || max_parts <= 1)
-    return with_split(dense_split<MINB>(a.row_tiles, RT, a.k_tiles), [&]<int KS>() { launch<S, KS, RT, GT, DEPTH, MINB, PAIRS>(a, max_parts); });
+    return with_split(dense_split<MINB>(a.row_tiles, RT, a.k_tiles),
+                      [&]<int KS>() { return launch<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE>(a, max_parts, f); });
   const LaunchShape shape =
       dense_launch_shape(a.row_tiles, RT, a.k_tiles, multiprocessor_count(), MINB, max_parts, static_cast<int64_t>(a.n) * a.row_tiles * 16);
-  with_split(shape.ks, [&]<int KS>() { launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS>(a, shape.parts); });
+  return with_split(shape.ks, [&]<int KS>() { return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE>(a, shape.parts, f); });
 }
 
 // projections: 1, or 2 when table[1] / y[1] hold a second one; slots: rows of y. PAIRS: the two

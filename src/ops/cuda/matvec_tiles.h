@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "ops/moe.h"
+#include "ops/normed_matmul.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
 
@@ -26,6 +27,14 @@ void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y);
 // tiles_matvec into (n, m) followed by silu_mul (SANCTUM_FUSE_SWIGLU=0: never offered).
 bool tiles_silu_mul_ok(const Weight& gate_up, const Tensor& x);
 void tiles_matvec_silu_mul(const Tensor& x, const Weight& gate_up, Tensor& act);
+// matmul_residual, matmul_scaled and matmul_silu_mul_scaled over tiled weights (normed_matmul.h;
+// the kernels: matvec_tiles.cuh, NormFusion). SANCTUM_FUSE_NORM=0: never offered.
+bool tiles_residual_ok(const Tensor& x, const Weight& w, const ResidualNorm& r);
+int64_t tiles_matvec_residual(const Tensor& x, const Weight& w, const ResidualNorm& r);
+bool tiles_scaled_ok(const ScaledInput& in, const Weight& w);
+void tiles_matvec_scaled(const ScaledInput& in, const Weight& w, Tensor& y);
+bool tiles_silu_mul_scaled_ok(const ScaledInput& in, const Weight& gate_up);
+void tiles_matvec_silu_mul_scaled(const ScaledInput& in, const Weight& gate_up, Tensor& act);
 // Experts in the tiled layout, picked by device ids, as expert_matmul: ya row i = a[ids[i]] · (x row
 // i / fan); with b (same shape as a), yb likewise in the same launch. ya.dim(0) <= 65535.
 bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x);

@@ -175,6 +175,23 @@ __global__ void gated_rms_norm_kernel(Rows<const float> x, Rows<const float> z, 
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = xr[i] * inv * load_float(w, kind, i) * silu(zr[i]);
 }
 
+// x = u * rsqrt(sum(squares[0, count)) / cols + eps), one block: the norm a residual projection
+// prepared (matvec_tiles.cuh, NormFusion) for a reader that takes x as it stands. The scale is summed
+// as the scaled mat-vec sums it (its first warp, lane-strided, then warp_sum).
+__global__ void apply_norm_scale_kernel(const float* u, const float* squares, int count, int64_t cols, float eps, float* x) {
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
+  __shared__ float scale;
+  if (threadIdx.x < 32) {
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < count; i += 32) s += squares[i];
+    s = warp_sum(s);
+    if (threadIdx.x == 0) scale = rsqrtf(s / static_cast<float>(cols) + eps);
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) x[c] = u[c] * scale;
+}
+
 int threads_for(int64_t cols) { return cols >= 1024 ? 1024 : cols >= 256 ? 256 : 128; }
 
 // The norm of x's rows (ADD: of h + delta, written back to h) into out of element type O.
@@ -219,6 +236,13 @@ void add_rms_norm_from(Tensor& h, const Tensor& delta, const Tensor& weight, flo
 void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
   if (delta.dtype() == DType::bf16) add_rms_norm_from<__nv_bfloat16>(h, delta, weight, eps, out, weight_offset);
   else add_rms_norm_from<float>(h, delta, weight, eps, out, weight_offset);
+}
+
+void apply_norm_scale(const ScaledInput& in, Tensor& x) {
+  const int64_t cols = in.u->dim(-1);
+  launch_early(apply_norm_scale_kernel, dim3(1), dim3(threads_for(cols)), 0, in.u->data<float>(), in.squares->data<float>(),
+               static_cast<int>(in.count), cols, in.eps, x.data<float>());
+  check_launch("apply_norm_scale");
 }
 
 void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {

@@ -59,6 +59,13 @@ void tiles_gemm(const Tensor&, const Weight&, Tensor&) { no_cuda("tiles_gemm"); 
 void tiles_matvec(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
 bool tiles_silu_mul_ok(const Weight&, const Tensor&) { return false; }
 void tiles_matvec_silu_mul(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul_silu_mul"); }
+bool tiles_residual_ok(const Tensor&, const Weight&, const ResidualNorm&) { return false; }
+int64_t tiles_matvec_residual(const Tensor&, const Weight&, const ResidualNorm&) { no_cuda("matmul_residual"); }
+bool tiles_scaled_ok(const ScaledInput&, const Weight&) { return false; }
+void tiles_matvec_scaled(const ScaledInput&, const Weight&, Tensor&) { no_cuda("matmul_scaled"); }
+bool tiles_silu_mul_scaled_ok(const ScaledInput&, const Weight&) { return false; }
+void tiles_matvec_silu_mul_scaled(const ScaledInput&, const Weight&, Tensor&) { no_cuda("matmul_silu_mul_scaled"); }
+void apply_norm_scale(const ScaledInput&, Tensor&) { no_cuda("apply_norm_scale"); }
 bool tiles_experts_ok(const ExpertSet&, const Tensor&) { return false; }
 bool tiles_expert_silu_mul_ok(const ExpertSet&, const ExpertSet&, const Tensor&) { return false; }
 void tiles_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("expert_gate_up_silu_mul"); }
