@@ -239,8 +239,9 @@ class DecoderModel final : public Model {
     // Between sub-blocks: h += delta, then the next norm. For one row on a GPU, a sub-block's last
     // projection offers to do both halves' work (block_output.h: h += its output, with u and the
     // squares of h for the next norm), and the next sub-block's projections finish the norm as they
-    // read u (block_input.h, scaled). Elsewhere, and for a MoE block's input (its router, experts and
-    // shared expert would each take x), the next input is pending: add_rms_norm at its first use.
+    // read u (block_input.h, scaled); a MoE block's combine does the first half likewise. Elsewhere,
+    // and for a MoE block's input (its router, experts and shared expert would each take x), the next
+    // input is pending: add_rms_norm at its first use.
     const bool split_norms = n == 1 && h.device() == Device::cuda;
     Tensor u = split_norms ? ws_.get(kNormU, 1, hidden) : Tensor();
     Tensor squares = split_norms ? ws_.get(kNormSquares, 1, (hidden + 15) / 16) : Tensor();
@@ -281,13 +282,14 @@ class DecoderModel final : public Model {
         }
       }
       const BlockInput x = input_for(layer.post_norm, mlp_input(layer));
+      // The last layer's output goes to ops::add, or straight into h with the final norm prepared.
+      const Tensor* next = last ? (which == LogitsFor::none ? nullptr : &final_norm_) : &layers_[i + 1].input_norm;
       if (layer.moe) {
-        layer.moe->forward(x, ws_, delta32);
-        after(x, BlockOutput(delta32));
+        const BlockOutput out = output_for(delta32, next);
+        layer.moe->forward(x, ws_, out);
+        after(x, out);
       } else {
-        // the last one goes to ops::add, or straight into h with the final norm prepared
-        const BlockOutput out = output_for(delta_of(last ? DType::f32 : layer.mlp->output_dtype(n)),
-                                           last ? (which == LogitsFor::none ? nullptr : &final_norm_) : &layers_[i + 1].input_norm);
+        const BlockOutput out = output_for(delta_of(last ? DType::f32 : layer.mlp->output_dtype(n)), next);
         layer.mlp->forward(x, ws_, out);
         after(x, out);
       }

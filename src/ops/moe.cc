@@ -399,4 +399,23 @@ void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, cons
                   (k + 1) * s, shared_gate_weights(shared_logit), out);
 }
 
+bool moe_combine_residual_ok(const Tensor& per_rank, const ResidualNorm& r) {
+  return per_rank && per_rank.device() == Device::cuda && per_rank.dtype() == DType::f32 && per_rank.ndim() == 2 &&
+         cuda::moe_combine_residual_ok(per_rank.dim(1), r);
+}
+
+int64_t moe_combine_shared_rank_residual(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, const ResidualNorm& r) {
+  constexpr const char* kOp = "moe_combine_shared_rank_residual";
+  SANCTUM_REQUIRE(moe_combine_residual_ok(per_rank, r), kOp, "no fused kernel takes this stream; use moe_combine_shared_rank and add_rms_norm");
+  require_rows(kOp, "per_rank", per_rank);
+  detail::require_dtype(kOp, "weights", weights, DType::f32);
+  detail::require_dtype(kOp, "shared_logit", shared_logit, DType::f32);
+  SANCTUM_REQUIRE(weights.is_contiguous() && weights.device() == Device::cuda && shared_logit.device() == Device::cuda, kOp,
+                  "weights and shared_logit must be contiguous on the GPU");
+  const int64_t k = weights.numel();
+  SANCTUM_REQUIRE(per_rank.dim(0) == k + 1, kOp, "per_rank must be (k + 1, d) for one token, got " + per_rank.shape_string());
+  SANCTUM_REQUIRE(shared_logit.numel() == 1, kOp, "shared_logit must be (1, 1), got " + shared_logit.shape_string());
+  return cuda::moe_combine_shared_rank_residual(per_rank, weights, shared_logit, r);
+}
+
 }  // namespace sanctum::ops

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "ops/normed_matmul.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
 
@@ -121,5 +122,10 @@ void moe_combine(const Tensor& per_rank, const Tensor& weights, const Tensor* sh
 // per_rank (n * (k + 1), d), as moe_route's appended id lays them out. Same arithmetic, in the same
 // order, as moe_combine given that row as `shared`.
 void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, Tensor& out);
+// moe_combine_shared_rank for one token added straight into the residual stream with the next norm
+// prepared (normed_matmul.h, ResidualNorm: r.h += the combined row, u and the squares), where
+// moe_combine_residual_ok (a GPU, one token; SANCTUM_FUSE_NORM=0: never). Returns the count of squares.
+bool moe_combine_residual_ok(const Tensor& per_rank, const ResidualNorm& r);
+int64_t moe_combine_shared_rank_residual(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, const ResidualNorm& r);
 
 }  // namespace sanctum::ops

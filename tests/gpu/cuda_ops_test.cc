@@ -512,6 +512,44 @@ TEST_F(Cuda, norm_split_across_two_matvecs) {
   EXPECT_THROW(ops::matmul_residual(two, tiled, {&h, &norm_w, 0.0f, &u, &squares}), Error);
 }
 
+// A MoE block's combine in the residual form (ops::moe_combine_shared_rank_residual): h + the combined
+// row with the bits of moe_combine_shared_rank then add_rms_norm's h, u = h * (weight + offset), one
+// sum of squares per 256 columns; refused past one token.
+TEST_F(Cuda, moe_combine_into_the_residual_stream) {
+  Rng rng(62);
+  for (int64_t d : {2048, 2112, 640})
+    for (float offset : {0.0f, 1.0f}) {
+      const int64_t k = 8;
+      const Tensor per_rank = gpu(test::random_tensor({k + 1, d}, DType::f32, rng)), weights = gpu(test::random_tensor({1, k}, DType::f32, rng));
+      const Tensor logit = gpu(test::random_tensor({1, 1}, DType::f32, rng)), h0 = test::random_tensor({1, d}, DType::f32, rng);
+      const Tensor norm_host = test::random_tensor({d}, DType::bf16, rng), norm_w = gpu(norm_host);
+      Tensor out = Tensor::zeros({1, d}, DType::f32, Device::cuda), h_ref = gpu(h0), x_ref = Tensor::zeros({1, d}, DType::f32, Device::cuda);
+      ops::moe_combine_shared_rank(per_rank, weights, logit, out);
+      ops::add_rms_norm(h_ref, out, norm_w, 1e-6f, x_ref, offset);
+      Tensor h = gpu(h0), u = Tensor::zeros({1, d}, DType::f32, Device::cuda), squares = Tensor::zeros({1, d / 16}, DType::f32, Device::cuda);
+      const ops::ResidualNorm r{&h, &norm_w, offset, &u, &squares};
+      ASSERT_TRUE(ops::moe_combine_residual_ok(per_rank, r)) << d;
+      const int64_t count = ops::moe_combine_shared_rank_residual(per_rank, weights, logit, r);
+      EXPECT_EQ(count, (d + 255) / 256) << d;
+      const Tensor hh = host(h), hr = host(h_ref), uh = host(u), sq = host(squares);
+      EXPECT_EQ(0, std::memcmp(hh.raw(), hr.raw(), hh.nbytes())) << d << ": h + the combined row";
+      int64_t u_wrong = 0;
+      double want = 0.0, got = 0.0;
+      for (int64_t i = 0; i < d; ++i) {
+        const float v = hr.data<float>()[i];
+        u_wrong += uh.data<float>()[i] != v * (load_as_f32(norm_host.raw(), DType::bf16, i) + offset);
+        want += static_cast<double>(v) * v;
+      }
+      for (int64_t i = 0; i < count; ++i) got += sq.data<float>()[i];
+      EXPECT_EQ(u_wrong, 0) << d;
+      EXPECT_NEAR(got, want, 1e-5 * want) << d;
+    }
+  Tensor h = Tensor::zeros({2, 64}, DType::f32, Device::cuda), u = Tensor::zeros({2, 64}, DType::f32, Device::cuda);
+  const Tensor norm_w = gpu(test::random_tensor({64}, DType::bf16, rng)), per_rank = Tensor::zeros({18, 64}, DType::f32, Device::cuda);
+  Tensor squares = Tensor::zeros({1, 8}, DType::f32, Device::cuda);
+  EXPECT_FALSE(ops::moe_combine_residual_ok(per_rank, {&h, &norm_w, 0.0f, &u, &squares})) << "two tokens";
+}
+
 // The bf16 copy that cuBLAS multiplies (dequantize.cu) holds, bit for bit, each weight's
 // fma(scale, code, bias) rounded to bf16: the tiled and the row layout, dense weights, every code
 // width, group and scale type, odd row counts.

@@ -20,6 +20,10 @@ class BlockOutput {
   // The block's last projection: delta = x · wᵀ, or the residual form.
   void matmul(const Tensor& x, const Weight& w) const;
   Tensor& delta() const { return *delta_; }
+  // For a block whose output comes from another kernel (a MoE combine): the residual form, if
+  // offered, and, once that kernel has taken it, the count of squares it left.
+  const ops::ResidualNorm* offered() const { return offered_ ? &residual_ : nullptr; }
+  void took(int64_t squares) const { squares_ = squares; }
   // After the block: whether the projection took the residual form, and the count of squares it left.
   bool into_residual() const { return squares_ > 0; }
   int64_t squares() const { return squares_; }

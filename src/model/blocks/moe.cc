@@ -191,7 +191,7 @@ ops::MoeRouting MoeBlock::routing() const {
   return {config_.top_k, config_.routing == MoeConfig::Routing::softmax_then_top_k, config_.normalize_top_k};
 }
 
-void MoeBlock::forward(const BlockInput& input, Workspace& ws, Tensor& out) const {
+void MoeBlock::forward(const BlockInput& input, Workspace& ws, const BlockOutput& out) const {
   const Tensor& x = input.tensor();  // the router, the experts and the shared expert all read it
   const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k;
   Tensor logits, shared_logit;
@@ -252,15 +252,15 @@ void MoeBlock::forward(const BlockInput& input, Workspace& ws, Tensor& out) cons
     ops::copy_rows(ye, local, per_rank, rows.slots);
   }
   if (!has_shared_) {
-    ops::moe_combine(per_rank, weights, nullptr, {}, out);
+    ops::moe_combine(per_rank, weights, nullptr, {}, out.delta());
     return;
   }
   Tensor shared = ws.get(kShared, n, H);
   shared_.forward(x, ws, shared);
-  ops::moe_combine(per_rank, weights, &shared, ops::shared_gate_weights(shared_logit), out);
+  ops::moe_combine(per_rank, weights, &shared, ops::shared_gate_weights(shared_logit), out.delta());
 }
 
-void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, Tensor& out) const {
+void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, const BlockOutput& out) const {
   const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k, E = config_.n_experts;
   // Few tokens, where the shared expert fits the expert sets: it runs as rank k of every token, in the
   // routed experts' launches (three launches fewer per layer than its own MLP).
@@ -299,11 +299,16 @@ void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Te
     ops::silu_mul(gate, up, gate);
     ops::grouped_expert_matmul(gate, down_set_, offsets, sorted, ops::GroupedRows::scatter, per_rank);
   }
-  if (shared_rank) return ops::moe_combine_shared_rank(per_rank, weights, shared_logit, out);
-  if (!has_shared_) return ops::moe_combine(per_rank, weights, nullptr, nullptr, out);
+  if (shared_rank) {  // one token: straight into the residual stream where the decoder offers it
+    const ops::ResidualNorm* residual = out.offered();
+    if (residual != nullptr && n == 1 && ops::moe_combine_residual_ok(per_rank, *residual))
+      return out.took(ops::moe_combine_shared_rank_residual(per_rank, weights, shared_logit, *residual));
+    return ops::moe_combine_shared_rank(per_rank, weights, shared_logit, out.delta());
+  }
+  if (!has_shared_) return ops::moe_combine(per_rank, weights, nullptr, nullptr, out.delta());
   Tensor shared = ws.get(kShared, n, H);
   shared_.forward(x, ws, shared);
-  ops::moe_combine(per_rank, weights, &shared, &shared_logit, out);
+  ops::moe_combine(per_rank, weights, &shared, &shared_logit, out.delta());
 }
 
 size_t MoeBlock::weight_bytes_per_token() const {

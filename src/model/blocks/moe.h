@@ -13,6 +13,7 @@
 
 #include "model/blocks/mlp.h"
 #include "model/blocks/block_input.h"
+#include "model/blocks/block_output.h"
 #include "model/blocks/workspace.h"
 #include "ops/moe.h"
 #include "tensor/weight.h"
@@ -33,7 +34,7 @@ class MoeBlock {
   MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig& config, const QuantConfig& quant);
 
   // x: (n, hidden) → out: (n, hidden).
-  void forward(const BlockInput& input, Workspace& ws, Tensor& out) const;
+  void forward(const BlockInput& input, Workspace& ws, const BlockOutput& out) const;
   // Bytes one token reads: router, top_k experts, shared expert.
   size_t weight_bytes_per_token() const;
 
@@ -50,7 +51,7 @@ class MoeBlock {
   // On a GPU: routing and the experts stay on the device (expert ids and their row groups are read
   // there), so neither a decode step nor a prompt waits for the host. Few tokens: a mat-vec per
   // (token, expert); more: rows grouped by expert, one tensor-core launch per projection.
-  void forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, Tensor& out) const;
+  void forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, const BlockOutput& out) const;
 
   MoeConfig config_;
   Weight router_;

@@ -26,6 +26,8 @@ void embedding(const Weight& table, std::span<const int32_t> ids, const int32_t*
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset);
 void add_rms_norm(Tensor& h, const Tensor& delta, const Tensor& weight, float eps, Tensor& out, float weight_offset);
 void apply_norm_scale(const ScaledInput& in, Tensor& x);
+bool moe_combine_residual_ok(int64_t d, const ResidualNorm& r);
+int64_t moe_combine_shared_rank_residual(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, const ResidualNorm& r);
 void rope(Tensor& x, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table);
 void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions,
                     const RopeTable& table, Tensor& cache_k, Tensor& cache_v);

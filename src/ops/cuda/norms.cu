@@ -177,7 +177,7 @@ __global__ void gated_rms_norm_kernel(Rows<const float> x, Rows<const float> z, 
 
 // x = u * rsqrt(sum(squares[0, count)) / cols + eps), one block: the norm a residual projection
 // prepared (matvec_tiles.cuh, NormFusion) for a reader that takes x as it stands. The scale is summed
-// as the scaled mat-vec sums it (its first warp, lane-strided, then warp_sum).
+// as the scaled mat-vec sums it (lane-strided, then warp_sum), so the two agree on it.
 __global__ void apply_norm_scale_kernel(const float* u, const float* squares, int count, int64_t cols, float eps, float* x) {
   wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
   allow_next_early();

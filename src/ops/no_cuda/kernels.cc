@@ -66,6 +66,10 @@ void tiles_matvec_scaled(const ScaledInput&, const Weight&, Tensor&) { no_cuda("
 bool tiles_silu_mul_scaled_ok(const ScaledInput&, const Weight&) { return false; }
 void tiles_matvec_silu_mul_scaled(const ScaledInput&, const Weight&, Tensor&) { no_cuda("matmul_silu_mul_scaled"); }
 void apply_norm_scale(const ScaledInput&, Tensor&) { no_cuda("apply_norm_scale"); }
+bool moe_combine_residual_ok(int64_t, const ResidualNorm&) { return false; }
+int64_t moe_combine_shared_rank_residual(const Tensor&, const Tensor&, const Tensor&, const ResidualNorm&) {
+  no_cuda("moe_combine_shared_rank_residual");
+}
 bool tiles_experts_ok(const ExpertSet&, const Tensor&) { return false; }
 bool tiles_expert_silu_mul_ok(const ExpertSet&, const ExpertSet&, const Tensor&) { return false; }
 void tiles_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("expert_gate_up_silu_mul"); }
