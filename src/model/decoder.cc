@@ -244,7 +244,7 @@ class DecoderModel final : public Model {
     // input is pending: add_rms_norm at its first use.
     const bool split_norms = n == 1 && h.device() == Device::cuda;
     Tensor u = split_norms ? ws_.get(kNormU, 1, hidden) : Tensor();
-    Tensor squares = split_norms ? ws_.get(kNormSquares, 1, (hidden + 15) / 16) : Tensor();
+    Tensor squares = split_norms ? ws_.get(kNormSquares, 1, (hidden / 16 + 3) / 4 * 4) : Tensor();  // whole 16-byte groups
     const Tensor* delta = nullptr;
     ops::ScaledInput scaled;  // count 0: none
     auto input_for = [&](const Tensor& weight, Tensor& x) -> BlockInput {

@@ -12,8 +12,8 @@
 namespace sanctum::ops {
 
 // What the projection ending a sub-block writes besides the stream: h (1, d) f32 += y in place;
-// u (1, d) f32 = h * (weight + offset) with the next norm's weight (d); squares (at least d / 16 f32):
-// per block of the launch, the sum of the squares of its h values.
+// u (1, d) f32 = h * (weight + offset) with the next norm's weight (d); squares (at least d / 16 f32,
+// rounded up to a multiple of 4): per block of the launch, the sum of the squares of its h values.
 struct ResidualNorm {
   Tensor* h = nullptr;
   const Tensor* weight = nullptr;

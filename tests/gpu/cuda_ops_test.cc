@@ -490,17 +490,18 @@ TEST_F(Cuda, norm_split_across_two_matvecs) {
       }
       EXPECT_EQ(y_off, 0) << what << ": scaled sums " << test::seed_note();
     }
-  // Refused where no kernel takes them: two rows, the row layout, the f32 mode, no room for squares.
+  // Refused where no kernel takes them: two rows, the row layout, the f32 mode, no room for the squares
+  // in whole groups of four.
   const Weight w = test::random_quantized(96, 640, 4, 64, DType::bf16, rng);
   const Weight tiled = tiled_on_gpu(w), rows = gpu(w);
   const Tensor norm_w = gpu(test::random_tensor({96}, DType::bf16, rng));
   Tensor one = gpu(test::random_tensor({1, 640}, DType::f32, rng)), two = gpu(test::random_tensor({2, 640}, DType::f32, rng));
   Tensor h = gpu(test::random_tensor({1, 96}, DType::f32, rng)), u = Tensor::zeros({1, 96}, DType::f32, Device::cuda);
-  Tensor squares = Tensor::zeros({1, 6}, DType::f32, Device::cuda), few = Tensor::zeros({1, 5}, DType::f32, Device::cuda);
+  Tensor squares = Tensor::zeros({1, 8}, DType::f32, Device::cuda), few = Tensor::zeros({1, 7}, DType::f32, Device::cuda);
   EXPECT_TRUE(ops::matmul_residual_ok(one, tiled, {&h, &norm_w, 0.0f, &u, &squares}));
   EXPECT_FALSE(ops::matmul_residual_ok(two, tiled, {&h, &norm_w, 0.0f, &u, &squares})) << "two rows";
   EXPECT_FALSE(ops::matmul_residual_ok(one, rows, {&h, &norm_w, 0.0f, &u, &squares})) << "row layout";
-  EXPECT_FALSE(ops::matmul_residual_ok(one, tiled, {&h, &norm_w, 0.0f, &u, &few})) << "squares for 5 of 6 row tiles";
+  EXPECT_FALSE(ops::matmul_residual_ok(one, tiled, {&h, &norm_w, 0.0f, &u, &few})) << "6 squares, not in whole groups of 4";
   EXPECT_FALSE(ops::matmul_scaled_ok({&one, &squares, 0, 1e-6f}, tiled)) << "no squares";
   {
     PrecisionScope exact(ops::MatmulPrecision::f32);

@@ -186,10 +186,11 @@ tiles::NormFusion scaled_fusion(const ScaledInput& in, int64_t cols) {
 }  // namespace
 
 bool tiles_residual_ok(const Tensor& x, const Weight& w, const ResidualNorm& r) {
-  // A launch has at most a block row per row tile, each leaving one sum of squares.
+  // A launch has at most a block row per row tile, each leaving one sum of squares (which the
+  // consumer stages in whole groups of four).
   return norm_fused() && tiles_matvec_ok(w, x, 1) && x.dim(0) == 1 && row_vector(r.h, w.rows) && row_vector(r.u, w.rows) &&
-         norm_weight_ok(r.weight, w.rows) && aligned16(r.weight->raw()) && squares_ok(r.squares, w.rows / 16) && r.h->raw() != x.raw() &&
-         r.u->raw() != x.raw();
+         norm_weight_ok(r.weight, w.rows) && aligned16(r.weight->raw()) && squares_ok(r.squares, (w.rows / 16 + 3) / 4 * 4) &&
+         r.h->raw() != x.raw() && r.u->raw() != x.raw();
 }
 
 int64_t tiles_matvec_residual(const Tensor& x, const Weight& w, const ResidualNorm& r) {
@@ -207,8 +208,9 @@ int64_t tiles_matvec_residual(const Tensor& x, const Weight& w, const ResidualNo
 }
 
 bool tiles_scaled_ok(const ScaledInput& in, const Weight& w) {
+  // The squares are staged in 16-byte copies: whole groups of four must lie in the tensor.
   return norm_fused() && w.layout == WeightLayout::tiles && row_vector(in.u, w.cols) && in.count > 0 && in.count <= tiles::kMaxSquares &&
-         squares_ok(in.squares, in.count) && aligned16(in.squares->raw());
+         squares_ok(in.squares, (in.count + 3) / 4 * 4) && aligned16(in.squares->raw());
 }
 
 void tiles_matvec_scaled(const ScaledInput& in, const Weight& w, Tensor& y) {

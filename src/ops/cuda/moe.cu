@@ -148,7 +148,7 @@ bool moe_combine_residual_ok(int64_t d, const ResidualNorm& r) {
   return on && stream_row(r.h, d) && stream_row(r.u, d) && w != nullptr && *w && w->device() == Device::cuda && w->numel() == d &&
          w->is_contiguous() && (w->dtype() == DType::f32 || w->dtype() == DType::bf16 || w->dtype() == DType::f16) && r.squares != nullptr &&
          *r.squares && r.squares->device() == Device::cuda && r.squares->dtype() == DType::f32 &&
-         r.squares->numel() >= static_cast<int64_t>(blocks_for(d, kCombineThreads));
+         r.squares->numel() >= (static_cast<int64_t>(blocks_for(d, kCombineThreads)) + 3) / 4 * 4;  // staged in groups of four
 }
 
 int64_t moe_combine_shared_rank_residual(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, const ResidualNorm& r) {
