@@ -16,10 +16,11 @@
 
 #include "router/upstream_tls.h"
 #include "router/upstream_url.h"
+#include "server/sync_read_some.h"
 
 namespace sanctum::router {
 
-class UpstreamConnection {
+class UpstreamConnection : public server::SyncReadSome<UpstreamConnection> {
  public:
   using Clock = std::chrono::steady_clock;
 
@@ -35,15 +36,7 @@ class UpstreamConnection {
   void set_deadline(Clock::time_point deadline) { deadline_ = deadline; }
   void set_cancel(std::function<bool()> cancelled) { cancelled_ = std::move(cancelled); }
 
-  template <class MutableBufferSequence>
-  size_t read_some(const MutableBufferSequence& buffers, boost::system::error_code& ec) {
-    for (auto it = boost::asio::buffer_sequence_begin(buffers); it != boost::asio::buffer_sequence_end(buffers); ++it) {
-      boost::asio::mutable_buffer b(*it);
-      if (b.size() > 0) return read_into(b.data(), b.size(), ec);
-    }
-    ec = {};
-    return 0;
-  }
+  // read_some: SyncReadSome.
   template <class ConstBufferSequence>
   size_t write_some(const ConstBufferSequence& buffers, boost::system::error_code& ec) {
     size_t total = 0;
@@ -57,13 +50,6 @@ class UpstreamConnection {
     return total;
   }
 
-  template <class MutableBufferSequence>
-  size_t read_some(const MutableBufferSequence& buffers) {
-    boost::system::error_code ec;
-    const size_t n = read_some(buffers, ec);
-    if (ec) throw boost::system::system_error(ec);
-    return n;
-  }
   template <class ConstBufferSequence>
   size_t write_some(const ConstBufferSequence& buffers) {
     boost::system::error_code ec;
@@ -78,6 +64,7 @@ class UpstreamConnection {
   int requests_served = 0;
 
  private:
+  friend class server::SyncReadSome<UpstreamConnection>;
   UpstreamConnection(int fd) : fd_(fd) {}
   size_t read_into(void* data, size_t size, boost::system::error_code& ec);
   bool write_all(const char* data, size_t size, boost::system::error_code& ec);

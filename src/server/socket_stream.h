@@ -12,9 +12,12 @@
 #include <boost/asio/error.hpp>
 #include <boost/system/error_code.hpp>
 
+#include "server/sync_read_some.h"
+
 namespace sanctum::server {
 
-class SocketStream {
+// A Beast SyncReadStream (read_some: SyncReadSome).
+class SocketStream : public SyncReadSome<SocketStream> {
  public:
   explicit SocketStream(int fd) : fd_(fd) {}
   ~SocketStream();
@@ -29,24 +32,6 @@ class SocketStream {
   void set_give_up(std::function<bool()> give_up) { give_up_ = std::move(give_up); }
   size_t bytes_read() const { return bytes_read_; }
 
-  // Beast SyncReadStream.
-  template <class MutableBufferSequence>
-  size_t read_some(const MutableBufferSequence& buffers, boost::system::error_code& ec) {
-    for (auto it = boost::asio::buffer_sequence_begin(buffers); it != boost::asio::buffer_sequence_end(buffers); ++it) {
-      boost::asio::mutable_buffer b(*it);
-      if (b.size() > 0) return read_into(b.data(), b.size(), ec);
-    }
-    ec = {};
-    return 0;
-  }
-  template <class MutableBufferSequence>
-  size_t read_some(const MutableBufferSequence& buffers) {
-    boost::system::error_code ec;
-    size_t n = read_some(buffers, ec);
-    if (ec) throw boost::system::system_error(ec);
-    return n;
-  }
-
   // Writes everything or returns false (the peer is gone, or the write stalled past the timeout).
   bool write_all(std::string_view data);
   // True once the peer has closed or reset its side (checked without blocking).
@@ -58,6 +43,7 @@ class SocketStream {
   void shutdown();
 
  private:
+  friend class SyncReadSome<SocketStream>;
   size_t read_into(void* data, size_t size, boost::system::error_code& ec);
 
   int fd_;
