@@ -154,25 +154,8 @@ void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y) {
 
 namespace {
 
-// The norm split across two mat-vecs (SANCTUM_FUSE_NORM=0: never, for comparisons).
-bool norm_fused() {
-  static const bool on = !switched_off("SANCTUM_FUSE_NORM");
-  return on;
-}
-
-bool row_vector(const Tensor* t, int64_t cols) {
-  return t != nullptr && *t && t->device() == Device::cuda && t->dtype() == DType::f32 && t->ndim() == 2 && t->dim(0) == 1 &&
-         t->dim(1) == cols && t->is_contiguous() && aligned16(t->raw());
-}
-
-bool norm_weight_ok(const Tensor* w, int64_t cols) {
-  return w != nullptr && *w && w->device() == Device::cuda && w->ndim() == 1 && w->dim(0) == cols && w->is_contiguous() &&
-         (w->dtype() == DType::f32 || w->dtype() == DType::bf16 || w->dtype() == DType::f16);
-}
-
-bool squares_ok(const Tensor* t, int64_t count) {
-  return t != nullptr && *t && t->device() == Device::cuda && t->dtype() == DType::f32 && t->is_contiguous() && t->numel() >= count;
-}
+// A stream row the kernels copy in 16-byte pieces.
+bool aligned_row(const Tensor* t, int64_t cols) { return stream_row(t, cols) && aligned16(t->raw()); }
 
 tiles::NormFusion scaled_fusion(const ScaledInput& in, int64_t cols) {
   tiles::NormFusion f;
@@ -186,31 +169,26 @@ tiles::NormFusion scaled_fusion(const ScaledInput& in, int64_t cols) {
 }  // namespace
 
 bool tiles_residual_ok(const Tensor& x, const Weight& w, const ResidualNorm& r) {
-  // A launch has at most a block row per row tile, each leaving one sum of squares (which the
-  // consumer stages in whole groups of four).
-  return norm_fused() && tiles_matvec_ok(w, x, 1) && x.dim(0) == 1 && row_vector(r.h, w.rows) && row_vector(r.u, w.rows) &&
-         norm_weight_ok(r.weight, w.rows) && aligned16(r.weight->raw()) && squares_ok(r.squares, (w.rows / 16 + 3) / 4 * 4) &&
-         r.h->raw() != x.raw() && r.u->raw() != x.raw();
+  // A launch has at most a block row per row tile, each leaving one sum of squares; the block's h
+  // rows and norm weights are staged in 16-byte copies.
+  return norm_split_on() && tiles_matvec_ok(w, x, 1) && x.dim(0) == 1 && residual_fits(r, w.rows, w.rows / 16) && aligned16(r.h->raw()) &&
+         aligned16(r.u->raw()) && aligned16(r.weight->raw()) && r.h->raw() != x.raw() && r.u->raw() != x.raw();
 }
 
 int64_t tiles_matvec_residual(const Tensor& x, const Weight& w, const ResidualNorm& r) {
   tiles::NormFusion f;
-  f.h = r.h->data<float>();
-  f.weight = r.weight->raw();
-  f.kind = float_kind(*r.weight);
-  f.offset = r.offset;
-  f.u = r.u->data<float>();
-  f.squares = r.squares->data<float>();
+  f.residual = residual_out(r);
   const int64_t count =
-      launch_tiles_of<false, tiles::kResidualOut>(w, tiles::args_of(w, x.data<float>(), x.stride(0), 1, f.u, r.u->stride(0)), f);
+      launch_tiles_of<false, tiles::kResidualOut>(w, tiles::args_of(w, x.data<float>(), x.stride(0), 1, f.residual.u, r.u->stride(0)), f);
   check_launch("matmul_residual (tiled tensor-core mat-vec)");
   return count;
 }
 
 bool tiles_scaled_ok(const ScaledInput& in, const Weight& w) {
-  // The squares are staged in 16-byte copies: whole groups of four must lie in the tensor.
-  return norm_fused() && w.layout == WeightLayout::tiles && row_vector(in.u, w.cols) && in.count > 0 && in.count <= tiles::kMaxSquares &&
-         squares_ok(in.squares, (in.count + 3) / 4 * 4) && aligned16(in.squares->raw());
+  const Tensor* sq = in.squares;
+  return norm_split_on() && w.layout == WeightLayout::tiles && aligned_row(in.u, w.cols) && in.count > 0 && in.count <= tiles::kMaxSquares &&
+         sq != nullptr && *sq && sq->device() == Device::cuda && sq->dtype() == DType::f32 && sq->is_contiguous() &&
+         sq->numel() >= squares_room(in.count) && aligned16(sq->raw());
 }
 
 void tiles_matvec_scaled(const ScaledInput& in, const Weight& w, Tensor& y) {

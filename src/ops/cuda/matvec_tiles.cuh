@@ -50,6 +50,7 @@
 #include "ops/cuda/matvec_mma_kernel.cuh"
 #include "ops/cuda/matvec_split.h"
 #include "ops/cuda/moe_route.cuh"
+#include "ops/cuda/norm_split.cuh"
 #include "ops/cuda/tensor_core.cuh"
 
 namespace sanctum::ops::cuda::tiles {
@@ -94,13 +95,8 @@ struct UpTiles {
 // The norm split across two mat-vecs (see the top).
 enum Fuse : int { kPlain = 0, kResidualOut = 1, kScaledIn = 2 };
 struct NormFusion {
-  // kResidualOut: h (y's shape) += y, u = h * (weight + offset), squares[block row] = sum of its h^2.
-  float* h = nullptr;
-  const void* weight = nullptr;
-  FloatKind kind = FloatKind::f32;
-  float offset = 0.0f;
-  float* u = nullptr;
-  float* squares = nullptr;
+  // kResidualOut: the stream (norm_split.cuh), squares one per block row.
+  ResidualOut residual;
   // kScaledIn: y *= rsqrt(sum(squares[0, count)) / cols + eps).
   const float* in_squares = nullptr;
   int count = 0;
@@ -123,11 +119,11 @@ __device__ __forceinline__ void copy_async(void* dst, const void* src, int bytes
 }
 
 // kResidualOut: rows [row0, row0 + rows) of h (of h_rows) and of the norm's weights.
-__device__ __forceinline__ void stage_residual(const NormFusion& f, int64_t row0, int rows, int64_t h_rows, FusionStage& st) {
-  const int esize = f.kind == FloatKind::f32 ? 4 : 2;
+__device__ __forceinline__ void stage_residual(const ResidualOut& r, int64_t row0, int rows, int64_t h_rows, FusionStage& st) {
+  const int esize = r.kind == FloatKind::f32 ? 4 : 2;
   const int64_t left = h_rows - row0;
-  copy_async(st.values, f.h + row0, rows * 4, left * 4);
-  copy_async(st.weights, static_cast<const char*>(f.weight) + row0 * esize, rows * esize, left * esize);
+  copy_async(st.values, r.h + row0, rows * 4, left * 4);
+  copy_async(st.weights, static_cast<const char*>(r.weight) + row0 * esize, rows * esize, left * esize);
   tc::commit_copies();
 }
 
@@ -136,21 +132,12 @@ __device__ __forceinline__ void stage_squares(const NormFusion& f, FusionStage& 
   tc::commit_copies();
 }
 
-__device__ __forceinline__ float staged_weight(const NormFusion& f, const FusionStage& st, int i) {
-  switch (f.kind) {
+__device__ __forceinline__ float staged_weight(FloatKind kind, const FusionStage& st, int i) {
+  switch (kind) {
     case FloatKind::bf16: return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(st.weights)[i]);
     case FloatKind::f16: return __half2float(reinterpret_cast<const __half*>(st.weights)[i]);
     default: return st.weights[i];
   }
-}
-
-// kScaledIn: rsqrt(mean square + eps) from the staged squares, by every warp alike (lane-strided
-// sums in a fixed order, then warp_sum), so every block and every launch gets the same bits.
-__device__ __forceinline__ float norm_scale(const NormFusion& f, const FusionStage& st) {
-  float s = 0.0f;
-  for (int i = threadIdx.x & 31; i < f.count; i += 32) s += st.values[i];
-  s = warp_sum(s);
-  return rsqrtf(s / f.cols + f.eps);
 }
 
 // The RT row tiles of row group q (kWarps / KS groups per block): q RT .. q RT + RT - 1, or with
@@ -336,7 +323,7 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
         }
   }
   if constexpr (FUSE == kScaledIn) {
-    const float k = norm_scale(f, *st);
+    const float k = norm_scale(st->values, f.count, f.cols, f.eps);  // every warp alike
 #pragma unroll
     for (int r = 0; r < RT; ++r)
 #pragma unroll
@@ -353,9 +340,7 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
         if (stored(r, q)) {  // column 0 only: n is 1
           const int64_t row = row_of(r, q);
           const int i = static_cast<int>(row - row0);
-          const float v = st->values[i] + acc[r][q];
-          f.h[row] = v;
-          f.u[row] = v * (staged_weight(f, *st, i) + f.offset);
+          const float v = add_to_stream(f.residual, row, st->values[i], acc[r][q], staged_weight(f.residual.kind, *st, i));
           squares += v * v;
         }
     squares = warp_sum(squares);
@@ -365,7 +350,7 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
       float sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) sum += warp_squares[w];
-      f.squares[block] = sum;
+      f.residual.squares[block] = sum;
     }
   } else if constexpr (PAIRS) {  // the up row exists exactly where the pair does
 #pragma unroll
@@ -457,7 +442,7 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   static_assert(kBlockRows <= kStageRows || FUSE != kResidualOut, "a residual block's rows fit the stage");
   if constexpr (FUSE != kPlain) stage = &staged[0];
   if constexpr (FUSE == kScaledIn) stage_squares(f, *stage);
-  if constexpr (FUSE == kResidualOut) stage_residual(f, block * kBlockRows, static_cast<int>(kBlockRows), a.row_tiles * 16, *stage);
+  if constexpr (FUSE == kResidualOut) stage_residual(f.residual, block * kBlockRows, static_cast<int>(kBlockRows), a.row_tiles * 16, *stage);
   int i = 0;
   for (; i + 2 * DEPTH <= count; i += DEPTH) {
 #pragma unroll

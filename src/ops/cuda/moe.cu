@@ -1,9 +1,9 @@
 // MoE row movement: gather/scatter of token rows by index, and the weighted sum of expert outputs.
-#include "base/env.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/host_values.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/moe_route.cuh"
+#include "ops/cuda/norm_split.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -49,25 +49,15 @@ __global__ void moe_route_kernel(const float* logits, int64_t stride, int64_t n,
   if (appended_id >= 0 && lane == 0) ids[t * ranks + k] = appended_id;
 }
 
-// The combine's residual form (one token): instead of writing out, the row goes into the residual
-// stream and the next norm is prepared, as the residual mat-vec does (matvec_tiles.cuh, NormFusion):
-// h += o, u = h * (weight + offset), squares[block] = the block's sum of h^2 in block_sum's order.
-struct CombineResidual {
-  float* h = nullptr;
-  const void* weight = nullptr;
-  FloatKind kind = FloatKind::f32;
-  float offset = 0.0f;
-  float* u = nullptr;
-  float* squares = nullptr;
-};
-
 // ranks: per_rank rows per token (k, or k + 1 where the shared expert's row follows the routed ones).
 // Launched early (common.cuh), as decode's other kernels are, so that the norm after it starts early.
-// RESIDUAL: res as above (n 1), out unused.
+// RESIDUAL (one token): instead of writing out, the row goes into the residual stream and the next
+// norm is prepared, as the residual mat-vec does (norm_split.cuh): squares[block] = the block's sum
+// of h^2 in block_sum's order.
 template <bool RESIDUAL = false>
 __global__ void moe_combine_device_kernel(const float* per_rank, int64_t pr_stride, int64_t ranks, const float* w, int64_t k,
                                           const float* shared, int64_t sh_stride, const float* shared_logit, int64_t sl_stride, float* out,
-                                          int64_t out_stride, int64_t n, int64_t d, CombineResidual res) {
+                                          int64_t out_stride, int64_t n, int64_t d, ResidualOut res) {
   wait_for_previous();  // every input comes from the kernels ahead
   allow_next_early();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -83,12 +73,7 @@ __global__ void moe_combine_device_kernel(const float* per_rank, int64_t pr_stri
   }
   if constexpr (RESIDUAL) {
     __shared__ float scratch[32];
-    float v = 0.0f;
-    if (i < n * d) {
-      v = res.h[j] + o;
-      res.h[j] = v;
-      res.u[j] = v * (load_float(res.weight, res.kind, j) + res.offset);
-    }
+    const float v = i < n * d ? add_to_stream(res, j, res.h[j], o, load_float(res.weight, res.kind, j)) : 0.0f;
     const float squares = block_sum(v * v, scratch);
     if (threadIdx.x == 0) res.squares[blockIdx.x] = squares;
   } else {
@@ -122,7 +107,7 @@ void moe_combine_device(const Tensor& per_rank, const Tensor& weights, const Ten
   launch_early(moe_combine_device_kernel<>, dim3(blocks_for(n * d, 256)), dim3(256), 0, per_rank.data<float>(), per_rank.stride(0), k,
                weights.data<float>(), k, shared ? shared->data<float>() : nullptr, shared ? shared->stride(0) : 0,
                shared_logit ? shared_logit->data<float>() : nullptr, shared_logit ? shared_logit->stride(0) : 0, out.data<float>(),
-               out.stride(0), n, d, CombineResidual{});
+               out.stride(0), n, d, ResidualOut{});
   check_launch("moe_combine");
 }
 
@@ -130,30 +115,21 @@ void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, cons
   const int64_t n = out.dim(0), d = out.dim(1), k = weights.numel() / n, s = per_rank.stride(0);
   launch_early(moe_combine_device_kernel<>, dim3(blocks_for(n * d, 256)), dim3(256), 0, per_rank.data<float>(), s, k + 1,
                weights.data<float>(), k, per_rank.data<float>() + k * s, (k + 1) * s, shared_logit.data<float>(), shared_logit.stride(0),
-               out.data<float>(), out.stride(0), n, d, CombineResidual{});
+               out.data<float>(), out.stride(0), n, d, ResidualOut{});
   check_launch("moe_combine_shared_rank");
 }
 
 namespace {
 constexpr int kCombineThreads = 256;
-
-bool stream_row(const Tensor* t, int64_t d) {
-  return t != nullptr && *t && t->device() == Device::cuda && t->dtype() == DType::f32 && t->numel() == d && t->is_contiguous();
-}
 }  // namespace
 
 bool moe_combine_residual_ok(int64_t d, const ResidualNorm& r) {
-  static const bool on = !switched_off("SANCTUM_FUSE_NORM");
-  const Tensor* w = r.weight;
-  return on && stream_row(r.h, d) && stream_row(r.u, d) && w != nullptr && *w && w->device() == Device::cuda && w->numel() == d &&
-         w->is_contiguous() && (w->dtype() == DType::f32 || w->dtype() == DType::bf16 || w->dtype() == DType::f16) && r.squares != nullptr &&
-         *r.squares && r.squares->device() == Device::cuda && r.squares->dtype() == DType::f32 &&
-         r.squares->numel() >= (static_cast<int64_t>(blocks_for(d, kCombineThreads)) + 3) / 4 * 4;  // staged in groups of four
+  return norm_split_on() && residual_fits(r, d, blocks_for(d, kCombineThreads));
 }
 
 int64_t moe_combine_shared_rank_residual(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, const ResidualNorm& r) {
   const int64_t d = per_rank.dim(1), k = weights.numel(), s = per_rank.stride(0);
-  const CombineResidual res{r.h->data<float>(), r.weight->raw(), float_kind(*r.weight), r.offset, r.u->data<float>(), r.squares->data<float>()};
+  const ResidualOut res = residual_out(r);
   const unsigned blocks = blocks_for(d, kCombineThreads);
   launch_early(moe_combine_device_kernel<true>, dim3(blocks), dim3(kCombineThreads), 0, per_rank.data<float>(), s, k + 1, weights.data<float>(),
                k, per_rank.data<float>() + k * s, (k + 1) * s, shared_logit.data<float>(), shared_logit.stride(0), nullptr, int64_t{0},

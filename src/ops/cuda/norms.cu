@@ -6,6 +6,7 @@
 #include "base/env.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/norm_split.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -176,17 +177,14 @@ __global__ void gated_rms_norm_kernel(Rows<const float> x, Rows<const float> z, 
 }
 
 // x = u * rsqrt(sum(squares[0, count)) / cols + eps), one block: the norm a residual projection
-// prepared (matvec_tiles.cuh, NormFusion) for a reader that takes x as it stands. The scale is summed
-// as the scaled mat-vec sums it (lane-strided, then warp_sum), so the two agree on it.
+// prepared (norm_split.cuh) for a reader that takes x as it stands, with the scaled mat-vec's scale.
 __global__ void apply_norm_scale_kernel(const float* u, const float* squares, int count, int64_t cols, float eps, float* x) {
   wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
   allow_next_early();
   __shared__ float scale;
   if (threadIdx.x < 32) {
-    float s = 0.0f;
-    for (int i = threadIdx.x; i < count; i += 32) s += squares[i];
-    s = warp_sum(s);
-    if (threadIdx.x == 0) scale = rsqrtf(s / static_cast<float>(cols) + eps);
+    const float k = norm_scale(squares, count, static_cast<float>(cols), eps);
+    if (threadIdx.x == 0) scale = k;
   }
   __syncthreads();
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) x[c] = u[c] * scale;
