@@ -8,7 +8,8 @@
 #   scripts/gpu_check.sh run [stages]    on the GPU machine (Python with torch/transformers, CUDA 13):
 #                                        unpacks, runs the CUDA op tests, the mlx-lm and transformers
 #                                        parity suites with --device cuda, the CUDA-graph on/off
-#                                        check and the bf16-against-f32 check, then each stage named:
+#                                        check, the bf16-against-f32 check and the split-norm check,
+#                                        then each stage named:
 #                                        --large (27B-shape parity with transformers), --ops=FILTER (only
 #                                        the op tests a gtest filter names), --perf[=NAME] (kernel
 #                                        timings at production shapes; NAME picks tests), --bench (the GPU
@@ -103,6 +104,8 @@ run() {
     python3 tests/gpu/cuda_graph_check.py 2>&1 | tee "$out/graphs.log" || status=1
     echo "== the bf16 mode (tiled weights) against the f32 mode"
     python3 tests/gpu/bf16_mode_check.py 2>&1 | tee "$out/bf16.log" || status=1
+    echo "== the split RMSNorm against add+RMSNorm (one-token steps, bf16 mode)"
+    python3 tests/gpu/split_norm_check.py 2>&1 | tee "$out/split_norm.log" || status=1
   fi
   for stage in "$@"; do
     case "$stage" in

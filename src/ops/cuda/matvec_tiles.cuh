@@ -107,8 +107,9 @@ struct NormFusion {
 // (the copies need no registers and nothing waits on them until the block's end, where a read from
 // L2 had added its latency to every block): kScaledIn, the squares (count <= kMaxSquares);
 // kResidualOut, h and the norm's weights for the block's rows (at most kStageRows, contiguous).
+// Aligned for the 16-byte copies: a kernel's other shared variables may come first.
 constexpr int kMaxSquares = 512, kStageRows = 256;
-struct FusionStage {
+struct alignas(16) FusionStage {
   float values[kStageRows > kMaxSquares ? kStageRows : kMaxSquares];
   float weights[kStageRows];  // as stored: f32, or 16-bit values in the first half
 };
