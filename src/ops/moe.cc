@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "ops/cuda/kernels.h"
@@ -277,6 +278,28 @@ void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, cons
                   "weights must be contiguous on the GPU with n * top_k = " + std::to_string(n * k) + " elements");
   if (n == 0) return;
   cuda::tiles_routed_expert_silu_mul(x, gate, up, logits, routing, appended_id, ids, weights, act);
+}
+
+bool expert_down_combine_residual_ok(const Tensor& act, const ExpertSet& down, const Tensor& per_rank, const ResidualNorm& r) {
+  if (!act || !per_rank || act.ndim() != 2 || per_rank.ndim() != 2 || act.dtype() != DType::f32 || per_rank.dtype() != DType::f32 ||
+      down.size() == 0 || act.dim(0) != per_rank.dim(0) || act.device() != Device::cuda || per_rank.device() != Device::cuda)
+    return false;
+  return tiled_experts(Device::cuda, down, act, per_rank) && cuda::tiles_expert_combine_residual_ok(down, act, per_rank, r);
+}
+
+int64_t expert_down_combine_residual(const Tensor& act, const ExpertSet& down, const Tensor& ids, const Tensor& weights,
+                                     const Tensor& shared_logit, Tensor& per_rank, const ResidualNorm& r) {
+  constexpr const char* kOp = "expert_down_combine_residual";
+  check_expert_matmul(kOp, act, down, ids, per_rank);
+  SANCTUM_REQUIRE(expert_down_combine_residual_ok(act, down, per_rank, r), kOp,
+                  "no fused kernel takes these experts with act " + act.shape_string() + "; use expert_matmul and moe_combine_shared_rank_residual");
+  const int64_t k = per_rank.dim(0) - 1;
+  for (const auto& [name, t, count] : {std::tuple<const char*, const Tensor*, int64_t>{"weights", &weights, k}, {"shared_logit", &shared_logit, 1}}) {
+    detail::require_dtype(kOp, name, *t, DType::f32);
+    SANCTUM_REQUIRE(t->device() == Device::cuda && t->is_contiguous() && t->numel() == count, kOp,
+                    std::string(name) + " must hold " + std::to_string(count) + " contiguous values on the GPU");
+  }
+  return cuda::tiles_expert_matvec_combine_residual(act, down, ids, weights, shared_logit, per_rank, r);
 }
 
 void moe_group(const Tensor& ids, int64_t n_experts, Tensor& offsets, Tensor& sorted) {

@@ -128,4 +128,13 @@ void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, cons
 bool moe_combine_residual_ok(const Tensor& per_rank, const ResidualNorm& r);
 int64_t moe_combine_shared_rank_residual(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, const ResidualNorm& r);
 
+// expert_matmul of one token's k + 1 ranks (act (k + 1, I), ids as moe_route lays them out with the
+// shared expert appended) followed by moe_combine_shared_rank_residual of those rows, in one launch
+// where expert_down_combine_residual_ok (a GPU in the bf16 mode, tiled experts, one token;
+// SANCTUM_FUSE_NORM=0 or SANCTUM_FUSE_MOE_COMBINE=0: never): per_rank (k + 1, d) receives
+// expert_matmul's bits and r.h and r.u those of the combine. Returns the count of squares.
+bool expert_down_combine_residual_ok(const Tensor& act, const ExpertSet& down, const Tensor& per_rank, const ResidualNorm& r);
+int64_t expert_down_combine_residual(const Tensor& act, const ExpertSet& down, const Tensor& ids, const Tensor& weights,
+                                     const Tensor& shared_logit, Tensor& per_rank, const ResidualNorm& r);
+
 }  // namespace sanctum::ops

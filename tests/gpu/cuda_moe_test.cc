@@ -617,6 +617,72 @@ TEST_F(CudaMoe, routing_inside_the_expert_launch_gives_moe_routes_bits) {
                Error);
 }
 
+// The MoE combine at the end of one token's down launch (expert_down_combine_residual): per_rank with
+// expert_matmul's bits, h and u with those of moe_combine_shared_rank_residual over those rows, the
+// squares' sum within rounding of theirs; the MoE shape (2,048 x 512, groups of 64) and a small one
+// (640 x 128, groups of 128, f16 scales); refused for two tokens, the f32 mode and the row layout.
+TEST_F(CudaMoe, down_launch_combines_into_the_residual_stream) {
+  Rng rng(45);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  struct Shape {
+    int64_t hidden, inter;
+    int group;
+    DType scales;
+  };
+  for (const Shape& sh : {Shape{2048, 512, 64, DType::bf16}, Shape{640, 128, 128, DType::f16}})
+    for (float offset : {0.0f, 1.0f}) {
+      SCOPED_TRACE("H " + std::to_string(sh.hidden) + " offset " + std::to_string(offset) + " " + test::seed_note());
+      const int64_t E = 12, k = 8, H = sh.hidden, I = sh.inter;
+      const ops::ExpertSet down(tiled_grid_views(random_experts(E + 1, H, I, sh.group, sh.scales, rng)));
+      Tensor ids = choose_experts(k + 1, E, Spread::uniform, rng);
+      ids.data<int32_t>()[k] = static_cast<int32_t>(E);  // the shared expert, appended
+      const Tensor gids = ids.to(Device::cuda), act = test::random_tensor({k + 1, I}, DType::f32, rng).to(Device::cuda);
+      const Tensor weights = test::random_tensor({1, k}, DType::f32, rng).to(Device::cuda), logit = test::random_tensor({1, 1}, DType::f32, rng).to(Device::cuda);
+      const Tensor h0 = test::random_tensor({1, H}, DType::f32, rng), norm_w = test::random_tensor({H}, DType::bf16, rng).to(Device::cuda);
+      // Unfused: the down launch, then the combine's residual form.
+      Tensor want_rows = Tensor::zeros({k + 1, H}, DType::f32, Device::cuda), want_h = h0.to(Device::cuda);
+      Tensor want_u = Tensor::zeros({1, H}, DType::f32, Device::cuda), want_sq = Tensor::zeros({1, H / 16}, DType::f32, Device::cuda);
+      ops::expert_matmul(act, down, gids, want_rows);
+      const int64_t want_count = ops::moe_combine_shared_rank_residual(want_rows, weights, logit, {&want_h, &norm_w, offset, &want_u, &want_sq});
+      // Fused.
+      Tensor rows = Tensor::zeros({k + 1, H}, DType::f32, Device::cuda), h = h0.to(Device::cuda);
+      Tensor u = Tensor::zeros({1, H}, DType::f32, Device::cuda), sq = Tensor::zeros({1, H / 16}, DType::f32, Device::cuda);
+      const ops::ResidualNorm r{&h, &norm_w, offset, &u, &sq};
+      ASSERT_TRUE(ops::expert_down_combine_residual_ok(act, down, rows, r));
+      const int64_t count = ops::expert_down_combine_residual(act, down, gids, weights, logit, rows, r);
+      ASSERT_GE(count, 1);
+      ASSERT_LE(count, H / 16);
+      EXPECT_TRUE(same_bits(rows, want_rows)) << "per-rank rows";
+      EXPECT_TRUE(same_bits(h, want_h)) << "h";
+      EXPECT_TRUE(same_bits(u, want_u)) << "u";
+      const Tensor a = sq.to(Device::cpu), b = want_sq.to(Device::cpu);
+      double got = 0.0, want = 0.0;
+      for (int64_t i = 0; i < count; ++i) got += a.data<float>()[i];
+      for (int64_t i = 0; i < want_count; ++i) want += b.data<float>()[i];
+      EXPECT_NEAR(got, want, 1e-5 * want) << "squares";
+      // And again: the launch leaves its counters ready for the next one.
+      Tensor h2 = h0.to(Device::cuda);
+      const ops::ResidualNorm r2{&h2, &norm_w, offset, &u, &sq};
+      ops::expert_down_combine_residual(act, down, gids, weights, logit, rows, r2);
+      EXPECT_TRUE(same_bits(h2, want_h)) << "h, second launch";
+    }
+  const ops::ExpertSet down(tiled_grid_views(random_experts(5, 640, 128, 64, DType::bf16, rng)));
+  std::vector<Weight> row_layout;
+  for (const Weight& w : random_experts(5, 640, 128, 64, DType::bf16, rng)) row_layout.push_back(test::gpu(w));
+  const ops::ExpertSet rows_down(row_layout);
+  const Tensor norm_w = Tensor::zeros({640}, DType::bf16, Device::cuda);
+  Tensor h = Tensor::zeros({1, 640}, DType::f32, Device::cuda), u = Tensor::zeros({1, 640}, DType::f32, Device::cuda);
+  Tensor sq = Tensor::zeros({1, 40}, DType::f32, Device::cuda), act = Tensor::zeros({3, 128}, DType::f32, Device::cuda);
+  Tensor rows = Tensor::zeros({3, 640}, DType::f32, Device::cuda), two_h = Tensor::zeros({2, 640}, DType::f32, Device::cuda);
+  EXPECT_TRUE(ops::expert_down_combine_residual_ok(act, down, rows, {&h, &norm_w, 0.0f, &u, &sq}));
+  EXPECT_FALSE(ops::expert_down_combine_residual_ok(act, down, rows, {&two_h, &norm_w, 0.0f, &u, &sq})) << "two tokens";
+  EXPECT_FALSE(ops::expert_down_combine_residual_ok(act, rows_down, rows, {&h, &norm_w, 0.0f, &u, &sq})) << "row layout";
+  {
+    PrecisionScope exact(ops::MatmulPrecision::f32);
+    EXPECT_FALSE(ops::expert_down_combine_residual_ok(act, down, rows, {&h, &norm_w, 0.0f, &u, &sq})) << "f32 mode";
+  }
+}
+
 // The grouped tensor-core path (prompts) reads tiled experts as it reads the row layout.
 TEST_F(CudaMoe, grouped_matmul_reads_tiled_experts) {
   Rng rng(39);

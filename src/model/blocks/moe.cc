@@ -286,6 +286,10 @@ void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Te
       ops::expert_gate_up_matmul(x, gates, ups, flat_ids, gate, up);
       ops::silu_mul(gate, up, gate);
     }
+    // One token whose output goes straight into the residual stream: the combine ends the down launch.
+    const ops::ResidualNorm* residual = out.offered();
+    if (shared_rank && n == 1 && residual != nullptr && ops::expert_down_combine_residual_ok(gate, downs, per_rank, *residual))
+      return out.took(ops::expert_down_combine_residual(gate, downs, flat_ids, weights, shared_logit, per_rank, *residual));
     ops::expert_matmul(gate, downs, flat_ids, per_rank);
   } else {
     ops::moe_route(logits, routing(), ids, weights, appended);

@@ -302,4 +302,37 @@ void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const 
   expert_pairs(x, gate, up, ids, act, &ro);
 }
 
+namespace {
+// The combine in the down launch (SANCTUM_FUSE_MOE_COMBINE=0: never, for comparisons).
+bool combine_in_down() {
+  static const bool on = !switched_off("SANCTUM_FUSE_MOE_COMBINE");
+  return on;
+}
+}  // namespace
+
+bool tiles_expert_combine_residual_ok(const ExpertSet& down, const Tensor& act, const Tensor& per_rank, const ResidualNorm& r) {
+  // At most a block column per row tile, each leaving one sum of squares.
+  return combine_in_down() && norm_split_on() && tiles_experts_ok(down, act) && per_rank.dim(0) >= 2 &&
+         residual_fits(r, per_rank.dim(1), per_rank.dim(1) / 16);
+}
+
+int64_t tiles_expert_matvec_combine_residual(const Tensor& act, const ExpertSet& down, const Tensor& ids, const Tensor& weights,
+                                             const Tensor& shared_logit, Tensor& per_rank, const ResidualNorm& r) {
+  const Weight& w = down[0];
+  const tiles::ExpertArgs e = expert_args(act, down, nullptr, ids, per_rank, nullptr);
+  const tiles::DownCombine c{weights.data<float>(), shared_logit.data<float>(), static_cast<int>(per_rank.dim(0) - 1),
+                             tiles::part_counters_workspace(), residual_out(r)};
+  const int slots = static_cast<int>(per_rank.dim(0)), group_tiles = w.quant.group_size / 64;
+  int64_t count = 0;
+  if (w.scales.dtype() == DType::bf16) {
+    count = group_tiles == 1 ? tiles::launch_experts_combine<__nv_bfloat16, 1, kExpertDepth, kExpertMinBlocks>(e, slots, c)
+                             : tiles::launch_experts_combine<__nv_bfloat16, 2, kExpertDepth, kExpertMinBlocks>(e, slots, c);
+  } else {
+    count = group_tiles == 1 ? tiles::launch_experts_combine<__half, 1, kExpertDepth, kExpertMinBlocks>(e, slots, c)
+                             : tiles::launch_experts_combine<__half, 2, kExpertDepth, kExpertMinBlocks>(e, slots, c);
+  }
+  check_launch("expert down mat-vec with the MoE combine (tiled)");
+  return count;
+}
+
 }  // namespace sanctum::ops::cuda

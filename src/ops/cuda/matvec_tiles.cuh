@@ -49,6 +49,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/matvec_mma_kernel.cuh"
 #include "ops/cuda/matvec_split.h"
+#include "ops/cuda/moe_combine.cuh"
 #include "ops/cuda/moe_route.cuh"
 #include "ops/cuda/norm_split.cuh"
 #include "ops/cuda/tensor_core.cuh"
@@ -521,6 +522,49 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) expert_matvec(ExpertArgs e)
   expert_body<S, KS, RT, GT, DEPTH, PAIRS>(e, blockIdx.y, e.ids[blockIdx.y]);
 }
 
+// The MoE combine at the end of a decode token's down launch (its shared expert the last of k + 1
+// ranks), straight into the residual stream with the next norm prepared, as the combine kernel's
+// residual form does (moe.cu; norm_split.cuh): the block of each block column that ends last (an
+// atomic count per column, as the column parts' hand-over) combines that column's rows, reading the
+// other ranks' rows from L2, so no combine launch stands between the experts and the next layer.
+// One sum of squares per block column.
+struct DownCombine {
+  const float* weights;  // (k) routing weights
+  const float* shared_logit;
+  int k;
+  int* counters;  // one zero per block column, left zero
+  ResidualOut residual;
+};
+
+template <class S, int KS, int GT, int DEPTH, int MINB>
+__global__ void __launch_bounds__(kWarps * 32, MINB) expert_down_combine(ExpertArgs e, DownCombine c) {
+  wait_for_previous();  // the ids (and x) come from the kernels ahead
+  expert_body<S, KS, 1, GT, DEPTH, false>(e, blockIdx.y, e.ids[blockIdx.y]);
+  __shared__ bool last;
+  __shared__ float scratch[32];
+  __threadfence();  // this block's rows, before its count
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(&c.counters[blockIdx.x], 1) == static_cast<int>(gridDim.y) - 1;
+    if (last) c.counters[blockIdx.x] = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  constexpr int kBlockRows = kWarps / KS * 16;
+  static_assert(kBlockRows <= kWarps * 32, "a thread per row of the block column");
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kBlockRows + threadIdx.x;
+  float v = 0.0f;
+  if (static_cast<int>(threadIdx.x) < kBlockRows && j < e.row_tiles * 16) {
+    const float* y = e.y[0] + j;
+    const auto rank = [&](int64_t r) { return __ldcg(y + r * e.y_stride); };  // past L1: other multiprocessors wrote these
+    const float o = combine_column(c.weights, c.k, rank, true, *c.shared_logit);
+    v = add_to_stream(c.residual, j, c.residual.h[j], o, load_float(c.residual.weight, c.residual.kind, j));
+  }
+  const float squares = block_sum(v * v, scratch);
+  if (threadIdx.x == 0) c.residual.squares[blockIdx.x] = squares;
+}
+
 // The routing inside a gate/up pair launch (MoE decode): block row `slot` serves rank slot % ranks
 // of token slot / ranks, and routes that token itself from its router logits with moe_route's code
 // (moe_route.cuh; E <= 32 kRoutedLogitsPerLane), so no routing launch stands between the router and
@@ -677,6 +721,17 @@ template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
 void launch_experts_split(const ExpertArgs& e, int slots, int projections, int split_minb = MINB, const ExpertRouting* routing = nullptr) {
   with_split(expert_column_split(e.row_tiles * slots * projections, e.k_tiles, split_minb),
              [&]<int KS>() { launch_experts<S, KS, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing); });
+}
+
+// The down launch with the combine (expert_down_combine), with launch_experts_split's column split
+// for one projection, so that its sums are expert_matvec's. Returns the block columns (the squares).
+template <class S, int GT, int DEPTH, int MINB>
+int64_t launch_experts_combine(const ExpertArgs& e, int slots, const DownCombine& c) {
+  return with_split(expert_column_split(e.row_tiles * slots, e.k_tiles, MINB), [&]<int KS>() {
+    const dim3 grid(static_cast<unsigned>((e.row_tiles + kWarps / KS - 1) / (kWarps / KS)), static_cast<unsigned>(slots));
+    launch_early(expert_down_combine<S, KS, GT, DEPTH, MINB>, grid, dim3(kWarps * 32), 0, e, c);
+    return static_cast<int64_t>(grid.x);
+  });
 }
 
 }  // namespace sanctum::ops::cuda::tiles

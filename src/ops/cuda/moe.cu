@@ -2,6 +2,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/host_values.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/moe_combine.cuh"
 #include "ops/cuda/moe_route.cuh"
 #include "ops/cuda/norm_split.cuh"
 
@@ -65,11 +66,8 @@ __global__ void moe_combine_device_kernel(const float* per_rank, int64_t pr_stri
   float o = 0.0f;
   const int64_t t = i / d, j = i % d;
   if (i < n * d) {
-    for (int64_t r = 0; r < k; ++r) o += w[t * k + r] * per_rank[(t * ranks + r) * pr_stride + j];
-    if (shared != nullptr) {
-      const float g = 1.0f / (1.0f + expf(-shared_logit[t * sl_stride]));
-      o += g * shared[t * sh_stride + j];
-    }
+    const auto rank = [&](int64_t r) { return r < k ? per_rank[(t * ranks + r) * pr_stride + j] : shared[t * sh_stride + j]; };
+    o = combine_column(w + t * k, k, rank, shared != nullptr, shared != nullptr ? shared_logit[t * sl_stride] : 0.0f);
   }
   if constexpr (RESIDUAL) {
     __shared__ float scratch[32];

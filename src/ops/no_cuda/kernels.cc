@@ -73,6 +73,11 @@ int64_t moe_combine_shared_rank_residual(const Tensor&, const Tensor&, const Ten
 bool tiles_experts_ok(const ExpertSet&, const Tensor&) { return false; }
 bool tiles_expert_silu_mul_ok(const ExpertSet&, const ExpertSet&, const Tensor&) { return false; }
 void tiles_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("expert_gate_up_silu_mul"); }
+bool tiles_expert_combine_residual_ok(const ExpertSet&, const Tensor&, const Tensor&, const ResidualNorm&) { return false; }
+int64_t tiles_expert_matvec_combine_residual(const Tensor&, const ExpertSet&, const Tensor&, const Tensor&, const Tensor&, Tensor&,
+                                             const ResidualNorm&) {
+  no_cuda("expert_down_combine_residual");
+}
 bool tiles_routed_expert_silu_mul_ok(const ExpertSet&, const ExpertSet&, const Tensor&, const Tensor&) { return false; }
 void tiles_routed_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, const MoeRouting&, int32_t, Tensor&, Tensor&,
                                   Tensor&) {
