@@ -28,7 +28,9 @@ void cuda_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch
 void cuda_upload(void* dst, const void* src, size_t bytes);
 // Small device-to-host copies queued without waiting, for results the host reads a step later (a
 // decode step's token while the next step runs): queue_copy_to_host returns a ticket, and
-// collect_copy waits for that copy alone and hands its bytes over. Up to kPendingCopies copies of
+// collect_copy waits for that copy alone and hands its bytes over. Where the GPU maps the pinned
+// ring, a kernel on the compute stream writes the bytes there (no copy-engine hand-over in the
+// stream's order of work). Up to kPendingCopies copies of
 // up to kPendingCopyBytes each may be outstanding; a ticket not collected by then is dropped (its
 // slot waits for its copy before taking the next), and collecting it throws.
 inline constexpr int kPendingCopies = 8;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/env.h"
 #include "base/error.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/device_memory.h"
@@ -102,10 +103,12 @@ void cuda_copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
 
 namespace {
 // The pinned ring behind queue_copy_to_host: slot ticket % kPendingCopies, with the event that marks
-// its copy done and the ticket it holds.
+// its copy done and the ticket it holds. device_slots: the same memory as the GPU addresses it, or
+// null where it cannot (then the copy engine moves the bytes).
 struct PendingCopies {
   std::mutex mutex;
   char* slots = nullptr;
+  char* device_slots = nullptr;
   cudaEvent_t done[kPendingCopies] = {};
   uint64_t holds[kPendingCopies] = {};
   uint64_t next = 1;
@@ -115,9 +118,22 @@ PendingCopies& pending_copies() {
     auto* q = new PendingCopies;  // lives as long as the process: its events outlast static destructors
     cuda::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&q->slots), kPendingCopies * kPendingCopyBytes), "pinned copy slots");
     for (auto& e : q->done) cuda::check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "copy event");
+    // SANCTUM_HOST_COPY_KERNEL=0: always the copy engine, for comparisons.
+    if (!switched_off("SANCTUM_HOST_COPY_KERNEL") && cudaHostGetDevicePointer(reinterpret_cast<void**>(&q->device_slots), q->slots, 0) != cudaSuccess) {
+      q->device_slots = nullptr;
+      (void)cudaGetLastError();  // not mapped: clear the error, keep the copy engine
+    }
     return q;
   }();
   return *p;
+}
+
+// A few bytes written by the GPU straight into pinned host memory. In a decode step's queue this
+// replaces a copy-engine transfer, whose hand-overs from and back to the compute stream left the GPU
+// idle for about 10 us per token on an H200 (bench/RESULTS.md).
+__global__ void write_to_host_kernel(char* dst, const char* src, int bytes) {
+  if (static_cast<int>(threadIdx.x) < bytes) dst[threadIdx.x] = src[threadIdx.x];
+  __threadfence_system();
 }
 }  // namespace
 
@@ -128,7 +144,13 @@ uint64_t queue_copy_to_host(const void* src, size_t bytes) {
   const uint64_t ticket = p.next++;
   const int slot = static_cast<int>(ticket % kPendingCopies);
   if (p.holds[slot] != 0) cuda::check_cuda(cudaEventSynchronize(p.done[slot]), "copy slot wait");  // its earlier copy still lands there
-  cuda::check_cuda(cudaMemcpyAsync(p.slots + slot * kPendingCopyBytes, src, bytes, cudaMemcpyDeviceToHost, cuda::stream()), "queued copy");
+  if (p.device_slots != nullptr) {
+    write_to_host_kernel<<<1, kPendingCopyBytes, 0, cuda::stream()>>>(p.device_slots + slot * kPendingCopyBytes, static_cast<const char*>(src),
+                                                                       static_cast<int>(bytes));
+    cuda::check_cuda(cudaGetLastError(), "queued copy");
+  } else {
+    cuda::check_cuda(cudaMemcpyAsync(p.slots + slot * kPendingCopyBytes, src, bytes, cudaMemcpyDeviceToHost, cuda::stream()), "queued copy");
+  }
   cuda::check_cuda(cudaEventRecord(p.done[slot], cuda::stream()), "queued copy record");
   p.holds[slot] = ticket;
   return ticket;
