@@ -48,14 +48,14 @@ void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertS
 // logits (n, E) with moe_route's code (E <= 256); ids (n, ranks) and weights (n, k) receive what
 // moe_route(logits, routing, ids, weights, appended_id) would write, and act the same bits as
 // moe_route then tiles_expert_silu_mul (SANCTUM_ROUTE_IN_EXPERTS=0: never offered).
+bool tiles_routed_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x, const Tensor& logits);
+void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
+                                  int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
 // The down experts of one token's k + 1 ranks (the shared expert's last) followed by the MoE
 // combine into the residual stream, in one launch (ops::expert_down_combine_residual;
 // SANCTUM_FUSE_MOE_COMBINE=0 or SANCTUM_FUSE_NORM=0: never offered). Returns the count of squares.
 bool tiles_expert_combine_residual_ok(const ExpertSet& down, const Tensor& act, const Tensor& per_rank, const ResidualNorm& r);
 int64_t tiles_expert_matvec_combine_residual(const Tensor& act, const ExpertSet& down, const Tensor& ids, const Tensor& weights,
                                              const Tensor& shared_logit, Tensor& per_rank, const ResidualNorm& r);
-bool tiles_routed_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x, const Tensor& logits);
-void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
-                                  int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
 
 }  // namespace sanctum::ops::cuda
