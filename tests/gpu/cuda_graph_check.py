@@ -4,7 +4,10 @@ step queued before the host reads the token of the one before), on without chain
 print the same tokens, greedy in both matmul precisions and sampled with a seed, over a generation
 that crosses attention key tiles and KV-cache growth (a 256-row block boundary, where the step is
 recorded again); then the decode speed of each, side by side, on the embedded default model (a tiny
-hybrid model, where launch cost is nearly the whole step).
+hybrid model, where launch cost is nearly the whole step). The same identity, greedy in the bf16 mode,
+on a random-weight MoE model at the Qwen3.6-35B-A3B layer shapes cut to 4 layers (built with
+bench/gpu/random_checkpoint.py), whose decode runs the fused MoE launches (routing inside the expert
+gate/up launch, the combine at the end of the down launch with its per-column counts).
 
   python3 tests/gpu/cuda_graph_check.py          (needs SANCTUM_BIN)
 """
@@ -12,9 +15,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "default" / "mlx-4bit"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "gpu"))
+import random_checkpoint  # noqa: E402
 
 
 MODES = {"chained": {}, "unchained": {"SANCTUM_CHAINED_DECODE": "0"}, "graphs off": {"SANCTUM_CUDA_GRAPHS": "0"}}
@@ -41,6 +47,16 @@ def main() -> int:
         same = len(set(outputs.values())) == 1 and len(outputs["chained"].split(",")) == 300
         ok &= same
         print(f"{precision} {' '.join(sampling)}: 300 tokens after 30, identical {' / '.join(MODES)}: {same}")
+    with tempfile.TemporaryDirectory() as tmp:
+        config = random_checkpoint.hf_config("qwen3_5_moe-35b-a3b", 4)
+        moe = random_checkpoint.write_mlx_4bit(Path(tmp) / "moe-4l", config)
+        ids = ",".join(str(11 + (i * 53) % (config["vocab_size"] - 11)) for i in range(40))
+        args = ["generate", "--model", str(moe), "--device", "cuda", "--matmul-precision", "bf16", "--prompt-ids", ids, "--max-tokens", "64",
+                "--ignore-eos", "--temperature", "0"]
+        outputs = {mode: run(args, mode) for mode in MODES}
+    same = len(set(outputs.values())) == 1 and len(outputs["chained"].split(",")) == 64
+    ok &= same
+    print(f"MoE shape, 4 layers, bf16 --temperature 0: 64 tokens after 40, identical {' / '.join(MODES)}: {same}")
     speeds = {}
     for mode in MODES:
         report = json.loads(run(["bench", "--model", str(MODEL), "--device", "cuda", "--pp", "16", "--tg", "256", "--repetitions", "3",
