@@ -7,15 +7,12 @@ wherever f32's top two are well apart, with logits within a fraction of their sc
 
   python3 tests/gpu/bf16_mode_check.py          (needs SANCTUM_BIN)
 """
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
+from logit_compare import agrees, step_logits
 
-MODEL = Path(__file__).resolve().parents[2] / "models" / "default" / "mlx-4bit"
 # Calibrated against the CPU's int8 mode, which rounds activations about as coarsely as bf16: there,
 # on this model and prompt, 124/124 positions with a top-2 gap of 0.5 agree and max |d| is 9% of
 # the scale. A misread weight layout gives unrelated logits and fails both by far.
@@ -23,25 +20,12 @@ GAP = 0.5         # top-2 gap of the f32 logits below which a position is a near
 TOLERANCE = 0.15  # max |bf16 - f32| as a fraction of the largest f32 logit
 
 
-def logits(precision: str, work: Path, ids: str) -> np.ndarray:
-    out = work / f"logits-{precision}.npy"
-    r = subprocess.run([os.environ["SANCTUM_BIN"], "logits", "--model", str(MODEL), "--prompt-ids", ids, "--out", str(out), "--split", "96",
-                        "--step", "1", "--device", "cuda", "--matmul-precision", precision], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        raise SystemExit(f"sanctum logits ({precision}) failed: {r.stderr.strip()}")
-    return np.load(out)
-
-
 def main() -> int:
     ids = ",".join(str(11 + (i * 53) % 4000) for i in range(160))
     with tempfile.TemporaryDirectory() as tmp:
-        exact, fast = logits("f32", Path(tmp), ids), logits("bf16", Path(tmp), ids)
-    top2 = np.sort(exact, axis=-1)[:, -2:]
-    decided = top2[:, 1] - top2[:, 0] >= GAP
-    agree = int(np.sum((np.argmax(fast, -1) == np.argmax(exact, -1)) & decided))
-    diff, scale = float(np.max(np.abs(fast - exact))), float(np.max(np.abs(exact)))
-    ok = agree == int(decided.sum()) and diff <= TOLERANCE * max(1.0, scale)
-    print(f"bf16 vs f32 logits: argmax agree {agree}/{int(decided.sum())} decided positions, max |d| {diff:.4f} of scale {scale:.2f}")
+        exact = step_logits(ids, Path(tmp) / "logits-f32.npy", "f32", 96)
+        fast = step_logits(ids, Path(tmp) / "logits-bf16.npy", "bf16", 96)
+    ok = agrees(exact, fast, GAP, TOLERANCE, "bf16 vs f32 logits")
     print("bf16 mode check:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 
