@@ -16,6 +16,7 @@
 #include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/dequantize.cuh"
 #include "ops/cuda/gemm_tiles.h"
+#include "ops/cuda/kernels.h"
 #include "ops/cuda/wgmma.cuh"
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_split.h"
@@ -1041,6 +1042,92 @@ TEST_F(Cuda, rope_and_store_gives_the_separate_ops_bits) {
       EXPECT_LE(relative_error(vc, host(va)), 0.0) << "replayed at " << first;
     }
   }
+}
+
+// Gated attention's per-head norms of q and k before rope_and_store, in one launch: the bits of
+// rms_norm, rms_norm and rope_and_store, with q and its gate interleaved per head as the model
+// leaves them (one token: views of the stacked projection; more: rows of their own), f32 and bf16
+// norm weights (with the "w - 1" offset), rotary dims short of head_dim, rows of one chunk per lane
+// and of lanes without one (d 96), and replayed from a recorded step at device positions. Prompts
+// (64 tokens or more) keep the three launches.
+TEST_F(Cuda, norm_rope_and_store_gives_the_separate_ops_bits) {
+  Rng rng(32);
+  const int64_t capacity = 200;
+  for (auto [heads, kv, d, rotary, n] : {std::tuple<int64_t, int64_t, int64_t, int, int64_t>{16, 2, 256, 64, 1}, {24, 4, 256, 64, 1}, {8, 2, 128, 128, 5},
+                                         {6, 1, 96, 32, 40}, {4, 4, 512, 128, 3}, {3, 1, 64, 64, 1}})
+    for (DType wdtype : {DType::f32, DType::bf16}) {
+      ops::RopeConfig rc;
+      rc.head_dim = static_cast<int>(d);
+      rc.rotary_dim = rotary;
+      rc.theta = 1e7;
+      const ops::RopeTable table(rc);
+      const float eps = 1e-6f, offset = wdtype == DType::bf16 ? 1.0f : 0.0f;
+      const Tensor qw = gpu(test::random_tensor({d}, wdtype, rng)), kw = gpu(test::random_tensor({d}, wdtype, rng));
+      const Tensor stacked = gpu(test::random_tensor({n, (2 * heads + 2 * kv) * d}, DType::f32, rng));
+      const Tensor cache0 = gpu(test::random_tensor({capacity, kv * d}, DType::f32, rng));
+      // The layer's tensors over a copy of `stacked`: q_in, k and v, and q and the cache to write.
+      struct Layer {
+        Tensor all, q_in, k, v, q, cache_k, cache_v;
+      };
+      auto layer = [&](const Tensor& cache_k, const Tensor& cache_v) {
+        Layer l{stacked.clone(), {}, {}, {}, Tensor::zeros({n, heads, d}, DType::f32, Device::cuda), cache_k.clone(), cache_v.clone()};
+        Tensor qg = l.all.slice(1, 0, 2 * heads * d), k = l.all.slice(1, 2 * heads * d, (2 * heads + kv) * d);
+        if (n > 1) qg = qg.clone(), k = k.clone();  // as the model copies them for a prompt
+        l.q_in = qg.reshape({n, heads, 2 * d}).slice(2, 0, d).reshape({n * heads, d});
+        l.k = k.reshape({n, kv, d});
+        l.v = l.all.slice(1, (2 * heads + kv) * d, (2 * heads + 2 * kv) * d);
+        return l;
+      };
+      auto separate = [&](Layer& l, const std::vector<int32_t>& pos) {
+        Tensor q_rows = l.q.reshape({n * heads, d}), k_rows = l.k.reshape({n * kv, d});
+        ops::rms_norm(l.q_in, qw, eps, q_rows, offset);
+        ops::rms_norm(k_rows, kw, eps, k_rows, offset);
+        ops::rope_and_store(l.q, l.k, l.v, ops::Positions{pos, nullptr}, table, l.cache_k, l.cache_v);
+      };
+      auto fused = [&](Layer& l, const ops::Positions& positions) {
+        ops::norm_rope_and_store(l.q_in, qw, kw, eps, offset, l.q, l.k, l.v, positions, table, l.cache_k, l.cache_v);
+      };
+      auto expect_same = [&](const Layer& got, const Layer& want, const std::string& what) {
+        EXPECT_LE(relative_error(got.q, host(want.q)), 0.0) << what << ": q";
+        EXPECT_LE(relative_error(got.k, host(want.k)), 0.0) << what << ": k";
+        EXPECT_LE(relative_error(got.all, host(want.all)), 0.0) << what << ": q_in and v untouched";
+        EXPECT_LE(relative_error(got.cache_k, host(want.cache_k)), 0.0) << what << ": cached k";
+        EXPECT_LE(relative_error(got.cache_v, host(want.cache_v)), 0.0) << what << ": cached v";
+      };
+      const std::string what = label("heads=%lld/%lld d=%lld rotary=%d n=%lld %s", static_cast<long long>(heads), static_cast<long long>(kv),
+                                     static_cast<long long>(d), rotary, static_cast<long long>(n), dtype_name(wdtype));
+      std::vector<int32_t> pos(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = 60 + static_cast<int32_t>(i);
+      Layer a = layer(cache0, cache0), b = layer(cache0, cache0);
+      const Tensor prompt = Tensor::zeros({64, kv, d}, DType::f32, Device::cuda), prompt_q = Tensor::zeros({64, heads, d}, DType::f32, Device::cuda);
+      EXPECT_FALSE(ops::cuda::norm_rope_and_store_fused(prompt_q.reshape({64 * heads, d}), prompt_q, prompt)) << what;
+      separate(a, pos);
+      EXPECT_TRUE(ops::cuda::norm_rope_and_store_fused(b.q_in, b.q, b.k)) << what;
+      fused(b, ops::Positions{pos, nullptr});
+      expect_same(b, a, what);
+
+      // Recorded with the positions on the device, replayed at others.
+      Tensor device_pos = Tensor::zeros({n}, DType::i32, Device::cuda);
+      std::vector<int32_t> host_pos(static_cast<size_t>(n), 0);
+      Layer c = layer(cache0, cache0);
+      auto step = [&] { fused(c, ops::Positions{host_pos, &device_pos}); };
+      step();
+      StepGraph graph;
+      ASSERT_TRUE(graph.record(step)) << graph.last_error();
+      for (int32_t first : {0, static_cast<int32_t>(capacity - n)}) {
+        for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = first + static_cast<int32_t>(i);
+        Layer e = layer(c.cache_k, c.cache_v);  // the inputs afresh, and the cache as the replays left it
+        ops::copy(e.all, c.all);
+        if (n > 1) {
+          ops::copy(e.q_in, c.q_in);
+          ops::copy(e.k, c.k);
+        }
+        device_memory::cuda_copy(device_pos.raw(), pos.data(), pos.size() * sizeof(int32_t), device_memory::CopyKind::host_to_device);
+        graph.replay();
+        separate(e, pos);
+        expect_same(c, e, what + " replayed at " + std::to_string(first));
+      }
+    }
 }
 
 TEST_F(Cuda, recording_refuses_allocation_and_host_waits) {

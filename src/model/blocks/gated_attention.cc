@@ -54,16 +54,12 @@ void GatedAttentionBlock::forward(const BlockInput& x, const ops::Positions& pos
   Tensor qg3 = qg.reshape({n, H, 2 * D});
   Tensor q = ws.get(kQuery, n, H * D);
   Tensor q3 = q.reshape({n, H, D});
-  Tensor q_heads = q.reshape({n * H, D});
   Tensor gate_heads = qg3.slice(2, D, 2 * D).reshape({n * H, D});
-  Tensor k_heads = k.reshape({n * KV, D});
-  ops::rms_norm(qg3.slice(2, 0, D).reshape({n * H, D}), q_norm_, eps_, q_heads, norm_offset_);
-  ops::rms_norm(k_heads, k_norm_, eps_, k_heads, norm_offset_);
   Tensor k3 = k.reshape({n, KV, D});
-
   const int64_t capacity = cache.capacity();
   Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
-  ops::rope_and_store(q3, k3, v, positions, rope, cached_k, cached_v);
+  ops::norm_rope_and_store(qg3.slice(2, 0, D).reshape({n * H, D}), q_norm_, k_norm_, eps_, norm_offset_, q3, k3, v, positions, rope, cached_k,
+                           cached_v);
 
   Tensor attn = ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});

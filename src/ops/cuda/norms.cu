@@ -208,6 +208,13 @@ void launch_norm(const Rows<const float>& x, float* h, const Rows<const D>& delt
 
 }  // namespace
 
+bool rms_norm_rows_in_one_warp(const Tensor& x, const Tensor& out) {
+  if (x.dtype() != DType::f32 || out.dtype() != DType::f32 || x.ndim() != 2 || out.ndim() != 2) return false;
+  const auto rx = rows_of<const float>(x, "rms_norm");
+  const auto ro = rows_of<float>(out, "rms_norm");
+  return chunked(rx.cols) && whole_chunks(rx) && whole_chunks(ro) && chunk_threads(rx.cols / 4) == 32;
+}
+
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, float weight_offset) {
   const auto rx = rows_of<const float>(x, "rms_norm");
   if (rx.rows == 0) return;

@@ -1,6 +1,7 @@
 // RoPE (rotate-half, partial rotary) and embedding lookup (dense or MLX-quantized tables).
 #include <algorithm>
 
+#include "base/env.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/host_values.cuh"
 #include "ops/cuda/kernels.h"
@@ -18,11 +19,17 @@ __device__ __forceinline__ double2 cos_sin_at(int32_t position, int64_t j, const
   return make_double2(c * magnitude, s * magnitude);
 }
 
-// Rotates the pair (j, j + half) of one head's row v by cs (cos_sin_at). The rotated values also go
-// to `copy` when it is set.
+// The pair (x0, x1) rotated by cs (cos_sin_at), in double.
+__device__ __forceinline__ float2 rotated(float x0, float x1, double2 cs) {
+  const double a = x0, b = x1;
+  return make_float2(static_cast<float>(a * cs.x - b * cs.y), static_cast<float>(b * cs.x + a * cs.y));
+}
+
+// Rotates the pair (j, j + half) of one head's row v by cs. The rotated values also go to `copy`
+// when it is set.
 __device__ __forceinline__ void rotate_pair(float* v, int64_t j, int64_t half, double2 cs, float* copy) {
-  const double a = v[j], b = v[j + half];
-  const float lo = static_cast<float>(a * cs.x - b * cs.y), hi = static_cast<float>(b * cs.x + a * cs.y);
+  const float2 r = rotated(v[j], v[j + half], cs);
+  const float lo = r.x, hi = r.y;
   v[j] = lo;
   v[j + half] = hi;
   if (copy != nullptr) {
@@ -93,21 +100,113 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
   for (int64_t i = threadIdx.x; i < (k1 - k0) * a.d; i += blockDim.x) cache_v[first + i] = v[first + i];
 }
 
-}  // namespace
+// The per-head RMSNorm of q and k ahead of rope_store_kernel's work (gated attention), in the same
+// launch. Block (t, y): warp w takes head y kNormWarps + w of token t (q's heads, then k's). A warp holds its head's row as rms_norm_chunks_kernel's one-warp blocks do (lane l: chunks
+// l, l + 32, .. of four values; rows of up to 512 values), sums the squares in its order and scales
+// by the same expression, so the normalised values are that kernel's bits; the rotation that
+// follows is rope_store_kernel's.
+constexpr int kNormWarps = 4, kNormChunks = 4;  // chunks a lane holds: rows of up to 512 values
+constexpr int64_t kFusedMaxTokens = 64;
 
-void rope(Tensor& x, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table) {
-  const int64_t n = x.dim(0), heads = x.dim(1), half = table.rotary_dim() / 2;
-  if (n == 0 || heads == 0 || half == 0) return;
-  const int32_t* pos = device_positions != nullptr ? device_positions : device_ints(HostSlot::positions, positions);
-  const float* inv = device_table(table.inv_freq());
-  const int64_t total = n * heads * half;
-  launch_early(rope_kernel, dim3(blocks_for(total, 256)), dim3(256), 0, x.data<float>(), n, heads, x.stride(0), x.stride(1), half, pos, inv,
-               table.magnitude());
-  check_launch("rope");
+struct NormRopeArgs {
+  RopeStoreArgs r;     // q is the normalised output; k is normalised in place
+  const float* q_in;   // head h of token t at q_in + (t * heads + h) * q_in_s
+  int64_t q_in_s;
+  const void* q_w;
+  const void* k_w;
+  FloatKind q_kind, k_kind;
+  float eps, offset;
+};
+
+// Head h's norm weights (plus the offset), as this lane's chunks.
+__device__ __forceinline__ void head_weights(const NormRopeArgs& na, int64_t h, float4 (&wv)[kNormChunks]) {
+  const int lane = threadIdx.x & 31;
+  const bool is_q = h < na.r.heads;
+  const void* w = is_q ? na.q_w : na.k_w;
+  const FloatKind kind = is_q ? na.q_kind : na.k_kind;
+#pragma unroll
+  for (int i = 0; i < kNormChunks; ++i) {
+    const int64_t c = 4 * (lane + 32 * static_cast<int64_t>(i));
+    wv[i] = c < na.r.d ? make_float4(load_float(w, kind, c) + na.offset, load_float(w, kind, c + 1) + na.offset,
+                                     load_float(w, kind, c + 2) + na.offset, load_float(w, kind, c + 3) + na.offset)
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
 }
 
-void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions,
-                    const RopeTable& table, Tensor& cache_k, Tensor& cache_v) {
+// One warp's head h of token t: normalised into the warp's row buffer, rotated out to q (or k in
+// place and the cache), and for a k head its v row to the cache.
+__device__ __forceinline__ void norm_rope_head(const NormRopeArgs& na, int64_t t, int64_t h, int32_t position, const double2* cos_sin,
+                                               const float4 (&wv)[kNormChunks], float4* normed) {
+  const RopeStoreArgs& a = na.r;
+  const int lane = threadIdx.x & 31;
+  const int64_t d = a.d, chunks = d / 4;
+  const bool is_q = h < a.heads;
+  const int64_t kh = is_q ? 0 : h - a.heads;  // the k head
+  float* k_row = a.k + t * a.k_s0 + kh * d;
+  const float* in = is_q ? na.q_in + (t * a.heads + h) * na.q_in_s : k_row;
+  float4 v[kNormChunks];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kNormChunks; ++i) {
+    const int64_t k = lane + 32 * static_cast<int64_t>(i);
+    v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (k < chunks) {
+      v[i] = load4(in + 4 * k);
+      ss += v[i].x * v[i].x;
+      ss += v[i].y * v[i].y;
+      ss += v[i].z * v[i].z;
+      ss += v[i].w * v[i].w;
+    }
+  }
+  ss = warp_sum(ss);  // a one-warp block_sum: the same sum
+  const float inv = rsqrtf(ss / static_cast<float>(d) + na.eps);
+#pragma unroll
+  for (int i = 0; i < kNormChunks; ++i) {
+    const int64_t k = lane + 32 * static_cast<int64_t>(i);
+    if (k < chunks) normed[k] = make_float4(v[i].x * inv * wv[i].x, v[i].y * inv * wv[i].y, v[i].z * inv * wv[i].z, v[i].w * inv * wv[i].w);
+  }
+  __syncwarp();
+  const float* row = reinterpret_cast<const float*>(normed);
+  float* out = is_q ? a.q + t * a.q_s0 + h * a.q_s1 : k_row;
+  float* cache = is_q ? nullptr : a.cache_k + position * a.ck_s0 + kh * d;
+  for (int64_t j = lane; j < a.half; j += 32) {
+    const float2 r = rotated(row[j], row[j + a.half], cos_sin[j]);
+    out[j] = r.x;
+    out[j + a.half] = r.y;
+    if (cache != nullptr) {
+      cache[j] = r.x;
+      cache[j + a.half] = r.y;
+    }
+  }
+  for (int64_t c = 2 * a.half + lane; c < d; c += 32) {  // past the rotary dims
+    out[c] = row[c];
+    if (cache != nullptr) cache[c] = row[c];
+  }
+  if (is_q) return;
+  const float* v_row = a.v + t * a.v_s0 + kh * d;
+  float* cache_v = a.cache_v + position * a.cv_s0 + kh * d;
+  for (int64_t c = lane; c < d; c += 32) cache_v[c] = v_row[c];
+}
+
+__global__ void __launch_bounds__(kNormWarps * 32) norm_rope_store_kernel(NormRopeArgs na) {
+  extern __shared__ double2 cos_sin[];                     // [half] of cos_sin_at
+  __shared__ float4 normed[kNormWarps][32 * kNormChunks];  // each warp's normalised row
+  const RopeStoreArgs& a = na.r;
+  const int warp = threadIdx.x >> 5;
+  const int64_t t = blockIdx.x, h = static_cast<int64_t>(blockIdx.y) * kNormWarps + warp;
+  const bool live = h < a.heads + a.kv_heads;
+  float4 wv[kNormChunks];
+  if (live) head_weights(na, h, wv);  // before the wait: nothing of the step writes them
+  wait_for_previous();  // launched early (common.cuh): nothing else is read before the kernel ahead ends
+  allow_next_early();
+  const int32_t position = a.positions[t];
+  for (int64_t j = threadIdx.x; j < a.half; j += blockDim.x) cos_sin[j] = cos_sin_at(position, j, a.inv_freq, a.magnitude);
+  __syncthreads();
+  if (live) norm_rope_head(na, t, h, position, cos_sin, wv, normed[warp]);
+}
+
+RopeStoreArgs rope_store_args(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions,
+                              const RopeTable& table, Tensor& cache_k, Tensor& cache_v) {
   RopeStoreArgs a{};
   a.q = q.data<float>();
   a.q_s0 = q.stride(0);
@@ -128,6 +227,25 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32
   a.positions = device_positions != nullptr ? device_positions : device_ints(HostSlot::positions, positions);
   a.inv_freq = device_table(table.inv_freq());
   a.magnitude = table.magnitude();
+  return a;
+}
+
+}  // namespace
+
+void rope(Tensor& x, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table) {
+  const int64_t n = x.dim(0), heads = x.dim(1), half = table.rotary_dim() / 2;
+  if (n == 0 || heads == 0 || half == 0) return;
+  const int32_t* pos = device_positions != nullptr ? device_positions : device_ints(HostSlot::positions, positions);
+  const float* inv = device_table(table.inv_freq());
+  const int64_t total = n * heads * half;
+  launch_early(rope_kernel, dim3(blocks_for(total, 256)), dim3(256), 0, x.data<float>(), n, heads, x.stride(0), x.stride(1), half, pos, inv,
+               table.magnitude());
+  check_launch("rope");
+}
+
+void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions,
+                    const RopeTable& table, Tensor& cache_k, Tensor& cache_v) {
+  RopeStoreArgs a = rope_store_args(q, k, v, positions, device_positions, table, cache_k, cache_v);
   // Every head in one block for a prompt; for a few tokens, blocks of two heads, so that a decode
   // step's dozens of heads spread over as many multiprocessors.
   const int64_t all_heads = a.heads + a.kv_heads;
@@ -135,6 +253,36 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32
   const dim3 grid(static_cast<unsigned>(a.n), static_cast<unsigned>((all_heads + a.heads_per_block - 1) / a.heads_per_block));
   launch_early(rope_store_kernel, grid, dim3(256), static_cast<size_t>(a.half) * sizeof(double2), a);
   check_launch("rope_and_store");
+}
+
+bool norm_rope_and_store_fused(const Tensor& q_in, const Tensor& q, const Tensor& k) {
+  static const bool on = !switched_off("SANCTUM_FUSE_HEAD_NORM_ROPE");
+  const int64_t d = k.dim(2);
+  // Decode and short batches, where the launches are the cost: a 4,096-token prompt of the 27B
+  // shape ran 1.1% slower fused (a block per four heads computing the token's cos and sin again)
+  // and 0.3% slower with every head of a token in one block. The heads' rows as
+  // rms_norm_chunks_kernel reads them with one warp (norms.cu), 16-byte aligned for the chunks.
+  return on && k.dim(0) < kFusedMaxTokens && d % 4 == 0 && d <= 4 * 32 * kNormChunks && rms_norm_rows_in_one_warp(q_in, q.reshape({q.dim(0) * q.dim(1), d})) &&
+         rms_norm_rows_in_one_warp(k.reshape({k.dim(0) * k.dim(1), d}), k.reshape({k.dim(0) * k.dim(1), d}));
+}
+
+void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q, Tensor& k,
+                         const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table,
+                         Tensor& cache_k, Tensor& cache_v) {
+  NormRopeArgs na{};
+  na.r = rope_store_args(q, k, v, positions, device_positions, table, cache_k, cache_v);
+  na.q_in = q_in.data<float>();
+  na.q_in_s = q_in.stride(0);
+  na.q_w = q_norm.raw();
+  na.k_w = k_norm.raw();
+  na.q_kind = float_kind(q_norm);
+  na.k_kind = float_kind(k_norm);
+  na.eps = eps;
+  na.offset = weight_offset;
+  const int64_t heads = na.r.heads + na.r.kv_heads;
+  const dim3 grid(static_cast<unsigned>(na.r.n), static_cast<unsigned>((heads + kNormWarps - 1) / kNormWarps));
+  launch_early(norm_rope_store_kernel, grid, dim3(kNormWarps * 32), static_cast<size_t>(na.r.half) * sizeof(double2), na);
+  check_launch("norm_rope_and_store");
 }
 
 }  // namespace sanctum::ops::cuda

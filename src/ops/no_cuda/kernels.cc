@@ -24,6 +24,12 @@ void rope(Tensor&, std::span<const int32_t>, const int32_t*, const RopeTable&) {
 void rope_and_store(Tensor&, Tensor&, const Tensor&, std::span<const int32_t>, const int32_t*, const RopeTable&, Tensor&, Tensor&) {
   no_cuda("rope_and_store");
 }
+bool rms_norm_rows_in_one_warp(const Tensor&, const Tensor&) { return false; }
+bool norm_rope_and_store_fused(const Tensor&, const Tensor&, const Tensor&) { return false; }
+void norm_rope_and_store(const Tensor&, const Tensor&, const Tensor&, float, float, Tensor&, Tensor&, const Tensor&, std::span<const int32_t>,
+                         const int32_t*, const RopeTable&, Tensor&, Tensor&) {
+  no_cuda("norm_rope_and_store");
+}
 void softmax(Tensor&) { no_cuda("softmax"); }
 void silu_mul(const Tensor&, const Tensor&, Tensor&) { no_cuda("silu_mul"); }
 void sigmoid_mul(const Tensor&, const Tensor&, Tensor&) { no_cuda("sigmoid_mul"); }
