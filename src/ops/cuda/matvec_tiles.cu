@@ -235,6 +235,16 @@ bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x) {
 
 namespace {
 
+// Expert tables staged in shared memory by the routed gate/up and the down + combine launches
+// (tiles::stage_tables; SANCTUM_STAGE_EXPERT_TABLES=0: read in global memory, for comparisons), for
+// tables of up to kMaxStagedEntries rows (2 x 12 KB at most).
+constexpr int64_t kMaxStagedEntries = 512;
+int staged_entries(const ExpertSet& a) {
+  static const bool on = !switched_off("SANCTUM_STAGE_EXPERT_TABLES");
+  const int64_t rows = a.device_table().dim(0);
+  return on && rows <= kMaxStagedEntries ? static_cast<int>(rows) : 0;
+}
+
 tiles::ExpertArgs expert_args(const Tensor& x, const ExpertSet& a, const ExpertSet* b, const Tensor& ids, Tensor& ya, Tensor* yb) {
   const Weight& w = a[0];
   return tiles::ExpertArgs{{a.device_table().data<int64_t>(), b != nullptr ? b->device_table().data<int64_t>() : nullptr},
@@ -247,7 +257,8 @@ tiles::ExpertArgs expert_args(const Tensor& x, const ExpertSet& a, const ExpertS
                            x.stride(0),
                            static_cast<int>(ya.dim(0) / x.dim(0)),
                            ya.stride(0),
-                           weights_evict_first()};
+                           weights_evict_first(),
+                           b == nullptr || b->device_table().dim(0) == a.device_table().dim(0) ? staged_entries(a) : 0};
 }
 
 }  // namespace

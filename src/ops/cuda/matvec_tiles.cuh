@@ -169,7 +169,26 @@ struct ExpertArgs {
   int fan;
   int64_t y_stride;
   bool evict_first = false;  // as Args
+  // Rows of each table, where the routed gate/up and the down + combine launches stage the tables in
+  // shared memory (0: they read them in global memory; expert_matvec always does).
+  int entries = 0;
 };
+
+// The expert tables, constant through a step, copied into shared memory (3 * entries words each)
+// while the kernel waits for the one ahead: once a block knows its expert, the addresses are a
+// shared-memory read rather than an L2 round trip more in the step's dependent chain. Returns e
+// with its tables there; the caller's barrier makes the copies visible.
+__device__ __forceinline__ ExpertArgs stage_tables(ExpertArgs e, int tables, int64_t* staged) {
+  if (e.entries == 0) return e;
+  const int words = 3 * e.entries;
+  for (int t = 0; t < tables; ++t) {
+    for (int i = threadIdx.x; i < words; i += blockDim.x) staged[t * words + i] = e.table[t][i];
+    e.table[t] = staged + t * words;
+  }
+  return e;
+}
+// Shared memory for stage_tables.
+inline size_t staged_table_bytes(const ExpertArgs& e, int tables) { return static_cast<size_t>(e.entries) * 3 * sizeof(int64_t) * tables; }
 
 // Weights stream past L1 (read once; left to L1 they evict x, which every tile reads again); x stays.
 // In L2 they keep the priority of `policy` (weight_policy).
@@ -538,8 +557,12 @@ struct DownCombine {
 
 template <class S, int KS, int GT, int DEPTH, int MINB>
 __global__ void __launch_bounds__(kWarps * 32, MINB) expert_down_combine(ExpertArgs e, DownCombine c) {
+  extern __shared__ int64_t staged_tables[];
+  e = stage_tables(e, 1, staged_tables);
   wait_for_previous();  // the ids (and x) come from the kernels ahead
-  expert_body<S, KS, 1, GT, DEPTH, false>(e, blockIdx.y, e.ids[blockIdx.y]);
+  const int32_t id = e.ids[blockIdx.y];
+  __syncthreads();  // the staged table
+  expert_body<S, KS, 1, GT, DEPTH, false>(e, blockIdx.y, id);
   __shared__ bool last;
   __shared__ float scratch[32];
   __threadfence();  // this block's rows, before its count
@@ -584,6 +607,8 @@ struct ExpertRouting {
 template <class S, int KS, int GT, int DEPTH, int MINB>
 __global__ void __launch_bounds__(kWarps * 32, MINB) routed_expert_pairs(ExpertArgs e, ExpertRouting ro) {
   __shared__ int32_t chosen;
+  extern __shared__ int64_t staged_tables[];
+  e = stage_tables(e, 2, staged_tables);
   wait_for_previous();  // the logits and x come from the kernels ahead
   const int slots = static_cast<int>(gridDim.y) - ro.tokens;
   if (static_cast<int>(blockIdx.y) >= slots) {  // token blockIdx.y - slots: its k weights, from block x 0's first warp
@@ -612,7 +637,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) routed_expert_pairs(ExpertA
       if (blockIdx.x == 0) ro.ids[slot] = id;
     }
   }
-  __syncthreads();
+  __syncthreads();  // chosen, and the staged tables
   expert_body<S, KS, 2, GT, DEPTH, true>(e, slot, chosen);
 }
 
@@ -701,7 +726,7 @@ void launch_experts(const ExpertArgs& e, int slots, int projections, const Exper
   if constexpr (PAIRS) {
     if (routing != nullptr) {
       const dim3 routed(grid.x, static_cast<unsigned>(slots + routing->tokens));
-      return launch_early(routed_expert_pairs<S, KS, GT, DEPTH, MINB>, routed, dim3(kWarps * 32), 0, e, *routing);
+      return launch_early(routed_expert_pairs<S, KS, GT, DEPTH, MINB>, routed, dim3(kWarps * 32), staged_table_bytes(e, 2), e, *routing);
     }
   }
   launch_early(expert_matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, grid, dim3(kWarps * 32), 0, e);
@@ -729,7 +754,7 @@ template <class S, int GT, int DEPTH, int MINB>
 int64_t launch_experts_combine(const ExpertArgs& e, int slots, const DownCombine& c) {
   return with_split(expert_column_split(e.row_tiles * slots, e.k_tiles, MINB), [&]<int KS>() {
     const dim3 grid(static_cast<unsigned>((e.row_tiles + kWarps / KS - 1) / (kWarps / KS)), static_cast<unsigned>(slots));
-    launch_early(expert_down_combine<S, KS, GT, DEPTH, MINB>, grid, dim3(kWarps * 32), 0, e, c);
+    launch_early(expert_down_combine<S, KS, GT, DEPTH, MINB>, grid, dim3(kWarps * 32), staged_table_bytes(e, 1), e, c);
     return static_cast<int64_t>(grid.x);
   });
 }
