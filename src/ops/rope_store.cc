@@ -36,33 +36,37 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, const Positions& posi
 void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q, Tensor& k,
                          const Tensor& v, const Positions& positions, const RopeTable& table, Tensor& cache_k, Tensor& cache_v) {
   constexpr const char* kOp = "norm_rope_and_store";
+  detail::require_defined(kOp, "q_in", q_in);
   detail::require_defined(kOp, "q", q);
   detail::require_defined(kOp, "k", k);
-  SANCTUM_REQUIRE(q.ndim() == 3 && k.ndim() == 3, kOp, "q " + q.shape_string() + " and k " + k.shape_string() + " must be 3-D (tokens, heads, head_dim)");
-  Tensor q_rows = q.reshape({q.dim(0) * q.dim(1), q.dim(2)}), k_rows = k.reshape({k.dim(0) * k.dim(1), k.dim(2)});
-  const bool fused = q.device() == Device::cuda && static_cast<bool>(q_in) && q_in.device() == Device::cuda && cuda::norm_rope_and_store_fused(q_in, q, k);
-  if (!fused) {
+  SANCTUM_REQUIRE(q.ndim() == 3 && k.ndim() == 3, kOp,
+                  "q " + q.shape_string() + " and k " + k.shape_string() + " must be 3-D (tokens, heads, head_dim)");
+  // The checks of the ops it stands for, before anything is written.
+  SANCTUM_REQUIRE(q_in.ndim() == 2 && q_in.dim(0) == q.dim(0) * q.dim(1) && q_in.dim(1) == q.dim(2), kOp,
+                  "q_in " + q_in.shape_string() + " must hold q " + q.shape_string() + "'s rows");
+  detail::require_dtype(kOp, "q_in", q_in, DType::f32);
+  detail::require_inner_contiguous(kOp, "q_in", q_in);
+  for (const Tensor* w : {&q_norm, &k_norm}) {
+    detail::require_defined(kOp, "norm weight", *w);
+    detail::require_float(kOp, "norm weight", *w);
+    SANCTUM_REQUIRE(w->ndim() == 1 && w->dim(0) == q.dim(2) && w->dim(0) == k.dim(2), kOp,
+                    "norm weights must be (head_dim) of q and k, got " + w->shape_string());
+    detail::require_inner_contiguous(kOp, "norm weight", *w);
+  }
+  SANCTUM_REQUIRE(eps >= 0.0f, kOp, "eps must be >= 0");
+  const Device device = check_rope(q, positions.host.size(), table);
+  check_rope(k, positions.host.size(), table);
+  check_store_rows(k.reshape({k.dim(0), k.dim(1) * k.dim(2)}), cache_k, positions);
+  check_store_rows(v, cache_v, positions);
+  detail::require_one_device(kOp, {{"q_in", &q_in}, {"q_norm", &q_norm}, {"k_norm", &k_norm}, {"q", &q}, {"k", &k}, {"v", &v},
+                                   {"cache_k", &cache_k}, {"cache_v", &cache_v}});
+  if (device != Device::cuda || !cuda::norm_rope_and_store_fused(q_in, q, k)) {
+    Tensor q_rows = q.reshape({q.dim(0) * q.dim(1), q.dim(2)}), k_rows = k.reshape({k.dim(0) * k.dim(1), k.dim(2)});
     rms_norm(q_in, q_norm, eps, q_rows, weight_offset);
     rms_norm(k_rows, k_norm, eps, k_rows, weight_offset);
     return rope_and_store(q, k, v, positions, table, cache_k, cache_v);
   }
-  // The checks of the ops it stands for, before the one launch.
-  SANCTUM_REQUIRE(q_in.ndim() == 2 && q_in.dim(0) == q_rows.dim(0) && q_in.dim(1) == q.dim(2), kOp,
-                  "q_in " + q_in.shape_string() + " must hold q " + q.shape_string() + "'s rows");
-  for (const Tensor* w : {&q_norm, &k_norm}) {
-    detail::require_float(kOp, "norm weight", *w);
-    SANCTUM_REQUIRE(w->ndim() == 1 && w->dim(0) == q.dim(2) && w->device() == Device::cuda, kOp,
-                    "norm weights must be (head_dim) on q's device, got " + w->shape_string());
-    detail::require_inner_contiguous(kOp, "norm weight", *w);
-  }
-  SANCTUM_REQUIRE(eps >= 0.0f, kOp, "eps must be >= 0");
-  check_rope(q, positions.host.size(), table);
-  check_rope(k, positions.host.size(), table);
-  check_store_rows(k.reshape({k.dim(0), k.dim(1) * k.dim(2)}), cache_k, positions);
-  check_store_rows(v, cache_v, positions);
-  detail::require_one_device(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"cache_k", &cache_k}, {"cache_v", &cache_v}});
-  SANCTUM_REQUIRE(q.dim(2) == k.dim(2) && v.dim(1) == k.dim(1) * k.dim(2), kOp,
-                  "q " + q.shape_string() + ", k " + k.shape_string() + " and v " + v.shape_string() + " must share head_dim and k's width");
+  SANCTUM_REQUIRE(v.dim(1) == k.dim(1) * k.dim(2), kOp, "v " + v.shape_string() + " must have k " + k.shape_string() + "'s width");
   if (k.dim(0) == 0) return;
   cuda::norm_rope_and_store(q_in, q_norm, k_norm, eps, weight_offset, q, k, v, positions.host,
                             positions.device != nullptr ? positions.device->data<int32_t>() : nullptr, table, cache_k, cache_v);

@@ -11,6 +11,7 @@
 #include "op_test_util.h"
 #include "ops/elementwise.h"
 #include "ops/ref/rope.h"
+#include "ops/rms_norm.h"
 #include "ops/rope_store.h"
 
 namespace sanctum {
@@ -168,6 +169,43 @@ TEST(Rope, rope_and_store_is_rope_rope_and_two_stores) {
   EXPECT_EQ(0, std::memcmp(kc.raw(), k0.raw(), k0.nbytes()));
   Tensor flat_k = Tensor::zeros({n, kv * d}, DType::f32);
   EXPECT_THROW(ops::rope_and_store(qb, flat_k, v, ops::Positions{pos, nullptr}, table, ckb, cvb), Error);
+}
+
+// Gated attention's form: the head norms, then rope_and_store. On the CPU it is those ops; every check
+// runs before anything is written, so a refused call leaves q, k and the cache as they were.
+TEST(Rope, norm_rope_and_store_is_two_norms_then_rope_and_store) {
+  Rng rng(10);
+  ops::RopeConfig c;
+  c.head_dim = 16;
+  c.rotary_dim = 8;
+  const ops::RopeTable table(c);
+  const int64_t n = 3, heads = 4, kv = 2, d = 16, capacity = 10;
+  const std::vector<int32_t> pos{4, 5, 6};
+  const ops::Positions positions{pos, nullptr};
+  // q and its gate interleaved per head, as the gated attention projection leaves them.
+  const Tensor qg = test::random_tensor({n, heads, 2 * d}, DType::f32, rng), k0 = test::random_tensor({n, kv, d}, DType::f32, rng);
+  const Tensor q_in = qg.slice(2, 0, d).reshape({n * heads, d});
+  const Tensor v = test::random_tensor({n, kv * d}, DType::f32, rng), cache0 = test::random_tensor({capacity, kv * d}, DType::f32, rng);
+  const Tensor qw = test::random_tensor({d}, DType::f32, rng), kw = test::random_tensor({d}, DType::f32, rng);
+  const float eps = 1e-6f, offset = 1.0f;
+  Tensor qa = Tensor::zeros({n, heads, d}, DType::f32), ka = k0.clone(), cka = cache0.clone(), cva = cache0.clone();
+  Tensor qa_rows = qa.reshape({n * heads, d}), ka_rows = ka.reshape({n * kv, d});
+  ops::rms_norm(q_in, qw, eps, qa_rows, offset);
+  ops::rms_norm(ka_rows, kw, eps, ka_rows, offset);
+  ops::rope_and_store(qa, ka, v, positions, table, cka, cva);
+  Tensor qb = Tensor::zeros({n, heads, d}, DType::f32), kb = k0.clone(), ckb = cache0.clone(), cvb = cache0.clone();
+  ops::norm_rope_and_store(q_in, qw, kw, eps, offset, qb, kb, v, positions, table, ckb, cvb);
+  for (const auto& [x, y] : {std::pair{&qa, &qb}, {&ka, &kb}, {&cka, &ckb}, {&cva, &cvb}})
+    EXPECT_EQ(0, std::memcmp(x->raw(), y->raw(), x->nbytes()));
+  Tensor short_cache = Tensor::zeros({5, kv * d}, DType::f32);
+  Tensor qc = Tensor::zeros({n, heads, d}, DType::f32), kc = k0.clone();
+  EXPECT_THROW(ops::norm_rope_and_store(q_in, qw, kw, eps, offset, qc, kc, v, positions, table, short_cache, cvb), Error);  // rows 4..6 of 5
+  EXPECT_EQ(0, std::memcmp(kc.raw(), k0.raw(), k0.nbytes()));
+  for (int64_t i = 0; i < qc.numel(); ++i) EXPECT_EQ(qc.data<float>()[i], 0.0f);
+  const Tensor wrong_norm = test::random_tensor({d + 1}, DType::f32, rng);
+  EXPECT_THROW(ops::norm_rope_and_store(q_in, wrong_norm, kw, eps, offset, qc, kc, v, positions, table, ckb, cvb), Error);
+  EXPECT_THROW(ops::norm_rope_and_store(q_in.slice(0, 0, n), qw, kw, eps, offset, qc, kc, v, positions, table, ckb, cvb), Error);  // rows of one token
+  EXPECT_EQ(0, std::memcmp(kc.raw(), k0.raw(), k0.nbytes()));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// RoPE (rotate-half, partial rotary) and embedding lookup (dense or MLX-quantized tables).
+// RoPE (rotate-half, partial rotary), with the KV cache store and gated attention's head norms.
 #include <algorithm>
 
 #include "base/env.h"
@@ -101,10 +101,11 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
 }
 
 // The per-head RMSNorm of q and k ahead of rope_store_kernel's work (gated attention), in the same
-// launch. Block (t, y): warp w takes head y kNormWarps + w of token t (q's heads, then k's). A warp holds its head's row as rms_norm_chunks_kernel's one-warp blocks do (lane l: chunks
-// l, l + 32, .. of four values; rows of up to 512 values), sums the squares in its order and scales
-// by the same expression, so the normalised values are that kernel's bits; the rotation that
-// follows is rope_store_kernel's.
+// launch. Block (t, y): warp w takes head y kNormWarps + w of token t (q's heads, then k's). A warp
+// holds its head's row as rms_norm_chunks_kernel's one-warp blocks do (lane l: chunks l, l + 32, ..
+// of four values; rows of up to 512 values), sums the squares in its order and scales by the same
+// expression, so the normalised values are that kernel's bits; the rotation that follows is
+// rope_store_kernel's.
 constexpr int kNormWarps = 4, kNormChunks = 4;  // chunks a lane holds: rows of up to 512 values
 constexpr int64_t kFusedMaxTokens = 64;
 
@@ -262,8 +263,9 @@ bool norm_rope_and_store_fused(const Tensor& q_in, const Tensor& q, const Tensor
   // shape ran 1.1% slower fused (a block per four heads computing the token's cos and sin again)
   // and 0.3% slower with every head of a token in one block. The heads' rows as
   // rms_norm_chunks_kernel reads them with one warp (norms.cu), 16-byte aligned for the chunks.
-  return on && k.dim(0) < kFusedMaxTokens && d % 4 == 0 && d <= 4 * 32 * kNormChunks && rms_norm_rows_in_one_warp(q_in, q.reshape({q.dim(0) * q.dim(1), d})) &&
-         rms_norm_rows_in_one_warp(k.reshape({k.dim(0) * k.dim(1), d}), k.reshape({k.dim(0) * k.dim(1), d}));
+  if (!on || k.dim(0) >= kFusedMaxTokens || d % 4 != 0 || d > 4 * 32 * kNormChunks) return false;
+  const Tensor k_rows = k.reshape({k.dim(0) * k.dim(1), d});
+  return rms_norm_rows_in_one_warp(q_in, q.reshape({q.dim(0) * q.dim(1), d})) && rms_norm_rows_in_one_warp(k_rows, k_rows);
 }
 
 void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q, Tensor& k,
