@@ -2,6 +2,7 @@
 
 #include "ops/cpu/kernels.h"
 #include "ops/cuda/kernels.h"
+#include "ops/gating.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
@@ -42,7 +43,10 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
   cpu::attention(q, k, v, q_pos0, scale, out);
 }
 
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, Tensor& out) {
+namespace {
+// attention over a whole cache; gate, where given and the GPU takes it, applied on the way out.
+void cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, const Tensor* gate,
+                     Tensor& out) {
   const Device device = check_attention(q, k, v, positions.first(), out);
   SANCTUM_REQUIRE(positions.size() == q.dim(0), kOp, std::to_string(positions.size()) + " positions for " + std::to_string(q.dim(0)) + " queries");
   if (positions.device != nullptr) detail::require_device_positions(kOp, positions, device);
@@ -50,9 +54,32 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Position
   // The GPU kernels size their launches by k's rows, the whole cache here, with or without device
   // positions: a step gives the same bits recorded or not.
   const int32_t* device_first = positions.device != nullptr ? positions.device->data<int32_t>() : nullptr;
-  if (device == Device::cuda) return cuda::attention(q, k, v, positions.first(), device_first, scale, out);
+  if (device == Device::cuda) return cuda::attention(q, k, v, positions.first(), device_first, scale, out, gate);
   const int64_t first = device_first != nullptr ? device_first[0] : positions.first(), end = first + q.dim(0);
   cpu::attention(q, k.slice(0, 0, end), v.slice(0, 0, end), first, scale, out);
+}
+}  // namespace
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, Tensor& out) {
+  cache_attention(q, k, v, positions, scale, nullptr, out);
+}
+
+void gated_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, const Tensor& gate,
+                     Tensor& out) {
+  detail::require_defined(kOp, "q", q);
+  detail::require_defined(kOp, "gate", gate);
+  detail::require_defined(kOp, "out", out);
+  detail::require_dtype(kOp, "gate", gate, DType::f32);
+  detail::require_dtype(kOp, "out", out, DType::f32);
+  SANCTUM_REQUIRE(gate.ndim() == 3 && detail::same_shape(gate, out), kOp, "gate " + gate.shape_string() + " must match out " + out.shape_string());
+  detail::require_inner_contiguous(kOp, "gate", gate);
+  SANCTUM_REQUIRE(gate.device() == out.device(), kOp, "gate and out must be on one device");
+  const auto rows = [](const Tensor& t) { return t.reshape({t.dim(0) * t.dim(1), t.dim(2)}); };
+  const Tensor gate_rows = rows(gate);  // refuses a gate whose heads are not rows of one stride, before anything runs
+  if (out.device() == Device::cuda && cuda::attention_takes_gate(q.dim(0))) return cache_attention(q, k, v, positions, scale, &gate, out);
+  cache_attention(q, k, v, positions, scale, nullptr, out);
+  Tensor out_rows = rows(out);
+  sigmoid_mul(out_rows, gate_rows, out_rows);
 }
 
 DType attention_output_dtype(int64_t queries, int64_t head_dim, Device device) {

@@ -19,6 +19,12 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
 // device, so a recorded decode step stays valid as the sequence grows.
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, Tensor& out);
 
+// Gated attention's output: the attention above, then out = out * sigmoid(gate) as sigmoid_mul
+// computes it (gate: (n, n_heads, head_dim) f32 of one row stride; out f32). On a GPU in decode the
+// gate is applied where the attention writes its result, with no launch of its own.
+void gated_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, const Tensor& gate,
+                     Tensor& out);
+
 // The element type attention over `queries` queries of head_dim on `device` may also write out in:
 // bf16 where the GPU's tensor-core prefill kernel computes it (the fast mode, long prompts, head dim
 // 128 on Hopper), which then rounds each f32 result once on its way out, else f32. For an output

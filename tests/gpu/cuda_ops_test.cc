@@ -1245,6 +1245,38 @@ TEST_F(Cuda, attention_decode_kernel_for_one_to_eight_queries) {
       for (int64_t pos0 : {int64_t{0}, int64_t{5}, int64_t{700}, int64_t{4100}}) check_attention(n, pos0, heads, kv_heads, d, 1e-5, rng);
 }
 
+// Gated attention's output gate applied where the decode kernel writes (unsplit) or where the split
+// merge does: the bits of attention then sigmoid_mul, for one to eight queries, GQA groups of 1 to 8,
+// the 4-byte-load path (d 30), short caches (one split) and long ones, the gate read in place from
+// the rows that interleave each head's query and gate. The exact mode keeps the separate launch.
+TEST_F(Cuda, gated_attention_decode_applies_the_gate_on_the_way_out) {
+  Rng rng(28);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{8}})
+    for (auto [heads, kv, d] : {std::tuple<int64_t, int64_t, int64_t>{16, 2, 256}, {24, 4, 256}, {8, 1, 128}, {6, 2, 30}, {4, 4, 64}})
+      for (int64_t pos0 : {int64_t{0}, int64_t{9}, int64_t{700}}) {
+        const int64_t capacity = pos0 + n + 40;
+        const Tensor q = gpu(test::random_tensor({n, heads, d}, DType::f32, rng)), qg = gpu(test::random_tensor({n, heads, 2 * d}, DType::f32, rng));
+        const Tensor k = gpu(test::random_tensor({capacity, kv, d}, DType::f32, rng)), v = gpu(test::random_tensor({capacity, kv, d}, DType::f32, rng));
+        const Tensor gate = qg.slice(2, d, 2 * d);
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(pos0 + i);
+        const ops::Positions positions{pos, nullptr};
+        Tensor want = Tensor::zeros({n, heads, d}, DType::f32, Device::cuda), got = Tensor::zeros({n, heads, d}, DType::f32, Device::cuda);
+        ops::attention(q, k, v, positions, 0.1f, want);
+        Tensor want_rows = want.reshape({n * heads, d});
+        ops::sigmoid_mul(want_rows, gate.reshape({n * heads, d}), want_rows);
+        ASSERT_TRUE(ops::cuda::attention_takes_gate(n));
+        ops::gated_attention(q, k, v, positions, 0.1f, gate, got);
+        EXPECT_LE(relative_error(got, host(want)), 0.0) << label("n=%lld heads=%lld/%lld d=%lld pos0=%lld", static_cast<long long>(n),
+                                                                 static_cast<long long>(heads), static_cast<long long>(kv),
+                                                                 static_cast<long long>(d), static_cast<long long>(pos0));
+      }
+  EXPECT_FALSE(ops::cuda::attention_takes_gate(9));
+  PrecisionScope exact(ops::MatmulPrecision::f32);
+  EXPECT_FALSE(ops::cuda::attention_takes_gate(1));
+}
+
 // From 64 queries the fast mode runs on the tensor cores: the bf16 flash kernel for head dims 64, 128
 // and 256 (bf16 Q, K, V and P: errors of a few 1e-3 of the largest output), cuBLAS in TF32 for the
 // others. Odd query counts leave the last 64-query block part empty; a cache position ahead of the

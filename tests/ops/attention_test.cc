@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "base/error.h"
 #include "op_test_util.h"
+#include "ops/gating.h"
 #include "ops/ref/attention.h"
 
 namespace sanctum {
@@ -80,6 +82,29 @@ TEST(Attention, bad_arguments_raise_errors) {
   EXPECT_THROW(ops::attention(q, k2, k2, 3, 1.0f, out16), Error);
   EXPECT_EQ(ops::attention_output_dtype(4096, 128, Device::cpu), DType::f32);
   ops::attention(q, k2, k2, 3, 1.0f, out);
+}
+
+// Gated attention's output: attention over the cache, then sigmoid_mul by the gate, read in place
+// from the q/gate rows the projection left (each head's query then its gate).
+TEST(Attention, gated_attention_is_attention_then_sigmoid_mul) {
+  Rng rng(12);
+  const int64_t n = 3, heads = 4, kv = 2, d = 16, capacity = 9;
+  const std::vector<int32_t> pos{5, 6, 7};
+  const ops::Positions positions{pos, nullptr};
+  const Tensor q = test::random_tensor({n, heads, d}, DType::f32, rng), qg = test::random_tensor({n, heads, 2 * d}, DType::f32, rng);
+  const Tensor k = test::random_tensor({capacity, kv, d}, DType::f32, rng), v = test::random_tensor({capacity, kv, d}, DType::f32, rng);
+  const Tensor gate = qg.slice(2, d, 2 * d);
+  Tensor want = Tensor::zeros({n, heads, d}, DType::f32), got = Tensor::zeros({n, heads, d}, DType::f32);
+  ops::attention(q, k, v, positions, 0.25f, want);
+  Tensor want_rows = want.reshape({n * heads, d});
+  ops::sigmoid_mul(want_rows, gate.reshape({n * heads, d}), want_rows);
+  ops::gated_attention(q, k, v, positions, 0.25f, gate, got);
+  EXPECT_TRUE(test::same_bits(want.data<float>(), got.data<float>(), n * heads * d));
+  Tensor narrow = Tensor::zeros({n, heads, d - 1}, DType::f32);
+  EXPECT_THROW(ops::gated_attention(q, k, v, positions, 0.25f, narrow, got), Error);
+  EXPECT_THROW(ops::gated_attention(q, k, v, positions, 0.25f, Tensor{}, got), Error);
+  Tensor short_cache = k.slice(0, 0, 6);  // rows 5..7 of 6
+  EXPECT_THROW(ops::gated_attention(q, short_cache, short_cache, positions, 0.25f, gate, got), Error);
 }
 
 }  // namespace

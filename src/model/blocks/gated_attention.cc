@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "model/blocks/stacked_linear.h"
-#include "ops/gating.h"
 #include "ops/ops.h"
 
 namespace sanctum {
@@ -54,7 +53,6 @@ void GatedAttentionBlock::forward(const BlockInput& x, const ops::Positions& pos
   Tensor qg3 = qg.reshape({n, H, 2 * D});
   Tensor q = ws.get(kQuery, n, H * D);
   Tensor q3 = q.reshape({n, H, D});
-  Tensor gate_heads = qg3.slice(2, D, 2 * D).reshape({n * H, D});
   Tensor k3 = k.reshape({n, KV, D});
   const int64_t capacity = cache.capacity();
   Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
@@ -63,9 +61,8 @@ void GatedAttentionBlock::forward(const BlockInput& x, const ops::Positions& pos
 
   Tensor attn = ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
-  ops::attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
-  Tensor attn_heads = attn.reshape({n * H, D});
-  ops::sigmoid_mul(attn_heads, gate_heads, attn_heads);
+  ops::gated_attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), qg3.slice(2, D, 2 * D),
+                       attn3);
   out.matmul(attn, w_.o);
 }
 

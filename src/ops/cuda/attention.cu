@@ -196,10 +196,23 @@ bool attention_gives_bf16(int64_t queries, int64_t head_dim) {
          attention_flash_wgmma_present();
 }
 
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out) {
+bool attention_takes_gate(int64_t queries) {
+  static const bool on = !switched_off("SANCTUM_FUSE_ATTENTION_GATE");
+  return on && queries <= kDecodeMaxQueries && matmul_precision() != MatmulPrecision::f32;
+}
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
+               const Tensor* gate) {
   check(q.dim(2) <= 256, ErrorKind::unsupported, "[attention] cuda supports head_dim up to 256, got " + std::to_string(q.dim(2)));
   if (q.dim(0) == 0) return;
-  const AttnView view = attn_view(q, k, v, q_pos0, device_q_pos0, scale, out);
+  AttnView view = attn_view(q, k, v, q_pos0, device_q_pos0, scale, out);
+  if (gate != nullptr) {  // the decode kernel's paths below write it gated
+    check(attention_takes_gate(view.n) && out.dtype() == DType::f32, ErrorKind::internal, "[attention] a gate where the kernels take none");
+    view.gate = gate->data<float>();
+    view.g_s0 = gate->stride(0);
+    view.g_s1 = gate->stride(1);
+    return attention_decode(view);
+  }
   // Exact mode keeps every query on the flash kernel without key splits, so a query's bits do not
   // depend on how many queries share its forward (prefill k + decode == full prefill, bitwise).
   const bool exact = matmul_precision() == MatmulPrecision::f32;

@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
     }
     const int64_t i = row / G, h = g * G + row % G;
     if (args.splits == 1) {
-      a.out[i * a.o_s0 + h * a.o_s1 + c] = A / L;
+      a.out[i * a.o_s0 + h * a.o_s1 + c] = gated_out(a, i, h, c, A / L);
     } else {
       float* part = args.part + ((i * a.heads + h) * args.splits + split) * (D + 2);
       part[c] = A;
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(256) decode_combine(DecodeArgs args) {
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < 8; ++k) sum += partial[k][tid & 31];
-    a.out[i * a.o_s0 + h * a.o_s1 + c] = sum;
+    a.out[i * a.o_s0 + h * a.o_s1 + c] = gated_out(a, i, h, c, sum);
   }
 }
 

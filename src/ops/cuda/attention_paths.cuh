@@ -23,7 +23,15 @@ struct AttnView {
   int d;
   float scale;
   __nv_bfloat16* out16 = nullptr;  // out in bf16 instead (attention_flash_wgmma only; out is then null)
+  // Where set (attention_decode only): out receives out / (1 + exp(-gate)), sigmoid_mul's expression.
+  const float* gate = nullptr;
+  int64_t g_s0 = 0, g_s1 = 0;
 };
+
+// A result on its way out: gated as sigmoid_mul gates it, where the view has a gate.
+__device__ __forceinline__ float gated_out(const AttnView& a, int64_t i, int64_t h, int c, float value) {
+  return a.gate == nullptr ? value : value / (1.0f + expf(-a.gate[i * a.g_s0 + h * a.g_s1 + c]));
+}
 
 // The view of ops::attention's tensors: q and out (n, heads, d), k and v (key rows, kv heads, d), all
 // f32 but out, which may be bf16 (out16).

@@ -47,7 +47,11 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void add_bias(Tensor& y, const Tensor& bias);
 void copy(const Tensor& src, Tensor& dst);
 void store_rows(const Tensor& src, Tensor& dst, int64_t row0, const int32_t* device_row0);
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out);
+// gate (ops::gated_attention), where given: out * sigmoid(gate) written instead of out; only where
+// attention_takes_gate(queries).
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
+               const Tensor* gate = nullptr);
+bool attention_takes_gate(int64_t queries);
 bool attention_gives_bf16(int64_t queries, int64_t head_dim);
 void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps, Tensor& out);
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,

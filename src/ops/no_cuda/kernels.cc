@@ -37,7 +37,8 @@ void add(const Tensor&, const Tensor&, Tensor&) { no_cuda("add"); }
 void add_bias(Tensor&, const Tensor&) { no_cuda("add_bias"); }
 void copy(const Tensor&, Tensor&) { no_cuda("copy"); }
 void store_rows(const Tensor&, Tensor&, int64_t, const int32_t*) { no_cuda("store_rows"); }
-void attention(const Tensor&, const Tensor&, const Tensor&, int64_t, const int32_t*, float, Tensor&) { no_cuda("attention"); }
+void attention(const Tensor&, const Tensor&, const Tensor&, int64_t, const int32_t*, float, Tensor&, const Tensor*) { no_cuda("attention"); }
+bool attention_takes_gate(int64_t) { return false; }
 bool attention_gives_bf16(int64_t, int64_t) { return false; }
 void causal_conv1d_silu_taps(const Tensor&, Tensor&, const Tensor&, Tensor&) { no_cuda("causal_conv1d_silu_taps"); }
 void gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
