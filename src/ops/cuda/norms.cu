@@ -6,6 +6,7 @@
 #include "base/env.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/norm_chunks.cuh"
 #include "ops/cuda/norm_split.cuh"
 
 namespace sanctum::ops::cuda {
@@ -110,10 +111,7 @@ __global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const
   float4 wv[kHeld4];
 #pragma unroll
   for (int i = 0; i < kHeld4; ++i) {
-    const int64_t c = (threadIdx.x + static_cast<int64_t>(i) * blockDim.x) * 4;
-    wv[i] = c < x.cols ? make_float4(load_float(w, kind, c) + offset, load_float(w, kind, c + 1) + offset, load_float(w, kind, c + 2) + offset,
-                                     load_float(w, kind, c + 3) + offset)
-                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    wv[i] = norm_chunks::weights(w, kind, offset, (threadIdx.x + static_cast<int64_t>(i) * blockDim.x) * 4, x.cols);
   }
   const NormRow<ADD, O, D> row(x, h, delta, out);
   __shared__ float scratch[32];
@@ -130,18 +128,15 @@ __global__ void rms_norm_chunks_kernel(Rows<const float> x, float* h, Rows<const
         v[i] = make_float4(v[i].x + d.x, v[i].y + d.y, v[i].z + d.z, v[i].w + d.w);
         store4(row.hr + 4 * k, v[i]);
       }
-      ss += v[i].x * v[i].x;
-      ss += v[i].y * v[i].y;
-      ss += v[i].z * v[i].z;
-      ss += v[i].w * v[i].w;
+      ss = norm_chunks::add_squares(ss, v[i]);
     }
   }
   ss = block_sum(ss, scratch);
-  const float inv = rsqrtf(ss / static_cast<float>(x.cols) + eps);
+  const float inv = norm_chunks::inverse_rms(ss, x.cols, eps);
 #pragma unroll
   for (int i = 0; i < kHeld4; ++i) {
     const int64_t k = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-    if (k < chunks) store4(row.o + 4 * k, make_float4(v[i].x * inv * wv[i].x, v[i].y * inv * wv[i].y, v[i].z * inv * wv[i].z, v[i].w * inv * wv[i].w));
+    if (k < chunks) store4(row.o + 4 * k, norm_chunks::normalised(v[i], inv, wv[i]));
   }
 }
 

@@ -5,6 +5,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/host_values.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/norm_chunks.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -103,8 +104,8 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
 // The per-head RMSNorm of q and k ahead of rope_store_kernel's work (gated attention), in the same
 // launch. Block (t, y): warp w takes head y kNormWarps + w of token t (q's heads, then k's). A warp
 // holds its head's row as rms_norm_chunks_kernel's one-warp blocks do (lane l: chunks l, l + 32, ..
-// of four values; rows of up to 512 values), sums the squares in its order and scales by the same
-// expression, so the normalised values are that kernel's bits; the rotation that follows is
+// of four values; rows of up to 512 values) and does that kernel's arithmetic (norm_chunks.cuh) in
+// its order, so the normalised values are its bits; the rotation that follows is
 // rope_store_kernel's.
 constexpr int kNormWarps = 4, kNormChunks = 4;  // chunks a lane holds: rows of up to 512 values
 constexpr int64_t kFusedMaxTokens = 64;
@@ -126,12 +127,7 @@ __device__ __forceinline__ void head_weights(const NormRopeArgs& na, int64_t h, 
   const void* w = is_q ? na.q_w : na.k_w;
   const FloatKind kind = is_q ? na.q_kind : na.k_kind;
 #pragma unroll
-  for (int i = 0; i < kNormChunks; ++i) {
-    const int64_t c = 4 * (lane + 32 * static_cast<int64_t>(i));
-    wv[i] = c < na.r.d ? make_float4(load_float(w, kind, c) + na.offset, load_float(w, kind, c + 1) + na.offset,
-                                     load_float(w, kind, c + 2) + na.offset, load_float(w, kind, c + 3) + na.offset)
-                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
+  for (int i = 0; i < kNormChunks; ++i) wv[i] = norm_chunks::weights(w, kind, na.offset, 4 * (lane + 32 * static_cast<int64_t>(i)), na.r.d);
 }
 
 // One warp's head h of token t: normalised into the warp's row buffer, rotated out to q (or k in
@@ -153,18 +149,15 @@ __device__ __forceinline__ void norm_rope_head(const NormRopeArgs& na, int64_t t
     v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (k < chunks) {
       v[i] = load4(in + 4 * k);
-      ss += v[i].x * v[i].x;
-      ss += v[i].y * v[i].y;
-      ss += v[i].z * v[i].z;
-      ss += v[i].w * v[i].w;
+      ss = norm_chunks::add_squares(ss, v[i]);
     }
   }
   ss = warp_sum(ss);  // a one-warp block_sum: the same sum
-  const float inv = rsqrtf(ss / static_cast<float>(d) + na.eps);
+  const float inv = norm_chunks::inverse_rms(ss, d, na.eps);
 #pragma unroll
   for (int i = 0; i < kNormChunks; ++i) {
     const int64_t k = lane + 32 * static_cast<int64_t>(i);
-    if (k < chunks) normed[k] = make_float4(v[i].x * inv * wv[i].x, v[i].y * inv * wv[i].y, v[i].z * inv * wv[i].z, v[i].w * inv * wv[i].w);
+    if (k < chunks) normed[k] = norm_chunks::normalised(v[i], inv, wv[i]);
   }
   __syncwarp();
   const float* row = reinterpret_cast<const float*>(normed);
