@@ -7,27 +7,36 @@
 
 namespace sanctum::ops {
 
-void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, const Positions& positions, const RopeTable& table, Tensor& cache_k,
-                    Tensor& cache_v) {
-  constexpr const char* kOp = "rope_and_store";
-  detail::require_defined(kOp, "k", k);
-  SANCTUM_REQUIRE(k.ndim() == 3, kOp, "k must be 3-D (tokens, heads, head_dim), got " + k.shape_string());
-  const Tensor k_rows = k.reshape({k.dim(0), k.dim(1) * k.dim(2)});  // each token's heads contiguous
-  // The checks of the four ops it stands for, before anything runs.
+namespace {
+// The checks of the four ops rope_and_store stands for (rope, rope, store_rows, store_rows), before
+// anything runs; on a GPU also what its one launch reads: q and k as heads of one head_dim, and v's
+// rows as k's width. Returns their device.
+Device check_rope_and_store(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, const RopeTable& table,
+                            const Tensor& cache_k, const Tensor& cache_v) {
+  detail::require_defined(op, "k", k);
+  SANCTUM_REQUIRE(k.ndim() == 3, op, "k must be 3-D (tokens, heads, head_dim), got " + k.shape_string());
   const Device device = check_rope(q, positions.host.size(), table);
   check_rope(k, positions.host.size(), table);
-  check_store_rows(k_rows, cache_k, positions);
+  check_store_rows(k.reshape({k.dim(0), k.dim(1) * k.dim(2)}), cache_k, positions);
   check_store_rows(v, cache_v, positions);
-  detail::require_one_device(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"cache_k", &cache_k}, {"cache_v", &cache_v}});
+  detail::require_one_device(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"cache_k", &cache_k}, {"cache_v", &cache_v}});
+  if (device == Device::cuda)
+    SANCTUM_REQUIRE(q.dim(2) == k.dim(2) && v.dim(1) == k.dim(1) * k.dim(2), op,
+                    "q " + q.shape_string() + ", k " + k.shape_string() + " and v " + v.shape_string() + " must share head_dim and k's width");
+  return device;
+}
+}  // namespace
+
+void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, const Positions& positions, const RopeTable& table, Tensor& cache_k,
+                    Tensor& cache_v) {
+  const Device device = check_rope_and_store("rope_and_store", q, k, v, positions, table, cache_k, cache_v);
   if (device != Device::cuda) {
+    const Tensor k_rows = k.reshape({k.dim(0), k.dim(1) * k.dim(2)});  // each token's heads contiguous
     rope(q, positions, table);
     rope(k, positions, table);
     store_rows(k_rows, cache_k, positions);
     return store_rows(v, cache_v, positions);
   }
-  // The one launch reads q and k as heads of one head_dim, and v's rows as k's width.
-  SANCTUM_REQUIRE(q.dim(2) == k.dim(2) && v.dim(1) == k_rows.dim(1), kOp,
-                  "q " + q.shape_string() + ", k " + k.shape_string() + " and v " + v.shape_string() + " must share head_dim and k's width");
   if (k.dim(0) == 0) return;
   cuda::rope_and_store(q, k, v, positions.host, positions.device != nullptr ? positions.device->data<int32_t>() : nullptr, table, cache_k,
                        cache_v);
@@ -54,19 +63,14 @@ void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor&
     detail::require_inner_contiguous(kOp, "norm weight", *w);
   }
   SANCTUM_REQUIRE(eps >= 0.0f, kOp, "eps must be >= 0");
-  const Device device = check_rope(q, positions.host.size(), table);
-  check_rope(k, positions.host.size(), table);
-  check_store_rows(k.reshape({k.dim(0), k.dim(1) * k.dim(2)}), cache_k, positions);
-  check_store_rows(v, cache_v, positions);
-  detail::require_one_device(kOp, {{"q_in", &q_in}, {"q_norm", &q_norm}, {"k_norm", &k_norm}, {"q", &q}, {"k", &k}, {"v", &v},
-                                   {"cache_k", &cache_k}, {"cache_v", &cache_v}});
+  const Device device = check_rope_and_store(kOp, q, k, v, positions, table, cache_k, cache_v);
+  detail::require_one_device(kOp, {{"q_in", &q_in}, {"q_norm", &q_norm}, {"k_norm", &k_norm}, {"q", &q}});
   if (device != Device::cuda || !cuda::norm_rope_and_store_fused(q_in, q, k)) {
     Tensor q_rows = q.reshape({q.dim(0) * q.dim(1), q.dim(2)}), k_rows = k.reshape({k.dim(0) * k.dim(1), k.dim(2)});
     rms_norm(q_in, q_norm, eps, q_rows, weight_offset);
     rms_norm(k_rows, k_norm, eps, k_rows, weight_offset);
     return rope_and_store(q, k, v, positions, table, cache_k, cache_v);
   }
-  SANCTUM_REQUIRE(v.dim(1) == k.dim(1) * k.dim(2), kOp, "v " + v.shape_string() + " must have k " + k.shape_string() + "'s width");
   if (k.dim(0) == 0) return;
   cuda::norm_rope_and_store(q_in, q_norm, k_norm, eps, weight_offset, q, k, v, positions.host,
                             positions.device != nullptr ? positions.device->data<int32_t>() : nullptr, table, cache_k, cache_v);

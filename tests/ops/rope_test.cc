@@ -140,15 +140,24 @@ TEST(Rope, bad_arguments_raise_errors) {
   EXPECT_THROW(ops::rope(cuda, two, table), Error);
 }
 
+// The attention layer of the store tests: three tokens at positions 4..6 of a ten-row cache, half of
+// each 16-value head rotary.
+namespace store_layer {
+constexpr int64_t n = 3, heads = 4, kv = 2, d = 16, capacity = 10;
+const std::vector<int32_t> pos{4, 5, 6};
+ops::RopeTable rope_table() {
+  ops::RopeConfig c;
+  c.head_dim = static_cast<int>(d);
+  c.rotary_dim = 8;
+  return ops::RopeTable(c);
+}
+}  // namespace store_layer
+
 // On the CPU the fused op is the four it stands for; their checks all run first and name what does not fit.
 TEST(Rope, rope_and_store_is_rope_rope_and_two_stores) {
+  using namespace store_layer;
   Rng rng(9);
-  ops::RopeConfig c;
-  c.head_dim = 16;
-  c.rotary_dim = 8;
-  const ops::RopeTable table(c);
-  const int64_t n = 3, heads = 4, kv = 2, d = 16, capacity = 10;
-  const std::vector<int32_t> pos{4, 5, 6};
+  const ops::RopeTable table = rope_table();
   const Tensor q0 = test::random_tensor({n, heads, d}, DType::f32, rng), k0 = test::random_tensor({n, kv, d}, DType::f32, rng);
   const Tensor v = test::random_tensor({n, kv * d}, DType::f32, rng), cache0 = test::random_tensor({capacity, kv * d}, DType::f32, rng);
   Tensor qa = q0.clone(), ka = k0.clone(), cka = cache0.clone(), cva = cache0.clone();
@@ -174,13 +183,9 @@ TEST(Rope, rope_and_store_is_rope_rope_and_two_stores) {
 // Gated attention's form: the head norms, then rope_and_store. On the CPU it is those ops; every check
 // runs before anything is written, so a refused call leaves q, k and the cache as they were.
 TEST(Rope, norm_rope_and_store_is_two_norms_then_rope_and_store) {
+  using namespace store_layer;
   Rng rng(10);
-  ops::RopeConfig c;
-  c.head_dim = 16;
-  c.rotary_dim = 8;
-  const ops::RopeTable table(c);
-  const int64_t n = 3, heads = 4, kv = 2, d = 16, capacity = 10;
-  const std::vector<int32_t> pos{4, 5, 6};
+  const ops::RopeTable table = rope_table();
   const ops::Positions positions{pos, nullptr};
   // q and its gate interleaved per head, as the gated attention projection leaves them.
   const Tensor qg = test::random_tensor({n, heads, 2 * d}, DType::f32, rng), k0 = test::random_tensor({n, kv, d}, DType::f32, rng);
