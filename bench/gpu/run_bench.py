@@ -4,7 +4,8 @@ For each shape (Qwen3.5-27B dense hybrid, Qwen3.6-35B-A3B hybrid MoE, Devstral-S
 random MLX 4-bit g64 checkpoint on the machine itself, runs `sanctum bench --device cuda` (prefill 512
 and 4096, decode 128 after a 512-token context, device copy bandwidth), then the transformers peer on
 the same shape in bf16 in a fresh process, and prints each figure with the ratio to the peer and the
-decode bandwidth floor (weight bytes read per token / measured copy bandwidth).
+decode bandwidth floor (weight bytes read per token / measured copy bandwidth). Both sides time each
+test alike: one warm-up, then REPETITIONS timed runs, whose mean is the figure (each run printed too).
 
   python3 bench/gpu/run_bench.py [--shapes a,b] [--no-peer] --out results.json
 Needs SANCTUM_BIN (scripts/gpu_check.sh sets it) and a GPU with room for the largest shape in bf16.
@@ -23,7 +24,8 @@ sys.path.insert(0, str(HERE))
 import random_checkpoint  # noqa: E402
 
 WORK = Path(os.environ.get("SANCTUM_BENCH_DIR", "/tmp/sanctum-bench"))
-PEER_TIMEOUT = int(os.environ.get("SANCTUM_PEER_TIMEOUT", "200"))  # seconds per shape; the MoE peer can be very slow
+PEER_TIMEOUT = int(os.environ.get("SANCTUM_PEER_TIMEOUT", "300"))  # seconds per shape; the MoE peer can be very slow
+REPETITIONS = 2  # timed runs of each test after a warm-up, on both sides; each side reports their mean
 
 
 def sanctum_bench(model_dir: Path, env: dict | None = None, decode_only: bool = False, prefill_only: int = 0) -> dict:
@@ -34,7 +36,7 @@ def sanctum_bench(model_dir: Path, env: dict | None = None, decode_only: bool = 
     else:
         cmd += [] if decode_only else ["--pp", "512", "--pp", "4096"]
         cmd += ["--tg", "128", "--decode-context", "512"]
-    cmd += ["--repetitions", "2", "--json"]
+    cmd += ["--repetitions", str(REPETITIONS), "--json"]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
     if r.returncode != 0:
@@ -59,8 +61,8 @@ def generate_decode(model_dir: Path, env: dict) -> float:
 def peer(shape: str) -> dict:
     out = WORK / f"{shape}-peer.json"
     try:
-        r = subprocess.run([sys.executable, str(HERE / "transformers_peer.py"), "--shape", shape, "--out", str(out)], capture_output=True,
-                           text=True, timeout=PEER_TIMEOUT)
+        r = subprocess.run([sys.executable, str(HERE / "transformers_peer.py"), "--shape", shape, "--out", str(out), "--repetitions",
+                            str(REPETITIONS)], capture_output=True, text=True, timeout=PEER_TIMEOUT)
     except subprocess.TimeoutExpired:
         return {"error": f"did not finish in {PEER_TIMEOUT} s"}
     if r.returncode != 0:
@@ -107,6 +109,15 @@ def main():
         Path(args.out).write_text(json.dumps(results, indent=1))
 
 
+def runs_of(side: dict, test: str) -> str:
+    """A side's timed runs of one test, as `sanctum bench` (results) or the peer (runs) reports them."""
+    if "results" in side:
+        runs = next((r.get("runs", []) for r in side["results"] if r["test"] == test), [])
+    else:
+        runs = side.get("runs", {}).get(test, [])
+    return ", ".join(f"{x:.1f}" for x in runs)
+
+
 def print_row(shape: str, ours: dict, theirs: dict):
     print(f"\n## {shape}")
     if "error" in ours:
@@ -125,6 +136,7 @@ def print_row(shape: str, ours: dict, theirs: dict):
             line += f" ({100 * v / floor:.0f}% of floor)"
         if p:
             line += f" | transformers {p:9.1f} tok/s | ratio {v / p:.2f}x"
+            line += f"  (runs {runs_of(ours, test)} | {runs_of(theirs, test)})"
         elif isinstance(theirs, dict) and "error" in theirs:
             line += f" | transformers: {theirs['error']}"
         print(line)

@@ -1,7 +1,8 @@
 // sanctum bench: prompt-processing and generation throughput, llama-bench style.
 // --pp N: prefill N tokens into an empty state (repeatable), in forwards of --prefill-chunk tokens (by
 // default the model's, as serve and generate use). --tg N: decode N tokens one by one after a prompt of
-// --decode-context tokens. Each test runs --repetitions times after one warm-up; mean and stddev.
+// --decode-context tokens. Each test runs --repetitions times after one warm-up; mean and stddev
+// (and, in --json, each run's tok/s).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -160,7 +161,7 @@ int run_bench(int argc, char** argv) {
     std::vector<double> tps;
     for (double s : seconds) tps.push_back(static_cast<double>(tokens) / s);
     Stat st = stats(tps);
-    nlohmann::json r = {{"test", test}, {"tokens", tokens}, {"tokens_per_second", st.mean}, {"stddev", st.stddev},
+    nlohmann::json r = {{"test", test}, {"tokens", tokens}, {"tokens_per_second", st.mean}, {"stddev", st.stddev}, {"runs", tps},
                         {"repetitions", reps}, {"threads", compute_pool().size()}};
     if (test.rfind("tg", 0) == 0) {
       r["weight_gb_per_second"] = st.mean * weight_gb;
