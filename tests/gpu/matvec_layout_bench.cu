@@ -1,7 +1,8 @@
 // Decode mat-vecs as a model step runs them: a stream of distinct weights (27B GatedDeltaNet layers,
 // together several times the L2), timed as one CUDA graph. Compares the row-layout kernel, every
-// tuning of the tiled kernel, and a read of the same bytes that computes nothing (the ceiling for
-// this many launches).
+// tuning of the tiled kernel, and reads of the same bytes that compute nothing: in the same launches
+// (codes, scales and biases apart), in one launch per weight started early as the mat-vec is (the
+// ceiling for a launch per weight), and in one launch for all.
 #include <cuda_bf16.h>
 
 #include <cstdio>
@@ -33,6 +34,33 @@ __global__ void __launch_bounds__(256) read_only(const uint4* __restrict__ p, in
     for (int d = 0; d < DEPTH; ++d) r[d] = i + d * blockDim.x < n16 ? __ldcs(p + i + d * blockDim.x) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) v ^= r[d].x ^ r[d].y ^ r[d].z ^ r[d].w;
+  }
+  if (v == 0x9E3779B9u) *sink = v;
+}
+
+// A weight's codes, scales and biases read in one launch started early (programmatic dependent launch),
+// as the mat-vec is: each thread's first DEPTH words go out before the wait for the launch ahead, the
+// rest after. The ceiling for one launch per weight.
+template <int DEPTH>
+__global__ void __launch_bounds__(256) read_weight_early(const uint4* __restrict__ codes, int64_t c16, const uint4* __restrict__ scales,
+                                                         int64_t s16, const uint4* __restrict__ biases, uint32_t* sink) {
+  uint32_t v = 0;
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x, me = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t n16 = c16 + 2 * s16;  // codes, then scales, then biases, as one range of words
+  auto word = [&](int64_t i) {
+    return i < c16 ? __ldcs(codes + i) : i < c16 + s16 ? __ldcs(scales + (i - c16)) : __ldcs(biases + (i - c16 - s16));
+  };
+  uint4 r[DEPTH];
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d) r[d] = me + d * threads < n16 ? word(me + d * threads) : make_uint4(0, 0, 0, 0);
+  allow_next_early();
+  wait_for_previous();
+  for (int64_t i = me + DEPTH * threads;; i += DEPTH * threads) {
+#pragma unroll
+    for (int d = 0; d < DEPTH; ++d) v ^= r[d].x ^ r[d].y ^ r[d].z ^ r[d].w;
+    if (i >= n16) break;
+#pragma unroll
+    for (int d = 0; d < DEPTH; ++d) r[d] = i + d * threads < n16 ? word(i + d * threads) : make_uint4(0, 0, 0, 0);
   }
   if (v == 0x9E3779B9u) *sink = v;
 }
@@ -137,6 +165,13 @@ void matvec_layer_stream_report(int layers) {
     read_all(tiled[i].scales, sink.data<uint32_t>(), 2);
     read_all(tiled[i].biases, sink.data<uint32_t>(), 2);
   });
+  for (int blocks : {2, 4})
+    report("read only, a launch per weight, early, " + std::to_string(blocks) + " blocks", [&](size_t i) {
+      const Weight& w = tiled[i];
+      launch_early(read_weight_early<8>, dim3(static_cast<unsigned>(multiprocessor_count() * blocks)), dim3(256), 0,
+                   static_cast<const uint4*>(w.data.raw()), static_cast<int64_t>(w.data.nbytes() / 16), static_cast<const uint4*>(w.scales.raw()),
+                   static_cast<int64_t>(w.scales.nbytes() / 16), static_cast<const uint4*>(w.biases.raw()), sink.data<uint32_t>());
+    });
   // The read ceiling without launch gaps: every weight's codes as one buffer, read in one launch.
   Tensor all = Tensor::zeros({static_cast<int64_t>(bytes / 4)}, DType::u32, Device::cuda);
   for (int blocks : {2, 4, 8}) {
