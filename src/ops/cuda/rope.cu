@@ -20,19 +20,13 @@ __device__ __forceinline__ double2 cos_sin_at(int32_t position, int64_t j, const
   return make_double2(c * magnitude, s * magnitude);
 }
 
-// The pair (x0, x1) rotated by cs (cos_sin_at), in double.
-__device__ __forceinline__ float2 rotated(float x0, float x1, double2 cs) {
-  const double a = x0, b = x1;
-  return make_float2(static_cast<float>(a * cs.x - b * cs.y), static_cast<float>(b * cs.x + a * cs.y));
-}
-
-// Rotates the pair (j, j + half) of one head's row v by cs. The rotated values also go to `copy`
-// when it is set.
-__device__ __forceinline__ void rotate_pair(float* v, int64_t j, int64_t half, double2 cs, float* copy) {
-  const float2 r = rotated(v[j], v[j + half], cs);
-  const float lo = r.x, hi = r.y;
-  v[j] = lo;
-  v[j + half] = hi;
+// Rotates the pair (j, j + half) of one head's row `from` by cs (cos_sin_at), in double, into `to`
+// (which may be `from`). The rotated values also go to `copy` when it is set.
+__device__ __forceinline__ void rotate_pair(const float* from, float* to, int64_t j, int64_t half, double2 cs, float* copy) {
+  const double a = from[j], b = from[j + half];
+  const float lo = static_cast<float>(a * cs.x - b * cs.y), hi = static_cast<float>(b * cs.x + a * cs.y);
+  to[j] = lo;
+  to[j + half] = hi;
   if (copy != nullptr) {
     copy[j] = lo;
     copy[j + half] = hi;
@@ -47,7 +41,8 @@ __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t s0, int6
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n * heads * half) return;
   const int64_t j = i % half, h = (i / half) % heads, t = i / (half * heads);
-  rotate_pair(x + t * s0 + h * s1, j, half, cos_sin_at(positions[t], j, inv_freq, magnitude), nullptr);
+  float* row = x + t * s0 + h * s1;
+  rotate_pair(row, row, j, half, cos_sin_at(positions[t], j, inv_freq, magnitude), nullptr);
 }
 
 struct RopeStoreArgs {
@@ -83,8 +78,13 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
   const int64_t h0 = blockIdx.y * a.heads_per_block, h1 = min(h0 + a.heads_per_block, a.heads + a.kv_heads);
   for (int64_t i = threadIdx.x; i < (h1 - h0) * half; i += blockDim.x) {
     const int64_t h = h0 + i / half, j = i % half;
-    if (h < a.heads) rotate_pair(a.q + t * a.q_s0 + h * a.q_s1, j, half, cos_sin[j], nullptr);
-    else rotate_pair(a.k + t * a.k_s0 + (h - a.heads) * a.d, j, half, cos_sin[j], a.cache_k + position * a.ck_s0 + (h - a.heads) * a.d);
+    if (h < a.heads) {
+      float* row = a.q + t * a.q_s0 + h * a.q_s1;
+      rotate_pair(row, row, j, half, cos_sin[j], nullptr);
+    } else {
+      float* row = a.k + t * a.k_s0 + (h - a.heads) * a.d;
+      rotate_pair(row, row, j, half, cos_sin[j], a.cache_k + position * a.ck_s0 + (h - a.heads) * a.d);
+    }
   }
   // The block's k heads: their dims past the rotary ones, and their v rows.
   const int64_t k0 = max(h0, a.heads) - a.heads, k1 = h1 - a.heads;
@@ -163,15 +163,7 @@ __device__ __forceinline__ void norm_rope_head(const NormRopeArgs& na, int64_t t
   const float* row = reinterpret_cast<const float*>(normed);
   float* out = is_q ? a.q + t * a.q_s0 + h * a.q_s1 : k_row;
   float* cache = is_q ? nullptr : a.cache_k + position * a.ck_s0 + kh * d;
-  for (int64_t j = lane; j < a.half; j += 32) {
-    const float2 r = rotated(row[j], row[j + a.half], cos_sin[j]);
-    out[j] = r.x;
-    out[j + a.half] = r.y;
-    if (cache != nullptr) {
-      cache[j] = r.x;
-      cache[j + a.half] = r.y;
-    }
-  }
+  for (int64_t j = lane; j < a.half; j += 32) rotate_pair(row, out, j, a.half, cos_sin[j], cache);
   for (int64_t c = 2 * a.half + lane; c < d; c += 32) {  // past the rotary dims
     out[c] = row[c];
     if (cache != nullptr) cache[c] = row[c];
