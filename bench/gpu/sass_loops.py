@@ -1,0 +1,141 @@
+"""The machine code of CUDA kernels without a GPU: compiles one source file for one architecture, then
+prints, per kernel, its registers and spills (ptxas) and the instruction mix of its longest loop
+(cuobjdump -sass). For the decode mat-vecs, whose time goes to the instructions per tile and their
+latency more than to DRAM (bench/RESULTS.md), this counts a change's cost before any device time.
+
+  python3 bench/gpu/sass_loops.py [--source src/ops/cuda/matvec_tiles.cu] [--arch sm_90a] \
+      [--kernel REGEX] [--show-loop] [--json OUT]
+
+REGEX picks kernels by mangled name, e.g. 'matvecI13__nv_bfloat16Li8ELi2ELi1ELi2ELi2ELb1ELi2E' for the
+27B gate/up launch (bf16 scales, 8 warps a row tile, two row tiles, groups of 64, depth 2, 2 blocks,
+gate/up pairs, the scaled input). cuobjdump and nvdisasm come from the CUDA toolkit when it has them,
+else from NVIDIA's PyPI wheels (tools/requirements-sass.txt), installed into .venv on first use.
+"""
+import argparse
+import collections
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".venv"
+
+
+def cuda_tool(name: str) -> str:
+    """Path of cuobjdump (which calls nvdisasm from its own folder or the PATH)."""
+    for folder in (Path("/usr/local/cuda/bin"),):
+        if (folder / name).exists() and (folder / "nvdisasm").exists():
+            return str(folder / name)
+    if shutil.which(name) and shutil.which("nvdisasm"):
+        return shutil.which(name)
+    wheel = list(VENV.glob(f"lib/python3*/site-packages/nvidia/cu*/bin/{name}"))
+    if not wheel:
+        if not (VENV / "bin" / "pip").exists():
+            sys.exit(f"sass_loops: no {name} here and no .venv to install it into (run scripts/setup.sh)")
+        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "-r", str(ROOT / "tools" / "requirements-sass.txt")], check=True)
+        wheel = list(VENV.glob(f"lib/python3*/site-packages/nvidia/cu*/bin/{name}"))
+    if not wheel:
+        sys.exit(f"sass_loops: {name} not found after installing tools/requirements-sass.txt")
+    return str(wheel[0])
+
+
+def compile_object(source: Path, arch: str, obj: Path) -> str:
+    """Compiles as the build does (Release, C++20), for `arch` only; returns ptxas' report."""
+    virtual = "compute_" + arch.removeprefix("sm_")
+    cmd = ["nvcc", "-I", str(ROOT / "src"), "-isystem=/usr/local/cuda/include", "-O3", "-DNDEBUG", "-std=c++20", "--extended-lambda",
+           "-DHWY_SHARED_DEFINE", "-x", "cu", "-c", f"--generate-code=arch={virtual},code=[{arch}]", "-Xptxas", "-v", str(source), "-o",
+           str(obj)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"sass_loops: nvcc failed\n{r.stderr[-4000:]}")
+    return r.stderr
+
+
+def ptxas_resources(report: str) -> dict:
+    """Mangled name -> registers, spill store and load bytes."""
+    out = {}
+    for block in re.split(r"ptxas info\s*: Compiling entry function '", report)[1:]:
+        name = block.split("'")[0]
+        regs = re.search(r"Used (\d+) registers", block)
+        spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", block)
+        out[name] = {"registers": int(regs.group(1)) if regs else None,
+                     "spill_stores": int(spill.group(1)) if spill else 0,
+                     "spill_loads": int(spill.group(2)) if spill else 0}
+    return out
+
+
+INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4,6})\*/\s+(.*?)\s*;")
+
+
+def kernels_sass(sass: str) -> dict:
+    """Mangled name -> [(address, instruction text)]."""
+    out = {}
+    for part in re.split(r"\n\s*Function : ", sass)[1:]:
+        name, _, body = part.partition("\n")
+        out[name.strip()] = [(int(m.group(1), 16), m.group(2)) for m in map(INSTRUCTION.match, body.split("\n")) if m]
+    return out
+
+
+def opcode(text: str) -> str:
+    """The instruction's opcode without its predicate and modifiers: '@!P0 LDG.E.128 R4, ...' -> 'LDG'."""
+    return re.sub(r"^@!?U?P\w+\s+", "", text).split()[0].split(".")[0]
+
+
+def longest_loop(instructions: list) -> list:
+    """The instructions between the target of the backward branch that spans the most and that branch."""
+    best = None
+    for address, text in instructions:
+        m = re.search(r"\bBRA\s+(?:!?U?P\w+,\s*)?(0x[0-9a-f]+)", text)
+        if m and int(m.group(1), 16) < address:
+            span = (int(m.group(1), 16), address)
+            if best is None or span[1] - span[0] > best[1] - best[0]:
+                best = span
+    if best is None:
+        return []
+    return [(a, t) for a, t in instructions if best[0] <= a <= best[1]]
+
+
+def demangle(name: str) -> str:
+    r = subprocess.run(["c++filt", name], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else name
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source", default="src/ops/cuda/matvec_tiles.cu")
+    ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--kernel", default="", help="regular expression on mangled names")
+    ap.add_argument("--show-loop", action="store_true", help="print each picked kernel's loop")
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = Path(tmp) / "k.o"
+        resources = ptxas_resources(compile_object(ROOT / args.source, args.arch, obj))
+        sass = subprocess.run([cuda_tool("cuobjdump"), "-sass", str(obj)], capture_output=True, text=True, check=True).stdout
+    results = {}
+    for name, instructions in sorted(kernels_sass(sass).items()):
+        if args.kernel and not re.search(args.kernel, name):
+            continue
+        loop = longest_loop(instructions)
+        mix = collections.Counter(opcode(t) for _, t in loop)
+        results[name] = {"instructions": len(instructions), "loop": len(loop), "loop_mix": dict(mix.most_common()),
+                         **resources.get(name, {})}
+        r = results[name]
+        print(f"{demangle(name)}\n  {r['instructions']} instructions, {r.get('registers')} registers, spills "
+              f"{r.get('spill_stores', 0)} / {r.get('spill_loads', 0)} bytes; longest loop {r['loop']}: "
+              + ", ".join(f"{k} {v}" for k, v in mix.most_common()))
+        if args.show_loop:
+            for address, text in loop:
+                print(f"    {address:05x}  {text}")
+    if not results:
+        sys.exit(f"sass_loops: no kernel of {args.source} matches '{args.kernel}'")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
