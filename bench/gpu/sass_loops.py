@@ -1,7 +1,8 @@
 """The machine code of CUDA kernels without a GPU: compiles one source file for one architecture, then
 prints, per kernel, its registers and spills (ptxas) and the instruction mix of its longest loop
-(cuobjdump -sass). For the decode mat-vecs, whose time goes to the instructions per tile and their
-latency more than to DRAM (bench/RESULTS.md), this counts a change's cost before any device time.
+(cuobjdump -sass), of the loops holding a tensor-core step where there are such. For the decode
+mat-vecs, whose time goes to the instructions per tile and their latency more than to DRAM
+(bench/RESULTS.md), this counts a change's cost before any device time.
 
   python3 bench/gpu/sass_loops.py [--source src/ops/cuda/matvec_tiles.cu] [--arch sm_90a] \
       [--kernel REGEX] [--show-loop] [--json OUT]
@@ -85,18 +86,18 @@ def opcode(text: str) -> str:
     return re.sub(r"^@!?U?P\w+\s+", "", text).split()[0].split(".")[0]
 
 
-def longest_loop(instructions: list) -> list:
-    """The instructions between the target of the backward branch that spans the most and that branch."""
-    best = None
+def longest_loop(instructions: list, prefer: str = "HMMA") -> list:
+    """The instructions between the target of a backward branch and that branch: of the loops holding a
+    `prefer` instruction (the mat-vecs' tile loop holds their tensor-core steps, a reduction loop after
+    it does not) the one that spans the most, else of all loops."""
+    loops = []
     for address, text in instructions:
         m = re.search(r"\bBRA\s+(?:!?U?P\w+,\s*)?(0x[0-9a-f]+)", text)
         if m and int(m.group(1), 16) < address:
             span = (int(m.group(1), 16), address)
-            if best is None or span[1] - span[0] > best[1] - best[0]:
-                best = span
-    if best is None:
-        return []
-    return [(a, t) for a, t in instructions if best[0] <= a <= best[1]]
+            loops.append([(a, t) for a, t in instructions if span[0] <= a <= span[1]])
+    holding = [loop for loop in loops if any(opcode(t) == prefer for _, t in loop)]
+    return max(holding or loops, key=len, default=[])
 
 
 def demangle(name: str) -> str:
@@ -110,6 +111,7 @@ def main():
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--kernel", default="", help="regular expression on mangled names")
     ap.add_argument("--show-loop", action="store_true", help="print each picked kernel's loop")
+    ap.add_argument("--loop-opcode", default="HMMA", help="prefer the longest loop holding this opcode")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,7 +122,7 @@ def main():
     for name, instructions in sorted(kernels_sass(sass).items()):
         if args.kernel and not re.search(args.kernel, name):
             continue
-        loop = longest_loop(instructions)
+        loop = longest_loop(instructions, args.loop_opcode)
         mix = collections.Counter(opcode(t) for _, t in loop)
         results[name] = {"instructions": len(instructions), "loop": len(loop), "loop_mix": dict(mix.most_common()),
                          **resources.get(name, {})}

@@ -69,6 +69,18 @@ def test_the_longest_loop_is_the_widest_backward_branch():
     assert sass_loops.longest_loop([(0, "EXIT")]) == []
 
 
+def test_a_loop_holding_the_preferred_opcode_wins_over_a_longer_one():
+    instructions = sass_loops.kernels_sass(SASS)["_Z5outerPi"]
+    # Only 0x40 -> 0x20 and 0x90 -> 0x10 hold the HMMA at 0x30; the widest of those is 0x10 .. 0x90.
+    assert [a for a, _ in sass_loops.longest_loop(instructions, "HMMA")] == list(range(0x10, 0xA0, 0x10))
+    # LOP3 lies in 0x80 -> 0x50 and in 0x90 -> 0x10; SHF only there too; EXIT in none, so the widest.
+    assert [a for a, _ in sass_loops.longest_loop(instructions[:10], "SHF")] == list(range(0x10, 0xA0, 0x10))
+    inner_only = [(a, t) for a, t in instructions if a != 0x90]
+    assert [a for a, _ in sass_loops.longest_loop(inner_only, "HMMA")] == [0x20, 0x30, 0x40]
+    assert [a for a, _ in sass_loops.longest_loop(inner_only, "SHF")] == list(range(0x50, 0x90, 0x10))
+    assert [a for a, _ in sass_loops.longest_loop(inner_only, "EXIT")] == list(range(0x50, 0x90, 0x10))
+
+
 def test_ptxas_figures_belong_to_their_own_kernel():
     resources = sass_loops.ptxas_resources(PTXAS)
     assert resources["_Z5outerPi"] == {"registers": 128, "spill_stores": 12, "spill_loads": 8}
