@@ -21,7 +21,9 @@
 #                                        Logs go to $OUT when set.
 #
 # SANCTUM_CUDA_BUILD and SANCTUM_GPU_DIST move the build folder and the bundle (defaults build-cuda,
-# dist/gpu), so that several trees of work can be bundled side by side.
+# dist/gpu), so that several trees of work can be bundled side by side. SANCTUM_GPU_BASE names another
+# build's sanctum binary to bundle as bin/sanctum-base, for decode of two builds in turns:
+#   run --no-checks --sweep=SANCTUM_BIN=/tmp/sanctum-gpu/bin/sanctum-base,/tmp/sanctum-gpu/bin/sanctum
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${SANCTUM_CUDA_BUILD:-build-cuda}
@@ -36,6 +38,7 @@ bundle() {
   cmake --build "$BUILD" -j "$(nproc)" --target sanctum "${tests[@]+"${tests[@]}"}"
   rm -rf "$DIST/stage" && mkdir -p "$DIST/stage/bin" "$DIST/stage/lib"
   cp "$BUILD/sanctum" "$DIST/stage/bin/"
+  if [ -n "${SANCTUM_GPU_BASE:-}" ]; then cp "$SANCTUM_GPU_BASE" "$DIST/stage/bin/sanctum-base"; fi
   for t in "${tests[@]+"${tests[@]}"}"; do cp "$BUILD/tests/$t" "$DIST/stage/bin/"; done
   # Libraries the GPU machine's Ubuntu lacks or has under another soname. glibc, libstdc++, OpenSSL 3,
   # zlib and PCRE2 are there in compatible versions; CUDA's own libraries come from its toolkit.

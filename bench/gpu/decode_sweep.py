@@ -2,7 +2,9 @@
 environment settings (every combination when --env is given more than once), on the same checkpoint in
 one run: the settings are timed in turns, round after round, so that drift over the run (the GPU's
 clocks as it warms, above all under GEMMs) falls on all of them alike. For switches such as
-SANCTUM_WEIGHT_EVICT_FIRST; the full benchmark is run_bench.py.
+SANCTUM_WEIGHT_EVICT_FIRST; the full benchmark is run_bench.py. Two builds compare the same way with
+SANCTUM_BIN as the setting (--env SANCTUM_BIN=/path/to/base,/path/to/new; scripts/gpu_check.sh bundles
+a second binary as bin/sanctum-base when SANCTUM_GPU_BASE names one).
 
   python3 bench/gpu/decode_sweep.py --shapes qwen3_5-27b,mistral-24b --env SANCTUM_WEIGHT_EVICT_FIRST=0,1 \
       [--env NAME=V1,V2] [--rounds 2] [--prefill 4096] --out sweep.json

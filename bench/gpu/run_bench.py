@@ -29,8 +29,10 @@ REPETITIONS = 2  # timed runs of each test after a warm-up, on both sides; each 
 
 
 def sanctum_bench(model_dir: Path, env: dict | None = None, decode_only: bool = False, prefill_only: int = 0) -> dict:
-    """decode_only: tg128 after 512 alone; prefill_only=N: ppN alone; else the full set."""
-    cmd = [os.environ["SANCTUM_BIN"], "bench", "--model", str(model_dir), "--device", "cuda", "--memory-bandwidth"]
+    """decode_only: tg128 after 512 alone; prefill_only=N: ppN alone; else the full set. env may name
+    another binary as SANCTUM_BIN (decode_sweep.py's comparisons of two builds)."""
+    binary = (env or {}).get("SANCTUM_BIN", os.environ["SANCTUM_BIN"])
+    cmd = [binary, "bench", "--model", str(model_dir), "--device", "cuda", "--memory-bandwidth"]
     if prefill_only:
         cmd += ["--pp", str(prefill_only), "--tg", "0"]
     else:
