@@ -28,9 +28,9 @@ VENV = ROOT / ".venv"
 
 def cuda_tool(name: str) -> str:
     """Path of cuobjdump (which calls nvdisasm from its own folder or the PATH)."""
-    for folder in (Path("/usr/local/cuda/bin"),):
-        if (folder / name).exists() and (folder / "nvdisasm").exists():
-            return str(folder / name)
+    toolkit = Path("/usr/local/cuda/bin")
+    if (toolkit / name).exists() and (toolkit / "nvdisasm").exists():
+        return str(toolkit / name)
     if shutil.which(name) and shutil.which("nvdisasm"):
         return shutil.which(name)
     wheel = list(VENV.glob(f"lib/python3*/site-packages/nvidia/cu*/bin/{name}"))
