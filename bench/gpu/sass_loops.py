@@ -87,17 +87,19 @@ def opcode(text: str) -> str:
 
 
 def longest_loop(instructions: list, prefer: str = "HMMA") -> list:
-    """The instructions between the target of a backward branch and that branch: of the loops holding a
-    `prefer` instruction (the mat-vecs' tile loop holds their tensor-core steps, a reduction loop after
-    it does not) the one that spans the most, else of all loops."""
-    loops = []
+    """The instructions between the target of a backward branch and that branch: of the innermost loops
+    holding a `prefer` instruction (the mat-vecs' tile loop holds their tensor-core steps, a reduction
+    loop after it does not; a branch back around the whole body, as a warp-collective's retry makes,
+    holds the tile loop and is passed over) the one that spans the most, else of all loops."""
+    spans = []
     for address, text in instructions:
         m = re.search(r"\bBRA\s+(?:!?U?P\w+,\s*)?(0x[0-9a-f]+)", text)
         if m and int(m.group(1), 16) < address:
-            span = (int(m.group(1), 16), address)
-            loops.append([(a, t) for a, t in instructions if span[0] <= a <= span[1]])
-    holding = [loop for loop in loops if any(opcode(t) == prefer for _, t in loop)]
-    return max(holding or loops, key=len, default=[])
+            spans.append((int(m.group(1), 16), address))
+    loops = {span: [(a, t) for a, t in instructions if span[0] <= a <= span[1]] for span in spans}
+    holding = [span for span, loop in loops.items() if any(opcode(t) == prefer for _, t in loop)]
+    innermost = [s for s in holding if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in holding)]
+    return max((loops[s] for s in innermost) if innermost else loops.values(), key=len, default=[])
 
 
 def demangle(name: str) -> str:

@@ -60,25 +60,29 @@ def test_opcode_drops_predicates_and_modifiers():
     assert sass_loops.opcode("IMAD.MOV.U32 R1, RZ, RZ, R2") == "IMAD"
 
 
-def test_the_longest_loop_is_the_widest_backward_branch():
+def test_the_loop_is_the_innermost_one_holding_the_preferred_opcode():
     instructions = sass_loops.kernels_sass(SASS)["_Z5outerPi"]
-    loop = sass_loops.longest_loop(instructions)
-    # 0x90 branches back to 0x10 (two predicates) and spans the most; 0xc0's branch to itself is the
-    # trap at the end and 0x40 -> 0x20, 0x80 -> 0x50 are inner and shorter.
-    assert [a for a, _ in loop] == list(range(0x10, 0xA0, 0x10))
+    # 0x40 -> 0x20 and 0x90 -> 0x10 (two predicates) hold the HMMA at 0x30; the second holds the first,
+    # as a branch back around a whole kernel body holds its tile loop, so the first is the loop.
+    # 0xc0's branch to itself is the trap at the end, not a loop.
+    assert [a for a, _ in sass_loops.longest_loop(instructions)] == [0x20, 0x30, 0x40]
+    # SHF lies in 0x80 -> 0x50 and in 0x90 -> 0x10: the inner one.
+    assert [a for a, _ in sass_loops.longest_loop(instructions[:10], "SHF")] == list(range(0x50, 0x90, 0x10))
     assert sass_loops.longest_loop([(0, "EXIT")]) == []
 
 
-def test_a_loop_holding_the_preferred_opcode_wins_over_a_longer_one():
+def test_without_the_preferred_opcode_the_widest_loop_is_taken():
     instructions = sass_loops.kernels_sass(SASS)["_Z5outerPi"]
-    # Only 0x40 -> 0x20 and 0x90 -> 0x10 hold the HMMA at 0x30; the widest of those is 0x10 .. 0x90.
-    assert [a for a, _ in sass_loops.longest_loop(instructions, "HMMA")] == list(range(0x10, 0xA0, 0x10))
-    # LOP3 lies in 0x80 -> 0x50 and in 0x90 -> 0x10; SHF only there too; EXIT in none, so the widest.
-    assert [a for a, _ in sass_loops.longest_loop(instructions[:10], "SHF")] == list(range(0x10, 0xA0, 0x10))
+    assert [a for a, _ in sass_loops.longest_loop(instructions, "EXIT")] == list(range(0x10, 0xA0, 0x10))
     inner_only = [(a, t) for a, t in instructions if a != 0x90]
-    assert [a for a, _ in sass_loops.longest_loop(inner_only, "HMMA")] == [0x20, 0x30, 0x40]
-    assert [a for a, _ in sass_loops.longest_loop(inner_only, "SHF")] == list(range(0x50, 0x90, 0x10))
     assert [a for a, _ in sass_loops.longest_loop(inner_only, "EXIT")] == list(range(0x50, 0x90, 0x10))
+
+
+def test_of_two_innermost_loops_holding_it_the_longer_wins():
+    instructions = [(0x00, "HMMA.16816.F32.BF16 R8, R4, R6, R8"), (0x10, "BRA 0x0"),
+                    (0x20, "LOP3.LUT R4, R4, 0xf000f, R9, 0xea, !PT"), (0x30, "HMMA.16816.F32.BF16 R8, R4, R6, R8"),
+                    (0x40, "@P0 BRA 0x20")]
+    assert [a for a, _ in sass_loops.longest_loop(instructions)] == [0x20, 0x30, 0x40]
 
 
 def test_ptxas_figures_belong_to_their_own_kernel():

@@ -395,8 +395,8 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
 // warp fit in 128 registers: pointers advance once per DEPTH tiles and the tiles between take
 // immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
 // and the B columns past n hold copies whose results are never stored.
-// FUSE, f: the norm split across two mat-vecs (NormFusion).
-template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false, int FUSE = kPlain>
+// FUSE, f: the norm split across two mat-vecs (NormFusion). ONE_ROW: a.n is 1 (tile_dot).
+template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false, int FUSE = kPlain, bool ONE_ROW = FUSE != kPlain>
 __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part, const UpTiles& up = {}, const NormFusion& f = {}) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
@@ -448,10 +448,9 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
       bp[r] += DEPTH * KS / GT * 8;
     }
   };
-  // The fused ends take one x row (NormFusion). The expert launches stay on the general loop: with the
-  // trim there, ptxas spilled 148 bytes in the MoE down + combine launch against its 16.
-  constexpr bool kOneRow = FUSE != kPlain;
-  auto process = [&](const Tile& f, const float* xt) { tile_dot<S, RT, kOneRow>(f.c, f.s, f.b, x_fragment(xt), acc); };
+  // ONE_ROW (tile_dot): x has one row, as at the fused ends (NormFusion) and in the experts' gate/up
+  // pairs (a slot is one token's row).
+  auto process = [&](const Tile& f, const float* xt) { tile_dot<S, RT, ONE_ROW>(f.c, f.s, f.b, x_fragment(xt), acc); };
 
   // DEPTH tiles in flight per warp: each step processes DEPTH tiles and issues the loads of the next
   // DEPTH, so a tile's loads go out DEPTH tiles before it is used.
@@ -532,10 +531,10 @@ __device__ __forceinline__ void expert_body(const ExpertArgs& e, int slot, int64
     const int64_t* up = e.table[1] + 3 * id;
     a.row_tiles = 2 * e.row_tiles;
     a.pair_tiles = e.row_tiles;
-    matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0,
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, true>(a, blockIdx.x, 0,
                                              {reinterpret_cast<const uint4*>(up[0]), reinterpret_cast<const uint32_t*>(up[1]),
                                               reinterpret_cast<const uint32_t*>(up[2])});
-  } else {
+  } else {  // the general loop: with ONE_ROW, ptxas spilled 148 bytes in the down + combine launch against its 16
     matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0);
   }
 }
