@@ -24,6 +24,7 @@
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
 #include "hwy/targets.h"
+#include "matmul_rows_check.h"
 #include "op_test_util.h"
 #include "ops/matmul.h"
 #include "ops/precision.h"
@@ -180,30 +181,12 @@ TEST_F(MatmulInt8, stays_within_stated_error_of_f32_reference) {
     }
 }
 
-// Each row of a batched int8 matmul is bit-identical to the same row alone (n = 1, the mat-vec
-// kernel), to any slice of the batch, and to a run on one thread.
-void expect_rows_independent_of_n(const Weight& w, int64_t n, Rng& rng, const std::string& what) {
-  Tensor x = test::random_tensor({n, w.cols}, DType::f32, rng);
-  Tensor y = Tensor::zeros({n, w.rows}, DType::f32);
-  ops::matmul(x, w, y);
-  for (int64_t i = 0; i < n; ++i) {
-    Tensor yi = Tensor::zeros({1, w.rows}, DType::f32);
-    ops::matmul(x.slice(0, i, i + 1), w, yi);
-    ASSERT_TRUE(test::same_bits(yi.data<float>(), y.data<float>() + i * w.rows, w.rows))
-        << what << " row " << i << " of " << n << " differs from the n=1 result " << test::seed_note();
-  }
-  const int64_t b = n / 3, e = n - 1;
-  Tensor ys = Tensor::zeros({e - b, w.rows}, DType::f32);
-  ops::matmul(x.slice(0, b, e), w, ys);
-  EXPECT_TRUE(test::same_bits(ys.data<float>(), y.data<float>() + b * w.rows, (e - b) * w.rows)) << what << " " << test::seed_note();
-}
-
 TEST_F(MatmulInt8, rows_are_bit_identical_for_any_n) {
   Rng rng(14);
-  expect_rows_independent_of_n(test::random_quantized(37, 896, 4, 64, DType::bf16, rng), 150, rng, "q4 g64 k=896");
-  expect_rows_independent_of_n(test::random_quantized(21, 4864, 8, 32, DType::f16, rng), 50, rng, "q8 g32 k=4864");
-  expect_rows_independent_of_n(test::random_quantized(70, 4864, 4, 128, DType::f32, rng), 13, rng, "q4 g128 k=4864");
-  expect_rows_independent_of_n(test::random_quantized(33, 640, 8, 128, DType::bf16, rng), 9, rng, "q8 g128 k=640");
+  test::expect_rows_independent_of_n(test::random_quantized(37, 896, 4, 64, DType::bf16, rng), 150, rng, "q4 g64 k=896");
+  test::expect_rows_independent_of_n(test::random_quantized(21, 4864, 8, 32, DType::f16, rng), 50, rng, "q8 g32 k=4864");
+  test::expect_rows_independent_of_n(test::random_quantized(70, 4864, 4, 128, DType::f32, rng), 13, rng, "q4 g128 k=4864");
+  test::expect_rows_independent_of_n(test::random_quantized(33, 640, 8, 128, DType::bf16, rng), 9, rng, "q8 g128 k=640");
 }
 
 TEST_F(MatmulInt8, results_do_not_depend_on_thread_count) {
@@ -241,7 +224,7 @@ TEST_F(MatmulInt8, every_compiled_target_matches_twin_and_keeps_rows_independent
         Weight w = test::random_quantized(19, 384, bits, g, DType::bf16, rng);
         expect_matches_twin(test::random_tensor({1, 384}, DType::f32, rng), w, label(name, " q", bits, " g", g, " n=1"));
         expect_matches_twin(test::random_tensor({6, 384}, DType::f32, rng), w, label(name, " q", bits, " g", g, " n=6"));
-        expect_rows_independent_of_n(w, 11, rng, name);
+        test::expect_rows_independent_of_n(w, 11, rng, name);
         // Prepared on this target: repacked where it runs the VNNI kernels, the checkpoint layout elsewhere.
         Weight p = prepared_int8(w);
         expect_matches_twin(test::random_tensor({1, 384}, DType::f32, rng), p, label(name, " prepared q", bits, " g", g, " n=1"));
@@ -275,8 +258,8 @@ TEST_F(MatmulInt8, repacked_weights_match_twin_bit_exactly_for_every_bits_group_
 
 TEST_F(MatmulInt8, repacked_rows_are_bit_identical_for_any_n_and_thread_count) {
   Rng rng(19);
-  expect_rows_independent_of_n(prepared_int8(test::random_quantized(37, 896, 4, 64, DType::bf16, rng)), 150, rng, "repacked q4 g64");
-  expect_rows_independent_of_n(prepared_int8(test::random_quantized(21, 4864, 8, 32, DType::f16, rng)), 50, rng, "repacked q8 g32");
+  test::expect_rows_independent_of_n(prepared_int8(test::random_quantized(37, 896, 4, 64, DType::bf16, rng)), 150, rng, "repacked q4 g64");
+  test::expect_rows_independent_of_n(prepared_int8(test::random_quantized(21, 4864, 8, 32, DType::f16, rng)), 50, rng, "repacked q8 g32");
   Weight w = prepared_int8(test::random_quantized(4864, 896, 4, 64, DType::bf16, rng));
   for (int64_t n : {1, 6})
     expect_matches_twin(test::random_tensor({n, 896}, DType::f32, rng), w, label("repacked m=4864 n=", n, " threads=", compute_pool().size()));

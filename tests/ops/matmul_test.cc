@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "hwy/targets.h"
+#include "matmul_rows_check.h"
 #include "op_test_util.h"
 #include "ops/ref/matmul.h"
 
@@ -97,32 +98,13 @@ TEST(Matmul, strided_and_misaligned_rows_match_ref) {
   }
 }
 
-// Each row of a batched matmul is bit-identical to the same row computed alone (n = 1), whatever
-// the batch size, panel split or register tile the row landed in.
-void expect_rows_independent_of_n(const Weight& w, int64_t n, Rng& rng, const std::string& what) {
-  Tensor x = test::random_tensor({n, w.cols}, DType::f32, rng);
-  Tensor y = Tensor::zeros({n, w.rows}, DType::f32);
-  ops::matmul(x, w, y);
-  for (int64_t i = 0; i < n; ++i) {
-    Tensor yi = Tensor::zeros({1, w.rows}, DType::f32);
-    ops::matmul(x.slice(0, i, i + 1), w, yi);
-    ASSERT_TRUE(test::same_bits(yi.data<float>(), y.data<float>() + i * w.rows, w.rows))
-        << what << " row " << i << " of " << n << " differs from the n=1 result " << test::seed_note();
-  }
-  // A middle slice (the batch a chunked prefill would run) gives the same bits too.
-  const int64_t b = n / 3, e = n - 1;
-  Tensor ys = Tensor::zeros({e - b, w.rows}, DType::f32);
-  ops::matmul(x.slice(0, b, e), w, ys);
-  EXPECT_TRUE(test::same_bits(ys.data<float>(), y.data<float>() + b * w.rows, (e - b) * w.rows)) << what << " " << test::seed_note();
-}
-
 TEST(Matmul, rows_are_bit_identical_for_any_n) {
   Rng rng(4);
-  expect_rows_independent_of_n(test::random_quantized(37, 896, 4, 64, DType::bf16, rng), 150, rng, "q4 g64 k=896");
-  expect_rows_independent_of_n(test::random_quantized(21, 4864, 8, 32, DType::f16, rng), 50, rng, "q8 g32 k=4864");
-  expect_rows_independent_of_n(test::random_quantized(9, 4864, 4, 128, DType::f32, rng), 13, rng, "q4 g128 k=4864");
-  expect_rows_independent_of_n(dense_weight(test::random_tensor({23, 901}, DType::bf16, rng)), 70, rng, "dense bf16 k=901");
-  expect_rows_independent_of_n(dense_weight(test::random_tensor({5, 64}, DType::f32, rng)), 9, rng, "dense f32 k=64");
+  test::expect_rows_independent_of_n(test::random_quantized(37, 896, 4, 64, DType::bf16, rng), 150, rng, "q4 g64 k=896");
+  test::expect_rows_independent_of_n(test::random_quantized(21, 4864, 8, 32, DType::f16, rng), 50, rng, "q8 g32 k=4864");
+  test::expect_rows_independent_of_n(test::random_quantized(9, 4864, 4, 128, DType::f32, rng), 13, rng, "q4 g128 k=4864");
+  test::expect_rows_independent_of_n(dense_weight(test::random_tensor({23, 901}, DType::bf16, rng)), 70, rng, "dense bf16 k=901");
+  test::expect_rows_independent_of_n(dense_weight(test::random_tensor({5, 64}, DType::f32, rng)), 9, rng, "dense f32 k=64");
 }
 
 TEST(Matmul, prepare_weight_does_not_change_results) {
@@ -149,11 +131,11 @@ TEST(Matmul, every_compiled_target_matches_ref_and_keeps_rows_independent) {
     for (int bits : {4, 8}) {
       Weight w = test::random_quantized(13, 384, bits, 32, DType::bf16, rng);
       expect_matches_ref(test::random_tensor({5, 384}, DType::f32, rng), w, name + " q" + std::to_string(bits));
-      expect_rows_independent_of_n(w, 11, rng, name);
+      test::expect_rows_independent_of_n(w, 11, rng, name);
     }
     Weight d = dense_weight(test::random_tensor({13, 99}, DType::f16, rng));
     expect_matches_ref(test::random_tensor({5, 99}, DType::f32, rng), d, name + " dense");
-    expect_rows_independent_of_n(d, 11, rng, name);
+    test::expect_rows_independent_of_n(d, 11, rng, name);
   }
   hwy::SetSupportedTargetsForTest(0);
 }
