@@ -1,6 +1,7 @@
 // Decode mat-vecs as a model step runs them: a stream of distinct weights (27B GatedDeltaNet layers,
 // together several times the L2), timed as one CUDA graph. Compares the row-layout kernel, every
-// tuning of the tiled kernel, and reads of the same bytes that compute nothing: in the same launches
+// tuning of the tiled kernel, the decode step's fused-end launches with and without the one-row
+// trim, and reads of the same bytes that compute nothing: in the same launches
 // (codes, scales and biases apart), in one launch per weight started early as the mat-vec is (the
 // ceiling for a launch per weight), and in one launch for all.
 #include <cuda_bf16.h>
@@ -119,6 +120,58 @@ Tuning tuning(int max_parts = tiles::kMaxParts) {
           [max_parts](const tiles::Args& a) { tiles::launch_split<__nv_bfloat16, RT, 1, DEPTH, MINB>(a, max_parts); }};
 }
 
+// The decode step's own forms of the four launches (the norm split: the in-projection and the gate/up
+// pairs read a scaled input, out_proj and down add into the residual stream), with the odd-column
+// sums skipped (ONE_ROW, as shipped) or computed (the general loop): what the trim is worth, timed in
+// turns in one process. Buffers per weight; their contents do not matter for the time.
+class FusedChain {
+ public:
+  FusedChain(const std::vector<Weight>& tiled, size_t per_layer) : tiled_(tiled), per_layer_(per_layer) {
+    squares_ = Tensor::zeros({4096}, DType::f32, Device::cuda);
+    for (const Weight& w : tiled) {
+      x_.push_back(Tensor::zeros({1, w.cols}, DType::f32, Device::cuda));
+      y_.push_back(Tensor::zeros({1, w.rows}, DType::f32, Device::cuda));
+      h_.push_back(Tensor::zeros({1, w.rows}, DType::f32, Device::cuda));
+      norm_.push_back(Tensor::zeros({w.rows}, DType::f32, Device::cuda));
+    }
+  }
+
+  // Weight i as its place in a layer (in-projection, out_proj, gate/up, down) launches it.
+  template <bool ONE_ROW>
+  void launch(size_t i) {
+    using S = __nv_bfloat16;
+    constexpr int RT = 2, GT = 1, DEPTH = 2, MINB = 2;  // matvec_tiles.cu's tuning
+    const Weight& w = tiled_[i];
+    tiles::Args a = tiles::args_of(w, x_[i].data<float>(), 0, 1, y_[i].data<float>(), 0);
+    a.evict_first = true;
+    tiles::NormFusion f;
+    switch (i % per_layer_) {
+      case 0:
+      case 2:
+        f.in_squares = squares_.data<float>();
+        f.count = 80;
+        f.cols = static_cast<float>(w.cols);
+        f.eps = 1e-6f;
+        if (i % per_layer_ == 0) {
+          tiles::launch_split<S, RT, GT, DEPTH, MINB, false, tiles::kScaledIn, ONE_ROW>(a, tiles::kMaxParts, f);
+        } else {
+          a.pair_tiles = w.rows / 32;
+          tiles::launch_split<S, RT, GT, DEPTH, MINB, true, tiles::kScaledIn, ONE_ROW>(a, tiles::kMaxParts, f);
+        }
+        break;
+      default:
+        f.residual = ResidualOut{h_[i].data<float>(), norm_[i].raw(), FloatKind::f32, 0.0f, y_[i].data<float>(), squares_.data<float>()};
+        tiles::launch_split<S, RT, GT, DEPTH, MINB, false, tiles::kResidualOut, ONE_ROW>(a, tiles::kMaxParts, f);
+    }
+  }
+
+ private:
+  const std::vector<Weight>& tiled_;
+  size_t per_layer_;
+  Tensor squares_;
+  std::vector<Tensor> x_, y_, h_, norm_;
+};
+
 }  // namespace
 
 void matvec_layer_stream_report(int layers) {
@@ -160,6 +213,11 @@ void matvec_layer_stream_report(int layers) {
   for (const Tuning& t : {tuning<2, 2, 2>(1), tuning<2, 2, 2>(2), tuning<2, 2, 2>(3), tuning<2, 2, 2>(4), tuning<1, 4, 3>(), tuning<1, 2, 3>(),
                           tuning<2, 4, 2>(), tuning<2, 1, 2>(), tuning<2, 2, 1>(), tuning<4, 2, 1>(), fixed_split<4, 2, 2, 2>()})
     report(t.name, [&](size_t i) { t.launch(shipped_args(i)); });
+  FusedChain chain(tiled, layer.size());
+  for (int turn = 0; turn < 3; ++turn) {  // in turns: the trim's worth is a few percent at most
+    report("fused ends, odd sums skipped", [&](size_t i) { chain.launch<true>(i); });
+    report("fused ends, general loop", [&](size_t i) { chain.launch<false>(i); });
+  }
   report("read only (codes, scales, biases)", [&](size_t i) {
     read_all(tiled[i].data, sink.data<uint32_t>(), 8);
     read_all(tiled[i].scales, sink.data<uint32_t>(), 2);

@@ -495,14 +495,14 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   store_sums<KS, RT, PAIRS, FUSE>(a, acc, block, part, f, stage, block * kBlockRows);
 }
 
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS, int FUSE = kPlain>
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS, int FUSE = kPlain, bool ONE_ROW = FUSE != kPlain>
 __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a, NormFusion f) {
   if constexpr (PAIRS)  // the stack's second half
-    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE>(a, blockIdx.x, blockIdx.y,
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, ONE_ROW>(a, blockIdx.x, blockIdx.y,
                                                    {a.codes + a.pair_tiles * a.k_tiles * 32, a.scales + a.pair_tiles * a.groups * 8,
                                                     a.biases + a.pair_tiles * a.groups * 8},
                                                    f);
-  else matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE>(a, blockIdx.x, blockIdx.y, {}, f);
+  else matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, ONE_ROW>(a, blockIdx.x, blockIdx.y, {}, f);
 }
 
 // Block row `slot` of an expert launch through expert `id`. PAIRS: table[0] and table[1] are an
@@ -670,11 +670,13 @@ float* part_sums_workspace();
 int* part_counters_workspace();
 
 // Launches with the columns in `parts` parts (1: none). PAIRS: a.pair_tiles gate/up pairs (two row
-// tiles per warp). FUSE, f: NormFusion. Returns the block rows (kResidualOut: the squares written).
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain>
+// tiles per warp). FUSE, f: NormFusion. ONE_ROW: matvec_body's (the perf test times both forms).
+// Returns the block rows (kResidualOut: the squares written).
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, bool ONE_ROW = FUSE != kPlain>
 int64_t launch_parts(Args a, int parts, const NormFusion& f = {}) {
   static_assert(!PAIRS || RT == 2, "a gate/up pair is two row tiles per warp");
-  check(FUSE == kPlain || a.n == 1, ErrorKind::internal, "a fused mat-vec end takes one x row");  // tile_dot's ONE_ROW
+  check(!ONE_ROW || a.n == 1, ErrorKind::internal, "a one-row mat-vec launch takes one x row");
+  check(FUSE == kPlain || a.n == 1, ErrorKind::internal, "a fused mat-vec end takes one x row");
   constexpr int64_t tiles_per_block = kWarps / KS * RT;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
   if (parts > 1) {
@@ -684,20 +686,20 @@ int64_t launch_parts(Args a, int parts, const NormFusion& f = {}) {
     a.part_sums = part_sums_workspace();
     a.part_counters = part_counters_workspace();
   }
-  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)),
+  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, ONE_ROW>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)),
                dim3(kWarps * 32), 0, a, f);
   return blocks;
 }
 
 // max_parts > 1: split the columns into parts where that fills the GPU better (column_parts, for the
 // blocks per multiprocessor this kernel reaches).
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain>
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, bool ONE_ROW = FUSE != kPlain>
 int64_t launch(const Args& a, int max_parts = 1, const NormFusion& f = {}) {
   int parts = 1;
   if (max_parts > 1) {
     static const int per_multiprocessor = [] {
       int b = 0;
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE>, kWarps * 32, 0),
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, ONE_ROW>, kWarps * 32, 0),
                  "mat-vec occupancy");
       return b;
     }();
@@ -705,20 +707,20 @@ int64_t launch(const Args& a, int max_parts = 1, const NormFusion& f = {}) {
     parts = column_parts((a.row_tiles + tiles_per_block - 1) / tiles_per_block, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles,
                          KS, static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
   }
-  return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE>(a, parts, f);
+  return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, ONE_ROW>(a, parts, f);
 }
 
 // Warps per row tile and column parts chosen together (dense_launch_shape; SANCTUM_MATVEC_JOINT_SPLIT=0:
 // one after the other, for comparisons).
-template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain>
+template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, bool ONE_ROW = FUSE != kPlain>
 int64_t launch_split(const Args& a, int max_parts = kMaxParts, const NormFusion& f = {}) {
   static const bool joint = !switched_off("SANCTUM_MATVEC_JOINT_SPLIT");
   if (!joint || max_parts <= 1)
     return with_split(dense_split<MINB>(a.row_tiles, RT, a.k_tiles),
-                      [&]<int KS>() { return launch<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE>(a, max_parts, f); });
+                      [&]<int KS>() { return launch<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, ONE_ROW>(a, max_parts, f); });
   const LaunchShape shape =
       dense_launch_shape(a.row_tiles, RT, a.k_tiles, multiprocessor_count(), MINB, max_parts, static_cast<int64_t>(a.n) * a.row_tiles * 16);
-  return with_split(shape.ks, [&]<int KS>() { return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE>(a, shape.parts, f); });
+  return with_split(shape.ks, [&]<int KS>() { return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, ONE_ROW>(a, shape.parts, f); });
 }
 
 // projections: 1, or 2 when table[1] / y[1] hold a second one; slots: rows of y. PAIRS: the two
