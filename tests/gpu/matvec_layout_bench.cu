@@ -1,7 +1,7 @@
 // Decode mat-vecs as a model step runs them: a stream of distinct weights (27B GatedDeltaNet layers,
 // together several times the L2), timed as one CUDA graph. Compares the row-layout kernel, every
-// tuning of the tiled kernel, the decode step's fused-end launches with and without the one-row
-// trim, and reads of the same bytes that compute nothing: in the same launches
+// tuning of the tiled kernel, the decode step's fused-end launches in each loop form (as shipped, the
+// general loop, and two ceilings for trims of the loop), and reads of the same bytes that compute nothing: in the same launches
 // (codes, scales and biases apart), in one launch per weight started early as the mat-vec is (the
 // ceiling for a launch per weight), and in one launch for all.
 #include <cuda_bf16.h>
@@ -121,9 +121,11 @@ Tuning tuning(int max_parts = tiles::kMaxParts) {
 }
 
 // The decode step's own forms of the four launches (the norm split: the in-projection and the gate/up
-// pairs read a scaled input, out_proj and down add into the residual stream), with the odd-column
-// sums skipped (ONE_ROW, as shipped) or computed (the general loop): what the trim is worth, timed in
-// turns in one process. Buffers per weight; their contents do not matter for the time.
+// pairs read a scaled input, out_proj and down add into the residual stream) in each loop form
+// (tiles::LoopForm): as shipped (kOneRow), with the odd-column sums computed too (the general loop),
+// and the two ceilings, codes not unpacked and loads alone, which give wrong sums: what the trim is
+// worth and what any trim of the loop could be, timed in turns in one process. Buffers per weight;
+// their contents do not matter for the time.
 class FusedChain {
  public:
   FusedChain(const std::vector<Weight>& tiled, size_t per_layer) : tiled_(tiled), per_layer_(per_layer) {
@@ -137,7 +139,7 @@ class FusedChain {
   }
 
   // Weight i as its place in a layer (in-projection, out_proj, gate/up, down) launches it.
-  template <bool ONE_ROW>
+  template <int FORM>
   void launch(size_t i) {
     using S = __nv_bfloat16;
     constexpr int RT = 2, GT = 1, DEPTH = 2, MINB = 2;  // matvec_tiles.cu's tuning
@@ -153,15 +155,15 @@ class FusedChain {
         f.cols = static_cast<float>(w.cols);
         f.eps = 1e-6f;
         if (i % per_layer_ == 0) {
-          tiles::launch_split<S, RT, GT, DEPTH, MINB, false, tiles::kScaledIn, ONE_ROW>(a, tiles::kMaxParts, f);
+          tiles::launch_split<S, RT, GT, DEPTH, MINB, false, tiles::kScaledIn, FORM>(a, tiles::kMaxParts, f);
         } else {
           a.pair_tiles = w.rows / 32;
-          tiles::launch_split<S, RT, GT, DEPTH, MINB, true, tiles::kScaledIn, ONE_ROW>(a, tiles::kMaxParts, f);
+          tiles::launch_split<S, RT, GT, DEPTH, MINB, true, tiles::kScaledIn, FORM>(a, tiles::kMaxParts, f);
         }
         break;
       default:
         f.residual = ResidualOut{h_[i].data<float>(), norm_[i].raw(), FloatKind::f32, 0.0f, y_[i].data<float>(), squares_.data<float>()};
-        tiles::launch_split<S, RT, GT, DEPTH, MINB, false, tiles::kResidualOut, ONE_ROW>(a, tiles::kMaxParts, f);
+        tiles::launch_split<S, RT, GT, DEPTH, MINB, false, tiles::kResidualOut, FORM>(a, tiles::kMaxParts, f);
     }
   }
 
@@ -215,8 +217,10 @@ void matvec_layer_stream_report(int layers) {
     report(t.name, [&](size_t i) { t.launch(shipped_args(i)); });
   FusedChain chain(tiled, layer.size());
   for (int turn = 0; turn < 3; ++turn) {  // in turns: the trim's worth is a few percent at most
-    report("fused ends, odd sums skipped", [&](size_t i) { chain.launch<true>(i); });
-    report("fused ends, general loop", [&](size_t i) { chain.launch<false>(i); });
+    report("fused ends, odd sums skipped", [&](size_t i) { chain.launch<tiles::kOneRow>(i); });
+    report("fused ends, general loop", [&](size_t i) { chain.launch<tiles::kAllColumns>(i); });
+    report("fused ends, codes not unpacked", [&](size_t i) { chain.launch<tiles::kRawCodes>(i); });
+    report("fused ends, loads alone", [&](size_t i) { chain.launch<tiles::kLoadsOnly>(i); });
   }
   report("read only (codes, scales, biases)", [&](size_t i) {
     read_all(tiled[i].data, sink.data<uint32_t>(), 8);

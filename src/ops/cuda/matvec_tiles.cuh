@@ -259,11 +259,16 @@ __device__ __forceinline__ XFragment x_fragment(const float* xt) {
   return x;
 }
 
+// What the loop computes per tile. kOneRow: x has one row, so the sums of the odd columns (acc[r][1]
+// and [3]) are never stored and their FFMAs are skipped (12 of a 27B gate/up loop step's 263
+// instructions at sm_90a); the even columns' sums keep their bits. The last two forms give wrong
+// sums and exist for the perf test alone, as ceilings for what trimming the loop can buy: kOneRow
+// with the codes entering the mma unpacked, and the loads with almost nothing computed from them.
+enum LoopForm : int { kAllColumns = 0, kOneRow = 1, kRawCodes = 2, kLoadsOnly = 3 };
+
 // One tile's share of y: acc[r] += the 16 x 64 weight tile of row tile r (this lane's codes, scale
-// pairs and bias pairs) times x's tile fragment. ONE_ROW: x has one row, so the sums of the odd
-// columns (acc[r][1] and [3]) are never stored and their FFMAs are skipped (12 of a 27B gate/up loop
-// step's 263 instructions at sm_90a); the even columns' sums keep their bits.
-template <class S, int RT, bool ONE_ROW = false>
+// pairs and bias pairs) times x's tile fragment (FORM: kAllColumns, kOneRow or kRawCodes).
+template <class S, int RT, int FORM = kAllColumns>
 __device__ __forceinline__ void tile_dot(const uint4 (&codes)[RT], const uint32_t (&scale_pairs)[RT], const uint32_t (&bias_pairs)[RT], const XFragment& x,
                                          float (&acc)[RT][4]) {
   const uint32_t low_nibbles = 0x000F000Fu, bf16_128 = 0x43004300u;
@@ -273,24 +278,43 @@ __device__ __forceinline__ void tile_dot(const uint4 (&codes)[RT], const uint32_
   for (int r = 0; r < RT; ++r) {
     // Step s takes words x (s < 2) or y of rows g and g + 8, code pairs (j, j + 4) for j = 2 (s % 2), + 1.
     const uint32_t words[4] = {codes[r].x, codes[r].y, codes[r].z, codes[r].w};
-    uint32_t pairs[4][4];  // [word][j]: bf16 (128 + code j, 128 + code j + 4)
-#pragma unroll
-    for (int w = 0; w < 4; ++w)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) pairs[w][j] = mask_or(words[w] >> (4 * j), low_nibbles, bf16_128);
     float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if constexpr (FORM == kRawCodes) {  // the loaded words as the A fragment of every step: no unpacking, no copies
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const int wl = s >> 1, wh = 2 + (s >> 1), j = 2 * (s & 1);
-      mma::mma_bf16(c, pairs[wl][j], pairs[wh][j], pairs[wl][j + 1], pairs[wh][j + 1], b[s][0], b[s][1]);
+      for (int s = 0; s < 4; ++s) mma::mma_bf16(c, words[0], words[1], words[2], words[3], b[s][0], b[s][1]);
+    } else {
+      uint32_t pairs[4][4];  // [word][j]: bf16 (128 + code j, 128 + code j + 4)
+#pragma unroll
+      for (int w = 0; w < 4; ++w)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) pairs[w][j] = mask_or(words[w] >> (4 * j), low_nibbles, bf16_128);
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const int wl = s >> 1, wh = 2 + (s >> 1), j = 2 * (s & 1);
+        mma::mma_bf16(c, pairs[wl][j], pairs[wh][j], pairs[wl][j + 1], pairs[wh][j + 1], b[s][0], b[s][1]);
+      }
     }
     const float sg = pair_lo<S>(scale_pairs[r]), sh = pair_hi<S>(scale_pairs[r]);
     const float bg = pair_lo<S>(bias_pairs[r]), bh = pair_hi<S>(bias_pairs[r]);
     const float og = fmaf(-128.0f, sg, bg), oh = fmaf(-128.0f, sh, bh);  // bias with the codes' 128 taken out
     acc[r][0] = fmaf(sg, c[0], fmaf(og, xsum[0], acc[r][0]));
-    if constexpr (!ONE_ROW) acc[r][1] = fmaf(sg, c[1], fmaf(og, xsum[1], acc[r][1]));
+    if constexpr (FORM == kAllColumns) acc[r][1] = fmaf(sg, c[1], fmaf(og, xsum[1], acc[r][1]));
     acc[r][2] = fmaf(sh, c[2], fmaf(oh, xsum[0], acc[r][2]));
-    if constexpr (!ONE_ROW) acc[r][3] = fmaf(sh, c[3], fmaf(oh, xsum[1], acc[r][3]));
+    if constexpr (FORM == kAllColumns) acc[r][3] = fmaf(sh, c[3], fmaf(oh, xsum[1], acc[r][3]));
+  }
+}
+
+// kLoadsOnly's tile: x's 64 columns loaded as x_fragment loads them, and every loaded word folded into
+// column 0's sums with a few instructions, so that no load is dropped.
+template <int RT>
+__device__ __forceinline__ void fold_loads(const uint4 (&codes)[RT], const uint32_t (&scale_pairs)[RT], const uint32_t (&bias_pairs)[RT],
+                                           const float* xt, float (&acc)[RT][4]) {
+  const float4 v0 = load_x(xt), v1 = load_x(xt + 4), v2 = load_x(xt + 8), v3 = load_x(xt + 12);
+  const float xs = (v0.x + v0.y + v0.z + v0.w) + (v1.x + v1.y + v1.z + v1.w) + (v2.x + v2.y + v2.z + v2.w) + (v3.x + v3.y + v3.z + v3.w);
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const uint32_t bits = codes[r].x ^ codes[r].y ^ codes[r].z ^ codes[r].w ^ scale_pairs[r] ^ bias_pairs[r];
+    acc[r][0] += __uint_as_float(bits & 0x3F7FFFFFu) + xs;
   }
 }
 
@@ -395,8 +419,9 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
 // warp fit in 128 registers: pointers advance once per DEPTH tiles and the tiles between take
 // immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
 // and the B columns past n hold copies whose results are never stored.
-// FUSE, f: the norm split across two mat-vecs (NormFusion). ONE_ROW: a.n is 1 (tile_dot).
-template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false, int FUSE = kPlain, bool ONE_ROW = FUSE != kPlain>
+// FUSE, f: the norm split across two mat-vecs (NormFusion). FORM: LoopForm (kOneRow and the perf
+// test's forms: a.n is 1).
+template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part, const UpTiles& up = {}, const NormFusion& f = {}) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
@@ -448,9 +473,12 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
       bp[r] += DEPTH * KS / GT * 8;
     }
   };
-  // ONE_ROW (tile_dot): x has one row, as at the fused ends (NormFusion) and in the experts' gate/up
-  // pairs (a slot is one token's row).
-  auto process = [&](const Tile& f, const float* xt) { tile_dot<S, RT, ONE_ROW>(f.c, f.s, f.b, x_fragment(xt), acc); };
+  // kOneRow: x has one row, as at the fused ends (NormFusion) and in the experts' gate/up pairs (a slot
+  // is one token's row).
+  auto process = [&](const Tile& f, const float* xt) {
+    if constexpr (FORM == kLoadsOnly) fold_loads<RT>(f.c, f.s, f.b, xt, acc);
+    else tile_dot<S, RT, FORM>(f.c, f.s, f.b, x_fragment(xt), acc);
+  };
 
   // DEPTH tiles in flight per warp: each step processes DEPTH tiles and issues the loads of the next
   // DEPTH, so a tile's loads go out DEPTH tiles before it is used.
@@ -495,14 +523,14 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   store_sums<KS, RT, PAIRS, FUSE>(a, acc, block, part, f, stage, block * kBlockRows);
 }
 
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS, int FUSE = kPlain, bool ONE_ROW = FUSE != kPlain>
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a, NormFusion f) {
   if constexpr (PAIRS)  // the stack's second half
-    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, ONE_ROW>(a, blockIdx.x, blockIdx.y,
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, FORM>(a, blockIdx.x, blockIdx.y,
                                                    {a.codes + a.pair_tiles * a.k_tiles * 32, a.scales + a.pair_tiles * a.groups * 8,
                                                     a.biases + a.pair_tiles * a.groups * 8},
                                                    f);
-  else matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, ONE_ROW>(a, blockIdx.x, blockIdx.y, {}, f);
+  else matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, FORM>(a, blockIdx.x, blockIdx.y, {}, f);
 }
 
 // Block row `slot` of an expert launch through expert `id`. PAIRS: table[0] and table[1] are an
@@ -531,10 +559,10 @@ __device__ __forceinline__ void expert_body(const ExpertArgs& e, int slot, int64
     const int64_t* up = e.table[1] + 3 * id;
     a.row_tiles = 2 * e.row_tiles;
     a.pair_tiles = e.row_tiles;
-    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, true>(a, blockIdx.x, 0,
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, kOneRow>(a, blockIdx.x, 0,
                                              {reinterpret_cast<const uint4*>(up[0]), reinterpret_cast<const uint32_t*>(up[1]),
                                               reinterpret_cast<const uint32_t*>(up[2])});
-  } else {  // the general loop: with ONE_ROW, ptxas spilled 148 bytes in the down + combine launch against its 16
+  } else {  // the general loop: with kOneRow, ptxas spilled 148 bytes in the down + combine launch against its 16
     matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0);
   }
 }
@@ -670,12 +698,12 @@ float* part_sums_workspace();
 int* part_counters_workspace();
 
 // Launches with the columns in `parts` parts (1: none). PAIRS: a.pair_tiles gate/up pairs (two row
-// tiles per warp). FUSE, f: NormFusion. ONE_ROW: matvec_body's (the perf test times both forms).
+// tiles per warp). FUSE, f: NormFusion. FORM: matvec_body's (the perf test times the others).
 // Returns the block rows (kResidualOut: the squares written).
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, bool ONE_ROW = FUSE != kPlain>
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 int64_t launch_parts(Args a, int parts, const NormFusion& f = {}) {
   static_assert(!PAIRS || RT == 2, "a gate/up pair is two row tiles per warp");
-  check(!ONE_ROW || a.n == 1, ErrorKind::internal, "a one-row mat-vec launch takes one x row");
+  check(FORM == kAllColumns || a.n == 1, ErrorKind::internal, "a one-row mat-vec launch takes one x row");
   check(FUSE == kPlain || a.n == 1, ErrorKind::internal, "a fused mat-vec end takes one x row");
   constexpr int64_t tiles_per_block = kWarps / KS * RT;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
@@ -686,20 +714,20 @@ int64_t launch_parts(Args a, int parts, const NormFusion& f = {}) {
     a.part_sums = part_sums_workspace();
     a.part_counters = part_counters_workspace();
   }
-  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, ONE_ROW>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)),
+  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)),
                dim3(kWarps * 32), 0, a, f);
   return blocks;
 }
 
 // max_parts > 1: split the columns into parts where that fills the GPU better (column_parts, for the
 // blocks per multiprocessor this kernel reaches).
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, bool ONE_ROW = FUSE != kPlain>
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 int64_t launch(const Args& a, int max_parts = 1, const NormFusion& f = {}) {
   int parts = 1;
   if (max_parts > 1) {
     static const int per_multiprocessor = [] {
       int b = 0;
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, ONE_ROW>, kWarps * 32, 0),
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>, kWarps * 32, 0),
                  "mat-vec occupancy");
       return b;
     }();
@@ -707,20 +735,20 @@ int64_t launch(const Args& a, int max_parts = 1, const NormFusion& f = {}) {
     parts = column_parts((a.row_tiles + tiles_per_block - 1) / tiles_per_block, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles,
                          KS, static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
   }
-  return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, ONE_ROW>(a, parts, f);
+  return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>(a, parts, f);
 }
 
 // Warps per row tile and column parts chosen together (dense_launch_shape; SANCTUM_MATVEC_JOINT_SPLIT=0:
 // one after the other, for comparisons).
-template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, bool ONE_ROW = FUSE != kPlain>
+template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 int64_t launch_split(const Args& a, int max_parts = kMaxParts, const NormFusion& f = {}) {
   static const bool joint = !switched_off("SANCTUM_MATVEC_JOINT_SPLIT");
   if (!joint || max_parts <= 1)
     return with_split(dense_split<MINB>(a.row_tiles, RT, a.k_tiles),
-                      [&]<int KS>() { return launch<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, ONE_ROW>(a, max_parts, f); });
+                      [&]<int KS>() { return launch<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>(a, max_parts, f); });
   const LaunchShape shape =
       dense_launch_shape(a.row_tiles, RT, a.k_tiles, multiprocessor_count(), MINB, max_parts, static_cast<int64_t>(a.n) * a.row_tiles * 16);
-  return with_split(shape.ks, [&]<int KS>() { return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, ONE_ROW>(a, shape.parts, f); });
+  return with_split(shape.ks, [&]<int KS>() { return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>(a, shape.parts, f); });
 }
 
 // projections: 1, or 2 when table[1] / y[1] hold a second one; slots: rows of y. PAIRS: the two
