@@ -1,9 +1,9 @@
 // Decode mat-vecs as a model step runs them: a stream of distinct weights (27B GatedDeltaNet layers,
 // together several times the L2), timed as one CUDA graph. Compares the row-layout kernel, every
 // tuning of the tiled kernel, the decode step's fused-end launches in each loop form (as shipped, the
-// general loop, and two ceilings for trims of the loop), and reads of the same bytes that compute nothing: in the same launches
-// (codes, scales and biases apart), in one launch per weight started early as the mat-vec is (the
-// ceiling for a launch per weight), and in one launch for all.
+// general loop, and two ceilings for trims of the loop), and reads of the same bytes that compute
+// nothing: in the same launches (codes, scales and biases apart), in one launch per weight started
+// early as the mat-vec is (the ceiling for a launch per weight), and in one launch for all.
 #include <cuda_bf16.h>
 
 #include <cstdio>

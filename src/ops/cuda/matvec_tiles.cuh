@@ -527,9 +527,9 @@ template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS, int 
 __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a, NormFusion f) {
   if constexpr (PAIRS)  // the stack's second half
     matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, FORM>(a, blockIdx.x, blockIdx.y,
-                                                   {a.codes + a.pair_tiles * a.k_tiles * 32, a.scales + a.pair_tiles * a.groups * 8,
-                                                    a.biases + a.pair_tiles * a.groups * 8},
-                                                   f);
+                                                         {a.codes + a.pair_tiles * a.k_tiles * 32, a.scales + a.pair_tiles * a.groups * 8,
+                                                          a.biases + a.pair_tiles * a.groups * 8},
+                                                         f);
   else matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, FORM>(a, blockIdx.x, blockIdx.y, {}, f);
 }
 
@@ -560,8 +560,8 @@ __device__ __forceinline__ void expert_body(const ExpertArgs& e, int slot, int64
     a.row_tiles = 2 * e.row_tiles;
     a.pair_tiles = e.row_tiles;
     matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, kOneRow>(a, blockIdx.x, 0,
-                                             {reinterpret_cast<const uint4*>(up[0]), reinterpret_cast<const uint32_t*>(up[1]),
-                                              reinterpret_cast<const uint32_t*>(up[2])});
+                                                              {reinterpret_cast<const uint4*>(up[0]), reinterpret_cast<const uint32_t*>(up[1]),
+                                                               reinterpret_cast<const uint32_t*>(up[2])});
   } else {  // the general loop: with kOneRow, ptxas spilled 148 bytes in the down + combine launch against its 16
     matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0);
   }
@@ -700,7 +700,8 @@ int* part_counters_workspace();
 // Launches with the columns in `parts` parts (1: none). PAIRS: a.pair_tiles gate/up pairs (two row
 // tiles per warp). FUSE, f: NormFusion. FORM: matvec_body's (the perf test times the others).
 // Returns the block rows (kResidualOut: the squares written).
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain,
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 int64_t launch_parts(Args a, int parts, const NormFusion& f = {}) {
   static_assert(!PAIRS || RT == 2, "a gate/up pair is two row tiles per warp");
   check(FORM == kAllColumns || a.n == 1, ErrorKind::internal, "a one-row mat-vec launch takes one x row");
@@ -721,7 +722,8 @@ int64_t launch_parts(Args a, int parts, const NormFusion& f = {}) {
 
 // max_parts > 1: split the columns into parts where that fills the GPU better (column_parts, for the
 // blocks per multiprocessor this kernel reaches).
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain,
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 int64_t launch(const Args& a, int max_parts = 1, const NormFusion& f = {}) {
   int parts = 1;
   if (max_parts > 1) {
