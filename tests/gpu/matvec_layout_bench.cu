@@ -124,54 +124,44 @@ Tuning tuning(int max_parts = tiles::kMaxParts) {
 // pairs read a scaled input, out_proj and down add into the residual stream) in each loop form
 // (tiles::LoopForm): as shipped (kOneRow), with the odd-column sums computed too (the general loop),
 // and the two ceilings, codes not unpacked and loads alone, which give wrong sums: what the trim is
-// worth and what any trim of the loop could be, timed in turns in one process. Buffers per weight;
-// their contents do not matter for the time.
+// worth and what any trim of the loop could be, timed in turns in one process. Holds what the fused
+// ends read and write beside x and y, per weight; the contents do not matter for the time.
 class FusedChain {
  public:
-  FusedChain(const std::vector<Weight>& tiled, size_t per_layer) : tiled_(tiled), per_layer_(per_layer) {
-    squares_ = Tensor::zeros({4096}, DType::f32, Device::cuda);
+  explicit FusedChain(const std::vector<Weight>& tiled) : squares_(Tensor::zeros({4096}, DType::f32, Device::cuda)) {
     for (const Weight& w : tiled) {
-      x_.push_back(Tensor::zeros({1, w.cols}, DType::f32, Device::cuda));
-      y_.push_back(Tensor::zeros({1, w.rows}, DType::f32, Device::cuda));
       h_.push_back(Tensor::zeros({1, w.rows}, DType::f32, Device::cuda));
       norm_.push_back(Tensor::zeros({w.rows}, DType::f32, Device::cuda));
     }
   }
 
-  // Weight i as its place in a layer (in-projection, out_proj, gate/up, down) launches it.
+  // Weight i at `place` in its layer (0 in-projection, 1 out_proj, 2 gate/up, 3 down), from the shipped
+  // launch's arguments a (the residual ends write u to a.y).
   template <int FORM>
-  void launch(size_t i) {
+  void launch(size_t i, size_t place, tiles::Args a) {
     using S = __nv_bfloat16;
     constexpr int RT = 2, GT = 1, DEPTH = 2, MINB = 2;  // matvec_tiles.cu's tuning
-    const Weight& w = tiled_[i];
-    tiles::Args a = tiles::args_of(w, x_[i].data<float>(), 0, 1, y_[i].data<float>(), 0);
-    a.evict_first = true;
     tiles::NormFusion f;
-    switch (i % per_layer_) {
-      case 0:
-      case 2:
-        f.in_squares = squares_.data<float>();
-        f.count = 80;
-        f.cols = static_cast<float>(w.cols);
-        f.eps = 1e-6f;
-        if (i % per_layer_ == 0) {
-          tiles::launch_split<S, RT, GT, DEPTH, MINB, false, tiles::kScaledIn, FORM>(a, tiles::kMaxParts, f);
-        } else {
-          a.pair_tiles = w.rows / 32;
-          tiles::launch_split<S, RT, GT, DEPTH, MINB, true, tiles::kScaledIn, FORM>(a, tiles::kMaxParts, f);
-        }
-        break;
-      default:
-        f.residual = ResidualOut{h_[i].data<float>(), norm_[i].raw(), FloatKind::f32, 0.0f, y_[i].data<float>(), squares_.data<float>()};
-        tiles::launch_split<S, RT, GT, DEPTH, MINB, false, tiles::kResidualOut, FORM>(a, tiles::kMaxParts, f);
+    if (place == 0 || place == 2) {
+      f.in_squares = squares_.data<float>();
+      f.count = 80;
+      f.cols = static_cast<float>(a.k_tiles * 64);
+      f.eps = 1e-6f;
+      if (place == 0) {
+        tiles::launch_split<S, RT, GT, DEPTH, MINB, false, tiles::kScaledIn, FORM>(a, tiles::kMaxParts, f);
+      } else {
+        a.pair_tiles = a.row_tiles / 2;
+        tiles::launch_split<S, RT, GT, DEPTH, MINB, true, tiles::kScaledIn, FORM>(a, tiles::kMaxParts, f);
+      }
+    } else {
+      f.residual = ResidualOut{h_[i].data<float>(), norm_[i].raw(), FloatKind::f32, 0.0f, a.y, squares_.data<float>()};
+      tiles::launch_split<S, RT, GT, DEPTH, MINB, false, tiles::kResidualOut, FORM>(a, tiles::kMaxParts, f);
     }
   }
 
  private:
-  const std::vector<Weight>& tiled_;
-  size_t per_layer_;
   Tensor squares_;
-  std::vector<Tensor> x_, y_, h_, norm_;
+  std::vector<Tensor> h_, norm_;
 };
 
 }  // namespace
@@ -215,12 +205,12 @@ void matvec_layer_stream_report(int layers) {
   for (const Tuning& t : {tuning<2, 2, 2>(1), tuning<2, 2, 2>(2), tuning<2, 2, 2>(3), tuning<2, 2, 2>(4), tuning<1, 4, 3>(), tuning<1, 2, 3>(),
                           tuning<2, 4, 2>(), tuning<2, 1, 2>(), tuning<2, 2, 1>(), tuning<4, 2, 1>(), fixed_split<4, 2, 2, 2>()})
     report(t.name, [&](size_t i) { t.launch(shipped_args(i)); });
-  FusedChain chain(tiled, layer.size());
+  FusedChain chain(tiled);
   for (int turn = 0; turn < 3; ++turn) {  // in turns: the trim's worth is a few percent at most
-    report("fused ends, odd sums skipped", [&](size_t i) { chain.launch<tiles::kOneRow>(i); });
-    report("fused ends, general loop", [&](size_t i) { chain.launch<tiles::kAllColumns>(i); });
-    report("fused ends, codes not unpacked", [&](size_t i) { chain.launch<tiles::kRawCodes>(i); });
-    report("fused ends, loads alone", [&](size_t i) { chain.launch<tiles::kLoadsOnly>(i); });
+    report("fused ends, odd sums skipped", [&](size_t i) { chain.launch<tiles::kOneRow>(i, i % layer.size(), shipped_args(i)); });
+    report("fused ends, general loop", [&](size_t i) { chain.launch<tiles::kAllColumns>(i, i % layer.size(), shipped_args(i)); });
+    report("fused ends, codes not unpacked", [&](size_t i) { chain.launch<tiles::kRawCodes>(i, i % layer.size(), shipped_args(i)); });
+    report("fused ends, loads alone", [&](size_t i) { chain.launch<tiles::kLoadsOnly>(i, i % layer.size(), shipped_args(i)); });
   }
   report("read only (codes, scales, biases)", [&](size_t i) {
     read_all(tiled[i].data, sink.data<uint32_t>(), 8);

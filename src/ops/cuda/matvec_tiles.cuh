@@ -704,8 +704,7 @@ template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = fal
           int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 int64_t launch_parts(Args a, int parts, const NormFusion& f = {}) {
   static_assert(!PAIRS || RT == 2, "a gate/up pair is two row tiles per warp");
-  check(FORM == kAllColumns || a.n == 1, ErrorKind::internal, "a one-row mat-vec launch takes one x row");
-  check(FUSE == kPlain || a.n == 1, ErrorKind::internal, "a fused mat-vec end takes one x row");
+  check((FORM == kAllColumns && FUSE == kPlain) || a.n == 1, ErrorKind::internal, "a fused end or a one-row loop form takes one x row");
   constexpr int64_t tiles_per_block = kWarps / KS * RT;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
   if (parts > 1) {
