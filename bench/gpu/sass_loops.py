@@ -1,6 +1,6 @@
 """The machine code of CUDA kernels without a GPU: compiles one source file for one architecture, then
-prints, per kernel, its registers and spills (ptxas) and the instruction mix of its longest loop
-(cuobjdump -sass), of the loops holding a tensor-core step where there are such. For the decode
+prints, per kernel, its registers and spills (ptxas) and the instruction mix of its tile loop
+(cuobjdump -sass): the widest innermost loop holding a tensor-core step, where there are such. For the decode
 mat-vecs, whose time goes to the instructions per tile and their latency more than to DRAM
 (bench/RESULTS.md), this counts a change's cost before any device time.
 
@@ -86,7 +86,7 @@ def opcode(text: str) -> str:
     return re.sub(r"^@!?U?P\w+\s+", "", text).split()[0].split(".")[0]
 
 
-def longest_loop(instructions: list, prefer: str = "HMMA") -> list:
+def tile_loop(instructions: list, prefer: str = "HMMA") -> list:
     """The instructions between the target of a backward branch and that branch: of the innermost loops
     holding a `prefer` instruction (the mat-vecs' tile loop holds their tensor-core steps, a reduction
     loop after it does not; a branch back around the whole body, as a warp-collective's retry makes,
@@ -113,7 +113,7 @@ def main():
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--kernel", default="", help="regular expression on mangled names")
     ap.add_argument("--show-loop", action="store_true", help="print each picked kernel's loop")
-    ap.add_argument("--loop-opcode", default="HMMA", help="prefer the longest loop holding this opcode")
+    ap.add_argument("--loop-opcode", default="HMMA", help="take the widest innermost loop holding this opcode")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -124,13 +124,13 @@ def main():
     for name, instructions in sorted(kernels_sass(sass).items()):
         if args.kernel and not re.search(args.kernel, name):
             continue
-        loop = longest_loop(instructions, args.loop_opcode)
+        loop = tile_loop(instructions, args.loop_opcode)
         mix = collections.Counter(opcode(t) for _, t in loop)
         results[name] = {"instructions": len(instructions), "loop": len(loop), "loop_mix": dict(mix.most_common()),
                          **resources.get(name, {})}
         r = results[name]
         print(f"{demangle(name)}\n  {r['instructions']} instructions, {r.get('registers')} registers, spills "
-              f"{r.get('spill_stores', 0)} / {r.get('spill_loads', 0)} bytes; longest loop {r['loop']}: "
+              f"{r.get('spill_stores', 0)} / {r.get('spill_loads', 0)} bytes; loop {r['loop']}: "
               + ", ".join(f"{k} {v}" for k, v in mix.most_common()))
         if args.show_loop:
             for address, text in loop:

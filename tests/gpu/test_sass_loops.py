@@ -65,24 +65,24 @@ def test_the_loop_is_the_innermost_one_holding_the_preferred_opcode():
     # 0x40 -> 0x20 and 0x90 -> 0x10 (two predicates) hold the HMMA at 0x30; the second holds the first,
     # as a branch back around a whole kernel body holds its tile loop, so the first is the loop.
     # 0xc0's branch to itself is the trap at the end, not a loop.
-    assert [a for a, _ in sass_loops.longest_loop(instructions)] == [0x20, 0x30, 0x40]
+    assert [a for a, _ in sass_loops.tile_loop(instructions)] == [0x20, 0x30, 0x40]
     # SHF lies in 0x80 -> 0x50 and in 0x90 -> 0x10: the inner one.
-    assert [a for a, _ in sass_loops.longest_loop(instructions[:10], "SHF")] == list(range(0x50, 0x90, 0x10))
-    assert sass_loops.longest_loop([(0, "EXIT")]) == []
+    assert [a for a, _ in sass_loops.tile_loop(instructions[:10], "SHF")] == list(range(0x50, 0x90, 0x10))
+    assert sass_loops.tile_loop([(0, "EXIT")]) == []
 
 
 def test_without_the_preferred_opcode_the_widest_loop_is_taken():
     instructions = sass_loops.kernels_sass(SASS)["_Z5outerPi"]
-    assert [a for a, _ in sass_loops.longest_loop(instructions, "EXIT")] == list(range(0x10, 0xA0, 0x10))
+    assert [a for a, _ in sass_loops.tile_loop(instructions, "EXIT")] == list(range(0x10, 0xA0, 0x10))
     inner_only = [(a, t) for a, t in instructions if a != 0x90]
-    assert [a for a, _ in sass_loops.longest_loop(inner_only, "EXIT")] == list(range(0x50, 0x90, 0x10))
+    assert [a for a, _ in sass_loops.tile_loop(inner_only, "EXIT")] == list(range(0x50, 0x90, 0x10))
 
 
 def test_of_two_innermost_loops_holding_it_the_longer_wins():
     instructions = [(0x00, "HMMA.16816.F32.BF16 R8, R4, R6, R8"), (0x10, "BRA 0x0"),
                     (0x20, "LOP3.LUT R4, R4, 0xf000f, R9, 0xea, !PT"), (0x30, "HMMA.16816.F32.BF16 R8, R4, R6, R8"),
                     (0x40, "@P0 BRA 0x20")]
-    assert [a for a, _ in sass_loops.longest_loop(instructions)] == [0x20, 0x30, 0x40]
+    assert [a for a, _ in sass_loops.tile_loop(instructions)] == [0x20, 0x30, 0x40]
 
 
 def test_ptxas_figures_belong_to_their_own_kernel():
