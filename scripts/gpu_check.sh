@@ -8,14 +8,16 @@
 #   scripts/gpu_check.sh run [stages]    on the GPU machine (Python with torch/transformers, CUDA 13):
 #                                        unpacks, runs the CUDA op tests, the mlx-lm and transformers
 #                                        parity suites with --device cuda, the CUDA-graph on/off
-#                                        check, the bf16-against-f32 check and the split-norm check,
+#                                        check, the bf16-against-f32 check, the split-norm check and
+#                                        every tuning knob's off path,
 #                                        then each stage named:
 #                                        --large (27B-shape parity with transformers), --ops=FILTER (only
 #                                        the op tests a gtest filter names), --perf[=NAME] (kernel
 #                                        timings at production shapes; NAME picks tests), --bench (the GPU
 #                                        benchmark with the transformers peer), --bench-sanctum (without
 #                                        it), --sweep=NAME=V1,V2 and --sweep-prefill=NAME=V1,V2 (decode, or
-#                                        prefill at 4,096 tokens, for each value of a switch, timed in
+#                                        prefill at 4,096 tokens, for each value of a tuning knob such as
+#                                        fuse_norm=0,1, or of an environment variable, timed in
 #                                        turns; SANCTUM_SWEEP_SHAPES and SANCTUM_SWEEP_ROUNDS narrow it);
 #                                        --no-checks first skips the op tests and parity suites.
 #                                        Logs go to $OUT when set.
@@ -109,6 +111,8 @@ run() {
     python3 tests/gpu/bf16_mode_check.py 2>&1 | tee "$out/bf16.log" || status=1
     echo "== the split RMSNorm against add+RMSNorm (one-token steps, bf16 mode)"
     python3 tests/gpu/split_norm_check.py 2>&1 | tee "$out/split_norm.log" || status=1
+    echo "== every tuning knob off, one at a time, against the defaults"
+    python3 tests/gpu/tuning_off_paths_check.py 2>&1 | tee "$out/tuning_off_paths.log" || status=1
   fi
   for stage in "$@"; do
     case "$stage" in

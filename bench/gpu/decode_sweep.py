@@ -1,12 +1,13 @@
 """Decode tok/s of sanctum (or with --prefill N, prefill tok/s at N tokens) for several values of
-environment settings (every combination when --env is given more than once), on the same checkpoint in
-one run: the settings are timed in turns, round after round, so that drift over the run (the GPU's
-clocks as it warms, above all under GEMMs) falls on all of them alike. For switches such as
-SANCTUM_WEIGHT_EVICT_FIRST; the full benchmark is run_bench.py. Two builds compare the same way with
+settings (every combination when --env is given more than once), on the same checkpoint in one run: the
+settings are timed in turns, round after round, so that drift over the run (the GPU's clocks as it
+warms, above all under GEMMs) falls on all of them alike. A lowercase NAME is a tuning knob (`sanctum
+--help-tuning`, passed as SANCTUM_TUNE=NAME=V), any other an environment variable; the full benchmark
+is run_bench.py. Two builds compare the same way with
 SANCTUM_BIN as the setting (--env SANCTUM_BIN=/path/to/base,/path/to/new; scripts/gpu_check.sh bundles
 a second binary as bin/sanctum-base when SANCTUM_GPU_BASE names one).
 
-  python3 bench/gpu/decode_sweep.py --shapes qwen3_5-27b,mistral-24b --env SANCTUM_WEIGHT_EVICT_FIRST=0,1 \
+  python3 bench/gpu/decode_sweep.py --shapes qwen3_5-27b,mistral-24b --env weight_evict_first=0,1 \
       [--env NAME=V1,V2] [--rounds 2] [--prefill 4096] --out sweep.json
 Needs SANCTUM_BIN (scripts/gpu_check.sh sets it).
 """
@@ -22,6 +23,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import random_checkpoint  # noqa: E402
 from run_bench import WORK, sanctum_bench  # noqa: E402
+
+
+def env_of(setting: dict) -> dict:
+    """The environment of one setting: lowercase names are tuning knobs, joined into SANCTUM_TUNE."""
+    env = {name: value for name, value in setting.items() if not name.islower()}
+    knobs = [f"{name}={value}" for name, value in setting.items() if name.islower()]
+    if knobs:
+        env["SANCTUM_TUNE"] = ",".join(knobs)
+    return env
 
 
 def main():
@@ -44,7 +54,7 @@ def main():
         test = f"pp{args.prefill}" if args.prefill else "tg128@512"
         for _ in range(args.rounds):
             for label, env in zip(labels, settings):
-                by_test = sanctum_bench(model_dir, env, decode_only=True, prefill_only=args.prefill)["by_test"]
+                by_test = sanctum_bench(model_dir, env_of(env), decode_only=True, prefill_only=args.prefill)["by_test"]
                 runs[label].append(by_test[test])
         shutil.rmtree(model_dir, ignore_errors=True)
         results[shape] = runs

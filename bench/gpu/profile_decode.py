@@ -41,7 +41,7 @@ def kernel_times(model: Path, prompt: int, tokens: int, log: Path) -> list[tuple
     cmd = [ncu, "--clock-control", "none", "--cache-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--log-file", str(log),
            os.environ["SANCTUM_BIN"], "generate", "--model", str(model), "--device", "cuda", "--prompt-ids", ids, "--max-tokens",
            str(tokens), "--ignore-eos", "--no-pld"]
-    subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True, env={**os.environ, "SANCTUM_CUDA_GRAPHS": "0"})
+    subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True, env={**os.environ, "SANCTUM_TUNE": "cuda_graphs=0"})
     text = log.read_text()
     start = text.index('"ID"')
     rows = []

@@ -101,7 +101,7 @@ def main():
                 f"{test} {other['by_test'].get(test, 0):.1f} tok/s (default {ours['by_test'].get(test, 0):.1f})"
                 for test in ("pp512", "pp4096", "tg128@512")))
         if args.generate and "error" not in ours:
-            device, host = (generate_decode(model_dir, {"SANCTUM_GPU_SAMPLING": v}) for v in ("1", "0"))
+            device, host = (generate_decode(model_dir, {"SANCTUM_TUNE": f"gpu_sampling={v}"}) for v in ("1", "0"))
             ours["generate_decode"] = {"gpu_sampling": device, "host_sampling": host}
             print(f"  generate decode (128 greedy tokens after 512): sampling on the GPU {device:.1f} tok/s, on the host {host:.1f}")
         shutil.rmtree(model_dir, ignore_errors=True)

@@ -97,7 +97,7 @@ def read_steps(replayed: list[dict], steps: int) -> list[list[dict]]:
     for row in replayed:
         launches[(row["graph"], row["correlation"])].append(row)
     if not launches:
-        raise SystemExit("no graph launches in the trace: is SANCTUM_CUDA_GRAPHS off, or the trace library not loaded?")
+        raise SystemExit("no graph launches in the trace: is the cuda_graphs knob off, or the trace library not loaded?")
     # The decode step is the graph launched most often; its last launches are the steady state.
     count = defaultdict(int)
     for graph, _ in launches:

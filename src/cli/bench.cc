@@ -125,7 +125,7 @@ double time_decode(Model& model, const std::vector<int32_t>& context, const std:
 }
 
 int run_bench(int argc, char** argv) {
-  Args args(argc, argv, {"model", "pp", "prefill-chunk", "tg", "decode-context", "repetitions", "threads", "matmul-precision", kDeviceFlag,
+  Args args(argc, argv, {"model", "pp", "prefill-chunk", "tg", "decode-context", "repetitions", "threads", "matmul-precision", kDeviceFlag, kTuneFlag,
                         kGpuMemoryLimitFlag},
             {"json", "help", "memory-bandwidth", "host-logits"});
   if (args.has("help")) {
@@ -148,7 +148,7 @@ int run_bench(int argc, char** argv) {
   const int64_t decode_context = args.get_int("decode-context", 0);
 
   double t_load = now();
-  auto model = load_model(*args.get("model"), device);
+  auto model = load_model(*args.get("model"), device, tuning_from_flags(args));
   t_load = now() - t_load;
   const int64_t vocab = model->vocab_size();
   const bool picks_on_device = model->picks_on_device() && !args.has("host-logits");  // decode as generation runs it

@@ -21,4 +21,10 @@ Device apply_device_flags(const Args& args) {
   return Device::cuda;
 }
 
+Tuning tuning_from_flags(const Args& args) {
+  Tuning tuning = Tuning::from_environment();
+  for (const std::string& spec : args.get_all(kTuneFlag)) tuning.apply(spec, "--tune");
+  return tuning;
+}
+
 }  // namespace sanctum::cli

@@ -1,7 +1,8 @@
 #pragma once
-// --device cpu|cuda and --gpu-memory-limit-mb, shared by the subcommands that load a model.
+// --device cpu|cuda, --gpu-memory-limit-mb and --tune, shared by the subcommands that load a model.
 #include <string>
 
+#include "base/tuning.h"
 #include "cli/args.h"
 #include "tensor/dtype.h"
 
@@ -10,11 +11,16 @@ namespace sanctum::cli {
 // The flag names, for Args' value-flag lists.
 inline constexpr const char* kDeviceFlag = "device";
 inline constexpr const char* kGpuMemoryLimitFlag = "gpu-memory-limit-mb";
-inline constexpr const char* kDeviceUsage = "[--device cpu|cuda] [--gpu-memory-limit-mb N]";
+inline constexpr const char* kTuneFlag = "tune";
+inline constexpr const char* kDeviceUsage = "[--device cpu|cuda] [--gpu-memory-limit-mb N] [--tune KEY=VALUE,...]";
 
 // Parses the flags (cpu when absent), applies the GPU memory cap, and on cuda makes bf16 tensor-core
 // prefill the matmul precision unless one was chosen (--matmul-precision or the environment).
 // Throws Error(invalid_argument) for an unknown device, Error(unsupported) when cuda is not usable.
 Device apply_device_flags(const Args& args);
+
+// The model's tuning: the defaults, then SANCTUM_TUNE, then --tune (see sanctum --help-tuning).
+// Throws Error(invalid_argument) naming an unknown knob or a bad value.
+Tuning tuning_from_flags(const Args& args);
 
 }  // namespace sanctum::cli

@@ -35,8 +35,7 @@ const char* kUsage =
     "text) and --chat (one user message through the model's chat template) print the generated text.\n"
     "Without --model the embedded default model is used.\n"
     "Prompt-lookup speculation is on unless --no-pld, drafting only while its measured cost pays\n"
-    "(--pld-always drafts at every step); SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
-    "override its defaults (flags win over the environment).\n"
+    "(--pld-always drafts at every step).\n"
     "--prompt-cache-mb N shares a prompt cache among the prompts of a --prompts-file; on hybrid models\n"
     "each output is followed by the end-of-generation snapshot that the next turn continues from\n"
     "(built after the output is printed; --timing reports it on its own line).\n";
@@ -44,7 +43,7 @@ const char* kUsage =
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt-ids", "prompts-file", "prompt", "chat", "max-tokens", "temperature", "top-p", "top-k", "min-p", "repetition-penalty",
-             "seed", "threads", "pld-max-draft", "pld-ngram", "prompt-cache-mb", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag},
+             "seed", "threads", "pld-max-draft", "pld-ngram", "prompt-cache-mb", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag},
             {"ignore-eos", "timing", "help", "no-pld", "pld-always"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -69,7 +68,6 @@ int run_generate(int argc, char** argv) {
   params.sampling.repetition_penalty = static_cast<float>(args.get_double("repetition-penalty", 1.0));
   params.sampling.seed = static_cast<uint64_t>(args.get_int("seed", 0));
   params.speculate = !args.has("no-pld");
-  params.lookup = spec::with_environment_overrides(params.lookup);
   params.lookup.max_draft = static_cast<int>(args.get_int("pld-max-draft", params.lookup.max_draft));
   params.lookup.ngram = static_cast<int>(args.get_int("pld-ngram", params.lookup.ngram));
   params.lookup.always = args.has("pld-always");
@@ -103,7 +101,7 @@ int run_generate(int argc, char** argv) {
   check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
   std::unique_ptr<PrefixCache> cache;  // shared by the prompts of a --prompts-file, in order
   if (cache_mb > 0) cache = std::make_unique<PrefixCache>(static_cast<size_t>(cache_mb) << 20);
-  auto model = load_model(model_dir, device);
+  auto model = load_model(model_dir, device, tuning_from_flags(args));
   spec::SpeculationStats speculation_stats;  // learned across the prompts of this run
   params.speculation_stats = &speculation_stats;
   const uint64_t seed = params.sampling.seed;

@@ -39,7 +39,7 @@ void write_npy(const std::string& path, const std::vector<float>& data, int64_t 
 }
 
 int run_logits(int argc, char** argv) {
-  Args args(argc, argv, {"model", "prompt-ids", "out", "split", "step", "threads", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag}, {"help"});
+  Args args(argc, argv, {"model", "prompt-ids", "out", "split", "step", "threads", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag}, {"help"});
   if (args.has("help") || !args.has("model") || !args.has("prompt-ids") || !args.has("out")) {
     std::fputs("usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K [--step S]] [--threads N]\n"
         "                      [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n",
@@ -56,7 +56,7 @@ int run_logits(int argc, char** argv) {
   check(split >= 1 && split <= n, ErrorKind::invalid_argument, "--split must be in [1, number of prompt ids]");
   check(step >= 1, ErrorKind::invalid_argument, "--step must be >= 1");
 
-  auto model = load_model(*args.get("model"), device);
+  auto model = load_model(*args.get("model"), device, tuning_from_flags(args));
   const int64_t vocab = model->vocab_size();
   for (int32_t id : prompt)
     check(id < vocab, ErrorKind::invalid_argument, "token id " + std::to_string(id) + " is outside the vocabulary");

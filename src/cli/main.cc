@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/tuning.h"
 #include "cli/command.h"
 
 namespace sanctum::cli {
@@ -19,6 +20,7 @@ namespace {
 void print_usage() {
   std::fprintf(stderr, "usage: sanctum <command> [flags]\n\ncommands:\n");
   for (const auto& c : sanctum::cli::subcommands()) std::fprintf(stderr, "  %-12s %s\n", c.name.c_str(), c.summary.c_str());
+  std::fprintf(stderr, "\nsanctum --help-tuning [--markdown] lists the tuning knobs (--tune KEY=VALUE,...).\n");
 }
 }  // namespace
 
@@ -31,6 +33,15 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_usage();
     return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--help-tuning")) {
+    const bool markdown = argc > 2 && !std::strcmp(argv[2], "--markdown");
+    if (argc > 2 + (markdown ? 1 : 0)) {
+      std::fprintf(stderr, "usage: sanctum --help-tuning [--markdown]\n");
+      return 2;
+    }
+    std::fputs((markdown ? sanctum::tuning_markdown() : sanctum::tuning_help_text()).c_str(), stdout);
+    return 0;
   }
   // `sanctum --version` is `sanctum version`.
   const std::string name = !std::strcmp(argv[1], "--version") ? "version" : argv[1];

@@ -32,8 +32,8 @@ const char* kUsage =
     "/health/deep, /metrics. --host is repeatable and defaults to 127.0.0.1 only; a loopback bind must\n"
     "succeed, other addresses that fail are skipped; 0.0.0.0 / :: need --allow-unspecified.\n"
     "SIGTERM/SIGINT drain in-flight requests (up to --drain-timeout seconds, default 30), then exit 0.\n"
-    "Prompt-lookup speculation is on unless --no-pld (SANCTUM_PLD_MAX_LOOKUP / SANCTUM_PLD_NGRAM_SIZE\n"
-    "override its defaults); --prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n"
+    "Prompt-lookup speculation is on unless --no-pld (--pld-max-draft / --pld-ngram set its limits);\n"
+    "--prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n"
     "--prefill-chunk sets the prompt tokens per forward (default: the model's, 512 on the CPU, 4096 on a\n"
     "GPU): smaller pieces bound a prefill's scratch memory, larger ones spend less per forward.\n"
     "--manifest (one per --model, in order) verifies the model directory before any weight is read or\n"
@@ -118,7 +118,7 @@ int run_serve(int argc, char** argv) {
             {"model", "host", "port", "max-queue", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
-             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", kDeviceFlag,
+             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", kDeviceFlag, kTuneFlag,
              kGpuMemoryLimitFlag},
             {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass"});
   if (args.has("help")) {
@@ -130,6 +130,7 @@ int run_serve(int argc, char** argv) {
 
   server::ServerOptions opt;
   opt.device = apply_device_flags(args);
+  opt.tuning = tuning_from_flags(args);
   if (args.has("host")) opt.hosts = args.get_all("host");
   opt.port = static_cast<int>(args.get_int("port", 8080));
   check(opt.port >= 0 && opt.port <= 65535, ErrorKind::invalid_argument, "--port must be in 0..65535");
@@ -152,7 +153,6 @@ int run_serve(int argc, char** argv) {
         "timeouts must be positive");
 
   opt.speculate = !args.has("no-pld");
-  opt.lookup = spec::with_environment_overrides(opt.lookup);
   opt.lookup.max_draft = static_cast<int>(args.get_int("pld-max-draft", opt.lookup.max_draft));
   opt.lookup.ngram = static_cast<int>(args.get_int("pld-ngram", opt.lookup.ngram));
   check(opt.lookup.max_draft >= 0 && opt.lookup.ngram >= 1, ErrorKind::invalid_argument,

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/tuning.h"
 #include "ops/rope.h"
 #include "weights/quant_config.h"
 
@@ -29,6 +30,7 @@ struct ModelConfig {
   std::string dir;
   std::string model_type;
   Device device = Device::cpu;  // where the model's weights, scratch and state live (set by load_model)
+  Tuning tuning;                // the optimizations this model runs with (set by load_model; base/tuning.h)
   nlohmann::json raw;  // flattened config.json
 
   int64_t vocab_size = 0;

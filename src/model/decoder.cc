@@ -5,9 +5,9 @@
 #include <numeric>
 #include <vector>
 
-#include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/tuning.h"
 #include "model/blocks/attention.h"
 #include "model/blocks/gated_attention.h"
 #include "model/blocks/mlp.h"
@@ -25,6 +25,8 @@ class DecoderModel final : public Model {
  public:
   DecoderModel(ModelConfig config, Checkpoint& ckpt, const DecoderOptions& options) : Model(std::move(config)), options_(options) {
     const ModelConfig& c = config_;
+    // The kernels that prepare weights at load read this model's tuning, as its forwards' kernels do.
+    const ScopedTuning use(c.tuning);
     check(c.num_key_value_heads > 0 && c.num_attention_heads % c.num_key_value_heads == 0, ErrorKind::invalid_input,
           c.dir + "/config.json: num_attention_heads must be a multiple of num_key_value_heads");
     check(!c.bool_or("rope_traditional", false), ErrorKind::unsupported,
@@ -67,18 +69,22 @@ class DecoderModel final : public Model {
     }
     rope_ = ops::RopeTable(c.rope);
     ws_ = Workspace(c.device);
-    graphs_ = c.device == Device::cuda && !switched_off("SANCTUM_CUDA_GRAPHS");
-    // Tokens picked on the GPU (SANCTUM_GPU_SAMPLING=0: the logits come to the host, as on the CPU).
-    device_picks_ = c.device == Device::cuda && !switched_off("SANCTUM_GPU_SAMPLING");
+    const Tuning& t = c.tuning;
+    graphs_ = c.device == Device::cuda && t.on(Knob::cuda_graphs);
+    // Tokens picked on the GPU (tuning gpu_sampling=0: the logits come to the host, as on the CPU).
+    device_picks_ = c.device == Device::cuda && t.on(Knob::gpu_sampling);
     // Allocated now, before any step is recorded: room for a verification's rows without growing.
     if (device_picks_) picked_ids_ = Tensor::zeros({64}, DType::i32, c.device);
-    // Decode steps queued back to back (SANCTUM_CHAINED_DECODE=0: each waits for the host, for
+    // Decode steps queued back to back (tuning chained_decode=0: each waits for the host, for
     // comparisons).
-    chained_ = device_picks_ && graphs_ && !switched_off("SANCTUM_CHAINED_DECODE");
-    // Norms write bf16 for sub-blocks that take it (SANCTUM_NORM_BF16_OUT=0: f32, for comparisons).
-    norm_bf16_ = !switched_off("SANCTUM_NORM_BF16_OUT");
-    // Output projections write bf16 where they can (SANCTUM_DELTA_BF16=0: f32, for comparisons).
-    delta_bf16_ = !switched_off("SANCTUM_DELTA_BF16");
+    chained_ = device_picks_ && graphs_ && t.on(Knob::chained_decode);
+    // Norms write bf16 for sub-blocks that take it (tuning norm_bf16_out=0: f32, for comparisons).
+    norm_bf16_ = t.on(Knob::norm_bf16_out);
+    // Output projections write bf16 where they can (tuning delta_bf16=0: f32, for comparisons).
+    delta_bf16_ = t.on(Knob::delta_bf16);
+    // The norm between sub-blocks split across the projections around it, for one row on a GPU
+    // (tuning fuse_norm=0: an add + RMSNorm launch between them, for comparisons).
+    split_norms_ = c.device == Device::cuda && t.on(Knob::fuse_norm);
   }
 
   SequenceState new_state() const override {
@@ -92,6 +98,7 @@ class DecoderModel final : public Model {
   }
 
   Tensor forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) override {
+    const ScopedTuning use(config_.tuning);
     Tensor logits = forward_logits(tokens, state, which);
     if (!logits || logits.device() == Device::cpu) return logits;
     Tensor host = ws_.host(kLogits, logits.dim(0), config_.vocab_size);
@@ -103,6 +110,7 @@ class DecoderModel final : public Model {
   // replayed first) and only the ids come back, a few bytes instead of rows x vocab floats.
   std::span<const int32_t> forward_pick(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which,
                                         const TokenPick& pick) override {
+    const ScopedTuning use(config_.tuning);
     if (!device_picks_) return Model::forward_pick(tokens, state, which, pick);
     check(which != LogitsFor::none, ErrorKind::invalid_argument, "forward_pick: no logits rows to pick from");
     Tensor logits = forward_logits(tokens, state, which);
@@ -123,6 +131,7 @@ class DecoderModel final : public Model {
   // and becomes the next step's input on the device (ops::feed_pick), so the GPU never idles while
   // the host reads a token and launches the next step.
   void queue_pick(int32_t token, SequenceState& state, const TokenPick& pick) override {
+    const ScopedTuning use(config_.tuning);
     if (!chained_) return Model::queue_pick(token, state, pick);
     if (token == kPickedToken) check_chained(state);
     else tickets_.clear();  // a new chain: picks an abandoned one left unread are not its own
@@ -242,7 +251,7 @@ class DecoderModel final : public Model {
     // read u (block_input.h, scaled); a MoE block's combine does the first half likewise. Elsewhere,
     // and for a MoE block's input (its router, experts and shared expert would each take x), the next
     // input is pending: add_rms_norm at its first use.
-    const bool split_norms = n == 1 && h.device() == Device::cuda;
+    const bool split_norms = n == 1 && split_norms_;
     Tensor u = split_norms ? ws_.get(kNormU, 1, hidden) : Tensor();
     Tensor squares = split_norms ? ws_.get(kNormSquares, 1, (hidden / 16 + 3) / 4 * 4) : Tensor();  // whole 16-byte groups
     const Tensor* delta = nullptr;
@@ -385,20 +394,21 @@ class DecoderModel final : public Model {
   ops::RopeTable rope_;
   Workspace ws_;
   std::vector<int32_t> positions_;
-  // Decode-step recording (CUDA only; SANCTUM_CUDA_GRAPHS=0 turns it off).
+  // Decode-step recording (CUDA only; tuning cuda_graphs=0 turns it off).
   bool graphs_ = false;
   StepGraph graph_;
   std::vector<uint64_t> recorded_key_, current_key_;
   Tensor step_;  // i32 [token, position] on the device
-  // Picking on the GPU (CUDA only; SANCTUM_GPU_SAMPLING=0 turns it off).
+  // Picking on the GPU (CUDA only; tuning gpu_sampling=0 turns it off).
   bool device_picks_ = false;
   Tensor picked_ids_;  // i32 (rows) on the device: forward_pick's ids before they are copied back
   // Chained decode (queue_pick): on with device picks and recorded steps (a recording given up later
   // leaves it on: forward_logits then embeds the fed pick from step_); the copies of picks not yet read.
   bool chained_ = false;
   std::deque<uint64_t> tickets_;
-  bool norm_bf16_ = true;   // see the constructor
-  bool delta_bf16_ = true;  // see the constructor
+  bool norm_bf16_ = true;    // see the constructor
+  bool delta_bf16_ = true;   // see the constructor
+  bool split_norms_ = true;  // see the constructor
 };
 
 }  // namespace

@@ -109,8 +109,9 @@ class Model {
 };
 
 // Loads the checkpoint in `dir` with the architecture its config.json names, with weights, scratch
-// and state on `device` (forward's logits always come back to the host; forward_pick's ids too). Throws sanctum::Error
-// (unsupported model_type names the ones that load; cuda without a GPU says why).
-std::unique_ptr<Model> load_model(const std::string& dir, Device device = Device::cpu);
+// and state on `device` (forward's logits always come back to the host; forward_pick's ids too), with
+// the optimizations `tuning` leaves on. Throws sanctum::Error (unsupported model_type names the ones
+// that load; cuda without a GPU says why).
+std::unique_ptr<Model> load_model(const std::string& dir, Device device = Device::cpu, const Tuning& tuning = Tuning{});
 
 }  // namespace sanctum

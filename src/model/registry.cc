@@ -29,15 +29,17 @@ std::string supported_model_types() {
   return s;
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, Device device) {
+std::unique_ptr<Model> load_model(const std::string& dir, Device device, const Tuning& tuning) {
   if (device == Device::cuda)
     check(device_memory::cuda_available(), ErrorKind::unsupported, "--device cuda: " + device_memory::cuda_unavailable_reason());
   ModelConfig config = load_model_config(dir);
   config.device = device;
+  config.tuning = tuning;
   for (const auto& a : architectures()) {
     if (config.model_type != a.model_type) continue;
     Checkpoint checkpoint(dir);
     checkpoint.set_device(device);
+    checkpoint.set_tuning(tuning);
     auto model = a.make(std::move(config), checkpoint);
     checkpoint.check_all_used();
     return model;

@@ -29,7 +29,7 @@ void gated_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Po
 // bf16 where the GPU's tensor-core prefill kernel computes it (the fast mode, long prompts, head dim
 // 128 on Hopper), which then rounds each f32 result once on its way out, else f32. For an output
 // projection that rounds its input to bf16 anyway (matmul_input_dtype): half the bytes and no
-// conversion pass. Elsewhere bf16 out is the f32 result rounded. SANCTUM_ATTENTION_BF16_OUT=0: f32 only.
+// conversion pass. Elsewhere bf16 out is the f32 result rounded. Tuning attention_bf16_out=0: f32 only.
 DType attention_output_dtype(int64_t queries, int64_t head_dim, Device device);
 
 }  // namespace sanctum::ops

@@ -29,7 +29,7 @@ DType matmul_input_dtype(const Weight& w, int64_t rows, Device device);
 // tensor-core GEMM computes it (the GPU's fast precision mode at more than a mat-vec's rows), which
 // then rounds each f32 sum once on its way out, else f32. For outputs read once by a consumer that
 // takes bf16 (silu_mul): a prompt's stacked gate/up output is the largest activation of a forward,
-// and this halves its bytes written and read. SANCTUM_GEMM_BF16_OUT=0: f32 only.
+// and this halves its bytes written and read. Tuning gemm_bf16_out=0: f32 only.
 DType matmul_output_dtype(const Weight& w, int64_t rows, Device device);
 
 // Optional one-time repack of w into a kernel-friendly layout (stored in w.packed). Must not change

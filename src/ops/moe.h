@@ -88,7 +88,7 @@ void expert_gate_up_silu_mul(const Tensor& x, const ExpertSet& gate, const Exper
 // moe_route picks them; ids (n, ranks) and weights (n, k) receive what moe_route(logits, routing, ids,
 // weights, appended_id) writes (ranks = k, or k + 1 with appended_id >= 0), and act the bits of
 // expert_gate_up_silu_mul over those ids. Offered where expert_gate_up_silu_mul is and E <= 256
-// (SANCTUM_ROUTE_IN_EXPERTS=0: never); a call elsewhere is an error.
+// (tuning route_in_experts=0: never); a call elsewhere is an error.
 bool expert_gate_up_silu_mul_routed_ok(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const Tensor& act);
 void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
                                     int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
@@ -124,14 +124,14 @@ void moe_combine(const Tensor& per_rank, const Tensor& weights, const Tensor* sh
 void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, Tensor& out);
 // moe_combine_shared_rank for one token added straight into the residual stream with the next norm
 // prepared (normed_matmul.h, ResidualNorm: r.h += the combined row, u and the squares), where
-// moe_combine_residual_ok (a GPU, one token; SANCTUM_FUSE_NORM=0: never). Returns the count of squares.
+// moe_combine_residual_ok (a GPU, one token; offered by the model unless its tuning has fuse_norm=0). Returns the count of squares.
 bool moe_combine_residual_ok(const Tensor& per_rank, const ResidualNorm& r);
 int64_t moe_combine_shared_rank_residual(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, const ResidualNorm& r);
 
 // expert_matmul of one token's k + 1 ranks (act (k + 1, I), ids as moe_route lays them out with the
 // shared expert appended) followed by moe_combine_shared_rank_residual of those rows, in one launch
 // where expert_down_combine_residual_ok (a GPU in the bf16 mode, tiled experts, one token;
-// SANCTUM_FUSE_NORM=0 or SANCTUM_FUSE_MOE_COMBINE=0: never): per_rank (k + 1, d) receives
+// tuning fuse_moe_combine=0: never; fuse_norm=0: never offered by the model): per_rank (k + 1, d) receives
 // expert_matmul's bits and r.h and r.u those of the combine. Returns the count of squares.
 bool expert_down_combine_residual_ok(const Tensor& act, const ExpertSet& down, const Tensor& per_rank, const ResidualNorm& r);
 int64_t expert_down_combine_residual(const Tensor& act, const ExpertSet& down, const Tensor& ids, const Tensor& weights,

@@ -32,7 +32,7 @@ struct ScaledInput {
 };
 
 // h += x · wᵀ with the next norm prepared (ResidualNorm), where matmul_residual_ok (a GPU, x one row,
-// a tiled weight; SANCTUM_FUSE_NORM=0: never). Returns the count of squares written.
+// a tiled weight; the model offers it unless its tuning has fuse_norm=0). Returns the count of squares written.
 bool matmul_residual_ok(const Tensor& x, const Weight& w, const ResidualNorm& r);
 int64_t matmul_residual(const Tensor& x, const Weight& w, const ResidualNorm& r);
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/tuning.h"
 #include "engine/spec/prompt_lookup.h"
 
 #include "server/exchange.h"
@@ -28,10 +29,11 @@ struct ServerOptions : ListenOptions {
   int default_max_tokens = 512;
   double deep_health_timeout = 10.0;
   bool speculate = true;               // prompt-lookup speculation (exact; backs off when it does not pay)
-  spec::PromptLookupParams lookup;     // --pld-max-draft / --pld-ngram, SANCTUM_PLD_* overrides
+  spec::PromptLookupParams lookup;     // --pld-max-draft / --pld-ngram
   size_t prompt_cache_bytes = 1u << 30;  // --prompt-cache-mb; 0 disables prompt-cache reuse
   int prefill_chunk = 0;                 // --prefill-chunk: prompt tokens per forward; 0: the model's
   Device device = Device::cpu;           // --device: where every served model's weights and state live
+  Tuning tuning;                         // --tune / SANCTUM_TUNE: every served model's optimizations
 };
 
 struct ServedModel {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/tuning.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
 #include "weights/quant_config.h"
@@ -33,6 +34,9 @@ class Checkpoint {
   // copies uploaded once to the GPU (each name at most once, so tied weights stay shared).
   void set_device(Device device) { device_ = device; }
   Device device() const { return device_; }
+  // The tuning of the model being loaded, for the choices made at load (stacked projections).
+  void set_tuning(const Tuning& tuning) { tuning_ = tuning; }
+  const Tuning& tuning() const { return tuning_; }
 
   // Lets go of the GPU copy of `name` held for later calls (references already handed out stay
   // valid): for weights a model rebuilt in another layout, so their memory is freed with the model's
@@ -70,6 +74,7 @@ class Checkpoint {
   std::set<std::string> used_;
   std::vector<std::string> ignored_prefixes_;
   Device device_ = Device::cpu;
+  Tuning tuning_;
   std::map<std::string, Tensor> uploaded_;
 
   std::string file_of(const std::string& name) const;  // the shard holding name, for messages

@@ -1,6 +1,6 @@
 """Recorded decode steps (CUDA graphs) on a GPU machine: with them on and chained (the default: each
 step queued before the host reads the token of the one before), on without chaining
-(SANCTUM_CHAINED_DECODE=0) and off (SANCTUM_CUDA_GRAPHS=0), `sanctum generate --device cuda` must
+(--tune chained_decode=0) and off (--tune cuda_graphs=0), `sanctum generate --device cuda` must
 print the same tokens, greedy in both matmul precisions and sampled with a seed, over a generation
 that crosses attention key tiles and KV-cache growth (a 256-row block boundary, where the step is
 recorded again); then the decode speed of each, side by side, on the embedded default model (a tiny
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "gpu"))
 import random_checkpoint  # noqa: E402
 
 
-MODES = {"chained": {}, "unchained": {"SANCTUM_CHAINED_DECODE": "0"}, "graphs off": {"SANCTUM_CUDA_GRAPHS": "0"}}
+MODES = {"chained": {}, "unchained": {"SANCTUM_TUNE": "chained_decode=0"}, "graphs off": {"SANCTUM_TUNE": "cuda_graphs=0"}}
 
 
 def run(args, mode: str) -> str:

@@ -3,7 +3,7 @@
 transformers itself, must give the same 32 greedy tokens under `sanctum --device cuda` as transformers
 evaluates in float32, and the same logits along that sequence. In the default bf16 mode, where
 4-bit weights are tiled at load for the tensor-core mat-vec, the logits must match those of the same
-mode with the row layout kept (SANCTUM_TILE_WEIGHTS=0): the two differ only in how sums are split.
+mode with the row layout kept (--tune tile_weights=0): the two differ only in how sums are split.
 
 The depth is cut to --layers (default 8: six GatedDeltaNet + two attention layers) so the bf16
 checkpoint fits the machine's disk next to the benchmark models; every kernel shape of the 27B model
@@ -59,7 +59,7 @@ def main() -> int:
     logits = np.load(npy)
 
     def bf16_logits(tiled: bool) -> np.ndarray:
-        env = dict(os.environ, SANCTUM_TILE_WEIGHTS="1" if tiled else "0")
+        env = dict(os.environ, SANCTUM_TUNE=f"tile_weights={1 if tiled else 0}")
         out = work / f"logits-bf16-{int(tiled)}.npy"
         # A 16-token prefill, then one-token steps: the steps run the decode mat-vec.
         subprocess.run([sanctum, "logits", "--model", str(work), "--prompt-ids", ",".join(map(str, ids)), "--out", str(out), "--split", "16",

@@ -2,7 +2,7 @@
 the bf16 mode) against the unsplit add+RMSNorm, end to end: `sanctum logits --device cuda` on the
 embedded default model (a dense hybrid: GatedDeltaNet and attention layers, 4-bit weights) over a
 prompt prefilled in part and then stepped one token at a time must give, with the split on (the
-default) and off (SANCTUM_FUSE_NORM=0), the same top token wherever the unsplit logits' top two are
+default) and off (--tune fuse_norm=0), the same top token wherever the unsplit logits' top two are
 apart, and logits within a small fraction of their scale. The two differ only in where x is rounded
 to bf16 (u before the scale, against u times the scale). A MoE model is left out: any rounding change
 moves some token to another expert, and its logits with it.
@@ -25,7 +25,7 @@ def main() -> int:
     ids = ",".join(str(11 + (i * 53) % 3989) for i in range(80))
     with tempfile.TemporaryDirectory() as tmp:
         split = step_logits(ids, Path(tmp) / "split.npy", "bf16", 16)
-        unsplit = step_logits(ids, Path(tmp) / "unsplit.npy", "bf16", 16, {"SANCTUM_FUSE_NORM": "0"})
+        unsplit = step_logits(ids, Path(tmp) / "unsplit.npy", "bf16", 16, {"SANCTUM_TUNE": "fuse_norm=0"})
     ok = agrees(unsplit, split, GAP, TOLERANCE, "split against unsplit norm")
     print("split norm check:", "PASS" if ok else "FAIL")
     return 0 if ok else 1

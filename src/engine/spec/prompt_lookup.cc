@@ -112,23 +112,3 @@ void DraftGate::record_cost(int rows, double seconds) {
 }
 
 }  // namespace sanctum::spec
-
-namespace sanctum::spec {
-namespace {
-int env_int(const char* name, int fallback, int lo, int hi) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  check(end && *end == '\0' && x >= lo && x <= hi, ErrorKind::invalid_argument,
-        std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'");
-  return static_cast<int>(x);
-}
-}  // namespace
-
-PromptLookupParams with_environment_overrides(PromptLookupParams params) {
-  params.max_draft = env_int("SANCTUM_PLD_MAX_LOOKUP", params.max_draft, 0, 64);
-  params.ngram = env_int("SANCTUM_PLD_NGRAM_SIZE", params.ngram, 1, 16);
-  return params;
-}
-}  // namespace sanctum::spec

@@ -73,9 +73,3 @@ class DraftGate {
 };
 
 }  // namespace sanctum::spec
-
-namespace sanctum::spec {
-// Applies the compatibility environment overrides SANCTUM_PLD_MAX_LOOKUP (max draft tokens) and
-// SANCTUM_PLD_NGRAM_SIZE (longest n-gram) on top of `params`; malformed values throw Error.
-PromptLookupParams with_environment_overrides(PromptLookupParams params);
-}  // namespace sanctum::spec

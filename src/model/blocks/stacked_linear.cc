@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "base/env.h"
+#include "base/tuning.h"
 #include "ops/matmul.h"
 
 namespace sanctum {
@@ -28,7 +28,7 @@ Weight zero_rows_like(const Weight& w, int64_t rows) {
 
 Weight stack_linears(Checkpoint& ckpt, std::initializer_list<Weight*> parts, const std::string& name, int64_t row_multiple) {
   std::vector<const Weight*> list(parts.begin(), parts.end());
-  if (list.empty() || list[0]->data.device() != Device::cuda || switched_off("SANCTUM_STACK_WEIGHTS") || !ops::can_stack_rows(list))
+  if (list.empty() || list[0]->data.device() != Device::cuda || !ckpt.tuning().on(Knob::stack_weights) || !ops::can_stack_rows(list))
     return Weight{};
   int64_t rows = 0;
   for (const Weight* w : list) rows += w->rows;

@@ -12,8 +12,8 @@
 namespace sanctum {
 
 // The parts stacked in order, or an empty weight (rows 0) when they stay apart: on the CPU, when
-// their formats differ, or when SANCTUM_STACK_WEIGHTS=0. When stacked, the parts are cleared and the
-// checkpoint's copies released, so their memory goes back once the load is done. Zero rows follow
+// their formats differ, or when the model's tuning has stack_weights=0. When stacked, the parts are
+// cleared and the checkpoint's copies released, so their memory goes back once the load is done. Zero rows follow
 // the parts up to a multiple of row_multiple (16 lets a stack of odd row counts take the tiled
 // mat-vec); their outputs are zeros that no caller reads.
 Weight stack_linears(Checkpoint& ckpt, std::initializer_list<Weight*> parts, const std::string& name, int64_t row_multiple = 1);

@@ -7,7 +7,7 @@
 // prefill to attention_paths.cuh.
 #include <algorithm>
 
-#include "base/env.h"
+#include "base/tuning.h"
 #include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
@@ -186,8 +186,7 @@ Tensor& f32_out_scratch() {
   return t;
 }
 bool bf16_out_enabled() {
-  static const bool on = !switched_off("SANCTUM_ATTENTION_BF16_OUT");
-  return on;
+  return current_tuning().on(Knob::attention_bf16_out);
 }
 }  // namespace
 
@@ -197,8 +196,7 @@ bool attention_gives_bf16(int64_t queries, int64_t head_dim) {
 }
 
 bool attention_takes_gate(int64_t queries) {
-  static const bool on = !switched_off("SANCTUM_FUSE_ATTENTION_GATE");
-  return on && queries <= kDecodeMaxQueries && matmul_precision() != MatmulPrecision::f32;
+  return current_tuning().on(Knob::fuse_attention_gate) && queries <= kDecodeMaxQueries && matmul_precision() != MatmulPrecision::f32;
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,

@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "base/env.h"
+#include "base/tuning.h"
 #include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
@@ -316,11 +316,11 @@ __global__ void __launch_bounds__(kGroups * 128, 1) flash_wgmma(WgmmaArgs a) {
 
 bool wgmma_flash_present() {
   static const bool present = [] {
-    if (switched_off("SANCTUM_FLASH_WGMMA") || !wg::wgmma_runs()) return false;
+    if (!wg::wgmma_runs()) return false;
     check_cuda(cudaFuncSetAttribute(flash_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes), "flash attention (wgmma) smem");
     return true;
   }();
-  return present;
+  return present && current_tuning().on(Knob::flash_wgmma);
 }
 
 Tensor& q_rows_scratch() {

@@ -62,7 +62,7 @@ void attention_flash_bf16(const AttnView& a);
 __nv_bfloat16* bf16_head_major(const float* src, int64_t s0, int64_t s1, int64_t rows, int64_t heads, int d, __nv_bfloat16* dst);
 
 // The same long prefill on Hopper's warpgroup MMA (attention_flash_wgmma.cu), where it runs: head dim
-// 128, the flash kernel's inputs, an sm_90 GPU with sm_90a code (SANCTUM_FLASH_WGMMA=0: never). It
+// 128, the flash kernel's inputs, an sm_90 GPU with sm_90a code (tuning flash_wgmma=0: never). It
 // also writes out16 where that is set.
 bool attention_flash_wgmma_ok(const AttnView& a);
 bool attention_flash_wgmma_present();  // the GPU and build run it (head dim and inputs aside)

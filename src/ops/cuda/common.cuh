@@ -223,7 +223,7 @@ __device__ __forceinline__ void allow_next_early() {
 #endif
 }
 
-// Whether kernels that support it start early (SANCTUM_EARLY_LAUNCH=0: never, for comparisons).
+// Whether kernels that support it start early (tuning early_launch=0: never, for comparisons).
 bool early_launch_enabled();
 
 template <class... KernelArgs, class... Args>

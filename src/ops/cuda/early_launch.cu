@@ -1,12 +1,11 @@
 // The switch for programmatic dependent launch (common.cuh's launch_early).
-#include "base/env.h"
+#include "base/tuning.h"
 #include "ops/cuda/common.cuh"
 
 namespace sanctum::ops::cuda {
 
 bool early_launch_enabled() {
-  static const bool enabled = !switched_off("SANCTUM_EARLY_LAUNCH");
-  return enabled;
+  return current_tuning().on(Knob::early_launch);
 }
 
 }  // namespace sanctum::ops::cuda

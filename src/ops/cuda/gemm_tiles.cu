@@ -26,7 +26,7 @@
 
 #include <cstdint>
 
-#include "base/env.h"
+#include "base/tuning.h"
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gemm_tiles.h"
@@ -310,8 +310,7 @@ GemmArgs prepare(const Tensor& x, const Weight& w) {
 }  // namespace
 
 bool tiles_gemm_supported() {
-  static const bool on = !switched_off("SANCTUM_TILES_GEMM");
-  return on && wgmma_present();
+  return current_tuning().on(Knob::tiles_gemm) && wgmma_present();
 }
 
 bool tiles_gemm_ok(const Weight& w, const Tensor& x) {

@@ -6,7 +6,7 @@
 
 namespace sanctum::ops::cuda {
 
-// This GPU runs the kernel (an sm_90 device and a build with sm_90a code; SANCTUM_TILES_GEMM=0: never,
+// This GPU runs the kernel (an sm_90 device and a build with sm_90a code; tuning tiles_gemm=0: never,
 // for comparisons). The first call probes the device and waits for it.
 bool tiles_gemm_supported();
 // A tiled weight with bf16 scales and x (n, cols) rows of f32 or bf16, on a GPU that runs the kernel.

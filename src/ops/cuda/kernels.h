@@ -18,7 +18,7 @@ namespace sanctum::ops::cuda {
 void matmul(const Tensor& x, const Weight& w, Tensor& y);
 // Whether matmul of `rows` x rows takes bf16 x as it stands (the tensor-core GEMM path).
 bool matmul_takes_bf16(const Weight& w, int64_t rows);
-// Whether matmul of `rows` x rows may write bf16 y (the tensor-core GEMM path; SANCTUM_GEMM_BF16_OUT).
+// Whether matmul of `rows` x rows may write bf16 y (the tensor-core GEMM path; tuning gemm_bf16_out).
 bool matmul_gives_bf16(const Weight& w, int64_t rows);
 // Device-side arguments (device_ids, device_positions, device_q_pos0, device_row0), where given,
 // replace the host values they mirror in the kernels, for recorded decode steps (ops/positions.h).
@@ -35,7 +35,7 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32
 // whose bits norm_rope_and_store's fused launch gives.
 bool rms_norm_rows_in_one_warp(const Tensor& x, const Tensor& out);
 // ops::norm_rope_and_store in one launch, where norm_rope_and_store_fused says it gives the bits of
-// the three ops (SANCTUM_FUSE_HEAD_NORM_ROPE=0: never, for comparisons).
+// the three ops (tuning fuse_head_norm_rope=0: never, for comparisons).
 bool norm_rope_and_store_fused(const Tensor& q_in, const Tensor& q, const Tensor& k);
 void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q, Tensor& k,
                          const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table,

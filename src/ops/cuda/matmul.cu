@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <mutex>
 
-#include "base/env.h"
+#include "base/tuning.h"
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/convert.cuh"
@@ -440,8 +440,7 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
 bool matmul_takes_bf16(const Weight&, int64_t rows) { return matmul_precision() != MatmulPrecision::f32 && rows > kMatvecRows; }
 
 bool matmul_gives_bf16(const Weight& w, int64_t rows) {
-  static const bool on = !switched_off("SANCTUM_GEMM_BF16_OUT");
-  return on && matmul_takes_bf16(w, rows);
+  return current_tuning().on(Knob::gemm_bf16_out) && matmul_takes_bf16(w, rows);
 }
 
 void matmul(const Tensor& x, const Weight& w, Tensor& y) {

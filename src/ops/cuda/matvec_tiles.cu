@@ -2,7 +2,7 @@
 // matvec_tiles.cuh), and the mat-vec's entry point. On an H200, over a stream of 27B-shape weights
 // several times the L2 (cuda_perf_test, matvec_layer_stream), the row-layout kernel reads 1.67 TB/s
 // and this one 2.27 TB/s; 27B decode 93 -> 121 tok/s (bench/RESULTS.md).
-#include "base/env.h"
+#include "base/tuning.h"
 #include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/matvec_tiles.cuh"
 #include "ops/cuda/matvec_tiles.h"
@@ -65,11 +65,10 @@ void rewrite(Tensor& t, Launch launch) {
   check_cuda(cudaStreamSynchronize(stream()), "tile weight");
 }
 
-// Column parts across blocks where they fill the GPU better (SANCTUM_MATVEC_PARTS=0: never, for
+// Column parts across blocks where they fill the GPU better (tuning matvec_parts=0: never, for
 // comparisons).
 int max_column_parts() {
-  static const int parts = switched_off("SANCTUM_MATVEC_PARTS") ? 1 : tiles::kMaxParts;
-  return parts;
+  return current_tuning().on(Knob::matvec_parts) ? tiles::kMaxParts : 1;
 }
 
 template <class S, bool PAIRS, int FUSE>
@@ -78,11 +77,10 @@ int64_t launch_tiles(const tiles::Args& a, int group_tiles, const tiles::NormFus
   return tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks, PAIRS, FUSE>(a, max_column_parts(), f);
 }
 
-// Weight loads marked evict-first in L2 (SANCTUM_WEIGHT_EVICT_FIRST=0: normal, for comparisons). On an
+// Weight loads marked evict-first in L2 (tuning weight_evict_first=0: normal, for comparisons). On an
 // H200 it took decode 142.2 -> 144.0 tok/s (27B shape) and 184.0 -> 186.6 (24B shape).
 bool weights_evict_first() {
-  static const bool on = !switched_off("SANCTUM_WEIGHT_EVICT_FIRST");
-  return on;
+  return current_tuning().on(Knob::weight_evict_first);
 }
 
 // The tiled mat-vec over w with x and y in `a` (FUSE, f: the norm split across two mat-vecs,
@@ -137,8 +135,7 @@ void tile_weight(Weight& w) {
 }
 
 void prepare_weight(Weight& w) {
-  static const bool off = switched_off("SANCTUM_TILE_WEIGHTS");
-  if (off || matmul_precision() != MatmulPrecision::bf16 || !can_tile(w)) return;
+  if (!current_tuning().on(Knob::tile_weights) || matmul_precision() != MatmulPrecision::bf16 || !can_tile(w)) return;
   tile_weight(w);
   tiles_gemm_supported();  // probes the device now, at load, rather than inside a forward
 }
@@ -171,7 +168,7 @@ tiles::NormFusion scaled_fusion(const ScaledInput& in, int64_t cols) {
 bool tiles_residual_ok(const Tensor& x, const Weight& w, const ResidualNorm& r) {
   // A launch has at most a block row per row tile, each leaving one sum of squares; the block's h
   // rows and norm weights are staged in 16-byte copies.
-  return norm_split_on() && tiles_matvec_ok(w, x, 1) && x.dim(0) == 1 && residual_fits(r, w.rows, w.rows / 16) && aligned16(r.h->raw()) &&
+  return tiles_matvec_ok(w, x, 1) && x.dim(0) == 1 && residual_fits(r, w.rows, w.rows / 16) && aligned16(r.h->raw()) &&
          aligned16(r.u->raw()) && aligned16(r.weight->raw()) && r.h->raw() != x.raw() && r.u->raw() != x.raw();
 }
 
@@ -186,7 +183,7 @@ int64_t tiles_matvec_residual(const Tensor& x, const Weight& w, const ResidualNo
 
 bool tiles_scaled_ok(const ScaledInput& in, const Weight& w) {
   const Tensor* sq = in.squares;
-  return norm_split_on() && w.layout == WeightLayout::tiles && aligned_row(in.u, w.cols) && in.count > 0 && in.count <= tiles::kMaxSquares &&
+  return w.layout == WeightLayout::tiles && aligned_row(in.u, w.cols) && in.count > 0 && in.count <= tiles::kMaxSquares &&
          sq != nullptr && *sq && sq->device() == Device::cuda && sq->dtype() == DType::f32 && sq->is_contiguous() &&
          sq->numel() >= squares_room(in.count) && aligned16(sq->raw());
 }
@@ -198,11 +195,10 @@ void tiles_matvec_scaled(const ScaledInput& in, const Weight& w, Tensor& y) {
 }
 
 namespace {
-// The SwiGLU inside the gate/up mat-vecs, dense and expert (SANCTUM_FUSE_SWIGLU=0: never, for
+// The SwiGLU inside the gate/up mat-vecs, dense and expert (tuning fuse_swiglu=0: never, for
 // comparisons).
 bool swiglu_fused() {
-  static const bool on = !switched_off("SANCTUM_FUSE_SWIGLU");
-  return on;
+  return current_tuning().on(Knob::fuse_swiglu);
 }
 }  // namespace
 
@@ -236,11 +232,11 @@ bool tiles_experts_ok(const ExpertSet& experts, const Tensor& x) {
 namespace {
 
 // Expert tables staged in shared memory by the routed gate/up and the down + combine launches
-// (tiles::stage_tables; SANCTUM_STAGE_EXPERT_TABLES=0: read in global memory, for comparisons), for
+// (tiles::stage_tables; tuning stage_expert_tables=0: read in global memory, for comparisons), for
 // tables of up to kMaxStagedEntries rows (2 x 12 KB at most).
 constexpr int64_t kMaxStagedEntries = 512;
 int staged_entries(const ExpertSet& a) {
-  static const bool on = !switched_off("SANCTUM_STAGE_EXPERT_TABLES");
+  const bool on = current_tuning().on(Knob::stage_expert_tables);
   const int64_t rows = a.device_table().dim(0);
   return on && rows <= kMaxStagedEntries ? static_cast<int>(rows) : 0;
 }
@@ -293,8 +289,7 @@ void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertS
 }
 
 bool tiles_routed_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x, const Tensor& logits) {
-  static const bool on = !switched_off("SANCTUM_ROUTE_IN_EXPERTS");
-  return on && tiles_expert_silu_mul_ok(gate, up, x) && logits.dim(1) <= 32 * kRoutedLogitsPerLane;
+  return current_tuning().on(Knob::route_in_experts) && tiles_expert_silu_mul_ok(gate, up, x) && logits.dim(1) <= 32 * kRoutedLogitsPerLane;
 }
 
 void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
@@ -314,16 +309,15 @@ void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const 
 }
 
 namespace {
-// The combine in the down launch (SANCTUM_FUSE_MOE_COMBINE=0: never, for comparisons).
+// The combine in the down launch (tuning fuse_moe_combine=0: never, for comparisons).
 bool combine_in_down() {
-  static const bool on = !switched_off("SANCTUM_FUSE_MOE_COMBINE");
-  return on;
+  return current_tuning().on(Knob::fuse_moe_combine);
 }
 }  // namespace
 
 bool tiles_expert_combine_residual_ok(const ExpertSet& down, const Tensor& act, const Tensor& per_rank, const ResidualNorm& r) {
   // At most a block column per row tile, each leaving one sum of squares.
-  return combine_in_down() && norm_split_on() && tiles_experts_ok(down, act) && per_rank.dim(0) >= 2 &&
+  return combine_in_down() && tiles_experts_ok(down, act) && per_rank.dim(0) >= 2 &&
          residual_fits(r, per_rank.dim(1), per_rank.dim(1) / 16);
 }
 

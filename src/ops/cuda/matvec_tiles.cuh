@@ -45,7 +45,7 @@
 
 #include <type_traits>
 
-#include "base/env.h"
+#include "base/tuning.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/matvec_mma_kernel.cuh"
 #include "ops/cuda/matvec_split.h"
@@ -683,12 +683,11 @@ static_assert(kSplitWarps == kWarps, "matvec_split.h counts the block's warps");
 
 inline int column_split(int64_t row_tiles, int rt, int64_t k_tiles) { return tiles::column_split(row_tiles, rt, k_tiles, multiprocessor_count()); }
 
-// Where fewer, longer blocks pay (matvec_split.h; SANCTUM_MATVEC_SPLIT_WAVES=0: column_split alone,
+// Where fewer, longer blocks pay (matvec_split.h; tuning matvec_split_waves=0: column_split alone,
 // for comparisons).
 template <int MINB>
 int dense_split(int64_t row_tiles, int rt, int64_t k_tiles) {
-  static const bool waves = !switched_off("SANCTUM_MATVEC_SPLIT_WAVES");
-  return waves ? dense_column_split(row_tiles, rt, k_tiles, multiprocessor_count(), MINB) : column_split(row_tiles, rt, k_tiles);
+  return current_tuning().on(Knob::matvec_split_waves) ? dense_column_split(row_tiles, rt, k_tiles, multiprocessor_count(), MINB) : column_split(row_tiles, rt, k_tiles);
 }
 
 // The column parts' workspace (matvec_tiles.cu; sizes in matvec_split.h): made once at its full
@@ -739,12 +738,11 @@ int64_t launch(const Args& a, int max_parts = 1, const NormFusion& f = {}) {
   return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>(a, parts, f);
 }
 
-// Warps per row tile and column parts chosen together (dense_launch_shape; SANCTUM_MATVEC_JOINT_SPLIT=0:
+// Warps per row tile and column parts chosen together (dense_launch_shape; tuning matvec_joint_split=0:
 // one after the other, for comparisons).
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 int64_t launch_split(const Args& a, int max_parts = kMaxParts, const NormFusion& f = {}) {
-  static const bool joint = !switched_off("SANCTUM_MATVEC_JOINT_SPLIT");
-  if (!joint || max_parts <= 1)
+  if (!current_tuning().on(Knob::matvec_joint_split) || max_parts <= 1)
     return with_split(dense_split<MINB>(a.row_tiles, RT, a.k_tiles),
                       [&]<int KS>() { return launch<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>(a, max_parts, f); });
   const LaunchShape shape =

@@ -122,7 +122,7 @@ constexpr int kCombineThreads = 256;
 }  // namespace
 
 bool moe_combine_residual_ok(int64_t d, const ResidualNorm& r) {
-  return norm_split_on() && residual_fits(r, d, blocks_for(d, kCombineThreads));
+  return residual_fits(r, d, blocks_for(d, kCombineThreads));
 }
 
 int64_t moe_combine_shared_rank_residual(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, const ResidualNorm& r) {

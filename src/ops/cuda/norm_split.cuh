@@ -3,17 +3,10 @@
 // (the residual mat-vec, matvec_tiles.cuh; the MoE combine, moe.cu) take one view of the stream and
 // one check of it, and the readers (the scaled mat-vec; apply_norm_scale, norms.cu) one computation
 // of the scale, so that they agree to the bit.
-#include "base/env.h"
 #include "ops/cuda/common.cuh"
 #include "ops/normed_matmul.h"
 
 namespace sanctum::ops::cuda {
-
-// Whether the split is offered at all (SANCTUM_FUSE_NORM=0: never, for comparisons).
-inline bool norm_split_on() {
-  static const bool on = !switched_off("SANCTUM_FUSE_NORM");
-  return on;
-}
 
 // Readers stage the squares in 16-byte copies: a buffer of them holds whole groups of four.
 constexpr int64_t squares_room(int64_t count) { return (count + 3) / 4 * 4; }

@@ -3,7 +3,7 @@
 // writes f32 or, for a prompt GEMM's input, bf16; add_rms_norm's delta may be a prompt GEMM's bf16.
 #include <algorithm>
 
-#include "base/env.h"
+#include "base/tuning.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/norm_chunks.cuh"
@@ -148,10 +148,9 @@ bool whole_chunks(const Rows<T>& r) {
   return r.cols % 4 == 0 && r.stride % 4 == 0 && reinterpret_cast<uintptr_t>(r.data) % (4 * sizeof(T)) == 0;
 }
 
-// Whether rows of `cols` take rms_norm_chunks_kernel (SANCTUM_NORM_CHUNKS=0: never, for comparisons).
+// Whether rows of `cols` take rms_norm_chunks_kernel (tuning norm_chunks=0: never, for comparisons).
 bool chunked(int64_t cols) {
-  static const bool on = !switched_off("SANCTUM_NORM_CHUNKS");
-  return on && cols <= int64_t{kHeld4} * 4 * chunk_threads(cols / 4);
+  return current_tuning().on(Knob::norm_chunks) && cols <= int64_t{kHeld4} * 4 * chunk_threads(cols / 4);
 }
 
 // Block (row, head): d threads or fewer, looping.

@@ -1,7 +1,7 @@
 // RoPE (rotate-half, partial rotary), with the KV cache store and gated attention's head norms.
 #include <algorithm>
 
-#include "base/env.h"
+#include "base/tuning.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/host_values.cuh"
 #include "ops/cuda/kernels.h"
@@ -242,7 +242,7 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32
 }
 
 bool norm_rope_and_store_fused(const Tensor& q_in, const Tensor& q, const Tensor& k) {
-  static const bool on = !switched_off("SANCTUM_FUSE_HEAD_NORM_ROPE");
+  const bool on = current_tuning().on(Knob::fuse_head_norm_rope);
   const int64_t d = k.dim(2);
   // Decode and short batches, where the launches are the cost: a 4,096-token prompt of the 27B
   // shape ran 1.1% slower fused (a block per four heads computing the token's cos and sin again)

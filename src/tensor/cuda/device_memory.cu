@@ -5,8 +5,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "base/env.h"
 #include "base/error.h"
+#include "base/tuning.h"
 #include "tensor/cuda/stream.h"
 #include "tensor/device_memory.h"
 #include "tensor/step_graph.h"
@@ -118,8 +118,7 @@ PendingCopies& pending_copies() {
     auto* q = new PendingCopies;  // lives as long as the process: its events outlast static destructors
     cuda::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&q->slots), kPendingCopies * kPendingCopyBytes), "pinned copy slots");
     for (auto& e : q->done) cuda::check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "copy event");
-    // SANCTUM_HOST_COPY_KERNEL=0: always the copy engine, for comparisons.
-    if (!switched_off("SANCTUM_HOST_COPY_KERNEL") && cudaHostGetDevicePointer(reinterpret_cast<void**>(&q->device_slots), q->slots, 0) != cudaSuccess) {
+    if (cudaHostGetDevicePointer(reinterpret_cast<void**>(&q->device_slots), q->slots, 0) != cudaSuccess) {
       q->device_slots = nullptr;
       (void)cudaGetLastError();  // not mapped: clear the error, keep the copy engine
     }
@@ -144,7 +143,7 @@ uint64_t queue_copy_to_host(const void* src, size_t bytes) {
   const uint64_t ticket = p.next++;
   const int slot = static_cast<int>(ticket % kPendingCopies);
   if (p.holds[slot] != 0) cuda::check_cuda(cudaEventSynchronize(p.done[slot]), "copy slot wait");  // its earlier copy still lands there
-  if (p.device_slots != nullptr) {
+  if (p.device_slots != nullptr && current_tuning().on(Knob::host_copy_kernel)) {  // off: the copy engine, for comparisons
     write_to_host_kernel<<<1, kPendingCopyBytes, 0, cuda::stream()>>>(p.device_slots + slot * kPendingCopyBytes, static_cast<const char*>(src),
                                                                        static_cast<int>(bytes));
     cuda::check_cuda(cudaGetLastError(), "queued copy");
