@@ -17,13 +17,26 @@ using nlohmann::json;
 using server::ApiError;
 
 RouterApp::RouterApp(const RouterConfig& config, RouterMetrics& metrics, Fleet& fleet)
-    : config_(config), metrics_(metrics), fleet_(fleet), auth_(config.listen), client_budgets_(config.client_budget, config.client_budgets) {
+    : config_(config), metrics_(metrics), fleet_(fleet), auth_(config.listen), proxy_(config, metrics, fleet) {
   listen_.hosts = config.listen.hosts;
   listen_.port = config.listen.port;
   listen_.allow_unspecified = config.listen.allow_unspecified;
   listen_.body_limit = config.listen.body_limit;
   listen_.max_connections = config.listen.max_connections;
   listen_.keep_alive_timeout = config.listen.keep_alive_timeout_s;
+  using Ex = server::Exchange;
+  using Id = const std::string&;
+  auto proxied = [this](Ex& ex, std::string_view, Id identity, ProxyOutcome& outcome) { completions(ex, identity, outcome); };
+  routes_.add("GET", "/health", [this](Ex& ex, std::string_view, Id, ProxyOutcome&) { health(ex); })
+      .add("GET", "/health/upstreams", [this](Ex& ex, std::string_view, Id, ProxyOutcome&) { upstream_status(ex); })
+      .add("GET", "/metrics",
+           [this](Ex& ex, std::string_view, Id, ProxyOutcome&) {
+             ex.respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.registry.render());
+           })
+      .add("GET", "/v1/models", [this](Ex& ex, std::string_view, Id, ProxyOutcome&) { list_models(ex); })
+      .add("GET", "/v1/models/{model}", [this](Ex& ex, std::string_view id, Id, ProxyOutcome&) { get_model(ex, std::string(id)); })
+      .add("POST", "/v1/chat/completions", proxied)
+      .add("POST", "/v1/completions", proxied);
 }
 
 void RouterApp::observe_refused(const std::string& route, int status) {
@@ -61,7 +74,7 @@ void RouterApp::handle(server::Exchange& ex) {
                  {{"WWW-Authenticate", who.missing ? "Bearer realm=\"sanctum\"" : "Bearer realm=\"sanctum\", error=\"invalid_token\""}});
       outcome.error = who.missing ? "missing bearer token" : "wrong bearer token";
     } else {
-      dispatch(ex, who.identity, outcome);
+      routes_.dispatch(ex, who.identity, outcome);
     }
   } catch (const ApiError& e) {
     if (!ex.responded()) ex.respond_error(e);
@@ -98,33 +111,18 @@ void RouterApp::handle(server::Exchange& ex) {
                        {"error", outcome.error.empty() ? "-" : outcome.error}});
 }
 
-void RouterApp::dispatch(server::Exchange& ex, const std::string& identity, ProxyOutcome& outcome) {
-  const server::HttpRequest& req = ex.request();
-  const std::string& path = req.path;
-  auto only = [&](const char* route, const char* allowed) { return ex.allow_only(route, allowed); };
-  if (path == "/health") {
-    if (!only("/health", "GET")) return;
-    if (draining()) {
-      ex.set_close_after();
-      ex.respond_json(503, {{"status", "draining"}});
-    } else {
-      ex.respond_json(200, {{"status", "ok"}});
-    }
-  } else if (path == "/health/upstreams") {
-    if (only("/health/upstreams", "GET")) upstream_status(ex);
-  } else if (path == "/metrics") {
-    if (only("/metrics", "GET")) ex.respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.registry.render());
-  } else if (path == "/v1/models") {
-    if (only("/v1/models", "GET")) list_models(ex);
-  } else if (path.rfind("/v1/models/", 0) == 0) {
-    if (only("/v1/models/{model}", "GET")) get_model(ex, path.substr(11));
-  } else if (path == "/v1/chat/completions" || path == "/v1/completions") {
-    if (!only(path == "/v1/chat/completions" ? "/v1/chat/completions" : "/v1/completions", "POST")) return;
-    if (draining()) throw server::unavailable("The router is shutting down", "draining");
-    proxy(ex, path, identity, outcome);
+void RouterApp::health(server::Exchange& ex) {
+  if (draining()) {
+    ex.set_close_after();
+    ex.respond_json(503, {{"status", "draining"}});
   } else {
-    ex.unmatched_route();
+    ex.respond_json(200, {{"status", "ok"}});
   }
+}
+
+void RouterApp::completions(server::Exchange& ex, const std::string& identity, ProxyOutcome& outcome) {
+  if (draining()) throw server::unavailable("The router is shutting down", "draining");
+  proxy_.handle(ex, identity, outcome);
 }
 
 namespace {

@@ -1,31 +1,21 @@
 #pragma once
 // The router's front: the same Listener as `sanctum serve` calls handle() on a connection thread.
 // Routes: GET /health (open), GET /health/upstreams, GET /metrics, GET /v1/models[/{id}] (answered
-// from the config), POST /v1/chat/completions and /v1/completions (proxied, see proxy.cc). Every
+// from the config), POST /v1/chat/completions and /v1/completions (proxied, see proxy.h). Every
 // answer ends in one structured access-log line with the client identity and the upstream chosen.
 #include <atomic>
 #include <memory>
 #include <string>
 
-#include "router/budget.h"
 #include "router/client_auth.h"
 #include "router/fleet.h"
+#include "router/proxy.h"
 #include "router/router_config.h"
 #include "router/router_metrics.h"
 #include "server/request_handler.h"
+#include "server/route_table.h"
 
 namespace sanctum::router {
-
-// What one proxied request did, for the access log and metrics.
-struct ProxyOutcome {
-  std::string backend = "-";
-  std::string upstream = "-";
-  int attempts = 0;
-  int failovers = 0;
-  double ttfb_s = -1;
-  int64_t tokens = 0;
-  std::string error;  // why it failed, when it did
-};
 
 class RouterApp : public server::RequestHandler {
  public:
@@ -40,18 +30,19 @@ class RouterApp : public server::RequestHandler {
   int inflight() const { return inflight_.load(); }
 
  private:
-  void dispatch(server::Exchange& ex, const std::string& identity, ProxyOutcome& outcome);
+  void health(server::Exchange& ex);
   void list_models(server::Exchange& ex);
   void get_model(server::Exchange& ex, const std::string& id);
   void upstream_status(server::Exchange& ex);
-  // proxy.cc
-  void proxy(server::Exchange& ex, const std::string& path, const std::string& identity, ProxyOutcome& outcome);
+  void completions(server::Exchange& ex, const std::string& identity, ProxyOutcome& outcome);
 
   const RouterConfig& config_;
   RouterMetrics& metrics_;
   Fleet& fleet_;
   ClientAuth auth_;
-  BudgetBook client_budgets_;
+  Proxy proxy_;
+  // Handlers get the caller's identity (empty when anonymous) and the outcome the access log reports.
+  server::RouteTable<const std::string&, ProxyOutcome&> routes_;
   server::ListenOptions listen_;
   std::atomic<bool> draining_{false};
   std::atomic<int> inflight_{0};

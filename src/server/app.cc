@@ -13,7 +13,18 @@ namespace sanctum::server {
 
 using nlohmann::json;
 
-App::App(ServerOptions options, ServerMetrics& metrics) : options_(std::move(options)), metrics_(metrics) {}
+App::App(ServerOptions options, ServerMetrics& metrics) : options_(std::move(options)), metrics_(metrics) {
+  routes_.add("GET", "/health", [this](Exchange& ex, std::string_view) { health(ex); })
+      .add("GET", "/health/deep", [this](Exchange& ex, std::string_view) { deep_health(ex); })
+      .add("GET", "/metrics",
+           [this](Exchange& ex, std::string_view) {
+             ex.respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.registry.render());
+           })
+      .add("GET", "/v1/models", [this](Exchange& ex, std::string_view) { list_models(ex); })
+      .add("GET", "/v1/models/{model}", [this](Exchange& ex, std::string_view id) { get_model(ex, std::string(id)); })
+      .add("POST", "/v1/chat/completions", [this](Exchange& ex, std::string_view) { completions(ex, true); })
+      .add("POST", "/v1/completions", [this](Exchange& ex, std::string_view) { completions(ex, false); });
+}
 
 App::~App() { stop_workers(); }
 
@@ -35,7 +46,7 @@ void App::handle(Exchange& ex) {
   inflight_.fetch_add(1);
   metrics_.http_inflight.inc();
   try {
-    dispatch(ex);
+    routes_.dispatch(ex);
   } catch (const ApiError& e) {
     if (!ex.responded()) ex.respond_error(e);
   } catch (const std::exception& e) {
@@ -65,29 +76,6 @@ void App::handle(Exchange& ex) {
                        {"completion_tokens", std::to_string(ex.completion_tokens)},
                        {"prefill_ms", ex.prefill_ms < 0 ? "-" : std::to_string(ex.prefill_ms)},
                        {"duration_ms", ms}});
-}
-
-void App::dispatch(Exchange& ex) {
-  const HttpRequest& req = ex.request();
-  const std::string& path = req.path;
-  auto only = [&](const char* route, const char* allowed) { return ex.allow_only(route, allowed); };
-  if (path == "/health") {
-    if (only("/health", "GET")) health(ex);
-  } else if (path == "/health/deep") {
-    if (only("/health/deep", "GET")) deep_health(ex);
-  } else if (path == "/metrics") {
-    if (only("/metrics", "GET")) ex.respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.registry.render());
-  } else if (path == "/v1/models") {
-    if (only("/v1/models", "GET")) list_models(ex);
-  } else if (path.rfind("/v1/models/", 0) == 0) {
-    if (only("/v1/models/{model}", "GET")) get_model(ex, path.substr(11));
-  } else if (path == "/v1/chat/completions") {
-    if (only("/v1/chat/completions", "POST")) completions(ex, true);
-  } else if (path == "/v1/completions") {
-    if (only("/v1/completions", "POST")) completions(ex, false);
-  } else {
-    ex.unmatched_route();
-  }
 }
 
 void App::health(Exchange& ex) {

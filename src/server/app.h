@@ -15,6 +15,7 @@
 #include "server/inference_worker.h"
 #include "server/openai_request.h"
 #include "server/request_handler.h"
+#include "server/route_table.h"
 #include "server/server_metrics.h"
 #include "chat/chat_template.h"
 #include "tensor/dtype.h"
@@ -68,7 +69,6 @@ class App : public RequestHandler {
   ServerMetrics& metrics() { return metrics_; }
 
  private:
-  void dispatch(Exchange& ex);
   void health(Exchange& ex);
   void deep_health(Exchange& ex);
   void list_models(Exchange& ex);
@@ -80,6 +80,7 @@ class App : public RequestHandler {
   ServerOptions options_;
   ServerMetrics& metrics_;
   std::vector<std::unique_ptr<ServedModel>> models_;
+  RouteTable<> routes_;
   std::atomic<bool> draining_{false};
   std::atomic<int> inflight_{0};
 };

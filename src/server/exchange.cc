@@ -64,18 +64,6 @@ void Exchange::respond_error(const ApiError& error) {
   respond(error.status(), "application/json", error_body(error), headers);
 }
 
-bool Exchange::allow_only(const char* route_name, const char* allowed) {
-  route = route_name;
-  if (req_.method == allowed) return true;
-  respond(405, "application/json", error_body(method_not_allowed(req_.method, req_.path)), {{"Allow", allowed}});
-  return false;
-}
-
-void Exchange::unmatched_route() {
-  route = "unmatched";
-  throw not_found("Unknown route " + req_.method + " " + req_.path);
-}
-
 bool Exchange::begin_stream(const std::vector<std::pair<std::string, std::string>>& headers) {
   if (responded_) return false;
   responded_ = true;

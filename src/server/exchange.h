@@ -38,10 +38,6 @@ class Exchange {
                const std::vector<std::pair<std::string, std::string>>& headers = {});
   void respond_json(int status, const nlohmann::json& body);
   void respond_error(const ApiError& error);
-  // Routing: names the route for the access log and answers 405 (with Allow) unless the request's
-  // method is `allowed`; or, when no route matched, throws the 404 that names the method and path.
-  bool allow_only(const char* route, const char* allowed);
-  [[noreturn]] void unmatched_route();
 
   // SSE: headers now, then events. send_event returns false once the peer is gone.
   bool begin_stream(const std::vector<std::pair<std::string, std::string>>& headers = {});
