@@ -29,14 +29,14 @@ std::string supported_model_types() {
   return s;
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, Device device) {
+std::unique_ptr<Model> load_model(const std::string& dir, Device device, const PinnedFiles* verified) {
   if (device == Device::cuda)
     check(device_memory::cuda_available(), ErrorKind::unsupported, "--device cuda: " + device_memory::cuda_unavailable_reason());
   ModelConfig config = load_model_config(dir);
   config.device = device;
   for (const auto& a : architectures()) {
     if (config.model_type != a.model_type) continue;
-    Checkpoint checkpoint(dir);
+    Checkpoint checkpoint(dir, verified);
     checkpoint.set_device(device);
     auto model = a.make(std::move(config), checkpoint);
     checkpoint.check_all_used();
