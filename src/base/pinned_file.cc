@@ -46,10 +46,10 @@ std::shared_ptr<const PinnedFile> PinnedFile::open(const std::string& path) {
 PinnedFile::~PinnedFile() { ::close(fd_); }
 
 void PinnedFile::check_unchanged(const std::string& shown) const {
+  if (still_same_file(fd_, identity_)) return;
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail(ErrorKind::io, shown + ": cannot stat: " + std::strerror(errno));
   const FileIdentity now = identity_of(st);
-  if (now == identity_) return;
   const std::string what = now.bytes != identity_.bytes
                                ? std::to_string(identity_.bytes) + " bytes then, " + std::to_string(now.bytes) + " now"
                                : std::string("same size, but its modification or change time moved: written, or unlinked");

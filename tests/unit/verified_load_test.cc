@@ -63,7 +63,9 @@ struct VerifiedLoad : ::testing::Test {
   }
 };
 
-void expect_has(const std::string& text, const std::string& part) { EXPECT_NE(text.find(part), std::string::npos) << "missing '" << part << "' in: " << text; }
+void expect_has(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "missing '" << part << "' in: " << text;
+}
 
 TEST_F(VerifiedLoad, an_untouched_verified_model_loads_and_computes_what_a_plain_load_does) {
   const security::VerifyReport r = verify();
