@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/pinned_file.h"
 
 namespace sanctum {
 
@@ -38,28 +39,41 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   if (fd < 0) {
     fail(errno == ENOENT ? ErrorKind::not_found : ErrorKind::io, path + ": cannot open: " + std::strerror(errno));
   }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    fail(ErrorKind::io, path + ": cannot stat: " + std::strerror(e));
-  }
-  size_ = static_cast<size_t>(st.st_size);
-  if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int e = errno;
-      ::close(fd);
-      fail(ErrorKind::io, path + ": cannot mmap: " + std::strerror(e));
-    }
-    data_ = static_cast<const uint8_t*>(p);
-    std::lock_guard<std::mutex> lock(g_maps_mutex);
-    live_maps().push_back(LiveMap{reinterpret_cast<uintptr_t>(data_), size_, {}});
-  }
-  ::close(fd);
+  if (::fstat(fd, &st) != 0) fail(ErrorKind::io, path + ": cannot stat: " + std::strerror(errno));
+  map(fd, static_cast<size_t>(st.st_size));
 }
 
-MappedFile::~MappedFile() {
+MappedFile::MappedFile(const std::string& path, const PinnedFile& pinned) : path_(path) {
+  pinned.check_unchanged(path);
+  map(pinned.fd(), static_cast<size_t>(pinned.identity().bytes));
+  // Again after mmap, for a write in between. A write after this reaches pages not yet read, which
+  // no check here can stop: the weights must not be writable by anyone the server does not trust.
+  try {
+    pinned.check_unchanged(path);
+  } catch (...) {
+    unmap();
+    throw;
+  }
+}
+
+void MappedFile::map(int fd, size_t size) {
+  size_ = size;
+  if (size_ == 0) return;
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) fail(ErrorKind::io, path_ + ": cannot mmap: " + std::strerror(errno));
+  data_ = static_cast<const uint8_t*>(p);
+  std::lock_guard<std::mutex> lock(g_maps_mutex);
+  live_maps().push_back(LiveMap{reinterpret_cast<uintptr_t>(data_), size_, {}});
+}
+
+MappedFile::~MappedFile() { unmap(); }
+
+void MappedFile::unmap() {
   if (!data_) return;
   {
     std::lock_guard<std::mutex> lock(g_maps_mutex);
@@ -71,6 +85,7 @@ MappedFile::~MappedFile() {
       }
   }
   ::munmap(const_cast<uint8_t*>(data_), size_);
+  data_ = nullptr;
 }
 
 size_t release_mapped_pages(const void* data, size_t bytes) {

@@ -6,10 +6,15 @@
 
 namespace sanctum {
 
+class PinnedFile;
+
 class MappedFile {
  public:
   // Throws Error(io / not_found) with the path in the message.
   explicit MappedFile(const std::string& path);
+  // Maps the descriptor a check held open (the very file it read); `path` names it in messages.
+  // Throws Error(invalid_input) when the file changed since it was pinned.
+  MappedFile(const std::string& path, const PinnedFile& pinned);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -19,6 +24,8 @@ class MappedFile {
   const std::string& path() const { return path_; }
 
  private:
+  void map(int fd, size_t size);  // throws Error(io) naming path_; the caller closes fd
+  void unmap();
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;

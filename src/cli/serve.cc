@@ -1,6 +1,7 @@
 // sanctum serve: the OpenAI-compatible HTTP server.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -48,7 +49,7 @@ const char* kUsage =
     "has no CUDA backend or no GPU is usable. --gpu-memory-limit-mb caps GPU memory (0: no cap).\n";
 
 // One "manifest_verify" check per --manifest, paired in order with --model.
-std::vector<server::PreBindCheck> manifest_checks(const Args& args, const std::vector<server::ModelSpec>& models) {
+std::vector<server::PreBindCheck> manifest_checks(const Args& args, std::vector<server::ModelSpec>& models) {
   const std::vector<std::string> manifests = args.get_all("manifest");
   const std::vector<std::string> sigs = args.get_all("manifest-sig");
   const std::vector<std::string> keys = args.get_all("manifest-pubkey");
@@ -67,8 +68,11 @@ std::vector<server::PreBindCheck> manifest_checks(const Args& args, const std::v
     const std::string dir = models[i].dir, manifest = manifests[i], model = models[i].id;
     const std::optional<std::string> sig = sigs.empty() ? std::nullopt : std::optional<std::string>(sigs[i]);
     const std::optional<std::string> key = keys.empty() ? std::nullopt : std::optional<std::string>(keys.size() == 1 ? keys[0] : keys[i]);
-    checks.push_back({"manifest_verify", [dir, manifest, sig, key, model] {
-                        const security::VerifyReport r = security::verify_model_against_manifest(dir, manifest, sig, key);
+    // The check hands the files it hashed, still open, to the model's load through this slot.
+    models[i].verified = std::make_shared<PinnedFiles>();
+    checks.push_back({"manifest_verify", [dir, manifest, sig, key, model, verified = models[i].verified] {
+                        security::VerifyReport r = security::verify_model_against_manifest(dir, manifest, sig, key);
+                        *verified = std::move(r.pinned);
                         char rate[32];
                         std::snprintf(rate, sizeof rate, "%.2f", r.gb_per_s());
                         log::info("manifest verified", {{"model", model},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/pinned_file.h"
 #include "model/config.h"
 #include "model/state.h"
 #include "ops/sampling.h"
@@ -111,7 +112,9 @@ class Model {
 // Loads the checkpoint in `dir` with the architecture its config.json names, with weights, scratch
 // and state on `device` (forward's logits always come back to the host; forward_pick's ids too), with
 // the optimizations `tuning` leaves on. Throws sanctum::Error (unsupported model_type names the ones
-// that load; cuda without a GPU says why).
-std::unique_ptr<Model> load_model(const std::string& dir, Device device = Device::cpu, const Tuning& tuning = Tuning{});
+// that load; cuda without a GPU says why). With `verified` (a manifest check's VerifyReport::pinned)
+// the weights are mapped from the files the check hashed.
+std::unique_ptr<Model> load_model(const std::string& dir, Device device = Device::cpu, const Tuning& tuning = Tuning{},
+                                  const PinnedFiles* verified = nullptr);
 
 }  // namespace sanctum

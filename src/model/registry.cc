@@ -29,7 +29,7 @@ std::string supported_model_types() {
   return s;
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, Device device, const Tuning& tuning) {
+std::unique_ptr<Model> load_model(const std::string& dir, Device device, const Tuning& tuning, const PinnedFiles* verified) {
   if (device == Device::cuda)
     check(device_memory::cuda_available(), ErrorKind::unsupported, "--device cuda: " + device_memory::cuda_unavailable_reason());
   ModelConfig config = load_model_config(dir);
@@ -37,7 +37,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, Device device, const T
   config.tuning = tuning;
   for (const auto& a : architectures()) {
     if (config.model_type != a.model_type) continue;
-    Checkpoint checkpoint(dir);
+    Checkpoint checkpoint(dir, verified);
     checkpoint.set_device(device);
     checkpoint.set_tuning(tuning);
     auto model = a.make(std::move(config), checkpoint);

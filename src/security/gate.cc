@@ -1,7 +1,5 @@
 #include "security/gate.h"
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <set>
 #include <vector>
@@ -30,14 +28,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 std::string short_hex(const Sha256Digest& d) { return to_hex(d.data(), 8) + "..."; }
 
 }  // namespace
-
-bool still_same_file(int fd, const VerifiedFile& f) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return false;
-  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  return static_cast<uint64_t>(st.st_dev) == f.device && static_cast<uint64_t>(st.st_ino) == f.inode &&
-         static_cast<uint64_t>(st.st_size) == f.bytes && mtime_ns == f.mtime_ns;
-}
 
 std::string read_signed_manifest(const std::string& manifest_path, const std::optional<std::string>& signature_path,
                                  const std::string& public_key_path, std::string* fingerprint) {
@@ -109,10 +99,8 @@ VerifyReport verify_model_against_manifest(const std::string& model_dir, const s
   if (!problems.empty())
     fail_with(ErrorKind::invalid_input, "model verification FAILED (" + model_dir + " against " + manifest_path + "): ", problems);
 
-  for (size_t i = 0; i < manifest.entries.size(); ++i) {
-    const FileDigest& d = run.outcomes[i].digest;
-    report.verified.push_back({manifest.entries[i].path, real_paths[i], d.bytes, d.device, d.inode, d.mtime_ns});
-  }
+  report.pinned = PinnedFiles(manifest_path);
+  for (size_t i = 0; i < manifest.entries.size(); ++i) report.pinned.add(manifest.entries[i].path, run.outcomes[i].file);
   report.files = manifest.entries.size();
   report.bytes = run.bytes;
   report.threads = run.threads;

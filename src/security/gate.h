@@ -3,25 +3,15 @@
 // signature first (over the exact bytes that are then parsed), then every listed path must resolve
 // to a regular file inside the model directory, every file the load would read must be listed, and
 // every listed file must hash (in parallel) to its manifest digest. Any failure throws
-// sanctum::Error whose message names the file.
+// sanctum::Error whose message names the file. The files stay open for the load (VerifyReport::pinned).
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/pinned_file.h"
+
 namespace sanctum::security {
-
-// A file the gate hashed. The loader should open real_path and compare fstat's st_dev/st_ino/st_size/
-// st_mtim with these, so a file swapped between verification and load is caught (still_same_file).
-struct VerifiedFile {
-  std::string path;       // as listed (relative to the model directory)
-  std::string real_path;  // canonical, symlinks resolved, inside the model directory
-  uint64_t bytes = 0, device = 0, inode = 0;
-  int64_t mtime_ns = 0;
-};
-
-// True when the open descriptor fd is the very file that was verified (same device, inode, size, mtime).
-bool still_same_file(int fd, const VerifiedFile& f);
 
 struct VerifyReport {
   bool signature_checked = false;
@@ -31,7 +21,9 @@ struct VerifyReport {
   int threads = 0;
   double hash_seconds = 0;   // parallel hashing only
   double total_seconds = 0;  // signature + path checks + hashing: the manifest_verify phase
-  std::vector<VerifiedFile> verified;  // manifest order
+  // Every listed file, held open since it was hashed, by its manifest path: pass it to load_model so
+  // the load maps these descriptors (the bytes hashed) and refuses a file swapped or written since.
+  PinnedFiles pinned;
   double gb_per_s() const { return hash_seconds > 0 ? static_cast<double>(bytes) / hash_seconds / 1e9 : 0.0; }
 };
 

@@ -51,7 +51,8 @@ HashRun hash_files_parallel(const std::vector<std::string>& paths, int threads) 
       size_t i = order[k];
       HashOutcome& out = run.outcomes[i];
       try {
-        out.digest = hash_file(paths[i], buffer, kHashReadBuffer);
+        out.file = PinnedFile::open(paths[i]);
+        out.digest = hash_file(*out.file, buffer, kHashReadBuffer);
         out.ok = true;
       } catch (const std::exception& e) {
         out.error = e.what();

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,35 +67,22 @@ std::optional<Sha256Digest> digest_from_hex(std::string_view hex) {
   return d;
 }
 
-FileDigest hash_file(const std::string& path, uint8_t* buffer, size_t buffer_size) {
-  // O_NOFOLLOW: callers pass fully resolved paths, so a symlink here means the tree changed under us.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    int e = errno;
-    fail(e == ENOENT ? ErrorKind::not_found : ErrorKind::io, path + ": cannot open: " + std::strerror(e));
-  }
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  check(::fstat(fd, &st) == 0 && S_ISREG(st.st_mode), ErrorKind::invalid_input, path + ": not a regular file");
+FileDigest hash_file(const PinnedFile& file, uint8_t* buffer, size_t buffer_size) {
+  const int fd = file.fd();
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);  // advisory: doubles the kernel's read-ahead window
-
   MdCtx ctx = new_sha256_ctx();
   FileDigest out;
   for (;;) {
-    ssize_t n = ::read(fd, buffer, buffer_size);
+    ssize_t n = ::pread(fd, buffer, buffer_size, static_cast<off_t>(out.bytes));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(ErrorKind::io, path + ": read failed: " + std::strerror(errno));
+    if (n < 0) fail(ErrorKind::io, file.path() + ": read failed: " + std::strerror(errno));
     if (n == 0) break;
     check(EVP_DigestUpdate(ctx.get(), buffer, static_cast<size_t>(n)) == 1, ErrorKind::internal, "OpenSSL: SHA-256 update failed");
     out.bytes += static_cast<uint64_t>(n);
   }
+  // The loader maps this descriptor next: it should read ahead as a fresh open would.
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL);
   out.digest = finish(ctx.get());
-  out.device = static_cast<uint64_t>(st.st_dev);
-  out.inode = static_cast<uint64_t>(st.st_ino);
-  out.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return out;
 }
 

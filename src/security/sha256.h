@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/pinned_file.h"
+
 namespace sanctum::security {
 
 using Sha256Digest = std::array<uint8_t, 32>;
@@ -24,14 +26,11 @@ inline constexpr size_t kHashReadBuffer = size_t{8} << 20;
 struct FileDigest {
   Sha256Digest digest{};
   uint64_t bytes = 0;
-  // Identity of the file that was hashed (from fstat on the same descriptor), so a later open can
-  // check it is still the same file: device, inode, size, modification time in nanoseconds.
-  uint64_t device = 0, inode = 0;
-  int64_t mtime_ns = 0;
 };
 
-// Hashes one file with reads of `buffer_size` bytes into `buffer` (caller-owned so a worker reuses
-// one allocation across files). Throws Error naming the path.
-FileDigest hash_file(const std::string& path, uint8_t* buffer, size_t buffer_size);
+// Hashes one held-open file through its descriptor with reads of `buffer_size` bytes into `buffer`
+// (caller-owned so a worker reuses one allocation across files), leaving its offset alone. Throws
+// Error naming the path.
+FileDigest hash_file(const PinnedFile& file, uint8_t* buffer, size_t buffer_size);
 
 }  // namespace sanctum::security

@@ -44,7 +44,8 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
   m->dir = spec.dir;
   m->created = static_cast<int64_t>(std::time(nullptr));
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(spec.dir));
-  std::unique_ptr<Model> model = load_model(spec.dir, options.device, options.tuning);
+  std::unique_ptr<Model> model = load_model(spec.dir, options.device, options.tuning, spec.verified.get());
+  if (spec.verified) spec.verified->clear();  // the weights are mapped: their descriptors can go
   const ModelConfig& cfg = model->config();
   check(static_cast<int64_t>(m->tokenizer->vocab_size()) <= cfg.vocab_size, ErrorKind::invalid_input,
         spec.dir + ": the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) +

@@ -5,9 +5,11 @@
 // SIGTERM/SIGINT stop accepting, let in-flight requests finish within the drain timeout (new ones
 // get 503), then exit 0.
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "base/pinned_file.h"
 #include "server/app.h"
 #include "server/listener.h"
 
@@ -16,6 +18,8 @@ namespace sanctum::server {
 struct ModelSpec {
   std::string id;   // the name requests use
   std::string dir;
+  // Filled by the model's manifest check, emptied by its load, which maps only these files.
+  std::shared_ptr<PinnedFiles> verified;
 };
 
 // "NAME=DIR" or "DIR" (the name is then the directory's last component).

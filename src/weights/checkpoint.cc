@@ -27,11 +27,12 @@ std::string dims_string(std::initializer_list<int64_t> shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
-// The shard files named by model.safetensors.index.json, and the tensor -> shard map it declares.
-std::map<std::string, std::string> read_index(const std::string& path) {
+// The shard files named by model.safetensors.index.json (its text read from `path`), and the
+// tensor -> shard map it declares.
+std::map<std::string, std::string> read_index(const std::string& path, const std::string& text) {
   json index;
   try {
-    index = json::parse(read_file(path));
+    index = json::parse(text);
   } catch (const json::exception& e) {
     fail(ErrorKind::invalid_input, path + ": not valid JSON (" + e.what() + ")");
   }
@@ -52,16 +53,20 @@ std::map<std::string, std::string> read_index(const std::string& path) {
 
 }  // namespace
 
-Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
+Checkpoint::Checkpoint(const std::string& dir, const PinnedFiles* verified) : dir_(dir) {
   std::error_code ec;
   check(fs::is_directory(dir, ec), ErrorKind::not_found, dir + ": checkpoint directory not found");
   const fs::path root(dir);
+  // Every verified file, the tokenizer's and config's too, must still be the one the check read.
+  if (verified) verified->check_in_place(dir);
 
   std::vector<std::string> files;
   std::map<std::string, std::string> weight_map;
   const fs::path index_path = root / "model.safetensors.index.json";
   if (fs::exists(index_path, ec)) {
-    weight_map = read_index(index_path.string());
+    const std::string index_file = index_path.filename().string();
+    weight_map = read_index(index_path.string(), verified ? verified->at(dir, index_file).read_all(index_path.string())
+                                                          : read_file(index_path.string()));
     std::set<std::string> shards;
     for (const auto& [name, file] : weight_map) shards.insert(file);
     for (const auto& [name, file] : weight_map) {
@@ -85,7 +90,8 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   check(!files.empty(), ErrorKind::not_found,
         dir + ": no safetensors weights (expected model.safetensors, model.safetensors.index.json or *.safetensors)");
 
-  for (const std::string& f : files) files_.push_back(SafetensorsFile::open((root / f).string()));
+  for (const std::string& f : files)
+    files_.push_back(SafetensorsFile::open((root / f).string(), verified ? &verified->at(dir, f) : nullptr));
 
   std::map<std::string, size_t> file_of;  // file name -> files_ index
   for (size_t fi = 0; fi < files_.size(); ++fi) {

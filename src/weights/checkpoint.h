@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/pinned_file.h"
 #include "base/tuning.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
@@ -20,8 +21,11 @@ namespace sanctum {
 class Checkpoint {
  public:
   // Opens every safetensors file of dir (index.json if present, else model.safetensors, else all
-  // *.safetensors sorted by name). Throws not_found if there is none.
-  explicit Checkpoint(const std::string& dir);
+  // *.safetensors sorted by name). Throws not_found if there is none. With `verified` (the files a
+  // manifest check held open) it reads those descriptors only, and refuses the load when any
+  // verified file was replaced, removed or written since, or when it needs a file the check did not
+  // verify: what is mapped is what was hashed.
+  explicit Checkpoint(const std::string& dir, const PinnedFiles* verified = nullptr);
 
   const std::string& dir() const { return dir_; }
   std::vector<std::string> names() const;  // all tensor names, sorted

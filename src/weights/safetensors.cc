@@ -161,15 +161,16 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, size_t size, co
   return out;
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
+SafetensorsFile::SafetensorsFile(const std::string& path, const PinnedFile* pinned)
+    : file_(pinned ? MappedFile(path, *pinned) : MappedFile(path)) {
   SafetensorsHeader h = parse_safetensors_header(file_.data(), file_.size(), path);
   data_begin_ = file_.data() + h.data_offset;
   entries_ = std::move(h.entries);
   metadata_ = std::move(h.metadata);
 }
 
-std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  return std::shared_ptr<SafetensorsFile>(new SafetensorsFile(path));
+std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path, const PinnedFile* pinned) {
+  return std::shared_ptr<SafetensorsFile>(new SafetensorsFile(path, pinned));
 }
 
 Tensor SafetensorsFile::view(size_t i) const {

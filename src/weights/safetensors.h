@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/mapped_file.h"
+#include "base/pinned_file.h"
 #include "tensor/tensor.h"
 
 namespace sanctum {
@@ -38,8 +39,9 @@ bool safetensors_dtype(const std::string& name, DType* out);
 class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
  public:
   // Throws Error naming the path for: missing file, truncated file, a header that is not JSON or
-  // lies about offsets, unsupported dtypes (naming the tensor).
-  static std::shared_ptr<SafetensorsFile> open(const std::string& path);
+  // lies about offsets, unsupported dtypes (naming the tensor). With `pinned`, maps that held-open
+  // descriptor (the file a manifest check hashed) instead of opening path; path names it in messages.
+  static std::shared_ptr<SafetensorsFile> open(const std::string& path, const PinnedFile* pinned = nullptr);
 
   const std::string& path() const { return file_.path(); }
   size_t file_size() const { return file_.size(); }
@@ -49,7 +51,7 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   Tensor view(size_t i) const;
 
  private:
-  explicit SafetensorsFile(const std::string& path);
+  SafetensorsFile(const std::string& path, const PinnedFile* pinned);
   MappedFile file_;
   const uint8_t* data_begin_ = nullptr;
   std::vector<SafetensorsEntry> entries_;

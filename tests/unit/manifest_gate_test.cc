@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/pinned_file.h"
 #include "security/ed25519.h"
 #include "security/gate.h"
 #include "security/model_files.h"
@@ -73,21 +74,35 @@ TEST_F(Fixture, IntactSignedModelPasses) {
   EXPECT_EQ(r.bytes, fs::file_size(model / "config.json") + 2 + 300000 + 200001 + fs::file_size(model / "model.safetensors.index.json"));
 }
 
-TEST_F(Fixture, ReportIdentifiesTheVerifiedFilesForTheLoader) {
+TEST_F(Fixture, ReportHoldsTheVerifiedFilesOpenForTheLoader) {
   VerifyReport r = verify();
-  ASSERT_EQ(r.verified.size(), 5u);
-  const VerifiedFile& shard = r.verified[1];
-  EXPECT_EQ(shard.path, "model-00001-of-00002.safetensors");
-  int original = ::open(shard.real_path.c_str(), O_RDONLY);  // held open: its inode cannot be reused
-  ASSERT_GE(original, 0);
-  EXPECT_TRUE(still_same_file(original, shard));
+  ASSERT_EQ(r.pinned.size(), 5u);
+  const std::string rel = "model-00001-of-00002.safetensors";
+  const sanctum::PinnedFile& shard = r.pinned.at(model.string(), rel);
+  EXPECT_EQ(shard.identity().bytes, 300000u);
+  EXPECT_TRUE(sanctum::still_same_file(shard.fd(), shard.identity()));
+  EXPECT_NO_THROW(r.pinned.check_in_place(model.string()));
   // Replaced after verification by identical bytes under a new inode: the loader can still tell.
-  fs::remove(model / shard.path);
-  put(shard.path, std::string(300000, 'a'));
-  int replaced = ::open(shard.real_path.c_str(), O_RDONLY);
-  EXPECT_FALSE(still_same_file(replaced, shard));
+  fs::remove(model / rel);
+  put(rel, std::string(300000, 'a'));
+  int replaced = ::open((model / rel).c_str(), O_RDONLY);
+  ASSERT_GE(replaced, 0);
+  EXPECT_FALSE(sanctum::still_same_file(replaced, shard.identity()));
   ::close(replaced);
-  ::close(original);
+  try {
+    r.pinned.check_in_place(model.string());
+    ADD_FAILURE() << "a replaced shard passed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(rel + ": replaced since it was verified against " + manifest), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Fixture, AHeldFileWrittenInPlaceIsNoLongerTheSameFile) {
+  VerifyReport r = verify();
+  const sanctum::PinnedFile& tok = r.pinned.at(model.string(), "tokenizer.json");
+  std::ofstream(model / "tokenizer.json", std::ios::binary | std::ios::app) << " ";
+  EXPECT_FALSE(sanctum::still_same_file(tok.fd(), tok.identity()));
+  EXPECT_THROW(tok.check_unchanged("tokenizer.json"), Error);
 }
 
 TEST_F(Fixture, GeneratedManifestIsSortedAndStable) {
