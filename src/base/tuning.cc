@@ -195,6 +195,8 @@ std::string tuning_markdown() {
       "`SANCTUM_TUNE` environment variable (the flag wins). Every knob is on by default; `0` or `off`\n"
       "turns it off. A knob belongs to the model it was loaded with, so two models of one process can\n"
       "differ. `scripts/gpu_check.sh run --sweep=KNOB=0,1` times a knob both ways on a GPU machine.\n\n"
+      "Two other environment variables are settings, not knobs: `SANCTUM_MATMUL_PRECISION` (what\n"
+      "`--matmul-precision` sets) and `SANCTUM_DEFAULT_MODEL` (the model used without `--model`).\n\n"
       "| knob | device | on (the default) | off path tested by | status |\n"
       "| --- | --- | --- | --- | --- |\n";
   for (const KnobInfo& k : kTable)
