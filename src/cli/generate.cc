@@ -13,7 +13,7 @@
 #include "cli/command.h"
 #include "cli/ids.h"
 #include "engine/cached_generation.h"
-#include "chat/chat_template.h"
+#include "chat/prompt_builder.h"
 #include "model/default_model.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -78,17 +78,9 @@ int run_generate(int argc, char** argv) {
   std::unique_ptr<Tokenizer> tokenizer;
   if (text_io) {
     tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(model_dir));
-    if (args.has("prompt")) {
-      prompts.push_back(tokenizer->encode(*args.get("prompt")));
-    } else {
-      ChatTemplateOptions options;
-      options.bos_token = tokenizer->bos_token();
-      options.eos_token = tokenizer->eos_token();
-      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-      messages.push_back({{"role", "user"}, {"content", *args.get("chat")}});
-      const std::string rendered = ChatTemplate(tokenizer->chat_template()).render(messages, options);
-      prompts.push_back(tokenizer->encode(rendered, /*add_special_tokens=*/false));
-    }
+    // Built as the server builds them: one conversation or text gives the same ids in both.
+    if (args.has("prompt")) prompts.push_back(text_prompt(*tokenizer, *args.get("prompt")));
+    else prompts.push_back(PromptBuilder(*tokenizer).chat(user_turn(*args.get("chat")), nlohmann::json::object()).ids);
     for (int32_t id : tokenizer->eos_ids()) params.stop_ids.push_back(id);
   } else if (args.has("prompt-ids")) {
     prompts.push_back(parse_ids(*args.get("prompt-ids")));

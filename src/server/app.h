@@ -17,7 +17,7 @@
 #include "server/request_handler.h"
 #include "server/route_table.h"
 #include "server/server_metrics.h"
-#include "chat/chat_template.h"
+#include "chat/prompt_builder.h"
 #include "tensor/dtype.h"
 #include "tokenizer/tokenizer.h"
 
@@ -42,8 +42,7 @@ struct ServedModel {
   std::string dir;
   int64_t created = 0;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<ChatTemplate> chat_template;  // the checkpoint's, or ChatML when it has none
-  bool thinking = false;  // the chat template knows <think> blocks: split reasoning_content
+  std::unique_ptr<PromptBuilder> prompts;  // over `tokenizer`: the checkpoint's chat template, or ChatML
   int64_t context_length = 0;
   std::vector<int32_t> eos_ids;
   std::unique_ptr<InferenceWorker> worker;

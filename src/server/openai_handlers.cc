@@ -6,7 +6,7 @@
 
 #include "server/app.h"
 #include "server/openai_response.h"
-#include "server/prompt_builder.h"
+#include "server/request_prompt.h"
 #include "server/text_sink.h"
 
 namespace sanctum::server {
@@ -53,7 +53,7 @@ void App::completions(Exchange& ex, bool chat) {
   OpenAiRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
   ServedModel& m = resolve_model(r.model);
   ex.model = m.id;
-  BuiltPrompt prompt = build_prompt(m, r);
+  BuiltPrompt prompt = request_prompt(*m.prompts, r, m.worker->model().vocab_size());
   ex.prompt_tokens = static_cast<int>(prompt.ids.size());
 
   auto job = std::make_shared<InferenceJob>();
@@ -79,7 +79,7 @@ void App::completions(Exchange& ex, bool chat) {
   so.skip_special_tokens = r.skip_special_tokens;
   so.want_logprobs = r.logprobs;
   so.flush_tokens = r.stream ? std::max(1, options_.stream_flush_tokens) : 1 << 30;
-  so.split_reasoning = chat && m.thinking;
+  so.split_reasoning = chat && m.prompts->thinking();
   so.start_in_reasoning = prompt.start_in_reasoning;
   so.n = r.n;
   so.time_to_first_token = &metrics_.time_to_first_token;

@@ -54,9 +54,7 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
   m->eos_ids = cfg.eos_token_ids;
   for (int32_t id : m->tokenizer->eos_ids())
     if (std::find(m->eos_ids.begin(), m->eos_ids.end(), id) == m->eos_ids.end()) m->eos_ids.push_back(id);
-  m->chat_template = std::make_unique<ChatTemplate>(m->tokenizer->chat_template());
-  m->thinking = m->tokenizer->chat_template().find("<think>") != std::string::npos &&
-                m->tokenizer->token_to_id("</think>") >= 0;
+  m->prompts = std::make_unique<PromptBuilder>(*m->tokenizer);
   m->worker = std::make_unique<InferenceWorker>(spec.id, std::move(model), options.max_queue, metrics, options.prompt_cache_bytes);
   return m;
 }

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "chat/reasoning_splitter.h"
 #include "engine/stop_matcher.h"
 #include "server/inference_worker.h"
-#include "server/reasoning_splitter.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 

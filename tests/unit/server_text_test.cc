@@ -1,9 +1,8 @@
-// Stop strings and the <think> split over streamed pieces: the result must not depend on how the
-// text was cut into pieces.
+// Stop strings over streamed pieces: the result must not depend on how the text was cut into pieces
+// (the <think> split is tested in chat_reasoning_test.cc).
 #include <gtest/gtest.h>
 
 #include "engine/stop_matcher.h"
-#include "server/reasoning_splitter.h"
 
 namespace sanctum {
 namespace {
@@ -50,49 +49,6 @@ TEST(ServerText, no_stop_strings_pass_everything) {
   auto [out, stopped] = run_stop({}, "anything at all", 4);
   EXPECT_FALSE(stopped);
   EXPECT_EQ(out, "anything at all");
-}
-
-std::pair<std::string, std::string> run_split(bool start_inside, const std::string& text, size_t step) {
-  server::ReasoningSplitter s(true, start_inside);
-  std::string content, reasoning;
-  for (size_t i = 0; i < text.size(); i += step) {
-    auto o = s.push(text.substr(i, step));
-    content += o.content;
-    reasoning += o.reasoning;
-  }
-  auto o = s.flush();
-  return {content + o.content, reasoning + o.reasoning};
-}
-
-TEST(ServerText, think_block_goes_to_reasoning_for_any_cut) {
-  for (size_t step = 1; step <= 9; ++step) {
-    auto [content, reasoning] = run_split(false, "<think>\nweigh it\n</think>\n\nThe answer.", step);
-    EXPECT_EQ(reasoning, "\nweigh it\n") << step;
-    EXPECT_EQ(content, "The answer.") << step;
-  }
-}
-
-TEST(ServerText, prompt_opened_think_block) {
-  auto [content, reasoning] = run_split(true, "pondering</think>done", 2);
-  EXPECT_EQ(reasoning, "pondering");
-  EXPECT_EQ(content, "done");
-}
-
-TEST(ServerText, think_tag_later_in_the_text_is_content) {
-  auto [content, reasoning] = run_split(false, "say <think> literally", 3);
-  EXPECT_EQ(reasoning, "");
-  EXPECT_EQ(content, "say <think> literally");
-}
-
-TEST(ServerText, unterminated_reasoning_stays_reasoning) {
-  auto [content, reasoning] = run_split(false, "<think>still going", 4);
-  EXPECT_EQ(reasoning, "still going");
-  EXPECT_EQ(content, "");
-}
-
-TEST(ServerText, disabled_splitter_passes_tags_through) {
-  server::ReasoningSplitter s(false, false);
-  EXPECT_EQ(s.push("<think>x</think>y").content, "<think>x</think>y");
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 #pragma once
-// Splits streamed model output into reasoning_content (inside <think>...</think>) and content.
-// The opening tag counts only at the very start of the output (after whitespace), or is implied
-// when the prompt already opened the block; tags split across pieces are held back until whole.
+// Splits streamed model output into reasoning (inside <think>...</think>) and content, for the
+// server's reasoning_content. The opening tag counts only at the very start of the output (after
+// whitespace), or is implied when the prompt already opened the block; a later "<think>" is content.
+// Tags split across pieces are held back until whole, so the split never depends on the chunking.
 #include <string>
 #include <string_view>
 
-namespace sanctum::server {
+namespace sanctum {
 
 class ReasoningSplitter {
  public:
@@ -26,4 +27,4 @@ class ReasoningSplitter {
   std::string held_;
 };
 
-}  // namespace sanctum::server
+}  // namespace sanctum

@@ -1,8 +1,8 @@
-#include "server/reasoning_splitter.h"
+#include "chat/reasoning_splitter.h"
 
 #include <algorithm>
 
-namespace sanctum::server {
+namespace sanctum {
 
 namespace {
 constexpr std::string_view kOpen = "<think>";
@@ -74,4 +74,4 @@ ReasoningSplitter::Out ReasoningSplitter::flush() {
   return out;
 }
 
-}  // namespace sanctum::server
+}  // namespace sanctum
