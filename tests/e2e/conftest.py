@@ -22,6 +22,13 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_vocab(tiny_model):
+    """The tiny model's tokenizer and chat template, run apart from the server (reference.py)."""
+    import reference
+    return reference.Vocab(tiny_model)
+
+
+@pytest.fixture(scope="session")
 def server(sanctum_bin, tiny_model, tmp_path_factory):
     logs = tmp_path_factory.mktemp("e2e-logs") / "server.log"
     s = sh.Server(sanctum_bin, [f"{MODEL}={tiny_model}"], logs, extra=["--max-queue", "8", "--threads", "1"])
