@@ -112,16 +112,23 @@ def test_each_token_is_the_argmax_after_the_penalty(server, vocab, sanctum_bin, 
         assert ref.repeats(ids) > ref.repeats(plain), shown
 
 
-def test_top_k_min_p_and_top_p_keep_only_what_they_allow(server, vocab, sanctum_bin, tmp_path):
-    temperature, top_k, min_p, top_p = 1.0, 8, 0.05, 0.6
-    r = ask(server, vocab, STORY, temperature=temperature, seed=7, top_k=top_k, min_p=min_p, top_p=top_p)
+@pytest.mark.parametrize("filters", [
+    {"top_k": 4},
+    {"min_p": 0.2},
+    {"top_p": 0.6},
+    {"top_k": 8, "min_p": 0.05, "top_p": 0.8},
+], ids=["top_k", "min_p", "top_p", "all-three"])
+def test_sampled_tokens_lie_in_what_the_filters_keep(server, vocab, sanctum_bin, tmp_path, filters):
+    temperature = 1.5
+    r = ask(server, vocab, STORY, temperature=temperature, seed=7, **filters)
     ids = answer_ids(vocab, r["choices"][0])
-    cut = 0
+    removed = 0.0  # probability the filters took away, summed over the steps
     for k, (row, token) in enumerate(zip(rows_of(sanctum_bin, tmp_path, vocab, STORY, ids), ids)):
-        kept = ref.sampling_filter(row, temperature, top_k, top_p, min_p)
+        kept = ref.sampling_filter(row, temperature, filters.get("top_k", 0), filters.get("top_p", 1.0),
+                                   filters.get("min_p", 0.0))
         assert token in kept, f"step {k}: sampled {vocab.decode([token])!r}, outside {vocab.decode(sorted(kept))!r}"
-        cut += 1 < len(kept) < top_k
-    assert cut > 0  # min_p or top_p narrowed a choice of several somewhere: the check covers them
+        removed += 1.0 - np.exp(ref.log_softmax(row / temperature))[sorted(kept)].sum()
+    assert removed >= 1.0, removed  # unfiltered, about one token or more would have come from outside
 
 
 def test_a_seed_gives_one_sample_and_another_seed_another(server, vocab):
