@@ -1,9 +1,9 @@
 """Sampling parameters and logprobs through the server, on the embedded default model, checked
 against the model's raw logits at every answer step (`sanctum logits`, the model alone, fed the
 prompt and the answer so far) and the parameters' formulas applied to them in numpy (reference.py):
-logprobs are each step's log-softmax, also for tokens that prompt lookup drafted; penalties pick
-what their formula picks and make a repeating answer repeat less; top-k, min-p and top-p keep what
-they allow; a seed gives one sample; n gives samples of their own."""
+logprobs are each step's log-softmax, also for tokens that prompt lookup drafted; temperature 0
+picks the argmax; penalties pick what their formula picks and change how much an answer repeats;
+top-k, min-p and top-p keep what they allow; a seed gives one sample; n gives samples of their own."""
 import numpy as np
 import pytest
 
@@ -71,6 +71,12 @@ def test_logprobs_are_each_steps_own_also_for_drafted_tokens(server, vocab, sanc
         assert top[0] == (token, entry["logprob"]), k
         assert np.allclose([lp for _, lp in top], np.sort(expected)[::-1][:5], atol=TIE), k
         assert all(abs(lp - expected[i]) < TIE for i, lp in top), k
+
+
+def test_temperature_zero_picks_the_argmax_at_every_step(server, vocab, sanctum_bin, tmp_path):
+    ids = answer_ids(vocab, ask(server, vocab, STORY)["choices"][0])
+    for k, (row, token) in enumerate(zip(rows_of(sanctum_bin, tmp_path, vocab, STORY, ids), ids)):
+        assert row[token] >= row.max() - TIE, f"step {k}: picked {vocab.decode([token])!r}"
 
 
 def check_greedy_picks(vocab, rows, prompt, ids, **formula):
