@@ -6,27 +6,12 @@ import json
 
 import pytest
 
-import reference as ref
 import server_harness as sh
 
-DEFAULT_MODEL = sh.ROOT / "models" / "default" / "mlx-4bit"
 NAME = "default"
 CASES = json.loads((sh.ROOT / "tests" / "data" / "default_model_eval.json").read_text())["cases"]
 THINKING_ON = [c for c in CASES if c["task"] == "thinking_on"][:3]
 THINKING_OFF = [c for c in CASES if c["task"] == "thinking_off"][:3]
-
-
-@pytest.fixture(scope="module")
-def server(sanctum_bin, tmp_path_factory):
-    s = sh.Server(sanctum_bin, [f"{NAME}={DEFAULT_MODEL}"], tmp_path_factory.mktemp("thinking") / "server.log",
-                  extra=["--threads", "1"])
-    yield s
-    s.terminate()
-
-
-@pytest.fixture(scope="module")
-def vocab():
-    return ref.Vocab(DEFAULT_MODEL)
 
 
 def ask(server, messages, **kwargs):
@@ -39,26 +24,26 @@ def ask(server, messages, **kwargs):
 
 
 @pytest.mark.parametrize("case", THINKING_ON, ids=[c["id"] for c in THINKING_ON])
-def test_true_opens_a_think_block_and_the_answer_follows_it(server, vocab, case):
+def test_true_opens_a_think_block_and_the_answer_follows_it(default_server, default_vocab, case):
     assert case["prompt"].endswith("<|im_start|>assistant\n<think>\n")
-    prompt_tokens, message = ask(server, case["messages"], enable_thinking=True)
-    assert prompt_tokens == len(vocab.encode(case["prompt"]))
+    prompt_tokens, message = ask(default_server, case["messages"], enable_thinking=True)
+    assert prompt_tokens == len(default_vocab.encode(case["prompt"]))
     assert message.get("reasoning_content", "").strip(), message
     assert message["content"].strip() == case["expected"], message
 
 
 @pytest.mark.parametrize("case", THINKING_OFF, ids=[c["id"] for c in THINKING_OFF])
-def test_false_writes_an_empty_think_block_and_answers_directly(server, vocab, case):
+def test_false_writes_an_empty_think_block_and_answers_directly(default_server, default_vocab, case):
     assert case["prompt"].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
-    prompt_tokens, message = ask(server, case["messages"], enable_thinking=False)
-    assert prompt_tokens == len(vocab.encode(case["prompt"]))
+    prompt_tokens, message = ask(default_server, case["messages"], enable_thinking=False)
+    assert prompt_tokens == len(default_vocab.encode(case["prompt"]))
     assert "reasoning_content" not in message, message
     assert message["content"].strip() == case["expected"], message
 
 
-def test_not_given_adds_no_think_block(server, vocab):
+def test_not_given_adds_no_think_block(default_server, default_vocab):
     messages = THINKING_ON[0]["messages"]
-    prompt_tokens, message = ask(server, messages)
-    assert prompt_tokens == len(vocab.chat_prompt(messages))
-    assert prompt_tokens == len(vocab.encode(THINKING_ON[0]["prompt"])) - 2  # without "<think>", "\n"
+    prompt_tokens, message = ask(default_server, messages)
+    assert prompt_tokens == len(default_vocab.chat_prompt(messages))
+    assert prompt_tokens == len(default_vocab.encode(THINKING_ON[0]["prompt"])) - 2  # without "<think>", "\n"
     assert "reasoning_content" not in message, message
