@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <random>
 
 #include "base/error.h"
@@ -146,6 +147,29 @@ struct LogitsSnapshot {
   }
 };
 
+// The rows of the tokens not yet handed over, oldest first: the generator shows one row per picked
+// token, in order, but a prompt-lookup verification picks several tokens from one forward before
+// any of them is handed over. Spent rows are kept for reuse (a row is the vocabulary's size).
+class LogitsQueue {
+ public:
+  void push(std::span<const float> logits) {
+    if (spare_.empty()) spare_.emplace_back();
+    rows_.push_back(std::move(spare_.back()));
+    spare_.pop_back();
+    rows_.back().take(logits);
+  }
+  // The oldest row; null when none is waiting.
+  const LogitsSnapshot* front() const { return rows_.empty() ? nullptr : &rows_.front(); }
+  void pop() {
+    spare_.push_back(std::move(rows_.front()));
+    rows_.pop_front();
+  }
+
+ private:
+  std::deque<LogitsSnapshot> rows_;
+  std::vector<LogitsSnapshot> spare_;
+};
+
 const char* stop_reason_label(FinishReason f) { return finish_reason_name(f); }
 
 }  // namespace
@@ -160,8 +184,8 @@ void InferenceWorker::run(InferenceJob& job) {
     if (job.seed_given) params.sampling.seed = job.params.sampling.seed + static_cast<uint64_t>(choice);
     else if (!params.sampling.greedy()) params.sampling.seed = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
 
-    LogitsSnapshot snapshot;
-    if (job.top_logprobs >= 0) params.on_logits = [&](std::span<const float> logits) { snapshot.take(logits); };
+    LogitsQueue rows;
+    if (job.top_logprobs >= 0) params.on_logits = [&](std::span<const float> logits) { rows.push(logits); };
 
     bool sink_stopped = false;
     auto on_tokens = [&](std::span<const int32_t> tokens) {
@@ -169,10 +193,11 @@ void InferenceWorker::run(InferenceJob& job) {
       for (int32_t t : tokens) {
         TokenOutput out;
         out.token = t;
-        if (job.top_logprobs >= 0 && !snapshot.row.empty()) {
+        if (const LogitsSnapshot* row = rows.front()) {
           out.has_logprobs = true;
-          out.logprob = snapshot.logprob(t);
-          if (job.top_logprobs > 0) out.top = snapshot.top(job.top_logprobs);
+          out.logprob = row->logprob(t);
+          if (job.top_logprobs > 0) out.top = row->top(job.top_logprobs);
+          rows.pop();
         }
         if (!job.sink->on_token(choice, out)) {
           sink_stopped = true;

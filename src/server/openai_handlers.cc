@@ -148,7 +148,7 @@ void App::completions(Exchange& ex, bool chat) {
         continue;
       }
       json lp = r.logprobs && !d.logprobs.empty() ? logprobs_json(*m.tokenizer, d.logprobs, chat, text_offsets[i]) : json();
-      text_offsets[i] += d.content.size();
+      text_offsets[i] += utf8_chars(d.content);
       if (!d.content.empty() || !d.reasoning.empty() || !lp.is_null())
         send(chunk_json(meta, d.index, nullptr, d.content, d.reasoning, lp, d.finish_reason && !chat ? d.finish_reason : std::nullopt));
       if (d.finish_reason && (chat || (d.content.empty() && d.reasoning.empty() && lp.is_null())))

@@ -6,6 +6,12 @@ using nlohmann::json;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+size_t utf8_chars(std::string_view text) {
+  size_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80;  // continuation bytes extend a character
+  return n;
+}
+
 json usage_json(int prompt_tokens, int completion_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
@@ -52,7 +58,7 @@ json logprobs_json(const Tokenizer& tok, const std::vector<TokenOutput>& tokens,
     for (const auto& [id, lp] : t.top) top[token_text(tok, id)] = lp;
     tops.push_back(top);
     offsets.push_back(offset);
-    offset += text.size();
+    offset += utf8_chars(text);
   }
   return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,6 +33,7 @@ struct ChoiceText {
 nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
 
 // chat: {"content": [{token, logprob, bytes, top_logprobs}]}; completions: {tokens, token_logprobs, top_logprobs, text_offset}.
+// text_offset counts characters, as OpenAI's does (a client slices the text with it), from `text_offset`.
 nlohmann::json logprobs_json(const Tokenizer& tok, const std::vector<TokenOutput>& tokens, bool chat, size_t text_offset = 0);
 
 nlohmann::json full_response(const ResponseMeta& meta, const std::vector<ChoiceText>& choices, int prompt_tokens,
@@ -45,5 +47,8 @@ nlohmann::json chunk_json(const ResponseMeta& meta, int index, const std::string
 nlohmann::json usage_chunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens);
 
 std::string dump(const nlohmann::json& j);
+
+// Characters (code points) in UTF-8 text.
+size_t utf8_chars(std::string_view text);
 
 }  // namespace sanctum::server

@@ -22,6 +22,28 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_vocab(tiny_model):
+    """The tiny model's tokenizer and chat template, run apart from the server (reference.py)."""
+    import reference
+    return reference.Vocab(tiny_model)
+
+
+@pytest.fixture(scope="session")
+def default_server(sanctum_bin, tmp_path_factory):
+    """One server of the embedded default model, named "default", for checks of what it answers."""
+    s = sh.Server(sanctum_bin, [f"default={sh.DEFAULT_MODEL}"], tmp_path_factory.mktemp("default") / "server.log",
+                  extra=["--threads", "1"])
+    yield s
+    s.terminate()
+
+
+@pytest.fixture(scope="session")
+def default_vocab():
+    import reference
+    return reference.Vocab(sh.DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
 def server(sanctum_bin, tiny_model, tmp_path_factory):
     logs = tmp_path_factory.mktemp("e2e-logs") / "server.log"
     s = sh.Server(sanctum_bin, [f"{MODEL}={tiny_model}"], logs, extra=["--max-queue", "8", "--threads", "1"])

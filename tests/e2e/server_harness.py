@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_DIR = ROOT / "tests" / "data" / "tokenizers" / "qwen3"
 VOCAB = 151936  # Qwen's padded embedding size; the tokenizer has 151669 ids
 MODEL = "tiny"  # the name the e2e servers give the tiny model
+DEFAULT_MODEL = ROOT / "models" / "default" / "mlx-4bit"  # the embedded default model, a trained one
 
 
 def make_tiny_chat_model(out: Path, layers: int = 2, hidden: int = 64) -> Path:

@@ -66,22 +66,32 @@ def test_stop_string_split_across_flushes_still_stops(client, server):
     assert text == full[:full.find(stop)]
 
 
-def test_stream_completions_endpoint(client):
-    pieces = [c.choices[0].text for c in client.completions.create(model=MODEL, prompt="The sea", max_tokens=5,
-                                                                   temperature=0, stream=True,
-                                                                   extra_body={"ignore_eos": True}) if c.choices]
-    whole = client.completions.create(model=MODEL, prompt="The sea", max_tokens=5, temperature=0,
-                                      extra_body={"ignore_eos": True})
-    assert "".join(pieces) == whole.choices[0].text
+def test_stream_completions_endpoint(client, tiny_vocab):
+    # This prompt's answer has characters of several bytes: text_offset counts characters.
+    args = {"model": MODEL, "prompt": tiny_vocab.encode("Once upon a time"), "max_tokens": 5, "temperature": 0,
+            "logprobs": 1, "extra_body": {"ignore_eos": True}}
+    chunks = [c.choices[0] for c in client.completions.create(stream=True, **args) if c.choices]
+    whole = client.completions.create(**args).choices[0]
+    assert "".join(c.text for c in chunks) == whole.text
+    assert [o for c in chunks if c.logprobs for o in c.logprobs.text_offset] == whole.logprobs.text_offset
+    assert whole.logprobs.text_offset == [len("".join(whole.logprobs.tokens[:i])) for i in range(5)]
+    assert len(whole.text) < len(whole.text.encode())
 
 
 def test_stream_n_two_has_both_indexes(server):
     s = sh.SseStream(server.port, "/v1/chat/completions",
-                     sh.chat_body(MODEL, stream=True, n=2, max_tokens=3, temperature=0.8, seed=3, ignore_eos=True))
+                     sh.chat_body(MODEL, stream=True, n=2, max_tokens=3, temperature=0.8, seed=3, ignore_eos=True,
+                                  logprobs=True, stream_options={"include_usage": True}))
     chunks = [json.loads(e) for e in s.events() if e != "[DONE]"]
     s.close()
-    finished = {c["choices"][0]["index"] for c in chunks if c["choices"][0]["finish_reason"]}
+    finished = {c["choices"][0]["index"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]}
     assert finished == {0, 1}
+    tokens = {0: 0, 1: 0}
+    for c in chunks:
+        if c["choices"] and c["choices"][0]["logprobs"]:
+            tokens[c["choices"][0]["index"]] += len(c["choices"][0]["logprobs"]["content"])
+    assert tokens == {0: 3, 1: 3}
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 6
 
 
 def test_disconnect_mid_stream_frees_the_slot(server):
