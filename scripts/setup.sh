@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config git clang libclang-rt-14-dev
+  build-essential cmake ninja-build ccache pkg-config git clang libclang-rt-14-dev clang-format-14
   libhwy-dev nlohmann-json3-dev libpcre2-dev libssl-dev libgtest-dev libgmock-dev
   python3 python3-venv python3-dev time
   libboost-dev libicu-dev zlib1g-dev
