@@ -13,6 +13,7 @@
 #include "cli/device_flags.h"
 #include "cli/log_flags.h"
 #include "model/default_model.h"
+#include "ops/precision.h"
 #include "security/gate.h"
 #include "server/serve_main.h"
 
@@ -25,7 +26,8 @@ const char* kUsage =
     "                     [--default-max-tokens N] [--deep-health-timeout S] [--max-connections N]\n"
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
     "                     [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N] [--threads N]\n"
-    "                     [--prefill-chunk N] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
+    "                     [--prefill-chunk N] [--matmul-precision f32|int8|bf16] [--device cpu|cuda]\n"
+    "                     [--gpu-memory-limit-mb N] [--tune KEY=VALUE,...]\n"
     "                     [--manifest M [--manifest-sig S] [--manifest-pubkey P]]\n"
     "                     [--tls-cert C --tls-key K --tls-client-ca CA [--tls-crl CRL] [--tls-host ADDR ...]\n"
     "                      [--tls-port N] [--no-plain]] [--auth-token-file F [--auth-loopback-bypass]]\n"
@@ -118,13 +120,15 @@ server::ListenerSecurity listener_security(const Args& args) {
 }
 
 int run_serve(int argc, char** argv) {
+  // clang-format off
   Args args(argc, argv,
             {"model", "host", "port", "max-queue", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
-             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", kDeviceFlag, kTuneFlag,
+             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kDeviceFlag, kTuneFlag,
              kGpuMemoryLimitFlag},
             {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass"});
+  // clang-format on
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -132,6 +136,7 @@ int run_serve(int argc, char** argv) {
   apply_log_flags(args);
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
 
+  if (args.has("matmul-precision")) ops::set_matmul_precision(ops::parse_matmul_precision(*args.get("matmul-precision")));
   server::ServerOptions opt;
   opt.device = apply_device_flags(args);
   opt.tuning = tuning_from_flags(args);

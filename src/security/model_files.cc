@@ -52,8 +52,7 @@ bool is_file_a_load_reads(const std::string& name) {
       "config.json",        "generation_config.json", "tokenizer.json",      "tokenizer_config.json",
       "tokenizer.model",    "tekken.json",            "special_tokens_map.json", "added_tokens.json",
       "vocab.json",         "vocab.txt",              "merges.txt",          "chat_template.jinja",
-      "chat_template.json", "adapter_config.json",
-  };
+      "chat_template.json", "adapter_config.json"};
   if (std::find(exact.begin(), exact.end(), name) != exact.end()) return true;
   return ends_with(name, ".safetensors") || ends_with(name, ".safetensors.index.json");
 }

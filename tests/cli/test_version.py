@@ -75,3 +75,9 @@ def test_serve_help_lists_the_device_flags(sanctum_bin):
     r = run(sanctum_bin, "serve", "--help")
     assert r.returncode == 0
     assert "--device cpu|cuda" in r.stdout and "--gpu-memory-limit-mb N" in r.stdout
+
+
+def test_serve_refuses_an_unknown_matmul_precision_before_binding(sanctum_bin):
+    r = run(sanctum_bin, "serve", "--port", "0", "--matmul-precision", "fp4")
+    assert r.returncode == 2, r.stderr
+    assert "unknown matmul precision 'fp4'" in r.stderr and "use f32, int8 or bf16" in r.stderr, r.stderr

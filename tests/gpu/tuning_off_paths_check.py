@@ -2,11 +2,13 @@
 alone must give what the defaults give, in the bf16 mode where the fused and tiled paths run.
 
 - Logits (`sanctum logits --device cuda`, a prompt of 64 tokens as one forward, then 32 one-token
-  steps): the same top token wherever the defaults' top two are apart, and every logit within a small
-  fraction of the largest, on three models that between them reach every path: the embedded default
-  model (a dense hybrid: GatedDeltaNet and gated attention, head dim 64), a random-weight MoE at the
-  Qwen3.6-35B-A3B layer shapes cut to 4 layers (the expert launches), and a random-weight Devstral-24B
-  shape cut to 2 layers (head dim 128: the wgmma flash attention and its bf16 output).
+  steps), on three models that between them reach every path: the embedded default model (a dense
+  hybrid: GatedDeltaNet and gated attention, head dim 64), a random-weight MoE at the Qwen3.6-35B-A3B
+  layer shapes cut to 4 layers (the expert launches), and a random-weight Devstral-24B shape cut to 2
+  layers (head dim 128: the wgmma flash attention and its bf16 output). A knob whose two paths do the
+  same arithmetic must give the same bits; any other the same top token wherever the defaults' top two
+  are apart, and every logit within a fraction of the largest (a looser one on the MoE, where a
+  rounding moved elsewhere can send a token to another expert).
 - Tokens (`sanctum generate --device cuda --temperature 0`, 200 tokens): identical to the defaults'
   for the knobs of the decode step as a whole (graphs, device picks, chaining, the host copy, early
   launch), which change no arithmetic.
@@ -30,9 +32,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "gpu"))
 import random_checkpoint  # noqa: E402
 
 # As split_norm_check.py: a knob that moves where a value is rounded moves the logits by a fraction of
-# a percent of their scale; a wrong path moves them by far more.
+# their scale; a wrong path moves them by far more. Measured on an H200: at most 0.018 of the scale on
+# the dense models (gemm_bf16_out on the default model) and 0.108 on the MoE (delta_bf16).
 GAP = 0.5
 TOLERANCE = 0.03
+MOE_TOLERANCE = 0.15
+# The knobs whose off path does the same arithmetic in another launch shape, order of launches or
+# memory placement: their logits must be identical (measured so on the H200 on all three models).
+SAME_BITS = ("cuda_graphs", "gpu_sampling", "chained_decode", "host_copy_kernel", "early_launch", "matvec_split_waves", "weight_evict_first",
+             "fuse_swiglu", "route_in_experts", "stage_expert_tables", "fuse_head_norm_rope", "fuse_attention_gate", "norm_bf16_out",
+             "attention_bf16_out")
 # The knobs whose off path changes no arithmetic: their tokens must be identical.
 STEP_KNOBS = ("cuda_graphs", "gpu_sampling", "chained_decode", "host_copy_kernel", "early_launch")
 
@@ -83,7 +92,12 @@ def main() -> int:
             ids = prompt(vocab)
             reference = logits(model, ids, tmp / "reference.npy", None)
             for knob in knobs:
-                ok &= agrees(reference, logits(model, ids, tmp / f"{knob}.npy", knob), GAP, TOLERANCE, f"{name}, {knob}=0")
+                other = logits(model, ids, tmp / f"{knob}.npy", knob)
+                tolerance = MOE_TOLERANCE if name.startswith("MoE") else TOLERANCE
+                ok &= agrees(reference, other, GAP, tolerance, f"{name}, {knob}=0")
+                if knob in SAME_BITS and not np.array_equal(reference, other):
+                    ok = False
+                    print(f"{name}, {knob}=0: the logits differ from the defaults' where the two paths do the same arithmetic")
         ids = prompt(4096)
         reference = tokens(MODEL, ids, None)
         for knob in (k for k in knobs if k in STEP_KNOBS):

@@ -44,9 +44,10 @@ struct Value {
   std::shared_ptr<List> list;
   std::shared_ptr<Dict> dict;
   std::shared_ptr<Function> fn;
-  bool generator = false;
-  bool markup = false;  // string marked safe (|safe, |e): `+` with a plain string escapes the plain side  // list produced by map/select/...: Python sees a generator (not JSON serializable)
+  bool generator = false;  // list produced by map/select/...: Python sees a generator (not JSON serializable)
+  bool markup = false;     // string marked safe (|safe, |e): `+` with a plain string escapes the plain side
 
+  // clang-format off
   static Value undefined(std::string name = {}) { Value v; v.s = std::move(name); return v; }
   static Value none() { Value v; v.kind = Kind::none; return v; }
   static Value boolean(bool x) { Value v; v.kind = Kind::boolean; v.b = x; return v; }
@@ -56,6 +57,7 @@ struct Value {
   static Value make_list(List items = {}) { Value v; v.kind = Kind::list; v.list = std::make_shared<List>(std::move(items)); return v; }
   static Value make_dict() { Value v; v.kind = Kind::dict; v.dict = std::make_shared<Dict>(); return v; }
   static Value function(Function f) { Value v; v.kind = Kind::function; v.fn = std::make_shared<Function>(std::move(f)); return v; }
+  // clang-format on
   static Value from_json(const nlohmann::ordered_json& j);
 
   bool is_undefined() const { return kind == Kind::undefined; }

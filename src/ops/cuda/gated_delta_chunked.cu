@@ -48,7 +48,7 @@ template <int DKP>
 struct Layout {
   static constexpr int kLdK = DKP + 4;  // row pitch of K, Q and S (= 4 mod 32)
   static constexpr int kK = kChunk * kLdK;
-  static constexpr int kQM = kChunk * kLdK > 2 * kChunk * kLdM ? kChunk * kLdK : 2 * kChunk * kLdM;  // Q, then M^T and P
+  static constexpr int kQM = (kChunk * kLdK > 2 * kChunk * kLdM) ? kChunk * kLdK : 2 * kChunk * kLdM;  // Q, then M^T and P
   static constexpr int kS = kRows * kLdK;
   static constexpr int kY = 2 * kChunk * kLdY;
   static constexpr int kVectors = 4 * kChunk;  // e, el, beta, log decay
