@@ -65,12 +65,14 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     if (!out) continue;
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      std::fprintf(out, "%llu,%llu,%u,%u,%d.%d.%d,%d,%s\n", static_cast<unsigned long long>(k->start), static_cast<unsigned long long>(k->end),
-                   k->graphId, k->correlationId, k->gridX, k->gridY, k->gridZ, k->blockX, demangled(k->name).c_str());
+      std::fprintf(out, "%llu,%llu,%u,%u,%d.%d.%d,%d,%s\n", static_cast<unsigned long long>(k->start),
+                   static_cast<unsigned long long>(k->end), k->graphId, k->correlationId, k->gridX, k->gridY, k->gridZ, k->blockX,
+                   demangled(k->name).c_str());
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-      std::fprintf(out, "%llu,%llu,%u,%u,-,-,memcpy %s %llu B\n", static_cast<unsigned long long>(m->start), static_cast<unsigned long long>(m->end),
-                   m->graphId, m->correlationId, copy_kind(m->copyKind), static_cast<unsigned long long>(m->bytes));
+      std::fprintf(out, "%llu,%llu,%u,%u,-,-,memcpy %s %llu B\n", static_cast<unsigned long long>(m->start),
+                   static_cast<unsigned long long>(m->end), m->graphId, m->correlationId, copy_kind(m->copyKind),
+                   static_cast<unsigned long long>(m->bytes));
     } else if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
       const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
       const char* name = nullptr;

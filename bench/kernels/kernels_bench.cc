@@ -115,8 +115,13 @@ int main(int argc, char** argv) {
   const double bw = measure_bandwidth();
   std::printf("memory bandwidth (streaming read, 1 GiB): %.1f GB/s\n", bw);
 
-  struct Shape { const char* name; int64_t rows, cols; };
-  const Shape shapes[] = {{"896->4864 (gate/up)", 4864, 896}, {"4864->896 (down)", 896, 4864}, {"896->151936 (lm_head)", 151936, 896},
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{"896->4864 (gate/up)", 4864, 896},
+                          {"4864->896 (down)", 896, 4864},
+                          {"896->151936 (lm_head)", 151936, 896},
                           {"896->896 (q/o)", 896, 896}};
   const ops::MatmulPrecision modes[] = {ops::MatmulPrecision::f32, ops::MatmulPrecision::int8};
   for (const auto& s : shapes)
@@ -132,7 +137,8 @@ int main(int argc, char** argv) {
     ops::set_matmul_precision(mode);
     double us;
     const double gbps = matvec_gbps(896, 896, gen, &us, true);
-    std::printf("[%-4s] q4g64 matvec 896->896 cache-hot (compute ceiling) %8.1f us  %6.1f GB/s\n", ops::matmul_precision_name(mode), us, gbps);
+    std::printf("[%-4s] q4g64 matvec 896->896 cache-hot (compute ceiling) %8.1f us  %6.1f GB/s\n", ops::matmul_precision_name(mode), us,
+                gbps);
   }
 
   // One decode step of Qwen2.5-0.5B: 24 x (q, k, v, o, gate, up, down) + lm_head, weights all distinct.
@@ -140,8 +146,13 @@ int main(int argc, char** argv) {
     std::vector<Weight> layer_ws;
     const int64_t hidden = 896, inter = 4864, kv = 128, vocab = 151936;
     for (int l = 0; l < 24; ++l)
-      for (auto [r, c] : {std::pair<int64_t, int64_t>{hidden, hidden}, {kv, hidden}, {kv, hidden}, {hidden, hidden},
-                          {inter, hidden}, {inter, hidden}, {hidden, inter}})
+      for (auto [r, c] : {std::pair<int64_t, int64_t>{hidden, hidden},
+                          {kv, hidden},
+                          {kv, hidden},
+                          {hidden, hidden},
+                          {inter, hidden},
+                          {inter, hidden},
+                          {hidden, inter}})
         layer_ws.push_back(make_q4(r, c, gen));
     layer_ws.push_back(make_q4(vocab, hidden, gen));
     size_t total = 0;
@@ -159,10 +170,11 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < layer_ws.size(); ++i) ops::matmul(xs[i], layer_ws[i], ys[i]);
         best = std::min(best, now_s() - t0);
       }
-      std::printf("[%-4s] decode step mat-vecs (%.0f MB of weights): %.2f ms -> %.1f tok/s ceiling, %.1f GB/s (%.1f%% of bandwidth); "
-                  "floor at measured bandwidth %.1f tok/s\n",
-                  ops::matmul_precision_name(mode), total / 1e6, best * 1e3, 1.0 / best, total / best / 1e9, 100 * total / best / 1e9 / bw,
-                  bw * 1e9 / total);
+      std::printf(
+          "[%-4s] decode step mat-vecs (%.0f MB of weights): %.2f ms -> %.1f tok/s ceiling, %.1f GB/s (%.1f%% of bandwidth); "
+          "floor at measured bandwidth %.1f tok/s\n",
+          ops::matmul_precision_name(mode), total / 1e6, best * 1e3, 1.0 / best, total / best / 1e9, 100 * total / best / 1e9 / bw,
+          bw * 1e9 / total);
     }
   }
 

@@ -87,8 +87,9 @@ int main(int argc, char** argv) {
   const double arg = std::atof(argv[3]);
   const int warmup = argc > 4 ? std::atoi(argv[4]) : 50;
   const bool by_count = arg < 0;
-  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
-                              std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
   std::vector<std::vector<double>> samples(conns);
   std::atomic<long> errors{0};
   std::atomic<bool> go{false};
@@ -134,8 +135,9 @@ int main(int argc, char** argv) {
   for (auto& s : samples) all.insert(all.end(), s.begin(), s.end());
   std::sort(all.begin(), all.end());
   auto pct = [&](double p) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))]; };
-  std::printf("{\"requests\": %zu, \"errors\": %ld, \"seconds\": %.3f, \"rps\": %.1f, \"ttfb_p50_ms\": %.4f, \"ttfb_p90_ms\": %.4f, "
-              "\"ttfb_p99_ms\": %.4f}\n",
-              all.size(), errors.load(), seconds, all.size() / seconds, pct(0.50), pct(0.90), pct(0.99));
+  std::printf(
+      "{\"requests\": %zu, \"errors\": %ld, \"seconds\": %.3f, \"rps\": %.1f, \"ttfb_p50_ms\": %.4f, \"ttfb_p90_ms\": %.4f, "
+      "\"ttfb_p99_ms\": %.4f}\n",
+      all.size(), errors.load(), seconds, all.size() / seconds, pct(0.50), pct(0.90), pct(0.99));
   return 0;
 }

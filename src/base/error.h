@@ -34,9 +34,9 @@ inline void check(bool condition, ErrorKind kind, const std::string& message) {
 }
 
 // The same with the message built only on failure, for checks on paths that run per op (tensor views).
-#define SANCTUM_CHECK(condition, kind, message)                \
-  do {                                                         \
-    if (!(condition)) ::sanctum::fail((kind), (message));      \
+#define SANCTUM_CHECK(condition, kind, message)           \
+  do {                                                    \
+    if (!(condition)) ::sanctum::fail((kind), (message)); \
   } while (0)
 
 }  // namespace sanctum

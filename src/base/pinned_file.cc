@@ -14,14 +14,15 @@ namespace {
 
 int64_t nanoseconds(const struct timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; }
 
-const char* kRestore = "; refusing to load bytes that were not verified. Restore the verified file, or regenerate and "
-                       "sign the manifest for the new one, then start again";
+const char* kRestore =
+    "; refusing to load bytes that were not verified. Restore the verified file, or regenerate and "
+    "sign the manifest for the new one, then start again";
 
 }  // namespace
 
 FileIdentity identity_of(const struct stat& st) {
-  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
-          nanoseconds(st.st_mtim), nanoseconds(st.st_ctim)};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size), nanoseconds(st.st_mtim),
+          nanoseconds(st.st_ctim)};
 }
 
 bool still_same_file(int fd, const FileIdentity& id) {

@@ -17,10 +17,12 @@ constexpr const char* kOffPaths = "tests/gpu/tuning_off_paths_check.py";
 constexpr const char* kPending = "pending a device sweep at the current code: measured faster when added";
 
 constexpr KnobInfo kTable[] = {
-    {Knob::cuda_graphs, "cuda_graphs", "cuda", "each decode step is recorded once as a CUDA graph and replayed (off: kernels launched one by one)",
-     "tests/gpu/cuda_graph_check.py", "kept: with it off a faulting kernel fails at its own launch"},
-    {Knob::gpu_sampling, "gpu_sampling", "cuda", "tokens are picked on the GPU and only ids cross to the host (off: logits come to the host)",
-     kOffPaths, "kept: compares the GPU picks with the host sampler's"},
+    {Knob::cuda_graphs, "cuda_graphs", "cuda",
+     "each decode step is recorded once as a CUDA graph and replayed (off: kernels launched one by one)", "tests/gpu/cuda_graph_check.py",
+     "kept: with it off a faulting kernel fails at its own launch"},
+    {Knob::gpu_sampling, "gpu_sampling", "cuda",
+     "tokens are picked on the GPU and only ids cross to the host (off: logits come to the host)", kOffPaths,
+     "kept: compares the GPU picks with the host sampler's"},
     {Knob::chained_decode, "chained_decode", "cuda",
      "each decode step is queued before the host has read the token of the one before (off: the host waits for each token)",
      "tests/gpu/cuda_graph_check.py", "kept: with it off each step's token is checked before the next one runs"},
@@ -30,8 +32,9 @@ constexpr KnobInfo kTable[] = {
     {Knob::early_launch, "early_launch", "cuda",
      "decode kernels start while the one before them ends (programmatic dependent launch, sm_90; off: one after the other)", kOffPaths,
      "pending a device sweep at the current code: 24B decode 141.7 -> 147.4 tok/s when added"},
-    {Knob::stack_weights, "stack_weights", "cuda", "projections that read the same input are stacked into one weight at load (off: kept apart)",
-     kOffPaths, "pending a device sweep at the current code: 27B decode 81.5 -> 93.1 tok/s when added"},
+    {Knob::stack_weights, "stack_weights", "cuda",
+     "projections that read the same input are stacked into one weight at load (off: kept apart)", kOffPaths,
+     "pending a device sweep at the current code: 27B decode 81.5 -> 93.1 tok/s when added"},
     {Knob::tile_weights, "tile_weights", "cuda",
      "in the bf16 mode 4-bit weights are reordered in place at load for the decode mat-vec (off: checkpoint layout)",
      "tests/gpu/large_shape_parity.py", "pending a device sweep at the current code: the tiled mat-vec needs it"},

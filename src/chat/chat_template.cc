@@ -123,8 +123,7 @@ std::string render_chat_template(std::string_view template_source, const ojson& 
   return ChatTemplate(template_source).render(messages, options);
 }
 
-std::string render_chat_template(std::string_view template_source, const nlohmann::json& messages,
-                                 const ChatTemplateOptions& options) {
+std::string render_chat_template(std::string_view template_source, const nlohmann::json& messages, const ChatTemplateOptions& options) {
   return render_chat_template(template_source, ojson::parse(messages.dump()), options);
 }
 

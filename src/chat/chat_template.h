@@ -45,7 +45,6 @@ class ChatTemplate {
 std::string render_chat_template(std::string_view template_source, const nlohmann::ordered_json& messages,
                                  const ChatTemplateOptions& options);
 // Convenience for callers holding nlohmann::json (key order is that object's order).
-std::string render_chat_template(std::string_view template_source, const nlohmann::json& messages,
-                                 const ChatTemplateOptions& options);
+std::string render_chat_template(std::string_view template_source, const nlohmann::json& messages, const ChatTemplateOptions& options);
 
 }  // namespace sanctum

@@ -17,8 +17,7 @@ bool ends_inside_think(std::string_view text) {
 }  // namespace
 
 PromptBuilder::PromptBuilder(const Tokenizer& tokenizer)
-    : tokenizer_(&tokenizer),
-      template_(tokenizer.chat_template()),
+    : tokenizer_(&tokenizer), template_(tokenizer.chat_template()),
       thinking_(tokenizer.chat_template().find(kThinkOpen) != std::string::npos && tokenizer.token_to_id("</think>") >= 0) {}
 
 std::string PromptBuilder::render(const nlohmann::json& messages, const nlohmann::json& template_kwargs) const {
@@ -43,8 +42,6 @@ std::vector<int32_t> text_prompt(const Tokenizer& tokenizer, std::string_view pr
   return tokenizer.encode(prompt, /*add_special_tokens=*/true, /*parse_special=*/true);
 }
 
-nlohmann::json user_turn(std::string_view text) {
-  return nlohmann::json::array({{{"role", "user"}, {"content", std::string(text)}}});
-}
+nlohmann::json user_turn(std::string_view text) { return nlohmann::json::array({{{"role", "user"}, {"content", std::string(text)}}}); }
 
 }  // namespace sanctum

@@ -17,7 +17,9 @@ size_t partial_tail(std::string_view s, std::string_view tag) {
 }  // namespace
 
 ReasoningSplitter::ReasoningSplitter(bool enabled, bool start_in_reasoning)
-    : enabled_(enabled), mode_(!enabled ? Mode::content : start_in_reasoning ? Mode::reasoning : Mode::before) {}
+    : enabled_(enabled), mode_(!enabled             ? Mode::content
+                               : start_in_reasoning ? Mode::reasoning
+                                                    : Mode::before) {}
 
 ReasoningSplitter::Out ReasoningSplitter::push(std::string_view text) {
   Out out;

@@ -59,7 +59,8 @@ long long Args::get_int(const std::string& flag, long long fallback) const {
   errno = 0;
   char* end = nullptr;
   long long x = std::strtoll(v->c_str(), &end, 10);
-  check(errno == 0 && end && *end == '\0' && !v->empty(), ErrorKind::invalid_argument, "--" + flag + " expects an integer, got '" + *v + "'");
+  check(errno == 0 && end && *end == '\0' && !v->empty(), ErrorKind::invalid_argument,
+        "--" + flag + " expects an integer, got '" + *v + "'");
   return x;
 }
 

@@ -125,8 +125,9 @@ double time_decode(Model& model, const std::vector<int32_t>& context, const std:
 }
 
 int run_bench(int argc, char** argv) {
-  Args args(argc, argv, {"model", "pp", "prefill-chunk", "tg", "decode-context", "repetitions", "threads", "matmul-precision", kDeviceFlag, kTuneFlag,
-                        kGpuMemoryLimitFlag},
+  Args args(argc, argv,
+            {"model", "pp", "prefill-chunk", "tg", "decode-context", "repetitions", "threads", "matmul-precision", kDeviceFlag, kTuneFlag,
+             kGpuMemoryLimitFlag},
             {"json", "help", "memory-bandwidth", "host-logits"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -139,8 +140,8 @@ int run_bench(int argc, char** argv) {
   const int reps = static_cast<int>(args.get_int("repetitions", 3));
   check(reps >= 1, ErrorKind::invalid_argument, "--repetitions must be >= 1");
   const double bandwidth = !args.has("memory-bandwidth") ? 0.0
-                           : device == Device::cuda       ? device_memory::cuda_copy_bandwidth() / 1e9
-                                                          : measure_read_bandwidth();
+                           : device == Device::cuda      ? device_memory::cuda_copy_bandwidth() / 1e9
+                                                         : measure_read_bandwidth();
   std::vector<int64_t> pp;
   for (const auto& v : args.get_all("pp")) pp.push_back(std::stoll(v));
   if (pp.empty()) pp.push_back(512);
@@ -161,8 +162,8 @@ int run_bench(int argc, char** argv) {
     std::vector<double> tps;
     for (double s : seconds) tps.push_back(static_cast<double>(tokens) / s);
     Stat st = stats(tps);
-    nlohmann::json r = {{"test", test}, {"tokens", tokens}, {"tokens_per_second", st.mean}, {"stddev", st.stddev}, {"runs", tps},
-                        {"repetitions", reps}, {"threads", compute_pool().size()}};
+    nlohmann::json r = {{"test", test}, {"tokens", tokens},    {"tokens_per_second", st.mean},    {"stddev", st.stddev},
+                        {"runs", tps},  {"repetitions", reps}, {"threads", compute_pool().size()}};
     if (test.rfind("tg", 0) == 0) {
       r["weight_gb_per_second"] = st.mean * weight_gb;
       if (bandwidth > 0) r["fraction_of_bandwidth_floor"] = st.mean * weight_gb / bandwidth;
@@ -196,11 +197,16 @@ int run_bench(int argc, char** argv) {
     report(name, n_gen, s);
   }
   if (args.has("json")) {
-    nlohmann::json out = {{"model", *args.get("model")}, {"model_type", model->config().model_type},
-                          {"load_seconds", t_load}, {"weight_bytes_per_token", model->weight_bytes_per_token()},
-                          {"threads", compute_pool().size()}, {"prefill_chunk", chunk}, {"results", results},
+    nlohmann::json out = {{"model", *args.get("model")},
+                          {"model_type", model->config().model_type},
+                          {"load_seconds", t_load},
+                          {"weight_bytes_per_token", model->weight_bytes_per_token()},
+                          {"threads", compute_pool().size()},
+                          {"prefill_chunk", chunk},
+                          {"results", results},
                           {"matmul_precision", ops::matmul_precision_name(ops::matmul_precision())},
-                          {"device", device_name(device)}, {"decode_picks_on_device", picks_on_device}};
+                          {"device", device_name(device)},
+                          {"decode_picks_on_device", picks_on_device}};
     if (device == Device::cuda) out["gpu_memory_peak_bytes"] = device_memory::cuda_memory_peak();
     if (bandwidth > 0) out["memory_read_gb_per_second"] = bandwidth;
     std::printf("%s\n", out.dump(2).c_str());

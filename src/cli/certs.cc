@@ -39,11 +39,13 @@ int days_flag(const cli::Args& a, int fallback) {
 }
 
 void no_positionals(const cli::Args& a, const char* action) {
-  check(a.positionals().size() == 1, ErrorKind::invalid_argument, std::string(action) + " takes no positional arguments (see sanctum certs --help)");
+  check(a.positionals().size() == 1, ErrorKind::invalid_argument,
+        std::string(action) + " takes no positional arguments (see sanctum certs --help)");
 }
 
 std::string name_positional(const cli::Args& a, const char* action) {
-  check(a.positionals().size() == 2, ErrorKind::invalid_argument, std::string(action) + " needs exactly one client NAME (see sanctum certs --help)");
+  check(a.positionals().size() == 2, ErrorKind::invalid_argument,
+        std::string(action) + " needs exactly one client NAME (see sanctum certs --help)");
   return a.positionals()[1];
 }
 

@@ -29,15 +29,14 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    sanctum::check(used == cur.size() && v >= INT32_MIN && v <= INT32_MAX, sanctum::ErrorKind::invalid_input, "not a token id: '" + cur + "'");
+    sanctum::check(used == cur.size() && v >= INT32_MIN && v <= INT32_MAX, sanctum::ErrorKind::invalid_input,
+                   "not a token id: '" + cur + "'");
     ids.push_back(static_cast<int32_t>(v));
     cur.clear();
   };
   for (char c : text) {
-    if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r')
-      take();
-    else
-      cur += c;
+    if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r') take();
+    else cur += c;
   }
   take();
   return ids;

@@ -8,16 +8,16 @@
 #include "base/error.h"
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
+#include "chat/prompt_builder.h"
 #include "cli/args.h"
-#include "cli/device_flags.h"
 #include "cli/command.h"
+#include "cli/device_flags.h"
 #include "cli/ids.h"
 #include "engine/cached_generation.h"
-#include "chat/prompt_builder.h"
 #include "model/default_model.h"
 #include "model/model.h"
-#include "tokenizer/tokenizer.h"
 #include "ops/precision.h"
+#include "tokenizer/tokenizer.h"
 
 namespace sanctum::cli {
 namespace {
@@ -42,8 +42,26 @@ const char* kUsage =
 
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "prompt-ids", "prompts-file", "prompt", "chat", "max-tokens", "temperature", "top-p", "top-k", "min-p", "repetition-penalty",
-             "seed", "threads", "pld-max-draft", "pld-ngram", "prompt-cache-mb", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag},
+            {"model",
+             "prompt-ids",
+             "prompts-file",
+             "prompt",
+             "chat",
+             "max-tokens",
+             "temperature",
+             "top-p",
+             "top-k",
+             "min-p",
+             "repetition-penalty",
+             "seed",
+             "threads",
+             "pld-max-draft",
+             "pld-ngram",
+             "prompt-cache-mb",
+             "matmul-precision",
+             kDeviceFlag,
+             kGpuMemoryLimitFlag,
+             kTuneFlag},
             {"ignore-eos", "timing", "help", "no-pld", "pld-always"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -112,12 +130,13 @@ int run_generate(int argc, char** argv) {
     }
     if (args.has("timing")) {
       double decode_tps = r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds : 0.0;
-      std::fprintf(stderr,
-                   "prompt %lld tokens (%lld from cache) in %.3f s (%.1f tok/s); %zu generated, decode %.1f tok/s; drafted %lld, accepted %lld; "
-                   "finish=%s\n",
-                   static_cast<long long>(r.prompt_tokens), static_cast<long long>(reused), r.prefill_seconds,
-                   static_cast<double>(r.prompt_tokens - reused) / r.prefill_seconds, r.tokens.size(), decode_tps,
-                   static_cast<long long>(r.drafted_tokens), static_cast<long long>(r.accepted_tokens), finish_reason_name(r.finish));
+      std::fprintf(
+          stderr,
+          "prompt %lld tokens (%lld from cache) in %.3f s (%.1f tok/s); %zu generated, decode %.1f tok/s; drafted %lld, accepted %lld; "
+          "finish=%s\n",
+          static_cast<long long>(r.prompt_tokens), static_cast<long long>(reused), r.prefill_seconds,
+          static_cast<double>(r.prompt_tokens - reused) / r.prefill_seconds, r.tokens.size(), decode_tps,
+          static_cast<long long>(r.drafted_tokens), static_cast<long long>(r.accepted_tokens), finish_reason_name(r.finish));
     }
     if (tail && i + 1 < prompts.size()) {  // between prompts, where a server does it while idle: in no prompt's timing
       std::fflush(stdout);

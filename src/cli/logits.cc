@@ -2,8 +2,8 @@
 // For parity tests against reference implementations. --split K feeds the first K tokens as one
 // prefill and the rest --step tokens at a time (default 1: decode steps), so tests can check that
 // prefill + decode and prefill + chunked prefill equal one full prefill.
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -22,8 +22,7 @@ namespace {
 
 // Minimal NumPy v1.0 .npy writer for a 2-D little-endian float32 array.
 void write_npy(const std::string& path, const std::vector<float>& data, int64_t rows, int64_t cols) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
-                       std::to_string(cols) + "), }";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " + std::to_string(cols) + "), }";
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
@@ -39,11 +38,14 @@ void write_npy(const std::string& path, const std::vector<float>& data, int64_t 
 }
 
 int run_logits(int argc, char** argv) {
-  Args args(argc, argv, {"model", "prompt-ids", "out", "split", "step", "threads", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag}, {"help"});
+  Args args(argc, argv,
+            {"model", "prompt-ids", "out", "split", "step", "threads", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag},
+            {"help"});
   if (args.has("help") || !args.has("model") || !args.has("prompt-ids") || !args.has("out")) {
-    std::fputs("usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K [--step S]] [--threads N]\n"
+    std::fputs(
+        "usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K [--step S]] [--threads N]\n"
         "                      [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n",
-               args.has("help") ? stdout : stderr);
+        args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
   if (args.has("threads")) set_compute_threads(static_cast<int>(args.get_int("threads", 0)));
@@ -58,8 +60,7 @@ int run_logits(int argc, char** argv) {
 
   auto model = load_model(*args.get("model"), device, tuning_from_flags(args));
   const int64_t vocab = model->vocab_size();
-  for (int32_t id : prompt)
-    check(id < vocab, ErrorKind::invalid_argument, "token id " + std::to_string(id) + " is outside the vocabulary");
+  for (int32_t id : prompt) check(id < vocab, ErrorKind::invalid_argument, "token id " + std::to_string(id) + " is outside the vocabulary");
   SequenceState state = model->new_state();
   std::vector<float> out(static_cast<size_t>(n * vocab));
   auto keep = [&](const Tensor& logits, int64_t first_row) {

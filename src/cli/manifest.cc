@@ -31,7 +31,8 @@ const char* kUsage =
     "      print the public key a seed derives, and check it against KEY.pub\n";
 
 std::string one_positional(const cli::Args& a, const char* what) {
-  check(a.positionals().size() == 2, ErrorKind::invalid_argument, std::string("expected exactly one ") + what + " (see sanctum manifest --help)");
+  check(a.positionals().size() == 2, ErrorKind::invalid_argument,
+        std::string("expected exactly one ") + what + " (see sanctum manifest --help)");
   return a.positionals()[1];
 }
 
@@ -80,8 +81,8 @@ int generate(int argc, char** argv) {
   GeneratedManifest m = generate_manifest(dir, threads_flag(a));
   if (auto out = a.get("out")) {
     write_file(*out, m.text, 0644, WriteMode::replace);
-    std::fprintf(stderr, "wrote %s: %zu files, %.3f GB hashed in %.2f s (%.2f GB/s, %d threads)\n", out->c_str(), m.files, m.bytes / 1e9, m.seconds,
-                 m.seconds > 0 ? m.bytes / m.seconds / 1e9 : 0.0, m.threads);
+    std::fprintf(stderr, "wrote %s: %zu files, %.3f GB hashed in %.2f s (%.2f GB/s, %d threads)\n", out->c_str(), m.files, m.bytes / 1e9,
+                 m.seconds, m.seconds > 0 ? m.bytes / m.seconds / 1e9 : 0.0, m.threads);
   } else {
     std::fwrite(m.text.data(), 1, m.text.size(), stdout);
   }
@@ -119,12 +120,10 @@ int verify(int argc, char** argv) {
     return 0;
   }
   VerifyReport r = verify_model_against_manifest(*model, manifest, sig, pub, threads_flag(a));
-  if (r.signature_checked)
-    std::printf("signature OK: %s signed by %s\n", manifest.c_str(), r.key_fingerprint.c_str());
-  else
-    std::printf("signature NOT checked (no --pubkey): hashes only\n");
-  std::printf("hashes OK: %zu files, %.3f GB in %.2f s (%.2f GB/s, %d threads); total %.2f s\n", r.files, r.bytes / 1e9, r.hash_seconds, r.gb_per_s(),
-              r.threads, r.total_seconds);
+  if (r.signature_checked) std::printf("signature OK: %s signed by %s\n", manifest.c_str(), r.key_fingerprint.c_str());
+  else std::printf("signature NOT checked (no --pubkey): hashes only\n");
+  std::printf("hashes OK: %zu files, %.3f GB in %.2f s (%.2f GB/s, %d threads); total %.2f s\n", r.files, r.bytes / 1e9, r.hash_seconds,
+              r.gb_per_s(), r.threads, r.total_seconds);
   return 0;
 }
 

@@ -34,9 +34,8 @@ int run_route(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  check(args.positionals().empty(), ErrorKind::invalid_argument, "unexpected argument '" +
-                                                                     (args.positionals().empty() ? "" : args.positionals()[0]) +
-                                                                     "' (use --config FILE or --check FILE)");
+  check(args.positionals().empty(), ErrorKind::invalid_argument,
+        "unexpected argument '" + (args.positionals().empty() ? "" : args.positionals()[0]) + "' (use --config FILE or --check FILE)");
   if (args.has("check")) {
     check(!args.has("config"), ErrorKind::invalid_argument, "give --check FILE or --config FILE, not both");
     const std::string path = *args.get("check");

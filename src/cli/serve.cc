@@ -84,7 +84,8 @@ std::vector<server::PreBindCheck> manifest_checks(const Args& args, std::vector<
                                                         {"bytes", std::to_string(r.bytes)},
                                                         {"threads", std::to_string(r.threads)},
                                                         {"gb_per_s", rate}});
-                        if (!r.signature_checked) log::warn("manifest is not signature-checked (no --manifest-pubkey)", {{"manifest", manifest}});
+                        if (!r.signature_checked)
+                          log::warn("manifest is not signature-checked (no --manifest-pubkey)", {{"manifest", manifest}});
                       }});
   }
   return checks;

@@ -11,10 +11,10 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "chat/chat_template.h"
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/jsonl.h"
-#include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -40,7 +40,8 @@ int run_chat(const sanctum::cli::Args& args) {
   else if (tok) source = tok->chat_template();
   const sanctum::ChatTemplate tmpl(source);
   return sanctum::cli::for_each_jsonl_line([&](const nlohmann::ordered_json& req) {
-    sanctum::check(req.is_object() && req.contains("messages"), sanctum::ErrorKind::invalid_input, "each --chat line must be an object with \"messages\"");
+    sanctum::check(req.is_object() && req.contains("messages"), sanctum::ErrorKind::invalid_input,
+                   "each --chat line must be an object with \"messages\"");
     sanctum::ChatTemplateOptions options;
     options.add_generation_prompt = req.value("add_generation_prompt", false);
     if (tok) options.bos_token = tok->bos_token(), options.eos_token = tok->eos_token();

@@ -48,9 +48,9 @@ class TailSnapshot {
   std::vector<int32_t> tokens_;
   std::weak_ptr<const SequenceState> base_;
   int64_t base_length_ = 0;
-  bool base_empty_ = false;                        // start from a fresh state
-  std::unique_ptr<SequenceState> working_;         // while a run of steps is under way
-  std::vector<int64_t> stepping_stones_;           // lengths stored by pause(), replaced at the end
+  bool base_empty_ = false;                 // start from a fresh state
+  std::unique_ptr<SequenceState> working_;  // while a run of steps is under way
+  std::vector<int64_t> stepping_stones_;    // lengths stored by pause(), replaced at the end
   int64_t forwards_ = 0, prefilled_ = 0;
   bool done_ = false, stored_ = false;
 };

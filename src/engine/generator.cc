@@ -81,8 +81,7 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     const auto piece = prompt.subspan(begin, end - begin);
     if (end == prompt.size() && on_device) first_token = forward_pick_last(piece);
     else logits = model.forward(piece, state, end == prompt.size() ? LogitsFor::last : LogitsFor::none);
-    if (params.on_snapshot &&
-        std::find(params.snapshot_at.begin(), params.snapshot_at.end(), state.length()) != params.snapshot_at.end())
+    if (params.on_snapshot && std::find(params.snapshot_at.begin(), params.snapshot_at.end(), state.length()) != params.snapshot_at.end())
       params.on_snapshot(state);
     begin = end;
   }
@@ -175,7 +174,7 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
     if (params.speculate) {
       context.push_back(token);
       const int budget = params.max_tokens - static_cast<int>(result.tokens.size()) - 1;  // the bonus token needs one
-      const int room = spec::kMaxRows - 1 - static_cast<int>(replay.size());  // rows whose cost is learned
+      const int room = spec::kMaxRows - 1 - static_cast<int>(replay.size());              // rows whose cost is learned
       if (const int d = std::min(gate.draft_length(), room); d > 0) {
         spec::PromptLookupParams lookup = params.lookup;
         lookup.max_draft = d;
@@ -228,7 +227,8 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
       }
       pick.uniforms = ahead;
       const std::span<const int32_t> ids = model.forward_pick(fed, state, LogitsFor::all, pick);
-      for (size_t j = 0; j <= draft.size() && keep(ids[first + j], j); ++j) {}
+      for (size_t j = 0; j <= draft.size() && keep(ids[first + j], j); ++j) {
+      }
       if (!pick.greedy) sampler.skip_uniforms(out.size());
       pick.uniforms = {};
     } else {
@@ -255,8 +255,7 @@ GenerationResult generate(Model& model, SequenceState& state, std::span<const in
         state.truncate(base + static_cast<int64_t>(kept));
       }
     }
-    gate.on_verified(static_cast<int>(fed.size()), static_cast<int>(draft.size()), static_cast<int>(accepted),
-                     seconds_since(step_start));
+    gate.on_verified(static_cast<int>(fed.size()), static_cast<int>(draft.size()), static_cast<int>(accepted), seconds_since(step_start));
     for (size_t j = 0; j < out.size() && go_on; ++j) {
       token = out[j];
       if (j + 1 < out.size()) context.push_back(token);  // the last one is pushed when it is fed

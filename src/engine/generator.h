@@ -19,9 +19,9 @@ struct GenerationParams {
   int max_tokens = 256;
   SamplingParams sampling;
   bool ignore_eos = false;
-  std::vector<int32_t> stop_ids;   // in addition to the model's eos ids (unless ignore_eos)
-  int prefill_chunk = 0;           // prompt tokens per forward; 0: the model's prefill_chunk()
-  int callback_every = 1;          // tokens per on_tokens call (the final partial batch is flushed)
+  std::vector<int32_t> stop_ids;  // in addition to the model's eos ids (unless ignore_eos)
+  int prefill_chunk = 0;          // prompt tokens per forward; 0: the model's prefill_chunk()
+  int callback_every = 1;         // tokens per on_tokens call (the final partial batch is flushed)
   // Prompt-lookup speculation: drafts from the context, verified in one forward; exact (the same
   // tokens at temperature 0, the same distribution otherwise). Off when speculate is false.
   bool speculate = false;

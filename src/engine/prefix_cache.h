@@ -30,7 +30,7 @@ struct PrefixCacheStats {
   int64_t reused_tokens = 0;  // prompt tokens served from the cache
   size_t bytes = 0;           // held by snapshots now, shared KV buffers counted once
   size_t entries = 0;
-  size_t shared_bytes = 0;    // what snapshot sharing saves: bytes that deep copies would add
+  size_t shared_bytes = 0;  // what snapshot sharing saves: bytes that deep copies would add
 };
 
 class PrefixCache {
@@ -38,7 +38,7 @@ class PrefixCache {
   explicit PrefixCache(size_t max_bytes) : max_bytes_(max_bytes) {}
 
   static constexpr int64_t kMinRecomputed = 2;  // T_q >= 2
-  static constexpr int64_t kAlign = 64;          // GatedDeltaNet chunk size (see blocks/gated_delta_net.h)
+  static constexpr int64_t kAlign = 64;         // GatedDeltaNet chunk size (see blocks/gated_delta_net.h)
 
   // Prepares `state` (fresh or restored) for `prompt`; returns how many leading prompt tokens it
   // already holds. The caller prefills prompt[returned..]. `from` (optional) receives the snapshot
@@ -87,7 +87,7 @@ class PrefixCache {
 
   size_t max_bytes_;
   mutable std::mutex mutex_;
-  std::list<Entry> entries_;  // most recently used first
+  std::list<Entry> entries_;                         // most recently used first
   std::unordered_map<const void*, Buffer> buffers_;  // shared KV buffers of the held snapshots
   PrefixCacheStats stats_;
 };

@@ -121,8 +121,8 @@ void parse_rope(ModelConfig& c, const std::string& label) {
   // transformers 5: rope_parameters; older: rope_theta + rope_scaling at the root.
   const json* params = find_key(raw, "rope_parameters");
   std::string where = "rope_parameters";
-  if (params && params->is_object() && !params->contains("rope_theta") && !params->contains("rope_type") &&
-      !params->contains("type") && params->contains("full_attention")) {
+  if (params && params->is_object() && !params->contains("rope_theta") && !params->contains("rope_type") && !params->contains("type") &&
+      params->contains("full_attention")) {
     params = &(*params)["full_attention"];  // per-layer-type form; our attention layers are full attention
     where = "rope_parameters.full_attention";
   }
@@ -163,9 +163,9 @@ void parse_rope(ModelConfig& c, const std::string& label) {
   r.low_freq_factor = get_double(rp, "low_freq_factor", rl).value_or(1.0);
   r.high_freq_factor = get_double(rp, "high_freq_factor", rl).value_or(4.0);
 
-  const double partial = get_double(rp, "partial_rotary_factor", rl)
-                             .value_or(get_double(raw, "partial_rotary_factor", label)
-                                           .value_or(is_qwen3_5_family(c.model_type) ? 0.25 : 1.0));
+  const double partial =
+      get_double(rp, "partial_rotary_factor", rl)
+          .value_or(get_double(raw, "partial_rotary_factor", label).value_or(is_qwen3_5_family(c.model_type) ? 0.25 : 1.0));
   check(std::isfinite(partial) && partial > 0.0 && partial <= 1.0, ErrorKind::invalid_input,
         label + ": partial_rotary_factor must be in (0, 1]");
   r.head_dim = static_cast<int>(c.head_dim);
@@ -190,16 +190,17 @@ void parse_layers(ModelConfig& c, const std::string& label) {
   if (const json* types = find_key(raw, "layer_types")) {
     if (!types->is_array()) wrong_type(label, "layer_types", "a list of strings", *types);
     check(types->size() == c.layers.size(), ErrorKind::invalid_input,
-          label + ": layer_types has " + std::to_string(types->size()) + " entries for num_hidden_layers = " +
-              std::to_string(c.num_hidden_layers));
+          label + ": layer_types has " + std::to_string(types->size()) +
+              " entries for num_hidden_layers = " + std::to_string(c.num_hidden_layers));
     for (size_t i = 0; i < types->size(); ++i) {
       const json& t = (*types)[i];
       if (!t.is_string()) wrong_type(label, "layer_types", "a list of strings", *types);
       const std::string& s = t.get_ref<const std::string&>();
       if (s == "full_attention" || s == "sliding_attention") c.layers[i].mixer = MixerKind::attention;
       else if (s == "linear_attention") c.layers[i].mixer = MixerKind::gated_delta_net;
-      else fail(ErrorKind::unsupported, label + ": layer_types[" + std::to_string(i) + "] = '" + s +
-                                            "' is not supported (full_attention, linear_attention)");
+      else
+        fail(ErrorKind::unsupported,
+             label + ": layer_types[" + std::to_string(i) + "] = '" + s + "' is not supported (full_attention, linear_attention)");
     }
   } else if (is_qwen3_5_family(c.model_type)) {
     const int64_t interval = get_int(raw, "full_attention_interval", label).value_or(4);
@@ -235,17 +236,13 @@ int64_t ModelConfig::require_int(const std::string& key) const {
   return *v;
 }
 
-int64_t ModelConfig::int_or(const std::string& key, int64_t fallback) const {
-  return get_int(raw, key, label_for(dir)).value_or(fallback);
-}
+int64_t ModelConfig::int_or(const std::string& key, int64_t fallback) const { return get_int(raw, key, label_for(dir)).value_or(fallback); }
 
 double ModelConfig::double_or(const std::string& key, double fallback) const {
   return get_double(raw, key, label_for(dir)).value_or(fallback);
 }
 
-bool ModelConfig::bool_or(const std::string& key, bool fallback) const {
-  return get_bool(raw, key, label_for(dir)).value_or(fallback);
-}
+bool ModelConfig::bool_or(const std::string& key, bool fallback) const { return get_bool(raw, key, label_for(dir)).value_or(fallback); }
 
 ModelConfig parse_model_config(const std::string& config_json, const std::string& generation_config_json, const std::string& dir) {
   const std::string label = label_for(dir);
@@ -286,7 +283,8 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
   c.rms_norm_eps = c.double_or("rms_norm_eps", 1e-6);
-  check(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps >= 0, ErrorKind::invalid_input, label + ": rms_norm_eps must be a non-negative number");
+  check(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps >= 0, ErrorKind::invalid_input,
+        label + ": rms_norm_eps must be a non-negative number");
   c.tie_word_embeddings = c.bool_or("tie_word_embeddings", false);
   c.max_position_embeddings = checked_dim(c, label, "max_position_embeddings", c.int_or("max_position_embeddings", 0), true);
 

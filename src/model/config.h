@@ -31,7 +31,7 @@ struct ModelConfig {
   std::string model_type;
   Device device = Device::cpu;  // where the model's weights, scratch and state live (set by load_model)
   Tuning tuning;                // the optimizations this model runs with (set by load_model; base/tuning.h)
-  nlohmann::json raw;  // flattened config.json
+  nlohmann::json raw;           // flattened config.json
 
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -43,7 +43,7 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   int64_t max_position_embeddings = 0;
-  ops::RopeConfig rope;  // head_dim and rotary_dim filled in
+  ops::RopeConfig rope;            // head_dim and rotary_dim filled in
   std::vector<int> mrope_section;  // empty unless the checkpoint declares multimodal RoPE
   bool mrope_interleaved = false;
 

@@ -30,8 +30,8 @@ std::string default_model_dir() {
     if (fs::exists(c / "config.json", ec)) return c.string();
     tried += (tried.empty() ? "" : ", ") + c.string();
   }
-  fail(ErrorKind::not_found, "no --model given and the default model was not found (tried " + tried +
-                                 "); pass --model DIR or set SANCTUM_DEFAULT_MODEL");
+  fail(ErrorKind::not_found,
+       "no --model given and the default model was not found (tried " + tried + "); pass --model DIR or set SANCTUM_DEFAULT_MODEL");
 }
 
 }  // namespace sanctum

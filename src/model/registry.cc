@@ -9,13 +9,8 @@ namespace sanctum {
 
 const std::vector<ArchEntry>& architectures() {
   static const std::vector<ArchEntry> table = {
-      {"mistral", make_mistral},
-      {"mixtral", make_mixtral},
-      {"qwen2", make_qwen2},
-      {"qwen3_5", make_qwen3_5},
-      {"qwen3_5_moe", make_qwen3_5},
-      {"qwen3_5_moe_text", make_qwen3_5},
-      {"qwen3_5_text", make_qwen3_5},
+      {"mistral", make_mistral},     {"mixtral", make_mixtral},          {"qwen2", make_qwen2},          {"qwen3_5", make_qwen3_5},
+      {"qwen3_5_moe", make_qwen3_5}, {"qwen3_5_moe_text", make_qwen3_5}, {"qwen3_5_text", make_qwen3_5},
   };
   return table;
 }
@@ -44,8 +39,8 @@ std::unique_ptr<Model> load_model(const std::string& dir, Device device, const T
     checkpoint.check_all_used();
     return model;
   }
-  fail(ErrorKind::unsupported, dir + "/config.json: model_type '" + config.model_type +
-                                   "' is not supported; supported model types: " + supported_model_types());
+  fail(ErrorKind::unsupported,
+       dir + "/config.json: model_type '" + config.model_type + "' is not supported; supported model types: " + supported_model_types());
 }
 
 }  // namespace sanctum

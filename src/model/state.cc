@@ -73,7 +73,7 @@ void KvCache::reserve(int64_t tokens) {
       storage_->writer = id();  // the tail above every snapshot is free: take it
     }
     const bool may_write = storage_->writer == id_ && id_ != 0 && rows_ >= storage_->frozen;
-    if (may_write && tokens <= capacity()) return;  // write in place
+    if (may_write && tokens <= capacity()) return;       // write in place
     if (!may_write) keep = std::min(rows_, capacity());  // copy-on-write: only our own rows
   }
   auto fresh = std::make_shared<Storage>();

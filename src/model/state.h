@@ -57,9 +57,9 @@ class KvCache {
  private:
   struct Storage {
     Tensor k, v;
-    std::mutex mutex;      // guards frozen and writer (handles may live on different threads)
-    int64_t frozen = 0;    // rows [0, frozen) are immutable
-    uint64_t writer = 0;   // the handle allowed to write rows >= frozen in place (0: none)
+    std::mutex mutex;     // guards frozen and writer (handles may live on different threads)
+    int64_t frozen = 0;   // rows [0, frozen) are immutable
+    uint64_t writer = 0;  // the handle allowed to write rows >= frozen in place (0: none)
   };
   friend class SequenceState;
   void set_rows(int64_t n) { rows_ = n; }
@@ -70,8 +70,8 @@ class KvCache {
   int64_t n_kv_heads_ = 0, head_dim_ = 0;
   Device device_ = Device::cpu;
   std::shared_ptr<Storage> storage_;
-  uint64_t id_ = 0;      // this handle's writer identity (0: not assigned yet)
-  int64_t rows_ = 0;     // rows [0, rows_) are this handle's
+  uint64_t id_ = 0;   // this handle's writer identity (0: not assigned yet)
+  int64_t rows_ = 0;  // rows [0, rows_) are this handle's
 };
 
 // Recurrent state of one GatedDeltaNet layer (filled in by hybrid architectures).
@@ -84,11 +84,10 @@ class SequenceState {
  public:
   SequenceState() = default;
   // One entry per layer; attention layers get a KvCache, others an empty one.
-  SequenceState(std::vector<KvCache> kv, std::vector<LinearAttentionState> linear)
-      : kv_(std::move(kv)), linear_(std::move(linear)) {}
+  SequenceState(std::vector<KvCache> kv, std::vector<LinearAttentionState> linear) : kv_(std::move(kv)), linear_(std::move(linear)) {}
 
-  int64_t length() const { return length_; }       // tokens already processed
-  void advance(int64_t n);                          // called by the model after a forward
+  int64_t length() const { return length_; }  // tokens already processed
+  void advance(int64_t n);                    // called by the model after a forward
   KvCache& kv(size_t layer) { return kv_[layer]; }
   LinearAttentionState& linear(size_t layer) { return linear_[layer]; }
   bool has_recurrent_state() const;

@@ -21,8 +21,7 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
     detail::require_inner_contiguous(kOp, name, *t);
   }
   SANCTUM_REQUIRE(detail::same_shape(gate, up) && detail::same_shape(gate, out), kOp,
-                  "gate " + gate.shape_string() + ", up " + up.shape_string() + " and out " + out.shape_string() +
-                      " must have one shape");
+                  "gate " + gate.shape_string() + ", up " + up.shape_string() + " and out " + out.shape_string() + " must have one shape");
   if (device == Device::cuda) return cuda::silu_mul(gate, up, out);
   cpu::silu_mul(gate, up, out);
 }

@@ -25,13 +25,12 @@ Device check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_
   }
   SANCTUM_REQUIRE(detail::same_shape(q, out), kOp, "out " + out.shape_string() + " must match q " + q.shape_string());
   SANCTUM_REQUIRE(detail::same_shape(k, v), kOp, "k " + k.shape_string() + " and v " + v.shape_string() + " must have one shape");
-  SANCTUM_REQUIRE(k.dim(2) == q.dim(2), kOp,
-                  "head_dim differs: q has " + std::to_string(q.dim(2)) + ", k has " + std::to_string(k.dim(2)));
+  SANCTUM_REQUIRE(k.dim(2) == q.dim(2), kOp, "head_dim differs: q has " + std::to_string(q.dim(2)) + ", k has " + std::to_string(k.dim(2)));
   SANCTUM_REQUIRE(k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0, kOp,
                   "n_heads " + std::to_string(q.dim(1)) + " is not a multiple of n_kv_heads " + std::to_string(k.dim(1)));
   SANCTUM_REQUIRE(q_pos0 >= 0 && k.dim(0) >= q_pos0 + q.dim(0), kOp,
-                  "the cache holds " + std::to_string(k.dim(0)) + " rows, queries need " + std::to_string(q_pos0 + q.dim(0)) +
-                      " (q_pos0 " + std::to_string(q_pos0) + " + " + std::to_string(q.dim(0)) + " queries)");
+                  "the cache holds " + std::to_string(k.dim(0)) + " rows, queries need " + std::to_string(q_pos0 + q.dim(0)) + " (q_pos0 " +
+                      std::to_string(q_pos0) + " + " + std::to_string(q.dim(0)) + " queries)");
   return device;
 }
 }  // namespace
@@ -48,7 +47,8 @@ namespace {
 void cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, const Tensor* gate,
                      Tensor& out) {
   const Device device = check_attention(q, k, v, positions.first(), out);
-  SANCTUM_REQUIRE(positions.size() == q.dim(0), kOp, std::to_string(positions.size()) + " positions for " + std::to_string(q.dim(0)) + " queries");
+  SANCTUM_REQUIRE(positions.size() == q.dim(0), kOp,
+                  std::to_string(positions.size()) + " positions for " + std::to_string(q.dim(0)) + " queries");
   if (positions.device != nullptr) detail::require_device_positions(kOp, positions, device);
   if (q.dim(0) == 0 || q.dim(1) == 0) return;
   // The GPU kernels size their launches by k's rows, the whole cache here, with or without device
@@ -71,7 +71,8 @@ void gated_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Po
   detail::require_defined(kOp, "out", out);
   detail::require_dtype(kOp, "gate", gate, DType::f32);
   detail::require_dtype(kOp, "out", out, DType::f32);
-  SANCTUM_REQUIRE(gate.ndim() == 3 && detail::same_shape(gate, out), kOp, "gate " + gate.shape_string() + " must match out " + out.shape_string());
+  SANCTUM_REQUIRE(gate.ndim() == 3 && detail::same_shape(gate, out), kOp,
+                  "gate " + gate.shape_string() + " must match out " + out.shape_string());
   detail::require_inner_contiguous(kOp, "gate", gate);
   SANCTUM_REQUIRE(gate.device() == out.device(), kOp, "gate and out must be on one device");
   const auto rows = [](const Tensor& t) { return t.reshape({t.dim(0) * t.dim(1), t.dim(2)}); };

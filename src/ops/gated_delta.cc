@@ -66,8 +66,8 @@ void require_per_head(const char* op, const char* name, const Tensor& t, int64_t
 namespace {
 
 // Checks shared by both conv entry points; kernel and channels come from the weight's layout.
-void check_conv(const char* kOp, const Tensor& x, const Tensor& state, const Tensor& w, const char* w_name,
-                int64_t kernel, int64_t w_channels, Tensor& out) {
+void check_conv(const char* kOp, const Tensor& x, const Tensor& state, const Tensor& w, const char* w_name, int64_t kernel,
+                int64_t w_channels, Tensor& out) {
   require_f32_matrix(kOp, "x", x);
   require_f32_matrix(kOp, "out", out);
   detail::require_defined(kOp, "state", state);
@@ -77,8 +77,8 @@ void check_conv(const char* kOp, const Tensor& x, const Tensor& state, const Ten
   SANCTUM_REQUIRE(w_channels == channels, kOp,
                   std::string(w_name) + " " + dims(w) + " does not match the " + std::to_string(channels) + " channels of x");
   SANCTUM_REQUIRE(state.ndim() == 2 && state.dim(0) == kernel - 1 && state.dim(1) == channels, kOp,
-                  "state must be (kernel - 1, channels) = (" + std::to_string(kernel - 1) + ", " +
-                      std::to_string(channels) + "), got " + dims(state));
+                  "state must be (kernel - 1, channels) = (" + std::to_string(kernel - 1) + ", " + std::to_string(channels) + "), got " +
+                      dims(state));
   if (kernel > 1) detail::require_inner_contiguous(kOp, "state", state);
   SANCTUM_REQUIRE(out.dim(0) == n && out.dim(1) == channels, kOp, "out " + dims(out) + " must match x " + dims(x));
   SANCTUM_REQUIRE(!overlap(out, x), kOp, "out must not alias x");
@@ -109,8 +109,7 @@ Tensor conv1d_taps(const Tensor& weight) {
   Tensor taps = Tensor::zeros({kernel, channels}, DType::f32);
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t j = 0; j < kernel; ++j)
-      taps.data<float>()[j * channels + c] =
-          load_as_f32(weight.raw(), weight.dtype(), c * weight.stride(0) + j * weight.stride(1));
+      taps.data<float>()[j * channels + c] = load_as_f32(weight.raw(), weight.dtype(), c * weight.stride(0) + j * weight.stride(1));
   return taps;
 }
 
@@ -125,9 +124,8 @@ void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps,
   cpu::causal_conv1d_silu_taps(x, state, taps, out);
 }
 
-void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
-                      const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
-                      Tensor& out, GatedDeltaAlgorithm algorithm) {
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                      const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out, GatedDeltaAlgorithm algorithm) {
   constexpr const char* kOp = "gated_delta_rule";
   const int64_t hk = shape.n_key_heads, dk = shape.key_dim, hv = shape.n_value_heads, dv = shape.value_dim;
   SANCTUM_REQUIRE(hk > 0 && dk > 0 && hv > 0 && dv > 0, kOp, "head counts and dims must be positive");
@@ -143,8 +141,9 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
   require_per_head(kOp, "dt_bias", dt_bias, hv);
   detail::require_defined(kOp, "state", state);
   detail::require_dtype(kOp, "state", state, DType::f32);
-  const Device device = detail::require_one_device(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"a_log", &a_log},
-                            {"dt_bias", &dt_bias}, {"state", &state}, {"out", &out}});
+  const Device device = detail::require_one_device(
+      kOp,
+      {{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"a_log", &a_log}, {"dt_bias", &dt_bias}, {"state", &state}, {"out", &out}});
   const int64_t n = q.dim(0);
   auto want = [&](const char* name, const Tensor& t, int64_t cols) {
     SANCTUM_REQUIRE(t.dim(0) == n && t.dim(1) == cols, kOp,
@@ -156,10 +155,9 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
   want("a", a, hv);
   want("b", b, hv);
   want("out", out, hv * dv);
-  SANCTUM_REQUIRE(state.ndim() == 3 && state.dim(0) == hv && state.dim(1) == dv && state.dim(2) == dk &&
-                      state.is_contiguous(),
-                  kOp, "state must be a contiguous (Hv, Dv, Dk) = (" + std::to_string(hv) + ", " + std::to_string(dv) +
-                           ", " + std::to_string(dk) + ") tensor, got " + dims(state));
+  SANCTUM_REQUIRE(state.ndim() == 3 && state.dim(0) == hv && state.dim(1) == dv && state.dim(2) == dk && state.is_contiguous(), kOp,
+                  "state must be a contiguous (Hv, Dv, Dk) = (" + std::to_string(hv) + ", " + std::to_string(dv) + ", " +
+                      std::to_string(dk) + ") tensor, got " + dims(state));
   for (const auto& [name, t] : {detail::Named{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"state", &state}})
     SANCTUM_REQUIRE(!overlap(out, *t), kOp, std::string("out must not alias ") + name);
   for (const auto& [name, t] : {detail::Named{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}})
@@ -167,10 +165,8 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
   if (algorithm == GatedDeltaAlgorithm::automatic)
     algorithm = n >= kChunkedFromTokens ? GatedDeltaAlgorithm::chunked : GatedDeltaAlgorithm::sequential;
   if (device == Device::cuda) return cuda::gated_delta_rule(q, k, v, a, b, a_log, dt_bias, shape, state, out, algorithm);
-  if (algorithm == GatedDeltaAlgorithm::chunked)
-    cpu::gated_delta_chunked(q, k, v, a, b, a_log, dt_bias, shape, state, out);
-  else
-    cpu::gated_delta_sequential(q, k, v, a, b, a_log, dt_bias, shape, state, out);
+  if (algorithm == GatedDeltaAlgorithm::chunked) cpu::gated_delta_chunked(q, k, v, a, b, a_log, dt_bias, shape, state, out);
+  else cpu::gated_delta_sequential(q, k, v, a, b, a_log, dt_bias, shape, state, out);
 }
 
 void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {
@@ -184,8 +180,7 @@ void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, floa
   SANCTUM_REQUIRE(weight.ndim() == 1 && weight.dim(0) > 0, kOp, "weight must be a (d) vector, got " + dims(weight));
   detail::require_inner_contiguous(kOp, "weight", weight);
   const int64_t d = weight.dim(0);
-  SANCTUM_REQUIRE(x.dim(1) % d == 0, kOp,
-                  "x rows (" + std::to_string(x.dim(1)) + ") must be whole heads of " + std::to_string(d));
+  SANCTUM_REQUIRE(x.dim(1) % d == 0, kOp, "x rows (" + std::to_string(x.dim(1)) + ") must be whole heads of " + std::to_string(d));
   SANCTUM_REQUIRE(detail::same_shape(x, z) && detail::same_shape(x, out), kOp,
                   "x " + dims(x) + ", z " + dims(z) + " and out " + dims(out) + " must have one shape");
   SANCTUM_REQUIRE(eps >= 0.0f, kOp, "eps must be >= 0");

@@ -10,7 +10,8 @@ namespace sanctum::ops {
 namespace {
 void check_rows(const Tensor& t, const Tensor& like, const char* what) {
   check(t.ndim() == 2 && t.dim(0) == like.dim(0) && t.dim(1) == like.dim(1) && t.dtype() == DType::f32 && t.stride(1) == 1,
-        ErrorKind::invalid_argument, std::string("[sigmoid_mul] ") + what + " must be (n, d) f32 with unit column stride like x, got " + t.shape_string());
+        ErrorKind::invalid_argument,
+        std::string("[sigmoid_mul] ") + what + " must be (n, d) f32 with unit column stride like x, got " + t.shape_string());
 }
 }  // namespace
 

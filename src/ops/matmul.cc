@@ -26,10 +26,11 @@ void check_output(const char* op, const char* y_name, const Tensor& x, const Wei
                   DType y_type = DType::f32) {
   const std::string out = y_name;
   detail::require_dtype(op, y_name, y, y_type);
-  SANCTUM_REQUIRE(x.ndim() == 2 && y.ndim() == 2, op, "x and " + out + " must be 2-D (n, k) and (n, m), got x " + x.shape_string() + ", " +
-                                                          out + " " + y.shape_string());
-  SANCTUM_REQUIRE(x.dim(1) == w.cols, op, "x rows have " + std::to_string(x.dim(1)) + " elements, weight '" + w.name + "' has " +
-                                              std::to_string(w.cols) + " in-features");
+  SANCTUM_REQUIRE(x.ndim() == 2 && y.ndim() == 2, op,
+                  "x and " + out + " must be 2-D (n, k) and (n, m), got x " + x.shape_string() + ", " + out + " " + y.shape_string());
+  SANCTUM_REQUIRE(x.dim(1) == w.cols, op,
+                  "x rows have " + std::to_string(x.dim(1)) + " elements, weight '" + w.name + "' has " + std::to_string(w.cols) +
+                      " in-features");
   SANCTUM_REQUIRE(y.dim(0) == x.dim(0) && y.dim(1) == y_cols, op,
                   out + " must be (" + std::to_string(x.dim(0)) + ", " + std::to_string(y_cols) + "), got " + y.shape_string());
   detail::require_inner_contiguous(op, "x", x);
@@ -52,12 +53,9 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   if (x.dim(0) == 0 || w.rows == 0) return;
   if (device == Device::cuda) return cuda::matmul(x, w, y);
   SANCTUM_REQUIRE(w.layout == WeightLayout::rows, kOp, "weight '" + w.name + "' is tiled for the GPU and cannot run on the CPU");
-  if (w.quantized() && matmul_precision() == MatmulPrecision::int8)
-    cpu::matmul_quantized_int8(x, w, y);
-  else if (w.quantized())
-    cpu::matmul_quantized(x, w, y);
-  else
-    cpu::matmul_dense(x, w, y);
+  if (w.quantized() && matmul_precision() == MatmulPrecision::int8) cpu::matmul_quantized_int8(x, w, y);
+  else if (w.quantized()) cpu::matmul_quantized(x, w, y);
+  else cpu::matmul_dense(x, w, y);
 }
 
 bool matmul_silu_mul_ok(const Weight& gate_up, const Tensor& x) {

@@ -151,8 +151,8 @@ void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Ten
   require_top_k(kOp, k, E);
   const int64_t ranks = appended_id >= 0 ? k + 1 : k;  // ids per token
   SANCTUM_REQUIRE(ids.is_contiguous() && weights.is_contiguous() && ids.numel() == n * ranks && weights.numel() == n * k, kOp,
-                  "ids must be contiguous with " + std::to_string(n * ranks) + " elements and weights with n * top_k = " +
-                      std::to_string(n * k));
+                  "ids must be contiguous with " + std::to_string(n * ranks) +
+                      " elements and weights with n * top_k = " + std::to_string(n * k));
   if (n == 0) return;
   if (device == Device::cuda) return cuda::moe_route(logits, routing, ids, weights, appended_id);
   for (int64_t t = 0; t < n; ++t) {
@@ -227,7 +227,8 @@ void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids,
   }
 }
 
-void expert_gate_up_matmul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& gate_out, Tensor& up_out) {
+void expert_gate_up_matmul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& gate_out,
+                           Tensor& up_out) {
   constexpr const char* kOp = "expert_gate_up_matmul";
   const Device device = check_expert_matmul(kOp, x, gate, ids, gate_out);
   check_expert_matmul(kOp, x, up, ids, up_out);
@@ -256,22 +257,25 @@ void expert_gate_up_silu_mul(const Tensor& x, const ExpertSet& gate, const Exper
   cuda::tiles_expert_silu_mul(x, gate, up, ids, act);
 }
 
-bool expert_gate_up_silu_mul_routed_ok(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const Tensor& act) {
-  if (!logits || logits.ndim() != 2 || logits.dtype() != DType::f32 || logits.device() != Device::cuda || logits.stride(1) != 1) return false;
+bool expert_gate_up_silu_mul_routed_ok(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits,
+                                       const Tensor& act) {
+  if (!logits || logits.ndim() != 2 || logits.dtype() != DType::f32 || logits.device() != Device::cuda || logits.stride(1) != 1)
+    return false;
   return expert_gate_up_silu_mul_ok(x, gate, up, act) && cuda::tiles_routed_expert_silu_mul_ok(gate, up, x, logits);
 }
 
-void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
-                                    int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act) {
+void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits,
+                                    const MoeRouting& routing, int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act) {
   constexpr const char* kOp = "expert_gate_up_silu_mul_routed";
   check_expert_matmul(kOp, x, gate, ids, act);
   SANCTUM_REQUIRE(expert_gate_up_silu_mul_routed_ok(x, gate, up, logits, act), kOp,
-                  "no fused kernel routes these experts with logits " + logits.shape_string() + "; use moe_route and expert_gate_up_silu_mul");
+                  "no fused kernel routes these experts with logits " + logits.shape_string() +
+                      "; use moe_route and expert_gate_up_silu_mul");
   const int64_t n = x.dim(0), E = logits.dim(1), k = routing.top_k, ranks = appended_id >= 0 ? k + 1 : k;
   require_top_k(kOp, k, E);
   SANCTUM_REQUIRE(logits.dim(0) == n && act.dim(0) == n * ranks, kOp,
-                  "logits " + logits.shape_string() + " and act " + act.shape_string() + " need one row per token and " + std::to_string(ranks) +
-                      " per token");
+                  "logits " + logits.shape_string() + " and act " + act.shape_string() + " need one row per token and " +
+                      std::to_string(ranks) + " per token");
   SANCTUM_REQUIRE(appended_id < gate.size() && E <= gate.size(), kOp, "the experts chosen must be in the sets");
   detail::require_dtype(kOp, "weights", weights, DType::f32);
   SANCTUM_REQUIRE(weights.device() == Device::cuda && weights.is_contiguous() && weights.numel() == n * k, kOp,
@@ -292,9 +296,11 @@ int64_t expert_down_combine_residual(const Tensor& act, const ExpertSet& down, c
   constexpr const char* kOp = "expert_down_combine_residual";
   check_expert_matmul(kOp, act, down, ids, per_rank);
   SANCTUM_REQUIRE(expert_down_combine_residual_ok(act, down, per_rank, r), kOp,
-                  "no fused kernel takes these experts with act " + act.shape_string() + "; use expert_matmul and moe_combine_shared_rank_residual");
+                  "no fused kernel takes these experts with act " + act.shape_string() +
+                      "; use expert_matmul and moe_combine_shared_rank_residual");
   const int64_t k = per_rank.dim(0) - 1;
-  for (const auto& [name, t, count] : {std::tuple<const char*, const Tensor*, int64_t>{"weights", &weights, k}, {"shared_logit", &shared_logit, 1}}) {
+  for (const auto& [name, t, count] :
+       {std::tuple<const char*, const Tensor*, int64_t>{"weights", &weights, k}, {"shared_logit", &shared_logit, 1}}) {
     detail::require_dtype(kOp, name, *t, DType::f32);
     SANCTUM_REQUIRE(t->device() == Device::cuda && t->is_contiguous() && t->numel() == count, kOp,
                     std::string(name) + " must hold " + std::to_string(count) + " contiguous values on the GPU");
@@ -340,8 +346,9 @@ void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tens
     SANCTUM_REQUIRE(y.dim(0) == m && (x.dim(0) > 0 ? m % x.dim(0) == 0 : m == 0), kOp,
                     "gather: y " + y.shape_string() + " needs one row per sorted row, a multiple of the rows of x " + x.shape_string());
   else
-    SANCTUM_REQUIRE(x.dim(0) == m && y.dim(0) == m, kOp, "scatter: x " + x.shape_string() + " and y " + y.shape_string() +
-                                                             " need one row per sorted row (" + std::to_string(m) + ")");
+    SANCTUM_REQUIRE(x.dim(0) == m && y.dim(0) == m, kOp,
+                    "scatter: x " + x.shape_string() + " and y " + y.shape_string() + " need one row per sorted row (" + std::to_string(m) +
+                        ")");
   SANCTUM_REQUIRE(x.dim(1) == experts[0].cols && y.dim(1) == experts[0].rows, kOp,
                   "x " + x.shape_string() + " / y " + y.shape_string() + " do not fit experts of (" + std::to_string(experts[0].rows) +
                       ", " + std::to_string(experts[0].cols) + ")");
@@ -387,10 +394,14 @@ void moe_combine(const Tensor& per_rank, const Tensor& weights, const Tensor* sh
   if (weights.device() == Device::cuda) {
     require_rows(kOp, "per_rank", per_rank);
     require_rows(kOp, "out", out);
-    detail::require_one_device(kOp, {{"per_rank", &per_rank}, {"weights", &weights}, {"out", &out}, {"shared", shared ? shared : &weights},
+    detail::require_one_device(kOp, {{"per_rank", &per_rank},
+                                     {"weights", &weights},
+                                     {"out", &out},
+                                     {"shared", shared ? shared : &weights},
                                      {"shared_logit", shared_logit ? shared_logit : &weights}});
     SANCTUM_REQUIRE(n > 0 && per_rank.dim(0) == weights.numel() && weights.numel() % n == 0 && per_rank.dim(1) == out.dim(1), kOp,
-                    "per_rank " + per_rank.shape_string() + " and weights " + weights.shape_string() + " do not fit out " + out.shape_string());
+                    "per_rank " + per_rank.shape_string() + " and weights " + weights.shape_string() + " do not fit out " +
+                        out.shape_string());
     if (shared) SANCTUM_REQUIRE(shared->dim(0) == n && shared->dim(1) == out.dim(1), kOp, "shared must be (n, d)");
     return cuda::moe_combine_device(per_rank, weights, shared, shared_logit, out);
   }
@@ -405,8 +416,8 @@ void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, cons
   detail::require_dtype(kOp, "weights", weights, DType::f32);
   detail::require_dtype(kOp, "shared_logit", shared_logit, DType::f32);
   SANCTUM_REQUIRE(weights.is_contiguous(), kOp, "weights must be contiguous");
-  const Device device = detail::require_one_device(
-      kOp, {{"per_rank", &per_rank}, {"weights", &weights}, {"shared_logit", &shared_logit}, {"out", &out}});
+  const Device device =
+      detail::require_one_device(kOp, {{"per_rank", &per_rank}, {"weights", &weights}, {"shared_logit", &shared_logit}, {"out", &out}});
   const int64_t n = out.dim(0), d = out.dim(1);
   SANCTUM_REQUIRE(n > 0 && weights.numel() % n == 0, kOp, "weights " + weights.shape_string() + " do not fit out " + out.shape_string());
   const int64_t k = weights.numel() / n;
@@ -418,8 +429,8 @@ void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, cons
   if (d == 0) return;
   if (device == Device::cuda) return cuda::moe_combine_shared_rank(per_rank, weights, shared_logit, out);
   const int64_t s = per_rank.stride(0);
-  combine_on_host(per_rank, k + 1, std::span<const float>(weights.data<float>(), static_cast<size_t>(n * k)), k, per_rank.data<float>() + k * s,
-                  (k + 1) * s, shared_gate_weights(shared_logit), out);
+  combine_on_host(per_rank, k + 1, std::span<const float>(weights.data<float>(), static_cast<size_t>(n * k)), k,
+                  per_rank.data<float>() + k * s, (k + 1) * s, shared_gate_weights(shared_logit), out);
 }
 
 bool moe_combine_residual_ok(const Tensor& per_rank, const ResidualNorm& r) {
@@ -429,7 +440,8 @@ bool moe_combine_residual_ok(const Tensor& per_rank, const ResidualNorm& r) {
 
 int64_t moe_combine_shared_rank_residual(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, const ResidualNorm& r) {
   constexpr const char* kOp = "moe_combine_shared_rank_residual";
-  SANCTUM_REQUIRE(moe_combine_residual_ok(per_rank, r), kOp, "no fused kernel takes this stream; use moe_combine_shared_rank and add_rms_norm");
+  SANCTUM_REQUIRE(moe_combine_residual_ok(per_rank, r), kOp,
+                  "no fused kernel takes this stream; use moe_combine_shared_rank and add_rms_norm");
   require_rows(kOp, "per_rank", per_rank);
   detail::require_dtype(kOp, "weights", weights, DType::f32);
   detail::require_dtype(kOp, "shared_logit", shared_logit, DType::f32);

@@ -74,7 +74,8 @@ void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids,
 
 // expert_matmul of two projections of one shape and format (an expert MLP's gate and up) over the
 // same x and ids, in one launch where the backend can (a GPU in the bf16 mode, tiled experts).
-void expert_gate_up_matmul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& gate_out, Tensor& up_out);
+void expert_gate_up_matmul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& gate_out,
+                           Tensor& up_out);
 
 // expert_gate_up_matmul followed by silu_mul: act row i = silu(gate[ids[i]] · x) * (up[ids[i]] · x),
 // in one launch and with the bits of the two. Offered only where a kernel takes it (a GPU in the
@@ -89,9 +90,10 @@ void expert_gate_up_silu_mul(const Tensor& x, const ExpertSet& gate, const Exper
 // weights, appended_id) writes (ranks = k, or k + 1 with appended_id >= 0), and act the bits of
 // expert_gate_up_silu_mul over those ids. Offered where expert_gate_up_silu_mul is and E <= 256
 // (tuning route_in_experts=0: never); a call elsewhere is an error.
-bool expert_gate_up_silu_mul_routed_ok(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const Tensor& act);
-void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
-                                    int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
+bool expert_gate_up_silu_mul_routed_ok(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits,
+                                       const Tensor& act);
+void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits,
+                                    const MoeRouting& routing, int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
 
 // Counting sort of expert choices, stable: the rows that chose expert e are
 // sorted[offsets[e] .. offsets[e + 1]), ascending. ids: (m) i32, each in [0, n_experts);

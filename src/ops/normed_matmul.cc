@@ -37,7 +37,8 @@ bool matmul_scaled_ok(const ScaledInput& in, const Weight& w) { return fast_gpu(
 
 void matmul_scaled(const ScaledInput& in, const Weight& w, Tensor& y) {
   constexpr const char* kOp = "matmul_scaled";
-  SANCTUM_REQUIRE(matmul_scaled_ok(in, w), kOp, "no fused kernel takes weight '" + w.name + "' with this input; use apply_norm_scale and matmul");
+  SANCTUM_REQUIRE(matmul_scaled_ok(in, w), kOp,
+                  "no fused kernel takes weight '" + w.name + "' with this input; use apply_norm_scale and matmul");
   check_row(kOp, "y", y, w.rows);
   cuda::tiles_matvec_scaled(in, w, y);
 }

@@ -21,9 +21,9 @@ using Named = std::pair<const char*, const Tensor*>;
 }
 // Throws "[op] message" unless condition holds; the message is built only on failure, since ops run
 // thousands of times per token on a GPU, where the host's argument checks are part of every step.
-#define SANCTUM_REQUIRE(condition, ...)                                      \
-  do {                                                                       \
-    if (!(condition)) ::sanctum::ops::detail::require_failed(__VA_ARGS__);   \
+#define SANCTUM_REQUIRE(condition, ...)                                    \
+  do {                                                                     \
+    if (!(condition)) ::sanctum::ops::detail::require_failed(__VA_ARGS__); \
   } while (0)
 
 // Every defined tensor must be on one device, which is returned (cpu when none is defined). Names
@@ -50,18 +50,18 @@ inline void require_defined(const char* op, const char* name, const Tensor& t) {
 
 inline void require_dtype(const char* op, const char* name, const Tensor& t, DType dtype) {
   SANCTUM_REQUIRE(t.dtype() == dtype, op, std::string(name) + " must be " + dtype_name(dtype) + ", got " + t.shape_string(),
-          ErrorKind::unsupported);
+                  ErrorKind::unsupported);
 }
 
 inline void require_float(const char* op, const char* name, const Tensor& t) {
   SANCTUM_REQUIRE(is_float(t.dtype()), op, std::string(name) + " must be f32, bf16 or f16, got " + t.shape_string(),
-          ErrorKind::unsupported);
+                  ErrorKind::unsupported);
 }
 
 // The last dim must be contiguous (stride 1); leading dims may have any stride.
 inline void require_inner_contiguous(const char* op, const char* name, const Tensor& t) {
   SANCTUM_REQUIRE(t.ndim() >= 1 && (t.dim(-1) <= 1 || t.stride(-1) == 1), op,
-          std::string(name) + " needs a contiguous last dim, got " + t.shape_string());
+                  std::string(name) + " needs a contiguous last dim, got " + t.shape_string());
 }
 
 inline bool same_shape(const Tensor& a, const Tensor& b) {

@@ -39,10 +39,8 @@ void yarn_inv_freq(const RopeConfig& c, int dims, std::vector<float>& inv_freq, 
   // mlx-lm: mscale(factor, mscale) / mscale(factor, mscale_all_dim), with mscale_all_dim = 0 giving 1.
   // transformers ignores `mscale` unless mscale_all_dim is also set; mlx-lm does not, and we follow it.
   // An explicit attention_factor (transformers only; mlx-lm has no such key) wins when set.
-  if (c.attention_factor > 0.0)
-    magnitude = static_cast<float>(c.attention_factor);
-  else
-    magnitude = static_cast<float>(get_mscale(c.mscale) / get_mscale(c.mscale_all_dim));
+  if (c.attention_factor > 0.0) magnitude = static_cast<float>(c.attention_factor);
+  else magnitude = static_cast<float>(get_mscale(c.mscale) / get_mscale(c.mscale_all_dim));
 }
 }  // namespace
 
@@ -57,8 +55,7 @@ RopeTable::RopeTable(const RopeConfig& c) {
   inv_freq_.resize(static_cast<size_t>(half));
   for (int j = 0; j < half; ++j) inv_freq_[static_cast<size_t>(j)] = static_cast<float>(std::pow(c.theta, -2.0 * j / dims));
   switch (c.type) {
-    case RopeConfig::Type::standard:
-      break;
+    case RopeConfig::Type::standard: break;
     case RopeConfig::Type::linear:
       // mlx nn.RoPE(scale = 1/factor) scales positions; folding it into the frequencies is the same angle.
       SANCTUM_REQUIRE(c.factor > 0.0, kOp, "linear scaling needs factor > 0");

@@ -13,13 +13,13 @@ struct RopeConfig {
   enum class Type { standard, yarn, linear, llama3 };
   Type type = Type::standard;
   int head_dim = 0;
-  int rotary_dim = 0;      // first rotary_dim dims of each head rotate (partial rotary); 0 → head_dim
+  int rotary_dim = 0;  // first rotary_dim dims of each head rotate (partial rotary); 0 → head_dim
   double theta = 10000.0;
-  double factor = 1.0;     // yarn / linear / llama3 scaling factor
-  int original_max_position = 0;  // yarn, llama3
-  double beta_fast = 32.0, beta_slow = 1.0;  // yarn
-  double mscale = 1.0, mscale_all_dim = 0.0; // yarn (DeepSeek-style attention factor knobs)
-  double attention_factor = 0.0;             // yarn: explicit override; 0 → derived
+  double factor = 1.0;                                   // yarn / linear / llama3 scaling factor
+  int original_max_position = 0;                         // yarn, llama3
+  double beta_fast = 32.0, beta_slow = 1.0;              // yarn
+  double mscale = 1.0, mscale_all_dim = 0.0;             // yarn (DeepSeek-style attention factor knobs)
+  double attention_factor = 0.0;                         // yarn: explicit override; 0 → derived
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
 };
 

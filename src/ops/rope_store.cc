@@ -11,8 +11,8 @@ namespace {
 // The checks of the four ops rope_and_store stands for (rope, rope, store_rows, store_rows), before
 // anything runs; on a GPU also what its one launch reads: q and k as heads of one head_dim, and v's
 // rows as k's width. Returns their device.
-Device check_rope_and_store(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, const RopeTable& table,
-                            const Tensor& cache_k, const Tensor& cache_v) {
+Device check_rope_and_store(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions,
+                            const RopeTable& table, const Tensor& cache_k, const Tensor& cache_v) {
   detail::require_defined(op, "k", k);
   SANCTUM_REQUIRE(k.ndim() == 3, op, "k must be 3-D (tokens, heads, head_dim), got " + k.shape_string());
   const Device device = check_rope(q, positions.host.size(), table);
@@ -22,7 +22,8 @@ Device check_rope_and_store(const char* op, const Tensor& q, const Tensor& k, co
   detail::require_one_device(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"cache_k", &cache_k}, {"cache_v", &cache_v}});
   if (device == Device::cuda)
     SANCTUM_REQUIRE(q.dim(2) == k.dim(2) && v.dim(1) == k.dim(1) * k.dim(2), op,
-                    "q " + q.shape_string() + ", k " + k.shape_string() + " and v " + v.shape_string() + " must share head_dim and k's width");
+                    "q " + q.shape_string() + ", k " + k.shape_string() + " and v " + v.shape_string() +
+                        " must share head_dim and k's width");
   return device;
 }
 }  // namespace
@@ -42,8 +43,8 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, const Positions& posi
                        cache_v);
 }
 
-void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q, Tensor& k,
-                         const Tensor& v, const Positions& positions, const RopeTable& table, Tensor& cache_k, Tensor& cache_v) {
+void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q,
+                         Tensor& k, const Tensor& v, const Positions& positions, const RopeTable& table, Tensor& cache_k, Tensor& cache_v) {
   constexpr const char* kOp = "norm_rope_and_store";
   detail::require_defined(kOp, "q_in", q_in);
   detail::require_defined(kOp, "q", q);

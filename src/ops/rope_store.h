@@ -19,7 +19,7 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, const Positions& posi
 // head_dim each, strided as the projection left them) into q and k's in place, as rms_norm with
 // q_norm and k_norm does, then rope_and_store. On a GPU one launch where three were, with the bits
 // of the three ops.
-void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q, Tensor& k,
-                         const Tensor& v, const Positions& positions, const RopeTable& table, Tensor& cache_k, Tensor& cache_v);
+void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q,
+                         Tensor& k, const Tensor& v, const Positions& positions, const RopeTable& table, Tensor& cache_k, Tensor& cache_v);
 
 }  // namespace sanctum::ops

@@ -53,8 +53,10 @@ void feed_pick(const Tensor& picked, Tensor& step) {
   const Device device = detail::require_one_device(kOp, {{"picked", &picked}, {"step", &step}});
   detail::require_dtype(kOp, "picked", picked, DType::i32);
   detail::require_dtype(kOp, "step", step, DType::i32);
-  SANCTUM_REQUIRE(picked.ndim() == 1 && picked.dim(0) >= 1, kOp, "picked must be a vector of one or more ids, got " + picked.shape_string());
-  SANCTUM_REQUIRE(step.ndim() == 1 && step.dim(0) == 2 && step.stride(0) == 1, kOp, "step must be a contiguous (2) vector, got " + step.shape_string());
+  SANCTUM_REQUIRE(picked.ndim() == 1 && picked.dim(0) >= 1, kOp,
+                  "picked must be a vector of one or more ids, got " + picked.shape_string());
+  SANCTUM_REQUIRE(step.ndim() == 1 && step.dim(0) == 2 && step.stride(0) == 1, kOp,
+                  "step must be a contiguous (2) vector, got " + step.shape_string());
   if (device == Device::cuda) return cuda::feed_pick(picked, step);
   int32_t* s = step.data<int32_t>();
   s[0] = picked.data<int32_t>()[0];

@@ -21,8 +21,8 @@ class ClientAuth {
 
   struct Result {
     bool allowed = false;
-    bool missing = false;   // no (bearer) credentials at all, as opposed to wrong ones
-    std::string identity;   // budget key and access-log identity
+    bool missing = false;  // no (bearer) credentials at all, as opposed to wrong ones
+    std::string identity;  // budget key and access-log identity
   };
   Result authenticate(const server::HttpRequest& req) const;
   bool enabled() const { return !tokens_.empty(); }

@@ -17,18 +17,10 @@ std::string fmt_seconds(double s) {
 
 UpstreamState::UpstreamState(const BackendState& b, size_t i, const UpstreamUrl& url, std::shared_ptr<const UpstreamTls> tls,
                              const BackendConfig& config, RouterMetrics& m)
-    : backend(b),
-      index(i),
-      label(url.text),
-      pool(url, std::move(tls), config.max_idle_connections),
-      breaker(config.breaker),
-      ttft(config.latency.alpha),
-      total(config.latency.alpha),
-      breaker_gauge(m.breaker_state.with({config.name, url.text})),
-      healthy_gauge(m.upstream_healthy.with({config.name, url.text})),
-      degraded_gauge(m.degraded.with({config.name, url.text})),
-      slow_gauge(m.slow.with({config.name, url.text})),
-      ema_ttft_gauge(m.ema_seconds.with({config.name, url.text, "ttft"})),
+    : backend(b), index(i), label(url.text), pool(url, std::move(tls), config.max_idle_connections), breaker(config.breaker),
+      ttft(config.latency.alpha), total(config.latency.alpha), breaker_gauge(m.breaker_state.with({config.name, url.text})),
+      healthy_gauge(m.upstream_healthy.with({config.name, url.text})), degraded_gauge(m.degraded.with({config.name, url.text})),
+      slow_gauge(m.slow.with({config.name, url.text})), ema_ttft_gauge(m.ema_seconds.with({config.name, url.text, "ttft"})),
       ema_total_gauge(m.ema_seconds.with({config.name, url.text, "total"})) {
   healthy_gauge.set(1);
 }
@@ -56,7 +48,8 @@ Fleet::Fleet(const RouterConfig& config, RouterMetrics& metrics) : config_(confi
       if (bc.tls && !bc.tls->verify)
         log::warn("upstream certificate verification is OFF for this backend (tls.verify: false)", {{"backend", bc.name}});
     }
-    for (size_t i = 0; i < bc.urls.size(); ++i) b->upstreams.push_back(std::make_unique<UpstreamState>(*b, i, bc.urls[i], tls, bc, metrics_));
+    for (size_t i = 0; i < bc.urls.size(); ++i)
+      b->upstreams.push_back(std::make_unique<UpstreamState>(*b, i, bc.urls[i], tls, bc, metrics_));
     if (!bc.budget.unlimited()) b->budget = std::make_unique<BudgetWindow>(bc.budget);
     metrics_.backend_healthy.with({bc.name}).set(1);
     backends_.push_back(std::move(b));
@@ -148,12 +141,14 @@ void Fleet::update_slow(const BackendState& b) {
       if (auto v = other->ttft.value()) best = best ? std::min(*best, *v) : *v;
     }
     const LatencyConfig& lc = up->backend.config.latency;
-    const bool slow = is_slow(*mine, best, lc.slow_factor, lc.slow_ttft_s) ||
-                      (mine_total && lc.slow_total_s > 0 && *mine_total > lc.slow_total_s);
+    const bool slow =
+        is_slow(*mine, best, lc.slow_factor, lc.slow_ttft_s) || (mine_total && lc.slow_total_s > 0 && *mine_total > lc.slow_total_s);
     if (slow != up->slow.exchange(slow)) {
       up->slow_gauge.set(slow ? 1 : 0);
       log::write(slow ? log::Level::warn : log::Level::info, slow ? "upstream flagged slow" : "upstream no longer slow",
-                 {{"backend", up->backend.config.name}, {"upstream", up->label}, {"ttft_ema_s", fmt_seconds(*mine)},
+                 {{"backend", up->backend.config.name},
+                  {"upstream", up->label},
+                  {"ttft_ema_s", fmt_seconds(*mine)},
                   {"best_equivalent_s", best ? fmt_seconds(*best) : "-"}});
     }
   }
@@ -168,9 +163,11 @@ void Fleet::flag_quality(UpstreamState& u, QualityFlag flag, const std::string& 
     u.quality_reason_ = std::string(to_string(flag)) + ": " + detail;
   }
   u.degraded_gauge.set(1);
-  log::warn("upstream degraded: response failed a quality check",
-            {{"backend", u.backend.config.name}, {"upstream", u.label}, {"detector", to_string(flag)}, {"detail", detail},
-             {"skipped_for_s", fmt_seconds(recovery)}});
+  log::warn("upstream degraded: response failed a quality check", {{"backend", u.backend.config.name},
+                                                                   {"upstream", u.label},
+                                                                   {"detector", to_string(flag)},
+                                                                   {"detail", detail},
+                                                                   {"skipped_for_s", fmt_seconds(recovery)}});
 }
 
 void Fleet::set_canary(UpstreamState& u, bool passed, const std::string& detail) {
@@ -185,7 +182,8 @@ void Fleet::set_canary(UpstreamState& u, bool passed, const std::string& detail)
   if (!passed) metrics_.quality_flags.with({u.backend.config.name, u.label, "canary"}).inc();
   u.degraded_gauge.set(u.degraded(Clock::now()) ? 1 : 0);
   if (changed)
-    log::write(passed ? log::Level::info : log::Level::warn, passed ? "upstream recovered: canary passed" : "upstream degraded: canary failed",
+    log::write(passed ? log::Level::info : log::Level::warn,
+               passed ? "upstream recovered: canary passed" : "upstream degraded: canary failed",
                {{"backend", u.backend.config.name}, {"upstream", u.label}, {"detail", detail}});
 }
 

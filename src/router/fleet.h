@@ -35,7 +35,7 @@ struct UpstreamState {
   CircuitBreaker breaker;
   LatencyEma ttft;
   LatencyEma total;
-  std::atomic<bool> healthy{true};      // optimistic until the first probe says otherwise
+  std::atomic<bool> healthy{true};  // optimistic until the first probe says otherwise
   std::atomic<bool> health_known{false};
   std::atomic<bool> slow{false};
 

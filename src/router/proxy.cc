@@ -67,7 +67,10 @@ bool Proxy::admit_client(server::Exchange& ex, const std::string& identity, Cloc
   const BudgetVerdict v = admission.client_window->try_admit(now);
   if (v.allowed) return true;
   metrics_.budget_rejections.with({"client", "-"}).inc();
-  log::warn("budget exceeded", {{"request_id", ex.request().request_id}, {"scope", "client"}, {"identity", identity}, {"limit", v.exceeded},
+  log::warn("budget exceeded", {{"request_id", ex.request().request_id},
+                                {"scope", "client"},
+                                {"identity", identity},
+                                {"limit", v.exceeded},
                                 {"retry_after_s", std::to_string(v.retry_after_s)}});
   outcome.error = std::string("client budget: ") + v.exceeded;
   const ApiError e(429, "rate_limit_exceeded",
@@ -122,7 +125,10 @@ bool Proxy::admit_backend(const BackendState& b, const std::string& request_id, 
   const BudgetVerdict v = b.budget->try_admit(Clock::now());
   if (v.allowed) return true;
   metrics_.budget_rejections.with({"backend", b.config.name}).inc();
-  log::warn("budget exceeded", {{"request_id", request_id}, {"scope", "backend"}, {"backend", b.config.name}, {"limit", v.exceeded},
+  log::warn("budget exceeded", {{"request_id", request_id},
+                                {"scope", "backend"},
+                                {"backend", b.config.name},
+                                {"limit", v.exceeded},
                                 {"retry_after_s", std::to_string(v.retry_after_s)}});
   const int wait = admission.budget_retry_after;
   admission.budget_retry_after = wait == 0 ? v.retry_after_s : std::min(wait, v.retry_after_s);

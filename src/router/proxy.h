@@ -48,12 +48,11 @@ class Proxy {
     bool any_tried = false;                 // some upstream was actually called
   };
 
-  bool admit_client(server::Exchange& ex, const std::string& identity, Clock::time_point now, Admission& admission,
-                    ProxyOutcome& outcome);
+  bool admit_client(server::Exchange& ex, const std::string& identity, Clock::time_point now, Admission& admission, ProxyOutcome& outcome);
   std::vector<UpstreamState*> choose_upstreams(const std::string& model, Clock::time_point now, Admission& admission,
                                                ProxyOutcome& outcome);
-  AttemptResult try_upstreams(server::Exchange& ex, const std::vector<UpstreamState*>& plan, ProxyRequest& request,
-                              Admission& admission, ProxyOutcome& outcome);
+  AttemptResult try_upstreams(server::Exchange& ex, const std::vector<UpstreamState*>& plan, ProxyRequest& request, Admission& admission,
+                              ProxyOutcome& outcome);
   bool admit_backend(const BackendState& backend, const std::string& request_id, Admission& admission);
   void record_answer(const server::Exchange& ex, const Admission& admission, const ProxyOutcome& outcome);
   void answer_unanswered(server::Exchange& ex, const ProxyRequest& request, const Admission& admission, ProxyOutcome& outcome);

@@ -177,7 +177,8 @@ void RouterApp::upstream_status(server::Exchange& ex) {
       if (const std::string why = u->degraded_reason(); !why.empty()) e["degraded_reason"] = why;
       ups.push_back(e);
     }
-    backends.push_back({{"name", b->config.name}, {"tier", b->config.tier}, {"models", b->config.models}, {"healthy", any}, {"upstreams", ups}});
+    backends.push_back(
+        {{"name", b->config.name}, {"tier", b->config.tier}, {"models", b->config.models}, {"healthy", any}, {"upstreams", ups}});
   }
   ex.respond_json(200, {{"backends", backends}});
 }

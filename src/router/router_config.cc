@@ -199,13 +199,14 @@ struct Shared {
 };
 
 BackendConfig parse_backend(const Field& f, const Shared& shared) {
-  f.expect_map({"name", "tier", "models", "url", "fallback_urls", "api_key_env", "tls", "timeouts", "budget", "breaker",
-                "quality", "canary", "latency", "max_idle_connections"});
+  f.expect_map({"name", "tier", "models", "url", "fallback_urls", "api_key_env", "tls", "timeouts", "budget", "breaker", "quality",
+                "canary", "latency", "max_idle_connections"});
   BackendConfig b;
   if (!f["name"].present()) f.error("needs a name");
   b.name = f["name"].str();
   for (char c : b.name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') f["name"].error("use letters, digits, '-', '_' or '.' only");
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      f["name"].error("use letters, digits, '-', '_' or '.' only");
   if (b.name.empty()) f["name"].error("must not be empty");
   b.tier = f["tier"].str_or("default");
   if (!f["models"].present()) f.error("needs models: the model names it serves");

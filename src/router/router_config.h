@@ -16,25 +16,25 @@
 namespace sanctum::router {
 
 struct UpstreamTlsConfig {
-  std::string ca;           // PEM CA bundle that signs the upstream's certificate; empty: system roots
-  std::string cert;         // client certificate for mTLS upstreams (with key)
+  std::string ca;    // PEM CA bundle that signs the upstream's certificate; empty: system roots
+  std::string cert;  // client certificate for mTLS upstreams (with key)
   std::string key;
   std::string server_name;  // name to verify instead of the URL's host (SNI and certificate check)
   bool verify = true;       // false only for tests against self-signed upstreams; logged loudly
 };
 
 struct Timeouts {
-  double connect_s = 2;        // TCP connect + TLS handshake
-  double first_byte_s = 60;    // request sent -> response head
-  double idle_s = 30;          // longest silence between body reads (a stalled stream)
-  double total_s = 600;        // whole exchange
+  double connect_s = 2;      // TCP connect + TLS handshake
+  double first_byte_s = 60;  // request sent -> response head
+  double idle_s = 30;        // longest silence between body reads (a stalled stream)
+  double total_s = 600;      // whole exchange
 };
 
 struct CanaryConfig {
   bool enabled = false;
   double interval_s = 60;
   std::string prompt = "What is 2+2? Answer with only the number.";
-  std::string expect = "4";    // must appear in the answer (case-insensitive)
+  std::string expect = "4";  // must appear in the answer (case-insensitive)
   int max_tokens = 8;
   double timeout_s = 30;
 };
@@ -48,9 +48,9 @@ struct QualityConfig {
 
 struct LatencyConfig {
   double alpha = 0.2;
-  double slow_factor = 3.0;   // slower than this many times the best equivalent: flagged slow
-  double slow_ttft_s = 0;     // absolute limit on the TTFT EMA (0: none)
-  double slow_total_s = 0;    // absolute limit on the total-time EMA (0: none)
+  double slow_factor = 3.0;  // slower than this many times the best equivalent: flagged slow
+  double slow_ttft_s = 0;    // absolute limit on the TTFT EMA (0: none)
+  double slow_total_s = 0;   // absolute limit on the total-time EMA (0: none)
 };
 
 struct BackendConfig {
@@ -58,11 +58,11 @@ struct BackendConfig {
   std::string tier;
   std::vector<std::string> models;
   std::vector<UpstreamUrl> urls;  // the primary first, then fallback_urls in order
-  std::string api_key_env;         // empty: no Authorization header upstream
-  std::string api_key;             // resolved from the environment at load
+  std::string api_key_env;        // empty: no Authorization header upstream
+  std::string api_key;            // resolved from the environment at load
   std::optional<UpstreamTlsConfig> tls;
   Timeouts timeouts;
-  BudgetLimits budget;             // requests/tokens per window for the whole backend
+  BudgetLimits budget;  // requests/tokens per window for the whole backend
   CircuitBreaker::Params breaker;
   QualityConfig quality;
   CanaryConfig canary;
@@ -102,9 +102,9 @@ struct HealthConfig {
 struct RouterConfig {
   ListenConfig listen;
   HealthConfig health;
-  std::map<std::string, std::string> aliases;  // requested name -> served model name
-  std::string default_model;                   // used when a request names no model; empty: 400
-  BudgetLimits client_budget;                  // each client identity
+  std::map<std::string, std::string> aliases;          // requested name -> served model name
+  std::string default_model;                           // used when a request names no model; empty: 400
+  BudgetLimits client_budget;                          // each client identity
   std::map<std::string, BudgetLimits> client_budgets;  // per-identity overrides
   std::vector<BackendConfig> backends;
 

@@ -25,8 +25,8 @@ RouterMetrics::RouterMetrics()
                                  {"backend", "upstream", "reason"})),
       breaker_state(registry.gauge("sanctum_router_breaker_state", "Circuit breaker per upstream: 0 closed, 1 half-open, 2 open.",
                                    {"backend", "upstream"})),
-      breaker_transitions(registry.counter("sanctum_router_breaker_transitions_total", "Circuit breaker state changes.",
-                                           {"backend", "upstream", "state"})),
+      breaker_transitions(
+          registry.counter("sanctum_router_breaker_transitions_total", "Circuit breaker state changes.", {"backend", "upstream", "state"})),
       ema_seconds(registry.gauge("sanctum_router_upstream_ema_seconds",
                                  "Latency EMA per upstream: ttft (time to the first byte) and total.", {"backend", "upstream", "kind"})),
       slow(registry.gauge("sanctum_router_upstream_slow", "1 when an upstream's latency EMA flags it slow.", {"backend", "upstream"})),
@@ -42,7 +42,8 @@ RouterMetrics::RouterMetrics()
                                          "Requests refused with 429 for an exhausted budget (scope client or backend).",
                                          {"scope", "backend"})),
       health_checks(registry.counter("sanctum_router_health_checks_total", "Health probes by result.", {"backend", "upstream", "result"})),
-      canary_checks(registry.counter("sanctum_router_canary_checks_total", "Canary questions by result.", {"backend", "upstream", "result"})),
+      canary_checks(
+          registry.counter("sanctum_router_canary_checks_total", "Canary questions by result.", {"backend", "upstream", "result"})),
       time_to_first_byte(registry.histogram("sanctum_router_time_to_first_byte_seconds",
                                             "Arrival at the router to the first response byte sent to the client.", latency_buckets(),
                                             {"backend"})),

@@ -27,10 +27,10 @@ class SseSplitter {
 };
 
 struct SseEventInfo {
-  bool done = false;            // data: [DONE]
-  bool error = false;           // the data is an object with "error"
-  bool parse_failed = false;    // data that is not JSON
-  std::string text;             // choice 0's delta.content / text / reasoning_content
+  bool done = false;          // data: [DONE]
+  bool error = false;         // the data is an object with "error"
+  bool parse_failed = false;  // data that is not JSON
+  std::string text;           // choice 0's delta.content / text / reasoning_content
   bool has_tool_call = false;
   std::optional<int64_t> total_tokens;  // usage.total_tokens when present
   std::string error_message;
@@ -42,7 +42,7 @@ SseEventInfo inspect_sse_event(std::string_view event);
 // What a non-streamed completion body says (choices[*].message.content or .text).
 struct CompletionInfo {
   bool parsed = false;
-  std::string text;  // all choices' text, joined (for the detectors)
+  std::string text;   // all choices' text, joined (for the detectors)
   bool empty = true;  // no choice carries text, reasoning or tool calls
   std::optional<int64_t> total_tokens;
 };

@@ -78,7 +78,7 @@ std::vector<std::pair<std::string, std::string>> client_headers(const UpstreamSt
 // A stream being relayed: what was seen, what was sent, and why it stopped.
 struct UpstreamAttempt::StreamRelay {
   SseSplitter splitter;
-  std::string text;  // choice 0's text so far (its tail), for the detectors
+  std::string text;      // choice 0's text so far (its tail), for the detectors
   bool started = false;  // the client has the stream's head
   bool saw_done = false;
   bool saw_content = false;
@@ -93,17 +93,10 @@ struct UpstreamAttempt::StreamRelay {
   double first_event_s = 0;  // attempt start -> the first event sent on
 };
 
-UpstreamAttempt::UpstreamAttempt(Fleet& fleet, RouterMetrics& metrics, server::Exchange& ex, ProxyRequest& request,
-                                 ProxyOutcome& outcome, UpstreamState& upstream, std::string next_label)
-    : fleet_(fleet),
-      metrics_(metrics),
-      ex_(ex),
-      request_(request),
-      outcome_(outcome),
-      u_(upstream),
-      backend_(upstream.backend.config),
-      next_label_(std::move(next_label)),
-      started_(Clock::now()),
+UpstreamAttempt::UpstreamAttempt(Fleet& fleet, RouterMetrics& metrics, server::Exchange& ex, ProxyRequest& request, ProxyOutcome& outcome,
+                                 UpstreamState& upstream, std::string next_label)
+    : fleet_(fleet), metrics_(metrics), ex_(ex), request_(request), outcome_(outcome), u_(upstream), backend_(upstream.backend.config),
+      next_label_(std::move(next_label)), started_(Clock::now()),
       call_(upstream.pool, backend_.timeouts, [&ex] { return ex.peer_closed(); }) {}
 
 AttemptResult UpstreamAttempt::run() {
@@ -258,8 +251,8 @@ void UpstreamAttempt::end_sent_stream(StreamRelay& s) {
     fleet_.flag_quality(u_, s.flag, s.flag_detail);
     fleet_.on_abandon(u_);
     record("quality");
-    ex_.send_chunk(error_event("The upstream's output failed a quality check (" + std::string(to_string(s.flag)) + "): " +
-                                   s.flag_detail + "; the stream was cut",
+    ex_.send_chunk(error_event("The upstream's output failed a quality check (" + std::string(to_string(s.flag)) + "): " + s.flag_detail +
+                                   "; the stream was cut",
                                std::string("degenerate_output_") + to_string(s.flag)));
     ex_.end_stream();
     outcome_.error = std::string("quality: ") + to_string(s.flag);
@@ -290,8 +283,12 @@ AttemptResult UpstreamAttempt::give_up(const std::string& result, const std::str
   request_.failures.emplace_back(u_.label, why);
   request_.last_was_timeout = result == "timeout";
   metrics_.failovers.with({backend_.name, u_.label, result}).inc();
-  log::warn("upstream attempt failed", {{"request_id", ex_.request().request_id}, {"backend", backend_.name}, {"upstream", u_.label},
-                                        {"outcome", result}, {"error", why}, {"next", next_label_}});
+  log::warn("upstream attempt failed", {{"request_id", ex_.request().request_id},
+                                        {"backend", backend_.name},
+                                        {"upstream", u_.label},
+                                        {"outcome", result},
+                                        {"error", why},
+                                        {"next", next_label_}});
   return AttemptResult::next;
 }
 

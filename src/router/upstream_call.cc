@@ -68,8 +68,7 @@ void UpstreamCall::start(const UpstreamRequest& request) {
 bool UpstreamCall::attempt(const UpstreamRequest& request, bool reused) {
   conn_->set_cancel(cancelled_);
   conn_->set_deadline(std::min(Clock::now() + seconds(timeouts_.first_byte_s), total_deadline_));
-  http::request<http::string_body> req{request.method == "GET" ? http::verb::get : http::verb::post,
-                                       pool_.url().target(request.path), 11};
+  http::request<http::string_body> req{request.method == "GET" ? http::verb::get : http::verb::post, pool_.url().target(request.path), 11};
   req.set(http::field::host, pool_.url().host_header());
   req.set(http::field::user_agent, "sanctum-router");
   req.keep_alive(true);
@@ -89,8 +88,8 @@ bool UpstreamCall::attempt(const UpstreamRequest& request, bool reused) {
   if (ec) {
     if (ec == net::error::operation_aborted) throw UpstreamFailure(FailureKind::cancelled, "the client went away");
     const bool nothing_came = buffer_.size() == 0;
-    const bool dead = ec == net::error::eof || ec == http::error::end_of_stream || ec == net::error::connection_reset ||
-                      ec == net::error::broken_pipe;
+    const bool dead =
+        ec == net::error::eof || ec == http::error::end_of_stream || ec == net::error::connection_reset || ec == net::error::broken_pipe;
     if (reused && dead && nothing_came) {
       conn_.reset();
       return false;

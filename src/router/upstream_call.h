@@ -23,11 +23,11 @@
 namespace sanctum::router {
 
 enum class FailureKind {
-  connect,        // resolve / connect / TLS handshake failed
-  timeout,        // connect, first byte, idle or total timeout
-  closed,         // the upstream closed or reset the connection mid-exchange
-  bad_response,   // not HTTP, or a body the router cannot use
-  cancelled,      // the client went away; not the upstream's fault
+  connect,       // resolve / connect / TLS handshake failed
+  timeout,       // connect, first byte, idle or total timeout
+  closed,        // the upstream closed or reset the connection mid-exchange
+  bad_response,  // not HTTP, or a body the router cannot use
+  cancelled,     // the client went away; not the upstream's fault
 };
 const char* to_string(FailureKind kind);
 

@@ -1,10 +1,10 @@
 #include "router/upstream_connection.h"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -153,8 +153,7 @@ bool UpstreamConnection::idle_usable() const {
 }
 
 std::unique_ptr<UpstreamConnection> UpstreamConnection::open(const UpstreamUrl& url, const UpstreamTls* tls, Clock::time_point deadline,
-                                                             const std::function<bool()>& cancelled, std::string& error,
-                                                             bool& timed_out) {
+                                                             const std::function<bool()>& cancelled, std::string& error, bool& timed_out) {
   timed_out = false;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -34,8 +34,7 @@ UpstreamTls::UpstreamTls(const UpstreamTlsConfig& config, const std::string& wha
       fail(ErrorKind::invalid_argument, what + ".cert: cannot load '" + config.cert + "': " + openssl_errors());
     if (SSL_CTX_use_PrivateKey_file(ctx_, config.key.c_str(), SSL_FILETYPE_PEM) != 1)
       fail(ErrorKind::invalid_argument, what + ".key: cannot load '" + config.key + "': " + openssl_errors());
-    if (SSL_CTX_check_private_key(ctx_) != 1)
-      fail(ErrorKind::invalid_argument, what + ": the key does not match the client certificate");
+    if (SSL_CTX_check_private_key(ctx_) != 1) fail(ErrorKind::invalid_argument, what + ": the key does not match the client certificate");
   }
   SSL_CTX_set_verify(ctx_, verify_ ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nullptr);
 }

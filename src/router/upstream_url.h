@@ -7,7 +7,7 @@ namespace sanctum::router {
 
 struct UpstreamUrl {
   bool tls = false;
-  std::string host;       // without brackets
+  std::string host;  // without brackets
   int port = 0;
   std::string base_path;  // "" or "/prefix" (no trailing slash)
   std::string text;       // as written, for logs and metric labels

@@ -15,14 +15,14 @@
 namespace sanctum {
 
 struct SamplingParams {
-  float temperature = 0.0f;        // 0: greedy
-  float top_p = 1.0f;              // nucleus mass kept (1: off)
-  int top_k = 0;                   // 0: off
-  float min_p = 0.0f;              // drop tokens with p < min_p * p_max (0: off)
-  float repetition_penalty = 1.0f; // >1 discourages tokens in the recent window (CTRL-style)
-  float presence_penalty = 0.0f;   // OpenAI: subtract once per distinct recent token
-  float frequency_penalty = 0.0f;  // OpenAI: subtract per occurrence
-  int penalty_window = 64;         // recent tokens the penalties look at
+  float temperature = 0.0f;         // 0: greedy
+  float top_p = 1.0f;               // nucleus mass kept (1: off)
+  int top_k = 0;                    // 0: off
+  float min_p = 0.0f;               // drop tokens with p < min_p * p_max (0: off)
+  float repetition_penalty = 1.0f;  // >1 discourages tokens in the recent window (CTRL-style)
+  float presence_penalty = 0.0f;    // OpenAI: subtract once per distinct recent token
+  float frequency_penalty = 0.0f;   // OpenAI: subtract per occurrence
+  int penalty_window = 64;          // recent tokens the penalties look at
   uint64_t seed = 0;
 
   bool greedy() const { return temperature <= 0.0f; }
@@ -35,7 +35,10 @@ class RecentTokens {
   explicit RecentTokens(int window = 64) : window_(window) {}
   void push(int32_t token);
   const std::unordered_map<int32_t, int>& counts() const { return counts_; }
-  void clear() { tokens_.clear(); counts_.clear(); }
+  void clear() {
+    tokens_.clear();
+    counts_.clear();
+  }
 
  private:
   int window_;

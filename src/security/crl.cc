@@ -102,7 +102,8 @@ RevokeResult pki_revoke(const std::string& dir, const std::string& name) {
   X509_REVOKED* entry = X509_REVOKED_new();
   Time now(X509_gmtime_adj(nullptr, 0));
   Integer serial_copy(ASN1_INTEGER_dup(serial));
-  if (!entry || !now || !serial_copy || X509_REVOKED_set_serialNumber(entry, serial_copy.get()) != 1 || X509_REVOKED_set_revocationDate(entry, now.get()) != 1) {
+  if (!entry || !now || !serial_copy || X509_REVOKED_set_serialNumber(entry, serial_copy.get()) != 1 ||
+      X509_REVOKED_set_revocationDate(entry, now.get()) != 1) {
     X509_REVOKED_free(entry);
     free_entries(existing.entries);
     openssl_check(false, "building the CRL entry");

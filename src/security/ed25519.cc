@@ -57,7 +57,8 @@ std::array<uint8_t, 32> raw_from_pem(const std::string& path, const std::string&
 template <size_t N>
 std::array<uint8_t, N> exact_bytes(const std::string& path, const std::string& bytes, const char* what) {
   check(bytes.size() == N, ErrorKind::invalid_input,
-        path + ": expected a " + what + " of exactly " + std::to_string(N) + " raw bytes, found " + std::to_string(bytes.size()) + " bytes");
+        path + ": expected a " + what + " of exactly " + std::to_string(N) + " raw bytes, found " + std::to_string(bytes.size()) +
+            " bytes");
   std::array<uint8_t, N> out{};
   std::copy(bytes.begin(), bytes.end(), out.begin());
   return out;
@@ -71,9 +72,11 @@ Ed25519KeyPair ed25519_generate() {
   Pkey k(raw);
   Ed25519KeyPair pair;
   size_t n = pair.seed.size();
-  check(EVP_PKEY_get_raw_private_key(k.get(), pair.seed.data(), &n) == 1 && n == 32, ErrorKind::internal, "OpenSSL: cannot read Ed25519 seed");
+  check(EVP_PKEY_get_raw_private_key(k.get(), pair.seed.data(), &n) == 1 && n == 32, ErrorKind::internal,
+        "OpenSSL: cannot read Ed25519 seed");
   n = pair.public_key.size();
-  check(EVP_PKEY_get_raw_public_key(k.get(), pair.public_key.data(), &n) == 1 && n == 32, ErrorKind::internal, "OpenSSL: cannot read Ed25519 public key");
+  check(EVP_PKEY_get_raw_public_key(k.get(), pair.public_key.data(), &n) == 1 && n == 32, ErrorKind::internal,
+        "OpenSSL: cannot read Ed25519 public key");
   return pair;
 }
 
@@ -81,17 +84,20 @@ Ed25519PublicKey ed25519_public_from_seed(const Ed25519Seed& seed) {
   Pkey k = private_pkey(seed);
   Ed25519PublicKey pub{};
   size_t n = pub.size();
-  check(EVP_PKEY_get_raw_public_key(k.get(), pub.data(), &n) == 1 && n == 32, ErrorKind::internal, "OpenSSL: cannot derive Ed25519 public key");
+  check(EVP_PKEY_get_raw_public_key(k.get(), pub.data(), &n) == 1 && n == 32, ErrorKind::internal,
+        "OpenSSL: cannot derive Ed25519 public key");
   return pub;
 }
 
 Ed25519Signature ed25519_sign(const Ed25519Seed& seed, std::string_view message) {
   Pkey k = private_pkey(seed);
   MdCtx ctx(EVP_MD_CTX_new());
-  check(ctx && EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, k.get()) == 1, ErrorKind::internal, "OpenSSL: Ed25519 sign init failed");
+  check(ctx && EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, k.get()) == 1, ErrorKind::internal,
+        "OpenSSL: Ed25519 sign init failed");
   Ed25519Signature sig{};
   size_t n = sig.size();
-  check(EVP_DigestSign(ctx.get(), sig.data(), &n, reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1 && n == sig.size(),
+  check(EVP_DigestSign(ctx.get(), sig.data(), &n, reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1 &&
+            n == sig.size(),
         ErrorKind::internal, "OpenSSL: Ed25519 signing failed");
   return sig;
 }
@@ -99,7 +105,8 @@ Ed25519Signature ed25519_sign(const Ed25519Seed& seed, std::string_view message)
 bool ed25519_verify(const Ed25519PublicKey& key, std::string_view message, const Ed25519Signature& sig) {
   Pkey k = public_pkey(key);
   MdCtx ctx(EVP_MD_CTX_new());
-  check(ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, k.get()) == 1, ErrorKind::internal, "OpenSSL: Ed25519 verify init failed");
+  check(ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, k.get()) == 1, ErrorKind::internal,
+        "OpenSSL: Ed25519 verify init failed");
   return EVP_DigestVerify(ctx.get(), sig.data(), sig.size(), reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1;
 }
 
@@ -110,14 +117,17 @@ Ed25519Seed load_private_key(const std::string& path) {
     ~Wipe() { OPENSSL_cleanse(s.data(), s.size()); }
   } wipe{bytes};
   if (looks_like_pem(bytes))
-    return raw_from_pem(path, bytes, [](BIO* b) { return PEM_read_bio_PrivateKey(b, nullptr, nullptr, nullptr); }, EVP_PKEY_get_raw_private_key, "private key");
+    return raw_from_pem(
+        path, bytes, [](BIO* b) { return PEM_read_bio_PrivateKey(b, nullptr, nullptr, nullptr); }, EVP_PKEY_get_raw_private_key,
+        "private key");
   return exact_bytes<32>(path, bytes, "Ed25519 private key (seed)");
 }
 
 Ed25519PublicKey load_public_key(const std::string& path) {
   std::string bytes = read_all(path);
   if (looks_like_pem(bytes))
-    return raw_from_pem(path, bytes, [](BIO* b) { return PEM_read_bio_PUBKEY(b, nullptr, nullptr, nullptr); }, EVP_PKEY_get_raw_public_key, "public key");
+    return raw_from_pem(
+        path, bytes, [](BIO* b) { return PEM_read_bio_PUBKEY(b, nullptr, nullptr, nullptr); }, EVP_PKEY_get_raw_public_key, "public key");
   return exact_bytes<32>(path, bytes, "Ed25519 public key");
 }
 

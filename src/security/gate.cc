@@ -72,10 +72,13 @@ VerifyReport verify_model_against_manifest(const std::string& model_dir, const s
       real_paths.push_back(r.real_path);
       continue;
     }
-    const char* what = r.status == Resolve::escapes ? "path escapes the model directory: " : r.status == Resolve::missing ? "missing file: " : "not a file: ";
+    const char* what = r.status == Resolve::escapes   ? "path escapes the model directory: "
+                       : r.status == Resolve::missing ? "missing file: "
+                                                      : "not a file: ";
     problems.push_back(what + e.path + " (manifest line " + std::to_string(e.line) + ") " + r.detail);
   }
-  if (!problems.empty()) fail_with(ErrorKind::invalid_input, "model verification FAILED (" + model_dir + " against " + manifest_path + "): ", problems);
+  if (!problems.empty())
+    fail_with(ErrorKind::invalid_input, "model verification FAILED (" + model_dir + " against " + manifest_path + "): ", problems);
 
   // 3. Nothing the load would read may be missing from the manifest.
   std::set<std::string> listed;
@@ -90,8 +93,7 @@ VerifyReport verify_model_against_manifest(const std::string& model_dir, const s
   for (size_t i = 0; i < manifest.entries.size(); ++i) {
     const auto& e = manifest.entries[i];
     const auto& o = run.outcomes[i];
-    if (!o.ok)
-      problems.push_back("cannot hash " + e.path + ": " + o.error);
+    if (!o.ok) problems.push_back("cannot hash " + e.path + ": " + o.error);
     else if (o.digest.digest != e.digest)
       problems.push_back("hash mismatch: " + e.path + " (manifest line " + std::to_string(e.line) + " expects " + short_hex(e.digest) +
                          ", file hashes to " + short_hex(o.digest.digest) + ", " + std::to_string(o.digest.bytes) + " bytes)");
@@ -121,10 +123,8 @@ GeneratedManifest generate_manifest(const std::string& model_dir, int threads) {
       continue;
     }
     Resolved r = resolve_inside(real_dir, f);
-    if (r.status == Resolve::ok)
-      real_paths.push_back(r.real_path);
-    else
-      problems.push_back(f + " " + r.detail);
+    if (r.status == Resolve::ok) real_paths.push_back(r.real_path);
+    else problems.push_back(f + " " + r.detail);
   }
   if (!problems.empty()) fail_with(ErrorKind::invalid_input, "cannot generate a manifest for " + model_dir + ": ", problems);
 

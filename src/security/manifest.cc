@@ -73,8 +73,7 @@ Manifest parse_manifest(std::string_view text, const std::string& source) {
 
     if (line.empty()) line_error(source, line_no, "empty line (expected '<64 hex digits>  <path>')");
     if (line.back() == '\r') line_error(source, line_no, "CRLF line ending; convert the manifest to LF line endings");
-    if (line.front() == '\\')
-      line_error(source, line_no, "escaped file name (a path with a backslash or newline); rename the file");
+    if (line.front() == '\\') line_error(source, line_no, "escaped file name (a path with a backslash or newline); rename the file");
     if (line.rfind("SHA256 (", 0) == 0)
       line_error(source, line_no, "BSD-style line ('SHA256 (file) = hash'); regenerate with `sha256sum` or `sanctum manifest generate`");
     if (line.size() < 67) line_error(source, line_no, "line too short (expected '<64 hex digits>  <path>')");
@@ -89,7 +88,8 @@ Manifest parse_manifest(std::string_view text, const std::string& source) {
     std::string path = normalize_relative_path(line.substr(66), &why);
     if (path.empty()) line_error(source, line_no, why);
     auto [it, inserted] = first_line.emplace(path, line_no);
-    if (!inserted) line_error(source, line_no, "duplicate entry for " + quoted(path) + " (first listed on line " + std::to_string(it->second) + ")");
+    if (!inserted)
+      line_error(source, line_no, "duplicate entry for " + quoted(path) + " (first listed on line " + std::to_string(it->second) + ")");
     m.entries.push_back({*digest, std::move(path), line_no});
   }
   if (m.entries.empty()) fail(ErrorKind::invalid_input, source + ": manifest lists no files");

@@ -48,11 +48,20 @@ void add_index_shards(const std::string& model_dir, const std::string& index_nam
 }  // namespace
 
 bool is_file_a_load_reads(const std::string& name) {
-  static const std::array<std::string_view, 14> exact = {
-      "config.json",        "generation_config.json", "tokenizer.json",      "tokenizer_config.json",
-      "tokenizer.model",    "tekken.json",            "special_tokens_map.json", "added_tokens.json",
-      "vocab.json",         "vocab.txt",              "merges.txt",          "chat_template.jinja",
-      "chat_template.json", "adapter_config.json"};
+  static const std::array<std::string_view, 14> exact = {"config.json",
+                                                         "generation_config.json",
+                                                         "tokenizer.json",
+                                                         "tokenizer_config.json",
+                                                         "tokenizer.model",
+                                                         "tekken.json",
+                                                         "special_tokens_map.json",
+                                                         "added_tokens.json",
+                                                         "vocab.json",
+                                                         "vocab.txt",
+                                                         "merges.txt",
+                                                         "chat_template.jinja",
+                                                         "chat_template.json",
+                                                         "adapter_config.json"};
   if (std::find(exact.begin(), exact.end(), name) != exact.end()) return true;
   return ends_with(name, ".safetensors") || ends_with(name, ".safetensors.index.json");
 }
@@ -99,10 +108,8 @@ Resolved resolve_inside(const std::string& real_dir, const std::string& rel) {
     int e = errno;
     struct stat lst {};
     r.status = Resolve::missing;
-    if (e == ENOENT && ::lstat(joined.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
-      r.detail = "is a symlink to a file that does not exist";
-    else
-      r.detail = std::string("cannot be opened: ") + std::strerror(e);
+    if (e == ENOENT && ::lstat(joined.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) r.detail = "is a symlink to a file that does not exist";
+    else r.detail = std::string("cannot be opened: ") + std::strerror(e);
     return r;
   }
   r.real_path = real.get();

@@ -142,15 +142,18 @@ void refuse_existing(const std::vector<std::string>& paths, bool force) {
 LoadedCa load_ca(const PkiPaths& p) {
   check(path_exists(p.ca_cert()), ErrorKind::not_found, p.ca_cert() + ": no CA here; run `sanctum certs init --dir " + p.dir + "` first");
   LoadedCa ca{load_cert(p.ca_cert()), load_key(p.ca_key())};
-  check(X509_check_private_key(ca.cert.get(), ca.key.get()) == 1, ErrorKind::invalid_input, p.ca_key() + " does not belong to " + p.ca_cert());
+  check(X509_check_private_key(ca.cert.get(), ca.key.get()) == 1, ErrorKind::invalid_input,
+        p.ca_key() + " does not belong to " + p.ca_cert());
   ERR_clear_error();
   return ca;
 }
 
 void check_client_name(const std::string& name) {
   bool ok = !name.empty() && name.size() <= 64 && name.front() != '.';
-  for (char c : name) ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-');
-  check(ok, ErrorKind::invalid_argument, "client name '" + name + "' must be 1-64 of letters, digits, '.', '_', '-' and not start with '.'");
+  for (char c : name)
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-');
+  check(ok, ErrorKind::invalid_argument,
+        "client name '" + name + "' must be 1-64 of letters, digits, '.', '_', '-' and not start with '.'");
 }
 
 IssuedCert pki_init(const std::string& dir, const std::string& common_name, int days, bool force) {
@@ -172,7 +175,8 @@ IssuedCert pki_issue_server(const std::string& dir, const std::vector<std::strin
   refuse_existing({p.server_key(), p.server_cert()}, force);
   LoadedCa ca = load_ca(p);
   Key key = generate_p256_key();
-  Cert cert = build_cert(common_name.empty() ? sans.front() : common_name, key.get(), ca.cert.get(), ca.key.get(), days, Usage::server, sans);
+  Cert cert =
+      build_cert(common_name.empty() ? sans.front() : common_name, key.get(), ca.cert.get(), ca.key.get(), days, Usage::server, sans);
   return write_leaf(p.server_cert(), p.server_key(), key.get(), cert.get(), force);
 }
 

@@ -23,9 +23,9 @@ struct PkiPaths {
   std::string client_key(const std::string& name) const { return clients_dir() + "/" + name + ".key"; }
 };
 
-inline constexpr int kCaDays = 1826;    // five years
-inline constexpr int kLeafDays = 825;   // clamped to the CA's own expiry
-inline constexpr int kCrlDays = 365;    // the CRL's nextUpdate; re-sign before then (certs crl)
+inline constexpr int kCaDays = 1826;   // five years
+inline constexpr int kLeafDays = 825;  // clamped to the CA's own expiry
+inline constexpr int kCrlDays = 365;   // the CRL's nextUpdate; re-sign before then (certs crl)
 
 struct IssuedCert {
   std::string cert_path, key_path;

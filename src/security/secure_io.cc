@@ -128,8 +128,8 @@ std::string read_private(const std::string& path) {
     ::close(fd);
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    fail(ErrorKind::invalid_input, path + ": private key is accessible by group or others (mode " + mode +
-                                       "); refusing to use it. Run: chmod 600 " + path);
+    fail(ErrorKind::invalid_input,
+         path + ": private key is accessible by group or others (mode " + mode + "); refusing to use it. Run: chmod 600 " + path);
   }
   return read_and_close(fd, path, 1 << 20);
 }

@@ -17,18 +17,16 @@ ApiError model_not_found(const std::string& model) {
 }
 
 ApiError method_not_allowed(const std::string& method, const std::string& path) {
-  return ApiError(405, "invalid_request_error", "Method " + method + " is not allowed on " + path, "",
-                  "method_not_allowed");
+  return ApiError(405, "invalid_request_error", "Method " + method + " is not allowed on " + path, "", "method_not_allowed");
 }
 
 ApiError payload_too_large(size_t limit) {
-  return ApiError(413, "invalid_request_error",
-                  "Request body exceeds the limit of " + std::to_string(limit) + " bytes", "", "request_too_large");
+  return ApiError(413, "invalid_request_error", "Request body exceeds the limit of " + std::to_string(limit) + " bytes", "",
+                  "request_too_large");
 }
 
 ApiError queue_full(const std::string& model) {
-  return ApiError(429, "rate_limit_error", "The request queue for model '" + model + "' is full; retry shortly", "",
-                  "queue_full");
+  return ApiError(429, "rate_limit_error", "The request queue for model '" + model + "' is full; retry shortly", "", "queue_full");
 }
 
 ApiError unavailable(const std::string& message, const std::string& code) {

@@ -9,8 +9,7 @@ namespace sanctum::server {
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string type, std::string message, std::string param = "", std::string code = "")
-      : std::runtime_error(std::move(message)), status_(status), type_(std::move(type)), param_(std::move(param)),
-        code_(std::move(code)) {}
+      : std::runtime_error(std::move(message)), status_(status), type_(std::move(type)), param_(std::move(param)), code_(std::move(code)) {}
   int status() const { return status_; }
   const std::string& type() const { return type_; }
   const std::string& param() const { return param_; }  // empty: null

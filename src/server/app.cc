@@ -84,10 +84,8 @@ void App::health(Exchange& ex) {
     ex.respond_json(503, {{"status", "draining"}});
     return;
   }
-  ex.respond_json(200, {{"status", "ok"},
-                        {"version", build::version()},
-                        {"commit", build::commit()},
-                        {"device", device_name(options_.device)}});
+  ex.respond_json(200,
+                  {{"status", "ok"}, {"version", build::version()}, {"commit", build::commit()}, {"device", device_name(options_.device)}});
 }
 
 namespace {
@@ -148,8 +146,7 @@ void App::deep_health(Exchange& ex) {
 }
 
 json App::model_card(const ServedModel& m) const {
-  return {{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", "sanctum"},
-          {"max_model_len", m.context_length}};
+  return {{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", "sanctum"}, {"max_model_len", m.context_length}};
 }
 
 void App::list_models(Exchange& ex) {

@@ -11,26 +11,26 @@
 #include "base/tuning.h"
 #include "engine/spec/prompt_lookup.h"
 
+#include "chat/prompt_builder.h"
 #include "server/exchange.h"
 #include "server/inference_worker.h"
 #include "server/openai_request.h"
 #include "server/request_handler.h"
 #include "server/route_table.h"
 #include "server/server_metrics.h"
-#include "chat/prompt_builder.h"
 #include "tensor/dtype.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sanctum::server {
 
 struct ServerOptions : ListenOptions {
-  size_t max_queue = 16;           // waiting requests per model (the running one not counted)
+  size_t max_queue = 16;  // waiting requests per model (the running one not counted)
   int stream_flush_tokens = 1;
-  double drain_timeout = 30.0;     // seconds in-flight requests get after SIGTERM
+  double drain_timeout = 30.0;  // seconds in-flight requests get after SIGTERM
   int default_max_tokens = 512;
   double deep_health_timeout = 10.0;
-  bool speculate = true;               // prompt-lookup speculation (exact; backs off when it does not pay)
-  spec::PromptLookupParams lookup;     // --pld-max-draft / --pld-ngram
+  bool speculate = true;                 // prompt-lookup speculation (exact; backs off when it does not pay)
+  spec::PromptLookupParams lookup;       // --pld-max-draft / --pld-ngram
   size_t prompt_cache_bytes = 1u << 30;  // --prompt-cache-mb; 0 disables prompt-cache reuse
   int prefill_chunk = 0;                 // --prefill-chunk: prompt tokens per forward; 0: the model's
   Device device = Device::cpu;           // --device: where every served model's weights and state live
@@ -38,7 +38,7 @@ struct ServerOptions : ListenOptions {
 };
 
 struct ServedModel {
-  std::string id;   // what requests name in `model`
+  std::string id;  // what requests name in `model`
   std::string dir;
   int64_t created = 0;
   std::unique_ptr<Tokenizer> tokenizer;

@@ -28,8 +28,8 @@ const char* reason_phrase(int status) {
   }
 }
 
-std::string Exchange::head(int status, std::string_view content_type,
-                           const std::vector<std::pair<std::string, std::string>>& headers, std::string_view framing) const {
+std::string Exchange::head(int status, std::string_view content_type, const std::vector<std::pair<std::string, std::string>>& headers,
+                           std::string_view framing) const {
   std::string h = req_.version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
   h += std::to_string(status) + " " + reason_phrase(status) + "\r\n";
   h += "Server: sanctum\r\nContent-Type: ";

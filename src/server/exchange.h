@@ -16,7 +16,7 @@ namespace sanctum::server {
 
 struct HttpRequest {
   std::string method;
-  std::string path;   // without the query string
+  std::string path;  // without the query string
   std::string body;
   std::string client;  // "address:port"; the certificate CN once mTLS lands
   std::string request_id;
@@ -41,9 +41,9 @@ class Exchange {
 
   // SSE: headers now, then events. send_event returns false once the peer is gone.
   bool begin_stream(const std::vector<std::pair<std::string, std::string>>& headers = {});
-  bool send_event(std::string_view data);  // writes "data: <data>\n\n" as one chunk
+  bool send_event(std::string_view data);   // writes "data: <data>\n\n" as one chunk
   bool send_chunk(std::string_view bytes);  // writes bytes as they are, as one chunk (a proxy relaying events)
-  void end_stream();                      // the terminating zero-length chunk
+  void end_stream();                        // the terminating zero-length chunk
 
   bool peer_closed() const { return stream_.peer_closed(); }
   bool responded() const { return responded_; }

@@ -228,8 +228,7 @@ void InferenceWorker::run(InferenceJob& job) {
     metrics_.prompt_tokens_total.inc(static_cast<double>(result.prompt_tokens));
     metrics_.inference_duration.observe(seconds);
     if (n_tokens > 0) metrics_.completion_tokens.observe(n_tokens);
-    if (result.tokens.size() > 1 && result.decode_seconds > 0)
-      metrics_.tokens_per_sec.observe((n_tokens - 1) / result.decode_seconds);
+    if (result.tokens.size() > 1 && result.decode_seconds > 0) metrics_.tokens_per_sec.observe((n_tokens - 1) / result.decode_seconds);
     job.sink->on_choice_end(choice, result);
     if (result.finish == FinishReason::cancelled) break;
   }

@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/generator.h"
 #include "engine/cached_generation.h"
+#include "engine/generator.h"
 #include "engine/prefix_cache.h"
 #include "model/model.h"
 #include "server/server_metrics.h"
@@ -36,8 +36,8 @@ namespace sanctum::server {
 struct TokenOutput {
   int32_t token = 0;
   bool has_logprobs = false;
-  float logprob = 0.0f;                               // log-softmax of the raw logits
-  std::vector<std::pair<int32_t, float>> top;         // best first, top_logprobs entries
+  float logprob = 0.0f;                        // log-softmax of the raw logits
+  std::vector<std::pair<int32_t, float>> top;  // best first, top_logprobs entries
 };
 
 // Receives a job's output on the worker thread. Keep the calls short: the next token waits for them.
@@ -67,8 +67,7 @@ struct InferenceJob {
 class InferenceWorker {
  public:
   // prompt_cache_bytes bounds the prompt-cache pool (0: no reuse across requests).
-  InferenceWorker(std::string name, std::unique_ptr<Model> model, size_t max_queue, ServerMetrics& metrics,
-                  size_t prompt_cache_bytes = 0);
+  InferenceWorker(std::string name, std::unique_ptr<Model> model, size_t max_queue, ServerMetrics& metrics, size_t prompt_cache_bytes = 0);
   ~InferenceWorker();
   InferenceWorker(const InferenceWorker&) = delete;
   InferenceWorker& operator=(const InferenceWorker&) = delete;
@@ -107,8 +106,8 @@ class InferenceWorker {
   size_t max_queue_;
   ServerMetrics& metrics_;
   Gauge& queue_gauge_;
-  std::unique_ptr<PrefixCache> prompt_cache_;  // null when disabled
-  spec::SpeculationStats speculation_stats_;   // what drafting costs on this model (worker thread only)
+  std::unique_ptr<PrefixCache> prompt_cache_;                    // null when disabled
+  spec::SpeculationStats speculation_stats_;                     // what drafting costs on this model (worker thread only)
   std::deque<std::unique_ptr<TailSnapshot>> pending_snapshots_;  // newest first (worker thread only)
   std::atomic<size_t> pending_count_{0};
   std::atomic<int64_t> snapshot_steps_{0}, snapshots_built_{0};

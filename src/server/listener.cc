@@ -8,8 +8,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/string.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 
 #include "base/error.h"
@@ -229,7 +229,7 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
   // Idle keep-alive connections close on their own when draining; a request already arriving is read.
   stream.set_give_up([&] { return (app_.draining() || closing_) && buffer.size() == 0 && stream.bytes_read() == read_before; });
   stream.set_deadline(std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                              std::chrono::duration<double>(opt.keep_alive_timeout)));
+                                                             std::chrono::duration<double>(opt.keep_alive_timeout)));
   http::request_parser<http::string_body> parser;
   parser.header_limit(64 * 1024);
   parser.body_limit(opt.body_limit);
@@ -246,13 +246,16 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
     ex.set_close_after();
     ex.respond_error(ApiError(status, "invalid_request_error", message, "", code));
     app_.observe_refused("unmatched", status);
-    log::info("access", {{"request_id", req.request_id}, {"client", info.address}, {"identity", info.identity.empty() ? "-" : info.identity},
-                         {"status", std::to_string(status)}, {"error", message}});
+    log::info("access", {{"request_id", req.request_id},
+                         {"client", info.address},
+                         {"identity", info.identity.empty() ? "-" : info.identity},
+                         {"status", std::to_string(status)},
+                         {"error", message}});
     stream.linger_close();
   };
   if (ec) {
-    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::timed_out ||
-        ec == net::error::connection_reset || stream.bytes_read() == read_before)
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::timed_out || ec == net::error::connection_reset ||
+        stream.bytes_read() == read_before)
       return;  // closed or idle: nothing to answer
     if (ec == http::error::header_limit) return fail_fast(431, "Request headers are too large", "headers_too_large");
     if (ec == http::error::body_limit) return fail_fast(413, payload_too_large(opt.body_limit).what(), "request_too_large");
@@ -286,8 +289,13 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
       ex.respond(401, "application/json", error_body(error),
                  {{"WWW-Authenticate", missing ? "Bearer realm=\"sanctum\"" : "Bearer realm=\"sanctum\", error=\"invalid_token\""}});
       app_.observe_refused("unauthorized", 401);
-      log::info("access", {{"request_id", req.request_id}, {"client", info.address}, {"identity", "-"}, {"method", req.method},
-                           {"path", req.path}, {"status", "401"}, {"error", missing ? "missing bearer token" : "wrong bearer token"}});
+      log::info("access", {{"request_id", req.request_id},
+                           {"client", info.address},
+                           {"identity", "-"},
+                           {"method", req.method},
+                           {"path", req.path},
+                           {"status", "401"},
+                           {"error", missing ? "missing bearer token" : "wrong bearer token"}});
       stream.linger_close();
       return;
     }

@@ -22,20 +22,20 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
-#include "server/request_handler.h"
 #include "server/auth.h"
+#include "server/request_handler.h"
 #include "server/socket_stream.h"
 #include "server/tls_context.h"
 
 namespace sanctum::server {
 
 struct ListenerSecurity {
-  bool plain = true;                         // false: --no-plain
-  std::shared_ptr<TlsContext> tls;           // null: no mTLS listener (SIGHUP reloads it)
+  bool plain = true;                // false: --no-plain
+  std::shared_ptr<TlsContext> tls;  // null: no mTLS listener (SIGHUP reloads it)
   std::vector<std::string> tls_hosts{"127.0.0.1"};
   int tls_port = 8443;
-  std::optional<BearerAuth> auth;            // the plain listener's token check
-  double tls_handshake_timeout = 10.0;       // seconds
+  std::optional<BearerAuth> auth;       // the plain listener's token check
+  double tls_handshake_timeout = 10.0;  // seconds
 };
 
 // One accepted connection as the request path sees it.

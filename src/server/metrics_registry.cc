@@ -9,8 +9,7 @@
 
 namespace sanctum::server {
 
-Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)), counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
   for (size_t i = 0; i <= bounds_.size(); ++i) counts_[i].store(0, std::memory_order_relaxed);
 }
 
@@ -41,10 +40,8 @@ T& Family<T>::with(const std::vector<std::string>& values) {
   auto it = children_.find(values);
   if (it != children_.end()) return *it->second;
   std::unique_ptr<T> child;
-  if constexpr (std::is_same_v<T, Histogram>)
-    child = std::make_unique<Histogram>(bounds_);
-  else
-    child = std::make_unique<T>();
+  if constexpr (std::is_same_v<T, Histogram>) child = std::make_unique<Histogram>(bounds_);
+  else child = std::make_unique<T>();
   T& ref = *child;
   children_.emplace(values, std::move(child));
   return ref;
@@ -55,11 +52,8 @@ template class Family<Gauge>;
 template class Family<Histogram>;
 
 void Registry::check_new_name(const std::string& name) const {
-  auto taken = [&](const auto& v) {
-    return std::any_of(v.begin(), v.end(), [&](const auto& f) { return f->name() == name; });
-  };
-  check(!taken(counters_) && !taken(gauges_) && !taken(histograms_), ErrorKind::internal,
-        "metric " + name + " registered twice");
+  auto taken = [&](const auto& v) { return std::any_of(v.begin(), v.end(), [&](const auto& f) { return f->name() == name; }); };
+  check(!taken(counters_) && !taken(gauges_) && !taken(histograms_), ErrorKind::internal, "metric " + name + " registered twice");
 }
 
 Family<Counter>& Registry::counter(const std::string& name, const std::string& help, std::vector<std::string> labels) {
@@ -80,8 +74,7 @@ Family<Gauge>& Registry::gauge(const std::string& name, const std::string& help,
 
 Family<Histogram>& Registry::histogram(const std::string& name, const std::string& help, std::vector<double> bounds,
                                        std::vector<std::string> labels) {
-  check(!bounds.empty() && std::is_sorted(bounds.begin(), bounds.end()) &&
-            std::adjacent_find(bounds.begin(), bounds.end()) == bounds.end(),
+  check(!bounds.empty() && std::is_sorted(bounds.begin(), bounds.end()) && std::adjacent_find(bounds.begin(), bounds.end()) == bounds.end(),
         ErrorKind::internal, "histogram " + name + ": bounds must be strictly increasing");
   std::lock_guard<std::mutex> lock(mutex_);
   check_new_name(name);
@@ -130,8 +123,8 @@ std::vector<double> exponential_buckets(double start, double factor, int n) {
 namespace {
 
 // {a="x",b="y"} plus an optional extra pair (le for buckets); empty when there are no labels.
-std::string label_block(const std::vector<std::string>& names, const std::vector<std::string>& values,
-                        const std::string& extra_name = "", const std::string& extra_value = "") {
+std::string label_block(const std::vector<std::string>& names, const std::vector<std::string>& values, const std::string& extra_name = "",
+                        const std::string& extra_value = "") {
   if (names.empty() && extra_name.empty()) return "";
   std::string out = "{";
   bool first = true;
@@ -169,8 +162,7 @@ void render_histogram(std::string& out, const Family<Histogram>& f) {
     for (size_t i = 0; i < bounds.size(); ++i)
       out += f.name() + "_bucket" + label_block(f.label_names(), values, "le", format_sample_value(bounds[i])) + " " +
              std::to_string(s.cumulative[i]) + "\n";
-    out += f.name() + "_bucket" + label_block(f.label_names(), values, "le", "+Inf") + " " +
-           std::to_string(s.cumulative.back()) + "\n";
+    out += f.name() + "_bucket" + label_block(f.label_names(), values, "le", "+Inf") + " " + std::to_string(s.cumulative.back()) + "\n";
     out += f.name() + "_sum" + label_block(f.label_names(), values) + " " + format_sample_value(s.sum) + "\n";
     out += f.name() + "_count" + label_block(f.label_names(), values) + " " + std::to_string(s.cumulative.back()) + "\n";
   });
@@ -193,8 +185,9 @@ std::string Registry::render() const {
 }
 
 void add_build_info(Registry& registry) {
-  registry.gauge("sanctum_build_info", "The running build: version, git commit, CUDA backend built in (always 1).",
-                 {"version", "commit", "cuda"})
+  registry
+      .gauge("sanctum_build_info", "The running build: version, git commit, CUDA backend built in (always 1).",
+             {"version", "commit", "cuda"})
       .with({build::version(), build::commit(), build::cuda_built() ? "on" : "off"})
       .set(1);
 }

@@ -22,8 +22,8 @@ std::string response_id(bool chat) {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = static_cast<uint64_t>(std::time(nullptr));
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%s-%08llx%08llx", chat ? "chatcmpl" : "cmpl",
-                static_cast<unsigned long long>(salt & 0xffffffffu), static_cast<unsigned long long>(++counter));
+  std::snprintf(buf, sizeof buf, "%s-%08llx%08llx", chat ? "chatcmpl" : "cmpl", static_cast<unsigned long long>(salt & 0xffffffffu),
+                static_cast<unsigned long long>(++counter));
   return buf;
 }
 
@@ -32,13 +32,13 @@ int resolve_max_tokens(const ServedModel& m, const OpenAiRequest& r, size_t prom
   const int64_t room = ctx - static_cast<int64_t>(prompt_tokens);
   const char* param = r.chat ? "messages" : "prompt";
   if (room <= 0)
-    throw bad_request("The prompt has " + std::to_string(prompt_tokens) + " tokens; this model's context is " +
-                          std::to_string(ctx) + " tokens",
+    throw bad_request("The prompt has " + std::to_string(prompt_tokens) + " tokens; this model's context is " + std::to_string(ctx) +
+                          " tokens",
                       param, "context_length_exceeded");
   if (r.max_tokens) {
     if (*r.max_tokens > room)
-      throw bad_request("max_tokens " + std::to_string(*r.max_tokens) + " plus the prompt's " +
-                            std::to_string(prompt_tokens) + " tokens exceeds this model's context of " + std::to_string(ctx),
+      throw bad_request("max_tokens " + std::to_string(*r.max_tokens) + " plus the prompt's " + std::to_string(prompt_tokens) +
+                            " tokens exceeds this model's context of " + std::to_string(ctx),
                         r.max_tokens ? "max_tokens" : param, "context_length_exceeded");
     return *r.max_tokens;
   }

@@ -154,8 +154,7 @@ json parse_messages(const json& body) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& m = messages[i];
     if (!m.is_object()) throw bad_request("each message must be an object", message_param(i));
-    if (!m.contains("role") || !m["role"].is_string())
-      throw bad_request("each message needs a string 'role'", message_param(i, "role"));
+    if (!m.contains("role") || !m["role"].is_string()) throw bad_request("each message needs a string 'role'", message_param(i, "role"));
     const std::string role = m["role"].get<std::string>();
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
       throw bad_request("unknown role '" + role + "'", message_param(i, "role"));
@@ -179,8 +178,7 @@ std::vector<std::string> parse_stop(const json& body) {
     return out;
   }
   if (!v.is_array()) throw bad_request("'stop' must be a string or an array of strings", "stop");
-  if (v.size() > kMaxStopStrings)
-    throw bad_request("'stop' may hold at most " + std::to_string(kMaxStopStrings) + " strings", "stop");
+  if (v.size() > kMaxStopStrings) throw bad_request("'stop' may hold at most " + std::to_string(kMaxStopStrings) + " strings", "stop");
   for (const json& s : v) {
     if (!s.is_string()) throw bad_request("'stop' must be a string or an array of strings", "stop");
     if (!s.get<std::string>().empty()) out.push_back(s.get<std::string>());
@@ -216,8 +214,7 @@ void parse_common(const json& body, OpenAiRequest& r) {
     s.top_k = k < 0 ? 0 : static_cast<int>(k);  // -1 means off, as in vLLM
   }
   if (given(body, "min_p")) s.min_p = static_cast<float>(get_number(body, "min_p", 0, 1));
-  if (given(body, "repetition_penalty"))
-    s.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", 0, 10, true));
+  if (given(body, "repetition_penalty")) s.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", 0, 10, true));
   if (given(body, "presence_penalty")) s.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", -2, 2));
   if (given(body, "frequency_penalty")) s.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", -2, 2));
   if (given(body, "seed")) {
@@ -246,10 +243,8 @@ json parse_body(std::string_view body) {
   if (body.empty()) throw bad_request("The request body is empty; send a JSON object");
   size_t bad = find_invalid_utf8(body);
   if (bad != std::string_view::npos)
-    throw bad_request("The request body is not valid UTF-8 (first bad byte at offset " + std::to_string(bad) + ")", "",
-                      "invalid_utf8");
-  if (max_depth(body) > kMaxJsonDepth)
-    throw bad_request("The request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    throw bad_request("The request body is not valid UTF-8 (first bad byte at offset " + std::to_string(bad) + ")", "", "invalid_utf8");
+  if (max_depth(body) > kMaxJsonDepth) throw bad_request("The request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) throw bad_request("The request body is not valid JSON", "", "invalid_json");
   if (!j.is_object()) throw bad_request("The request body must be a JSON object, not " + type_name(j));
@@ -267,8 +262,7 @@ OpenAiRequest parse_chat_request(const json& body) {
     if (!r.logprobs && r.top_logprobs > 0) throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
   }
   if (given(body, "chat_template_kwargs")) {
-    if (!body["chat_template_kwargs"].is_object())
-      throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    if (!body["chat_template_kwargs"].is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     r.chat_template_kwargs = body["chat_template_kwargs"];
   }
   return r;
@@ -296,8 +290,7 @@ OpenAiRequest parse_completion_request(const json& body) {
     r.top_logprobs = static_cast<int>(get_int(body, "logprobs", 0, kMaxTopLogprobs));
     r.logprobs = true;
   }
-  if (given(body, "echo") && get_bool(body, "echo", false))
-    throw bad_request("'echo' is not supported", "echo");
+  if (given(body, "echo") && get_bool(body, "echo", false)) throw bad_request("'echo' is not supported", "echo");
   return r;
 }
 

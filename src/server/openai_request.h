@@ -25,7 +25,7 @@ struct OpenAiRequest {
   std::optional<int> max_tokens;
   SamplingParams sampling;
   bool seed_given = false;
-  std::vector<std::string> stop;     // stop strings, never emitted
+  std::vector<std::string> stop;  // stop strings, never emitted
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int n = 1;

@@ -13,9 +13,7 @@ size_t utf8_chars(std::string_view text) {
 }
 
 json usage_json(int prompt_tokens, int completion_tokens) {
-  return {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+  return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens}, {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
 namespace {
@@ -63,8 +61,8 @@ json logprobs_json(const Tokenizer& tok, const std::vector<TokenOutput>& tokens,
   return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
-json full_response(const ResponseMeta& meta, const std::vector<ChoiceText>& choices, int prompt_tokens,
-                   bool want_logprobs, const Tokenizer& tok) {
+json full_response(const ResponseMeta& meta, const std::vector<ChoiceText>& choices, int prompt_tokens, bool want_logprobs,
+                   const Tokenizer& tok) {
   json out_choices = json::array();
   int completion_tokens = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -88,8 +86,8 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceText>& choi
           {"usage", usage_json(prompt_tokens, completion_tokens)}};
 }
 
-json chunk_json(const ResponseMeta& meta, int index, const std::string* role, const std::string& content,
-                const std::string& reasoning, const json& logprobs, const std::optional<std::string>& finish_reason) {
+json chunk_json(const ResponseMeta& meta, int index, const std::string* role, const std::string& content, const std::string& reasoning,
+                const json& logprobs, const std::optional<std::string>& finish_reason) {
   json choice;
   if (meta.chat) {
     json delta = json::object();

@@ -36,13 +36,12 @@ nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
 // text_offset counts characters, as OpenAI's does (a client slices the text with it), from `text_offset`.
 nlohmann::json logprobs_json(const Tokenizer& tok, const std::vector<TokenOutput>& tokens, bool chat, size_t text_offset = 0);
 
-nlohmann::json full_response(const ResponseMeta& meta, const std::vector<ChoiceText>& choices, int prompt_tokens,
-                             bool want_logprobs, const Tokenizer& tok);
+nlohmann::json full_response(const ResponseMeta& meta, const std::vector<ChoiceText>& choices, int prompt_tokens, bool want_logprobs,
+                             const Tokenizer& tok);
 
 // A stream chunk for one choice; `role` only on the first chat chunk.
 nlohmann::json chunk_json(const ResponseMeta& meta, int index, const std::string* role, const std::string& content,
-                          const std::string& reasoning, const nlohmann::json& logprobs,
-                          const std::optional<std::string>& finish_reason);
+                          const std::string& reasoning, const nlohmann::json& logprobs, const std::optional<std::string>& finish_reason);
 // The include_usage chunk: empty choices, usage set.
 nlohmann::json usage_chunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens);
 

@@ -48,8 +48,8 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
   if (spec.verified) spec.verified->clear();  // the weights are mapped: their descriptors can go
   const ModelConfig& cfg = model->config();
   check(static_cast<int64_t>(m->tokenizer->vocab_size()) <= cfg.vocab_size, ErrorKind::invalid_input,
-        spec.dir + ": the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) +
-            " tokens but the model's vocab_size is " + std::to_string(cfg.vocab_size));
+        spec.dir + ": the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) + " tokens but the model's vocab_size is " +
+            std::to_string(cfg.vocab_size));
   m->context_length = cfg.max_position_embeddings;
   m->eos_ids = cfg.eos_token_ids;
   for (int32_t id : m->tokenizer->eos_ids())

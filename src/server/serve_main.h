@@ -16,7 +16,7 @@
 namespace sanctum::server {
 
 struct ModelSpec {
-  std::string id;   // the name requests use
+  std::string id;  // the name requests use
   std::string dir;
   // Filled by the model's manifest check, emptied by its load, which maps only these files.
   std::shared_ptr<PinnedFiles> verified;

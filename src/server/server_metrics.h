@@ -20,11 +20,11 @@ class ServerMetrics {
   Counter& completion_tokens_total;
   Counter& prompt_tokens_total;
   Histogram& inference_duration;
-  Histogram& tokens_per_sec;         // reaches 4096 tok/s (GPUs go far past the old 96)
-  Histogram& completion_tokens;      // 1 .. 4096 tokens
+  Histogram& tokens_per_sec;           // reaches 4096 tok/s (GPUs go far past the old 96)
+  Histogram& completion_tokens;        // 1 .. 4096 tokens
   Family<Histogram>& startup_seconds;  // {phase}: manifest_verify | model_load
   Gauge& model_loaded;
-  Family<Gauge>& queue_depth;        // {model}: requests waiting for the worker
+  Family<Gauge>& queue_depth;  // {model}: requests waiting for the worker
   Histogram& time_to_first_token;
   Family<Counter>& prompt_cache_lookups;  // {result}: hit | miss
   Counter& prompt_cache_tokens;           // prompt tokens served from the cache

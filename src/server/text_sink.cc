@@ -7,9 +7,8 @@ namespace sanctum::server {
 TextSink::TextSink(TextSinkOptions options) : opt_(std::move(options)) {
   choices_.reserve(static_cast<size_t>(opt_.n));
   for (int i = 0; i < opt_.n; ++i) {
-    choices_.push_back(Choice{std::make_unique<StreamingDecoder>(*opt_.tokenizer, opt_.skip_special_tokens),
-                              StopMatcher(opt_.stop), ReasoningSplitter(opt_.split_reasoning, opt_.start_in_reasoning),
-                              ChoiceDelta{}, 0, 0, false});
+    choices_.push_back(Choice{std::make_unique<StreamingDecoder>(*opt_.tokenizer, opt_.skip_special_tokens), StopMatcher(opt_.stop),
+                              ReasoningSplitter(opt_.split_reasoning, opt_.start_in_reasoning), ChoiceDelta{}, 0, 0, false});
     choices_.back().pending.index = i;
   }
 }
@@ -37,8 +36,7 @@ bool TextSink::on_token(int choice, const TokenOutput& token) {
   if (!first_token_seen_) {
     first_token_seen_ = true;
     if (opt_.time_to_first_token)
-      opt_.time_to_first_token->observe(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - opt_.arrived).count());
+      opt_.time_to_first_token->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - opt_.arrived).count());
   }
   Choice& c = choices_[static_cast<size_t>(choice)];
   ++c.generated;
@@ -51,8 +49,7 @@ bool TextSink::on_token(int choice, const TokenOutput& token) {
     c.stopped = true;
     return false;
   }
-  if (++c.unflushed >= opt_.flush_tokens && (!c.pending.content.empty() || !c.pending.reasoning.empty() ||
-                                             !c.pending.logprobs.empty()))
+  if (++c.unflushed >= opt_.flush_tokens && (!c.pending.content.empty() || !c.pending.reasoning.empty() || !c.pending.logprobs.empty()))
     emit(c);
   return true;
 }

@@ -42,7 +42,7 @@ struct TextSinkOptions {
   std::vector<int32_t> hidden_ids;  // EOS and stop ids: end the text, never part of it
   bool skip_special_tokens = true;
   bool want_logprobs = false;
-  int flush_tokens = 1;             // tokens per delta while streaming
+  int flush_tokens = 1;  // tokens per delta while streaming
   bool split_reasoning = false;
   bool start_in_reasoning = false;
   int n = 1;

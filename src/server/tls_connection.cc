@@ -20,9 +20,9 @@ namespace sanctum::server {
 
 namespace {
 
-constexpr int kSliceMs = 100;           // how often a waiting handshake looks at the stop flag
-constexpr int kRecheckMs = 1000;        // how often an idle pump looks for a certificate reload
-constexpr size_t kChunk = 16 * 1024;    // one TLS record's worth of plaintext
+constexpr int kSliceMs = 100;         // how often a waiting handshake looks at the stop flag
+constexpr int kRecheckMs = 1000;      // how often an idle pump looks for a certificate reload
+constexpr size_t kChunk = 16 * 1024;  // one TLS record's worth of plaintext
 
 void set_nonblocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL, 0);
@@ -82,8 +82,8 @@ bool TlsConnection::handshake(const std::atomic<bool>& stop, double timeout_s) {
     log::error("TLS: cannot create a session", {{"client", peer_}, {"error", drain_openssl_errors()}});
     return false;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                                std::chrono::duration<double>(timeout_s));
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
   ERR_clear_error();
   for (;;) {
     const int r = SSL_accept(ssl_);

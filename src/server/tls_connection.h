@@ -37,8 +37,7 @@ class TlsConnection {
   void pump();
 
  private:
-  TlsConnection(std::shared_ptr<const TlsContext> tls, std::shared_ptr<boost::asio::ssl::context> ctx, int fd,
-                std::string peer);
+  TlsConnection(std::shared_ptr<const TlsContext> tls, std::shared_ptr<boost::asio::ssl::context> ctx, int fd, std::string peer);
   bool handshake(const std::atomic<bool>& stop, double timeout_s);
   // After a reload: does the peer's certificate still verify against the current context?
   bool peer_still_trusted();
@@ -46,8 +45,8 @@ class TlsConnection {
   std::shared_ptr<const TlsContext> tls_;
   std::shared_ptr<boost::asio::ssl::context> ctx_;  // keeps the SSL_CTX of this connection alive
   SSL* ssl_ = nullptr;
-  int fd_ = -1;         // the TCP socket
-  int plain_fd_ = -1;   // our end of the socketpair
+  int fd_ = -1;        // the TCP socket
+  int plain_fd_ = -1;  // our end of the socketpair
   std::string peer_;
   std::string cn_;
   std::string protocol_;

@@ -87,8 +87,7 @@ std::shared_ptr<ssl::context> build_tls_context(const TlsFiles& files) {
   if (SSL_CTX_use_certificate_chain_file(ctx, files.cert.c_str()) != 1)
     fail_file("--tls-cert", files.cert, "not a PEM certificate chain (" + openssl_error() + ")");
   load_key(ctx, files.key);
-  if (SSL_CTX_check_private_key(ctx) != 1)
-    fail_file("--tls-key", files.key, "does not match the certificate in " + files.cert);
+  if (SSL_CTX_check_private_key(ctx) != 1) fail_file("--tls-key", files.key, "does not match the certificate in " + files.cert);
 
   if (SSL_CTX_load_verify_locations(ctx, files.client_ca.c_str(), nullptr) != 1)
     fail_file("--tls-client-ca", files.client_ca, "not a PEM CA certificate (" + openssl_error() + ")");

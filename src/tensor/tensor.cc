@@ -101,7 +101,7 @@ Tensor Tensor::slice(int dim, int64_t begin, int64_t end) const {
   SANCTUM_CHECK(dim >= 0 && dim < ndim_, ErrorKind::invalid_argument, "slice: dim out of range for " + shape_string());
   auto d = static_cast<size_t>(dim);
   SANCTUM_CHECK(0 <= begin && begin <= end && end <= shape_[d], ErrorKind::invalid_argument,
-        "slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") out of range for " + shape_string());
+                "slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") out of range for " + shape_string());
   Tensor t = *this;
   t.shape_[d] = end - begin;
   t.data_ = static_cast<char*>(data_) + begin * strides_[d] * static_cast<int64_t>(dtype_size(dtype_));
@@ -208,10 +208,10 @@ device_memory::CopyKind copy_kind(Device dst, Device src) {
 
 void Tensor::copy_from(const Tensor& src) {
   SANCTUM_CHECK(ndim_ == src.ndim_ && numel() == src.numel() && dtype_ == src.dtype_, ErrorKind::invalid_argument,
-        "copy_from: " + src.shape_string() + " into " + shape_string());
+                "copy_from: " + src.shape_string() + " into " + shape_string());
   for (int i = 0; i < ndim_; ++i)
     SANCTUM_CHECK(shape_[static_cast<size_t>(i)] == src.shape_[static_cast<size_t>(i)], ErrorKind::invalid_argument,
-          "copy_from: " + src.shape_string() + " into " + shape_string());
+                  "copy_from: " + src.shape_string() + " into " + shape_string());
   if (numel() == 0) return;
   if (device_ == Device::cpu && src.device_ == Device::cpu) {
     if (is_contiguous() && src.is_contiguous()) {
@@ -225,13 +225,14 @@ void Tensor::copy_from(const Tensor& src) {
   }
   const auto kind = copy_kind(device_, src.device_);
   if (is_contiguous() && src.is_contiguous()) {
-    if (kind == device_memory::CopyKind::host_to_device && nbytes() >= (size_t{1} << 20)) device_memory::cuda_upload(data_, src.data_, nbytes());
+    if (kind == device_memory::CopyKind::host_to_device && nbytes() >= (size_t{1} << 20))
+      device_memory::cuda_upload(data_, src.data_, nbytes());
     else device_memory::cuda_copy(data_, src.data_, nbytes(), kind);
     return;
   }
   RowLayout d, s;
   SANCTUM_CHECK(row_layout(*this, d) && row_layout(src, s), ErrorKind::unsupported,
-        "copy_from: cannot copy " + src.shape_string() + " across devices with this striding");
+                "copy_from: cannot copy " + src.shape_string() + " across devices with this striding");
   const size_t es = dtype_size(dtype_);
   device_memory::cuda_copy_2d(data_, static_cast<size_t>(d.stride) * es, src.data_, static_cast<size_t>(s.stride) * es,
                               static_cast<size_t>(d.row_elems) * es, static_cast<size_t>(d.rows), kind);
@@ -263,7 +264,8 @@ Tensor Tensor::clone() const {
     }
     const char* src = static_cast<const char*>(data_) + offset * static_cast<int64_t>(es);
     int64_t inner_stride = ndim_ > 0 ? strides_[static_cast<size_t>(ndim_ - 1)] : 1;
-    for (int64_t j = 0; j < inner; ++j) std::memcpy(dst + (o * inner + j) * static_cast<int64_t>(es), src + j * inner_stride * static_cast<int64_t>(es), es);
+    for (int64_t j = 0; j < inner; ++j)
+      std::memcpy(dst + (o * inner + j) * static_cast<int64_t>(es), src + j * inner_stride * static_cast<int64_t>(es), es);
   }
   return t;
 }

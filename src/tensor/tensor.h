@@ -21,10 +21,10 @@ class Tensor {
   static Tensor zeros(std::initializer_list<int64_t> shape, DType dtype, Device device = Device::cpu);
   static Tensor zeros_like_shape(const int64_t* shape, int ndim, DType dtype, Device device = Device::cpu);
   // A view of memory owned elsewhere (e.g. an mmapped checkpoint); `keepalive` holds the owner.
-  static Tensor view_of(const void* data, std::initializer_list<int64_t> shape, DType dtype,
-                        std::shared_ptr<const void> keepalive, Device device = Device::cpu);
-  static Tensor view_of(const void* data, const int64_t* shape, int ndim, DType dtype,
-                        std::shared_ptr<const void> keepalive, Device device = Device::cpu);
+  static Tensor view_of(const void* data, std::initializer_list<int64_t> shape, DType dtype, std::shared_ptr<const void> keepalive,
+                        Device device = Device::cpu);
+  static Tensor view_of(const void* data, const int64_t* shape, int ndim, DType dtype, std::shared_ptr<const void> keepalive,
+                        Device device = Device::cpu);
 
   explicit operator bool() const { return data_ != nullptr; }
 
@@ -40,7 +40,9 @@ class Tensor {
   std::string shape_string() const;  // "(2, 3, 4) bf16"
 
   template <class T>
-  T* data() const { return static_cast<T*>(data_); }
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
   void* raw() const { return data_; }
 
   // Views (no copy).

@@ -18,7 +18,8 @@ void validate_weight(const Weight& w) {
   check(w.data.dtype() == DType::u32, ErrorKind::invalid_input, who + ": packed weights must be u32, got " + w.data.shape_string());
   check(w.cols % g == 0, ErrorKind::invalid_input, who + ": in-features " + std::to_string(w.cols) + " not a multiple of group size");
   check(w.data.dim(0) == w.rows && w.data.dim(1) * 32 == w.cols * bits, ErrorKind::invalid_input,
-        who + ": packed shape " + w.data.shape_string() + " does not match (" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + ")");
+        who + ": packed shape " + w.data.shape_string() + " does not match (" + std::to_string(w.rows) + ", " + std::to_string(w.cols) +
+            ")");
   for (const Tensor* t : {&w.scales, &w.biases}) {
     check(t->ndim() == 2 && t->dim(0) == w.rows && t->dim(1) == w.cols / g, ErrorKind::invalid_input,
           who + ": scales/biases shape " + t->shape_string() + " does not match groups");

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "tokenizer/normalizer.h"
 #include "base/utf8.h"
+#include "tokenizer/normalizer.h"
 
 namespace sanctum {
 

@@ -52,7 +52,7 @@ class AddedVocab {
   };
 
   std::vector<AddedToken> tokens_;
-  Trie tries_[2];  // [0]: matched on raw input, [1]: matched on normalized text
+  Trie tries_[2];               // [0]: matched on raw input, [1]: matched on normalized text
   std::vector<int32_t> by_id_;  // id -> index into tokens_, -1 when none
 };
 

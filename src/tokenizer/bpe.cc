@@ -31,8 +31,8 @@ size_t StringHash::operator()(std::string_view s) const noexcept {
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
-Bpe::Bpe(const std::vector<std::pair<std::string, int32_t>>& vocab,
-         const std::vector<std::pair<std::string, std::string>>& merges, Options options)
+Bpe::Bpe(const std::vector<std::pair<std::string, int32_t>>& vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+         Options options)
     : options_(std::move(options)) {
   vocab_.reserve(vocab.size());
   for (const auto& [token, id] : vocab) vocab_.emplace(token, id);

@@ -30,8 +30,8 @@ class Bpe {
   };
 
   // vocab: token -> id as stored (alphabet form). merges: (left, right) token pairs by rank.
-  Bpe(const std::vector<std::pair<std::string, int32_t>>& vocab,
-      const std::vector<std::pair<std::string, std::string>>& merges, Options options);
+  Bpe(const std::vector<std::pair<std::string, int32_t>>& vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+      Options options);
   // Builds from an explicit merge table (tiktoken-style rank files): keys are model-internal strings.
   Bpe(TokenMap vocab, std::vector<Merge> merges, Options options);
 
@@ -48,8 +48,8 @@ class Bpe {
   Options options_;
   TokenMap vocab_;
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (left,right) -> (rank, result)
-  int32_t byte_ids_[256];       // raw_bytes mode: id of each single byte
-  int32_t byte_fallback_[256];  // "<0xAB>" tokens, -1 when absent
+  int32_t byte_ids_[256];                                             // raw_bytes mode: id of each single byte
+  int32_t byte_fallback_[256];                                        // "<0xAB>" tokens, -1 when absent
   int32_t unk_id_ = -1;
 
   mutable std::mutex cache_mutex_;

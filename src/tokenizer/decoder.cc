@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/utf8.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/regex.h"
-#include "base/utf8.h"
 
 namespace sanctum {
 namespace {
@@ -42,7 +42,9 @@ class ByteFallbackDecoder final : public Decoder {
     for (auto& t : tokens) {
       int byte = -1;
       if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>') {
-        auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+        auto hex = [](char c) {
+          return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        };
         const int hi = hex(t[3]), lo = hex(t[4]);
         if (hi >= 0 && lo >= 0) byte = hi * 16 + lo;
       }

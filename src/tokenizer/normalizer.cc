@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "tokenizer/regex.h"
 #include "base/utf8.h"
+#include "tokenizer/regex.h"
 
 namespace sanctum {
 
@@ -190,8 +190,7 @@ std::unique_ptr<Normalizer> make_normalizer(const json& spec) {
   if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
   if (type == "StripAccents") return std::make_unique<StripAccentsNormalizer>();
   if (type == "Prepend") return std::make_unique<PrependNormalizer>(spec.at("prepend").get<std::string>());
-  if (type == "Strip")
-    return std::make_unique<StripNormalizer>(spec.value("strip_left", true), spec.value("strip_right", true));
+  if (type == "Strip") return std::make_unique<StripNormalizer>(spec.value("strip_left", true), spec.value("strip_right", true));
   if (type == "Replace") {
     const json& pattern = spec.at("pattern");
     const bool is_regex = pattern.contains("Regex");

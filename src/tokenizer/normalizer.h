@@ -22,7 +22,7 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& spec);
 enum class UnicodeForm { nfc, nfd, nfkc, nfkd };
 void unicode_normalize(std::string& text, UnicodeForm form);
 void unicode_lowercase(std::string& text);
-bool is_unicode_whitespace(char32_t c);  // Rust char::is_whitespace (White_Space property)
+bool is_unicode_whitespace(char32_t c);    // Rust char::is_whitespace (White_Space property)
 bool is_unicode_alphanumeric(char32_t c);  // Rust char::is_alphanumeric
 
 }  // namespace sanctum

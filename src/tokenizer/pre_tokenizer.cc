@@ -1,7 +1,7 @@
 #include "tokenizer/pre_tokenizer.h"
 
-#include <nlohmann/json.hpp>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "base/error.h"
@@ -51,20 +51,16 @@ void split_by_regex(const Regex& re, Behavior behavior, bool invert, std::string
       break;
     case Behavior::merged_with_previous:
       for (auto& [r, m] : parts) {
-        if (m && !previous_match && !pieces.empty())
-          pieces.back().second = r.second;
-        else
-          pieces.push_back(r);
+        if (m && !previous_match && !pieces.empty()) pieces.back().second = r.second;
+        else pieces.push_back(r);
         previous_match = m;
       }
       break;
     case Behavior::merged_with_next:
       for (size_t k = parts.size(); k-- > 0;) {
         auto& [r, m] = parts[k];
-        if (m && !previous_match && !pieces.empty())
-          pieces.back().first = r.first;
-        else
-          pieces.push_back(r);
+        if (m && !previous_match && !pieces.empty()) pieces.back().first = r.first;
+        else pieces.push_back(r);
         previous_match = m;
       }
       std::reverse(pieces.begin(), pieces.end());
@@ -72,10 +68,8 @@ void split_by_regex(const Regex& re, Behavior behavior, bool invert, std::string
     case Behavior::contiguous:
       for (size_t k = 0; k < parts.size(); ++k) {
         auto& [r, m] = parts[k];
-        if (k > 0 && m == previous_match)
-          pieces.back().second = r.second;
-        else
-          pieces.push_back(r);
+        if (k > 0 && m == previous_match) pieces.back().second = r.second;
+        else pieces.push_back(r);
         previous_match = m;
       }
       break;
@@ -113,10 +107,8 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
       text = with_space;
     }
     const size_t first = out.size();
-    if (re_)
-      split_by_regex(*re_, Behavior::isolated, false, text, out);
-    else if (!text.empty())
-      out.emplace_back(text);
+    if (re_) split_by_regex(*re_, Behavior::isolated, false, text, out);
+    else if (!text.empty()) out.emplace_back(text);
     if (!raw_bytes_)
       for (size_t k = first; k < out.size(); ++k) out[k] = byte_level::encode(out[k]);
   }
@@ -129,23 +121,18 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
 class MetaspacePreTokenizer final : public PreTokenizer {
  public:
   MetaspacePreTokenizer(std::string replacement, std::string scheme, bool split)
-      : replacement_(std::move(replacement)), scheme_(std::move(scheme)), split_(split),
-        re_(Regex::escape(replacement_)) {}
+      : replacement_(std::move(replacement)), scheme_(std::move(scheme)), split_(split), re_(Regex::escape(replacement_)) {}
   void split(std::string_view text, bool first, std::vector<std::string>& out) const override {
     std::string s;
     s.reserve(text.size() + 3);
     for (char c : text) {
-      if (c == ' ')
-        s += replacement_;
-      else
-        s += c;
+      if (c == ' ') s += replacement_;
+      else s += c;
     }
     const bool prepend = scheme_ == "always" || (scheme_ == "first" && first);
     if (prepend && s.compare(0, replacement_.size(), replacement_) != 0) s.insert(0, replacement_);
-    if (split_)
-      split_by_regex(re_, Behavior::merged_with_next, false, s, out);
-    else if (!s.empty())
-      out.push_back(std::move(s));
+    if (split_) split_by_regex(re_, Behavior::merged_with_next, false, s, out);
+    else if (!s.empty()) out.push_back(std::move(s));
   }
 
  private:
@@ -205,20 +192,17 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& spec, const PreToke
                             spec.value("invert", false));
   }
   if (type == "ByteLevel")
-    return std::make_unique<ByteLevelPreTokenizer>(spec.value("add_prefix_space", true), spec.value("use_regex", true),
-                                                   options.raw_bytes);
+    return std::make_unique<ByteLevelPreTokenizer>(spec.value("add_prefix_space", true), spec.value("use_regex", true), options.raw_bytes);
   if (type == "Metaspace") {
     std::string scheme = spec.value("prepend_scheme", "");
     if (scheme.empty()) scheme = spec.value("add_prefix_space", true) ? "always" : "never";
-    return std::make_unique<MetaspacePreTokenizer>(spec.value("replacement", "\xE2\x96\x81"), scheme,
-                                                   spec.value("split", true));
+    return std::make_unique<MetaspacePreTokenizer>(spec.value("replacement", "\xE2\x96\x81"), scheme, spec.value("split", true));
   }
   if (type == "Digits")
     return spec.value("individual_digits", false) ? make_regex_split(R"(\p{N})", Behavior::isolated)
                                                   : make_regex_split(R"(\p{N}+)", Behavior::isolated);
   if (type == "Punctuation")
-    return make_regex_split(R"([\p{P}\x21-\x2F\x3A-\x40\x5B-\x60\x7B-\x7E])",
-                            parse_behavior(spec.value("behavior", "Isolated")));
+    return make_regex_split(R"([\p{P}\x21-\x2F\x3A-\x40\x5B-\x60\x7B-\x7E])", parse_behavior(spec.value("behavior", "Isolated")));
   if (type == "Whitespace") return make_regex_split(R"(\w+|[^\w\s]+)", Behavior::removed, true);
   if (type == "WhitespaceSplit") return make_regex_split(R"(\s+)", Behavior::removed);
   if (type == "Sequence") {

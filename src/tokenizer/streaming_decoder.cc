@@ -1,7 +1,7 @@
 #include "tokenizer/streaming_decoder.h"
 
-#include "tokenizer/tokenizer.h"
 #include "base/utf8.h"
+#include "tokenizer/tokenizer.h"
 
 namespace sanctum {
 

@@ -21,7 +21,7 @@ class StreamingDecoder {
  private:
   const Tokenizer* tokenizer_;
   bool skip_special_;
-  int32_t context_ = -1;         // last token already emitted: decoders see it so first-token rules stay right
+  int32_t context_ = -1;          // last token already emitted: decoders see it so first-token rules stay right
   std::vector<int32_t> pending_;  // tokens whose text is not emitted yet
 };
 

@@ -12,7 +12,6 @@ namespace sanctum {
 
 using json = nlohmann::json;
 
-
 namespace {
 
 std::string base64_decode(const std::string& in) {
@@ -109,8 +108,8 @@ Tokenizer Tokenizer::from_tekken(std::string_view tekken_json) {
     options.ignore_merges = true;
     options.raw_bytes = true;
     Tokenizer t;
-    TokenizerLoader::set_from_tekken(t, std::make_unique<Bpe>(std::move(vocab), std::move(merges), options),
-                                     std::move(id_to_token), std::move(specials), pattern);
+    TokenizerLoader::set_from_tekken(t, std::make_unique<Bpe>(std::move(vocab), std::move(merges), options), std::move(id_to_token),
+                                     std::move(specials), pattern);
     const int32_t bos = t.token_to_id("<s>"), eos = t.token_to_id("</s>");
     t.bos_id_ = bos;
     t.eos_id_ = eos;

@@ -1,10 +1,10 @@
 #include "tokenizer/tokenizer.h"
 
+#include "base/utf8.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/decoder.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
-#include "tokenizer/byte_level.h"
-#include "base/utf8.h"
 
 namespace sanctum {
 
@@ -40,10 +40,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     inner.clear();
     added_.split(normalized, /*normalized_pass=*/true, parse_special, inner);
     for (const Segment& t : inner) {
-      if (t.id >= 0)
-        out.push_back(t.id);
-      else
-        encode_text(std::string_view(normalized).substr(t.begin, t.end - t.begin), s.begin == 0 && t.begin == 0, out);
+      if (t.id >= 0) out.push_back(t.id);
+      else encode_text(std::string_view(normalized).substr(t.begin, t.end - t.begin), s.begin == 0 && t.begin == 0, out);
     }
   }
   if (add_special_tokens) out.insert(out.end(), suffix_ids_.begin(), suffix_ids_.end());

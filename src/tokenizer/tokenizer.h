@@ -65,8 +65,8 @@ class Tokenizer {
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<Bpe> model_;
   AddedVocab added_;
-  std::vector<std::string> id_to_token_;  // model vocabulary in stored (alphabet) form
-  bool raw_bytes_ = false;                // model keys are raw bytes
+  std::vector<std::string> id_to_token_;          // model vocabulary in stored (alphabet) form
+  bool raw_bytes_ = false;                        // model keys are raw bytes
   std::vector<int32_t> prefix_ids_, suffix_ids_;  // post-processor, single sequence
 
   int32_t bos_id_ = -1, eos_id_ = -1;

@@ -5,15 +5,14 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/decoder.h"
 #include "tokenizer/file_io.h"
+#include "tokenizer/loader.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
-#include "tokenizer/loader.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sanctum {
 
 using json = nlohmann::json;
-
 
 namespace {
 
@@ -78,9 +77,7 @@ void TokenizerLoader::build(Tokenizer& t, const json& root) {
   const std::string type = model.value("type", "BPE");
   if (type != "BPE") fail(ErrorKind::unsupported, "tokenizer.json: model type '" + type + "' is not supported (BPE only)");
   if (!model.contains("vocab") || !model["vocab"].is_object()) fail(ErrorKind::invalid_input, "tokenizer.json: model.vocab missing");
-  auto nonempty = [&](const char* key) {
-    return model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty();
-  };
+  auto nonempty = [&](const char* key) { return model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty(); };
   if (nonempty("continuing_subword_prefix") || nonempty("end_of_word_suffix"))
     fail(ErrorKind::unsupported, "tokenizer.json: BPE continuing_subword_prefix / end_of_word_suffix are not supported");
 
@@ -174,8 +171,9 @@ void TokenizerLoader::set_from_tekken(Tokenizer& t, std::unique_ptr<Bpe> model, 
   PreTokenizerOptions options;
   options.raw_bytes = true;
   json pre = {{"type", "Sequence"},
-              {"pretokenizers", json::array({{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
-                                             {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+              {"pretokenizers",
+               json::array({{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+                            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
   t.pre_tokenizer_ = make_pre_tokenizer(pre, options);
   t.decoder_ = make_decoder(json{{"type", "ByteLevel"}});
   t.added_ = AddedVocab(std::move(specials), nullptr);
@@ -206,7 +204,8 @@ void Tokenizer::finish_config(std::string_view config_json) {
   if (!eos_token_.empty()) eos_id_ = token_to_id(eos_token_);
   if (eos_id_ >= 0) eos_ids_.push_back(eos_id_);
   const bool prefix_has_bos = bos_id_ >= 0 && !prefix_ids_.empty() && prefix_ids_.front() == bos_id_;
-  add_bos_ = config.contains("add_bos_token") && config["add_bos_token"].is_boolean() ? config["add_bos_token"].get<bool>() : prefix_has_bos;
+  add_bos_ =
+      config.contains("add_bos_token") && config["add_bos_token"].is_boolean() ? config["add_bos_token"].get<bool>() : prefix_has_bos;
   const json tmpl = config.value("chat_template", json());
   if (tmpl.is_string()) {
     chat_template_ = tmpl.get<std::string>();
@@ -244,8 +243,7 @@ Tokenizer Tokenizer::load(const std::string& dir) {
     };
     if (eos.is_array())
       for (const json& v : eos) add(v);
-    else
-      add(eos);
+    else add(eos);
   }
   return t;
 }

@@ -65,8 +65,8 @@ Checkpoint::Checkpoint(const std::string& dir, const PinnedFiles* verified) : di
   const fs::path index_path = root / "model.safetensors.index.json";
   if (fs::exists(index_path, ec)) {
     const std::string index_file = index_path.filename().string();
-    weight_map = read_index(index_path.string(), verified ? verified->at(dir, index_file).read_all(index_path.string())
-                                                          : read_file(index_path.string()));
+    weight_map = read_index(index_path.string(),
+                            verified ? verified->at(dir, index_file).read_all(index_path.string()) : read_file(index_path.string()));
     std::set<std::string> shards;
     for (const auto& [name, file] : weight_map) shards.insert(file);
     for (const auto& [name, file] : weight_map) {
@@ -101,8 +101,7 @@ Checkpoint::Checkpoint(const std::string& dir, const PinnedFiles* verified) : di
       auto [it, inserted] = index_.emplace(entries[ei].name, std::make_pair(fi, ei));
       if (!inserted) {
         fail(ErrorKind::invalid_input, dir + ": tensor '" + entries[ei].name + "' appears in both " +
-                                           fs::path(files_[it->second.first]->path()).filename().string() + " and " +
-                                           files[fi]);
+                                           fs::path(files_[it->second.first]->path()).filename().string() + " and " + files[fi]);
       }
     }
   }
@@ -181,8 +180,8 @@ Weight Checkpoint::linear(const std::string& prefix, int64_t rows, int64_t cols,
   check(w.data.dtype() == DType::u32 && w.data.ndim() == 2 && w.data.dim(0) == rows && w.data.dim(1) == cols * bits / 32,
         ErrorKind::invalid_input,
         file_of(wname) + ": tensor '" + wname + "': expected packed " + dims_string({rows, cols * bits / 32}) + " u32 for (" +
-            std::to_string(rows) + ", " + std::to_string(cols) + ") at " + std::to_string(bits) + " bits, got " +
-            w.data.shape_string() + ": check quantization bits in config.json");
+            std::to_string(rows) + ", " + std::to_string(cols) + ") at " + std::to_string(bits) + " bits, got " + w.data.shape_string() +
+            ": check quantization bits in config.json");
   w.scales = tensor(prefix + ".scales", {rows, cols / g});
   check(has(prefix + ".biases"), ErrorKind::not_found,
         dir_ + ": tensor '" + prefix + ".biases' not found (MLX affine quantization stores scales and biases)");
@@ -254,9 +253,8 @@ void Checkpoint::check_all_used() const {
   std::string list;
   for (size_t i = 0; i < extra.size() && i < 5; ++i) list += (i ? ", " : "") + ("'" + extra[i] + "'");
   if (extra.size() > 5) list += ", ... (" + std::to_string(extra.size() - 5) + " more)";
-  fail(ErrorKind::invalid_input, dir_ + ": " + std::to_string(extra.size()) + " unexpected tensor" +
-                                     (extra.size() == 1 ? "" : "s") + " the model does not use: " + list +
-                                     " (wrong model_type or a different checkpoint flavour?)");
+  fail(ErrorKind::invalid_input, dir_ + ": " + std::to_string(extra.size()) + " unexpected tensor" + (extra.size() == 1 ? "" : "s") +
+                                     " the model does not use: " + list + " (wrong model_type or a different checkpoint flavour?)");
 }
 
 size_t Checkpoint::file_bytes() const {

@@ -12,8 +12,7 @@ int int_field(const json& block, const std::string& where, const char* key, int 
   auto it = block.find(key);
   if (it == block.end() || it->is_null()) return fallback;
   check(it->is_number_integer(), ErrorKind::invalid_input, where + "." + key + " must be an integer, got " + it->type_name());
-  const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() <= 1024
-                                                 : it->get<int64_t>() > 0 && it->get<int64_t>() <= 1024;
+  const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() <= 1024 : it->get<int64_t>() > 0 && it->get<int64_t>() <= 1024;
   check(in_range, ErrorKind::invalid_input, where + "." + key + " = " + it->dump() + " is out of range");
   const int64_t v = it->get<int64_t>();
   return static_cast<int>(v);
@@ -29,8 +28,7 @@ QuantParams parse_params(const json& block, const std::string& where, QuantParam
     check(mode->get_ref<const std::string&>() == "affine", ErrorKind::unsupported,
           where + ".mode '" + mode->get<std::string>() + "' is not supported (only MLX 'affine' quantization)");
   }
-  check(p.bits == 4 || p.bits == 8, ErrorKind::unsupported,
-        where + ".bits = " + std::to_string(p.bits) + " is not supported (4 or 8)");
+  check(p.bits == 4 || p.bits == 8, ErrorKind::unsupported, where + ".bits = " + std::to_string(p.bits) + " is not supported (4 or 8)");
   check(p.group_size == 32 || p.group_size == 64 || p.group_size == 128, ErrorKind::unsupported,
         where + ".group_size = " + std::to_string(p.group_size) + " is not supported (32, 64 or 128)");
   return p;
@@ -71,8 +69,7 @@ QuantConfig QuantConfig::from_json(const json& config) {
     check(m == "mlx" || m == "affine", ErrorKind::unsupported,
           where + ".quant_method '" + m + "' is not supported (only MLX affine 4/8-bit checkpoints load)");
   }
-  check(block.contains("bits") || block.contains("group_size"), ErrorKind::invalid_input,
-        where + " has neither 'bits' nor 'group_size'");
+  check(block.contains("bits") || block.contains("group_size"), ErrorKind::invalid_input, where + " has neither 'bits' nor 'group_size'");
   // mlx-lm's defaults for affine mode when a field is left out.
   q.defaults = parse_params(block, where, QuantParams{4, 64});
 

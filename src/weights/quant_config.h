@@ -13,7 +13,7 @@
 namespace sanctum {
 
 struct QuantConfig {
-  QuantParams defaults;                                     // bits == 0: not a quantized checkpoint
+  QuantParams defaults;                                         // bits == 0: not a quantized checkpoint
   std::map<std::string, std::optional<QuantParams>> per_layer;  // nullopt: that layer is not quantized
 
   bool quantized() const { return defaults.bits != 0; }

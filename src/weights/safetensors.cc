@@ -177,8 +177,8 @@ Tensor SafetensorsFile::view(size_t i) const {
   check(i < entries_.size(), ErrorKind::internal, path() + ": entry index out of range");
   const SafetensorsEntry& e = entries_[i];
   check(e.shape.size() <= static_cast<size_t>(kMaxDims), ErrorKind::unsupported,
-        path() + ": tensor '" + e.name + "' has " + std::to_string(e.shape.size()) + " dimensions; at most " +
-            std::to_string(kMaxDims) + " are supported");
+        path() + ": tensor '" + e.name + "' has " + std::to_string(e.shape.size()) + " dimensions; at most " + std::to_string(kMaxDims) +
+            " are supported");
   return Tensor::view_of(data_begin_ + e.begin, e.shape.data(), static_cast<int>(e.shape.size()), e.dtype,
                          std::static_pointer_cast<const void>(shared_from_this()));
 }

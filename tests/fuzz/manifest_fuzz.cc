@@ -18,8 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& e : m.entries) {
       const std::string& p = e.path;
       bool bad = p.empty() || p.front() == '/' || p.back() == '/' || p.find("//") != std::string::npos || p == ".." ||
-                 p.rfind("../", 0) == 0 || p.find("/../") != std::string::npos || (p.size() >= 3 && p.compare(p.size() - 3, 3, "/..") == 0) ||
-                 p.find('\n') != std::string::npos || p.find('\0') != std::string::npos || !seen.insert(p).second;
+                 p.rfind("../", 0) == 0 || p.find("/../") != std::string::npos ||
+                 (p.size() >= 3 && p.compare(p.size() - 3, 3, "/..") == 0) || p.find('\n') != std::string::npos ||
+                 p.find('\0') != std::string::npos || !seen.insert(p).second;
       if (bad) std::abort();  // the parser let an unsafe or duplicate path through
     }
     // Formatting and re-parsing is the identity on entries.

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/error.h"
 #include "tokenizer/normalizer.h"

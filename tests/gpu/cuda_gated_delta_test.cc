@@ -91,8 +91,7 @@ Result on_gpu(const Inputs& in, const std::vector<int64_t>& cuts, GpuRun how = {
     const Tensor q = rows.slice(1, 0, qk), k = rows.slice(1, qk, 2 * qk), v = rows.slice(1, 2 * qk, conv.dim(1));
     if (how.through_op)
       ops::gated_delta_rule(q, k, v, a.slice(0, t0, t1), b.slice(0, t0, t1), a_log, dt_bias, in.shape, state, o, how.algorithm);
-    else
-      ops::cuda::gated_delta_chunked(q, k, v, a.slice(0, t0, t1), b.slice(0, t0, t1), a_log, dt_bias, in.shape, state, o, how.math);
+    else ops::cuda::gated_delta_chunked(q, k, v, a.slice(0, t0, t1), b.slice(0, t0, t1), a_log, dt_bias, in.shape, state, o, how.math);
   }
   return {host(out), host(state)};
 }
@@ -113,8 +112,8 @@ bool same_bits(const Tensor& x, const Tensor& y) {
 }
 
 std::string name(const GatedDeltaShape& s, int64_t n) {
-  return "Hk " + std::to_string(s.n_key_heads) + " Dk " + std::to_string(s.key_dim) + " Hv " + std::to_string(s.n_value_heads) +
-         " Dv " + std::to_string(s.value_dim) + " n " + std::to_string(n);
+  return "Hk " + std::to_string(s.n_key_heads) + " Dk " + std::to_string(s.key_dim) + " Hv " + std::to_string(s.n_value_heads) + " Dv " +
+         std::to_string(s.value_dim) + " n " + std::to_string(n);
 }
 
 // The f32 recurrence's own rounding is ~1e-6; the chunked form regroups the sums (and on tensor
@@ -219,7 +218,8 @@ TEST_F(CudaGatedDelta, prefix_cache_resume_matches_prefill_from_scratch) {
   const Inputs in = make_inputs(s, n, rng);
   auto block_cuts = [&](int64_t pos0, int64_t end, std::vector<int64_t>& cuts, std::vector<GatedDeltaAlgorithm>& algos) {
     const int64_t head = std::min(end, pos0 + (64 - pos0 % 64) % 64), body_end = head + (end - head) / 64 * 64;
-    for (auto [b, e, al] : {std::tuple{pos0, head, GatedDeltaAlgorithm::sequential}, {head, body_end, GatedDeltaAlgorithm::chunked},
+    for (auto [b, e, al] : {std::tuple{pos0, head, GatedDeltaAlgorithm::sequential},
+                            {head, body_end, GatedDeltaAlgorithm::chunked},
                             {body_end, end, GatedDeltaAlgorithm::sequential}})
       if (b < e) {
         if (cuts.empty()) cuts.push_back(b);

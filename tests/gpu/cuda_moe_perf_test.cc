@@ -151,10 +151,11 @@ TEST(CudaMoePerf, DISABLED_moe_layer_at_35b_a3b_shape) {
     std::fflush(stdout);
     const double flops = 2.0 * static_cast<double>(n * k) * static_cast<double>(3 * I * H);
     const double t_gu = test::time_calls(gate_up, 10, 2), t_down = test::time_calls(down, 10, 2);
-    std::printf("  router+gate logits %.3f ms, route+group %.3f ms, gate+up %.3f ms, silu+down %.3f ms (experts %.0f TFLOP/s), "
-                "shared %.3f ms\n",
-                test::time_calls(front, 10, 2) * 1e3, test::time_calls(route_group, 10, 2) * 1e3, t_gu * 1e3, t_down * 1e3, flops / (t_gu + t_down) / 1e12,
-                test::time_calls(shared_mlp, 10, 2) * 1e3);
+    std::printf(
+        "  router+gate logits %.3f ms, route+group %.3f ms, gate+up %.3f ms, silu+down %.3f ms (experts %.0f TFLOP/s), "
+        "shared %.3f ms\n",
+        test::time_calls(front, 10, 2) * 1e3, test::time_calls(route_group, 10, 2) * 1e3, t_gu * 1e3, t_down * 1e3,
+        flops / (t_gu + t_down) / 1e12, test::time_calls(shared_mlp, 10, 2) * 1e3);
     std::fflush(stdout);
   }
   ops::set_matmul_precision(saved);

@@ -33,7 +33,8 @@ class CudaMoe : public test::RequiresGpu {};
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
   double worst = 0.0;
-  for (int64_t i = 0; i < ha.numel(); ++i) worst = std::max(worst, static_cast<double>(std::abs(ha.data<float>()[i] - hb.data<float>()[i])));
+  for (int64_t i = 0; i < ha.numel(); ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(ha.data<float>()[i] - hb.data<float>()[i])));
   return worst;
 }
 
@@ -81,7 +82,8 @@ TEST_F(CudaMoe, expert_matmul_by_device_ids_matches_per_expert_matmul) {
   for (int bits : {4, 8, 0}) {
     std::vector<Weight> host, dev;
     for (int e = 0; e < 6; ++e) {
-      Weight w = bits ? test::random_quantized(72, 128, bits, 64, DType::bf16, rng) : dense_weight(test::random_tensor({72, 128}, DType::bf16, rng));
+      Weight w = bits ? test::random_quantized(72, 128, bits, 64, DType::bf16, rng)
+                      : dense_weight(test::random_tensor({72, 128}, DType::bf16, rng));
       host.push_back(w);
       dev.push_back(test::gpu(w));
     }
@@ -154,7 +156,8 @@ TEST_F(CudaMoe, grouping_on_the_device_equals_the_stable_host_sort) {
 double grouped_error(const Tensor& got, const Tensor& want, const Tensor& x, const ops::ExpertSet& set) {
   Tensor g = got.to(Device::cpu);
   double worst = 0.0, xs = 0.0, ws = 0.0;
-  for (int64_t i = 0; i < g.numel(); ++i) worst = std::max(worst, std::abs(static_cast<double>(g.data<float>()[i]) - want.data<float>()[i]));
+  for (int64_t i = 0; i < g.numel(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(g.data<float>()[i]) - want.data<float>()[i]));
   for (int64_t i = 0; i < x.numel(); ++i) xs += std::pow(x.data<float>()[i], 2);
   for (int64_t e = 0; e < set.size(); ++e)
     for (int64_t r = 0; r < set[e].rows; ++r)
@@ -238,13 +241,15 @@ double bf16_rounding_ratio(const Tensor& got, const Tensor& want32, const Tensor
 // (rows not a multiple of 128), experts without rows, every row on one expert (several tiles).
 TEST_F(CudaMoe, grouped_matmul_matches_the_reference_in_both_precisions) {
   Rng rng(35);
-  const Format formats[] = {{4, 32, DType::bf16}, {4, 64, DType::bf16}, {4, 128, DType::bf16}, {8, 32, DType::bf16}, {8, 64, DType::f16},
-                            {8, 128, DType::bf16}, {4, 64, DType::f16}, {4, 64, DType::f32},  {0, 0, DType::bf16}};
+  const Format formats[] = {{4, 32, DType::bf16},  {4, 64, DType::bf16}, {4, 128, DType::bf16}, {8, 32, DType::bf16}, {8, 64, DType::f16},
+                            {8, 128, DType::bf16}, {4, 64, DType::f16},  {4, 64, DType::f32},   {0, 0, DType::bf16}};
   struct Case {
     int64_t n, k, rows, cols;
     Spread spread;
   };
-  const Case cases[] = {{9, 4, 72, 256, Spread::uniform}, {37, 2, 200, 128, Spread::even_only}, {130, 3, 136, 384, Spread::one_expert},
+  const Case cases[] = {{9, 4, 72, 256, Spread::uniform},
+                        {37, 2, 200, 128, Spread::even_only},
+                        {130, 3, 136, 384, Spread::one_expert},
                         {1, 1, 64, 128, Spread::uniform}};
   for (const Format& f : formats)
     for (const Case& c : cases)
@@ -360,7 +365,10 @@ TEST_F(CudaMoe, moe_block_on_the_device_matches_the_host) {
         Tensor router = Tensor::zeros({E, H}, DType::bf16);
         for (int64_t e = 0; e < E; ++e) router.data<uint16_t>()[e * H + e] = f32_to_bf16(1.0f);
         ts.push_back({"mlp.gate.weight", "BF16", {E, H}, testing::bytes_of(bf16_bytes(router))});
-        ts.push_back({"mlp.shared_expert_gate.weight", "BF16", {1, H}, testing::bytes_of(bf16_bytes(test::random_tensor({1, H}, DType::bf16, rng, 0.1f)))});
+        ts.push_back({"mlp.shared_expert_gate.weight",
+                      "BF16",
+                      {1, H},
+                      testing::bytes_of(bf16_bytes(test::random_tensor({1, H}, DType::bf16, rng, 0.1f)))});
         if (fused_grid) {  // Hugging Face names its grids without a ".weight"
           for (const char* name : {"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}) {
             const bool gate_up = std::string(name).ends_with("gate_up_proj");
@@ -376,8 +384,9 @@ TEST_F(CudaMoe, moe_block_on_the_device_matches_the_host) {
         add_linear(ts, "mlp.shared_expert.up_proj", S, H, bits, 64, rng);
         add_linear(ts, "mlp.shared_expert.down_proj", H, S, bits, 64, rng);
         testing::write_bytes(dir.path / "model.safetensors", testing::make_safetensors(ts));
-        const QuantConfig quant = QuantConfig::from_json(nlohmann::json::parse(
-            R"({"quantization": {"group_size": 64, "bits": )" + std::to_string(bits) + R"(, "mlp.gate": false, "mlp.shared_expert_gate": false}})"));
+        const QuantConfig quant =
+            QuantConfig::from_json(nlohmann::json::parse(R"({"quantization": {"group_size": 64, "bits": )" + std::to_string(bits) +
+                                                         R"(, "mlp.gate": false, "mlp.shared_expert_gate": false}})"));
         MoeConfig cfg;
         cfg.hidden = H;
         cfg.expert_intermediate = I;
@@ -419,7 +428,8 @@ TEST_F(CudaMoe, moe_block_on_the_device_matches_the_host) {
             }
             const bool bf16 = prec == ops::MatmulPrecision::bf16;
             SCOPED_TRACE("bits " + std::to_string(bits) + (fused_grid ? " fused gate_up grid" : " mlx grids") + " loaded in " +
-                         ops::matmul_precision_name(load_mode) + " n " + std::to_string(n) + (bf16 ? " bf16 " : " f32 ") + test::seed_note());
+                         ops::matmul_precision_name(load_mode) + " n " + std::to_string(n) + (bf16 ? " bf16 " : " f32 ") +
+                         test::seed_note());
             EXPECT_LE(worst / rms, bf16 ? 5e-2 : 1e-4);
             EXPECT_LE(std::sqrt(sq / static_cast<double>(got.numel())) / rms, bf16 ? 1e-2 : 1e-5);
           }
@@ -435,9 +445,11 @@ std::vector<Weight> tiled_grid_views(const std::vector<Weight>& experts) {
   const Weight& a = experts[0];
   const int64_t E = static_cast<int64_t>(experts.size()), rows = a.rows;
   Tensor data = Tensor::zeros({E * rows, a.data.dim(1)}, a.data.dtype());
-  Tensor scales = Tensor::zeros({E * rows, a.scales.dim(1)}, a.scales.dtype()), biases = Tensor::zeros({E * rows, a.biases.dim(1)}, a.biases.dtype());
+  Tensor scales = Tensor::zeros({E * rows, a.scales.dim(1)}, a.scales.dtype()),
+         biases = Tensor::zeros({E * rows, a.biases.dim(1)}, a.biases.dtype());
   for (int64_t e = 0; e < E; ++e)
-    for (auto [from, to] : {std::pair{&experts[static_cast<size_t>(e)].data, &data}, {&experts[static_cast<size_t>(e)].scales, &scales},
+    for (auto [from, to] : {std::pair{&experts[static_cast<size_t>(e)].data, &data},
+                            {&experts[static_cast<size_t>(e)].scales, &scales},
                             {&experts[static_cast<size_t>(e)].biases, &biases}})
       std::memcpy(static_cast<char*>(to->raw()) + e * from->nbytes(), from->raw(), from->nbytes());
   Weight whole = a;
@@ -484,7 +496,8 @@ TEST_F(CudaMoe, tiled_experts_by_device_ids) {
   };
   for (const Shape& sh : {Shape{64, 256, 64, DType::bf16}, Shape{512, 2048, 64, DType::bf16}, Shape{128, 640, 128, DType::f16}}) {
     const int64_t E = 10, I = sh.inter, H = sh.hidden;
-    const std::vector<Weight> hg = random_experts(E, I, H, sh.group, sh.scales, rng), hu = random_experts(E, I, H, sh.group, sh.scales, rng);
+    const std::vector<Weight> hg = random_experts(E, I, H, sh.group, sh.scales, rng),
+                              hu = random_experts(E, I, H, sh.group, sh.scales, rng);
     const std::vector<Weight> hd = random_experts(E, H, I, sh.group, sh.scales, rng);
     const ops::ExpertSet gate(tiled_grid_views(hg)), up(tiled_grid_views(hu)), down(tiled_grid_views(hd));
     const ops::ExpertSet host_gate(hg), host_up(hu), host_down(hd);
@@ -522,7 +535,8 @@ TEST_F(CudaMoe, tiled_experts_by_device_ids) {
       const int64_t slot = m - 1, e = ids.data<int32_t>()[slot];
       Tensor alone = Tensor::zeros({1, I}, DType::f32, Device::cuda);
       ops::matmul(gx.slice(0, slot / k, slot / k + 1), gate[e], alone);
-      EXPECT_LE(max_abs_diff(alone, g1.slice(0, slot, slot + 1)), 1e-5 * (1.0 + max_abs_diff(alone, Tensor::zeros({1, I}, DType::f32, Device::cuda))));
+      EXPECT_LE(max_abs_diff(alone, g1.slice(0, slot, slot + 1)),
+                1e-5 * (1.0 + max_abs_diff(alone, Tensor::zeros({1, I}, DType::f32, Device::cuda))));
 
       Tensor act = Tensor::zeros({m, I}, DType::f32, Device::cuda), y = Tensor::zeros({m, H}, DType::f32, Device::cuda);
       ops::silu_mul(g1, u1, act);
@@ -589,9 +603,11 @@ TEST_F(CudaMoe, routing_inside_the_expert_launch_gives_moe_routes_bits) {
       const Tensor glogits = logits.to(Device::cuda), gx = test::random_tensor({n, H}, DType::f32, rng).to(Device::cuda);
       Tensor ids = Tensor::zeros({n * ranks}, DType::i32, Device::cuda), w = Tensor::zeros({n, c.k}, DType::f32, Device::cuda);
       ops::moe_route(glogits, how, ids, w, appended);
-      Tensor want_act = Tensor::zeros({n * ranks, I}, DType::f32, Device::cuda), act = Tensor::zeros({n * ranks, I}, DType::f32, Device::cuda);
+      Tensor want_act = Tensor::zeros({n * ranks, I}, DType::f32, Device::cuda),
+             act = Tensor::zeros({n * ranks, I}, DType::f32, Device::cuda);
       ops::expert_gate_up_silu_mul(gx, gate, up, ids, want_act);
-      Tensor routed_ids = Tensor::zeros({n * ranks}, DType::i32, Device::cuda), routed_w = Tensor::zeros({n, c.k}, DType::f32, Device::cuda);
+      Tensor routed_ids = Tensor::zeros({n * ranks}, DType::i32, Device::cuda),
+             routed_w = Tensor::zeros({n, c.k}, DType::f32, Device::cuda);
       ASSERT_TRUE(ops::expert_gate_up_silu_mul_routed_ok(gx, gate, up, glogits, act));
       ops::expert_gate_up_silu_mul_routed(gx, gate, up, glogits, how, appended, routed_ids, routed_w, act);
       EXPECT_TRUE(same_bits(routed_ids, ids)) << "ids";
@@ -604,7 +620,8 @@ TEST_F(CudaMoe, routing_inside_the_expert_launch_gives_moe_routes_bits) {
     }
   }
   // Refused, not wrong: more experts than the launch routes, and the host.
-  const std::vector<Weight> hg = random_experts(300, 64, 256, 64, DType::bf16, rng), hu = random_experts(300, 64, 256, 64, DType::bf16, rng);
+  const std::vector<Weight> hg = random_experts(300, 64, 256, 64, DType::bf16, rng),
+                            hu = random_experts(300, 64, 256, 64, DType::bf16, rng);
   const ops::ExpertSet gate(tiled_grid_views(hg)), up(tiled_grid_views(hu));
   const Tensor gx = test::random_tensor({1, 256}, DType::f32, rng).to(Device::cuda);
   Tensor act = Tensor::zeros({8, 64}, DType::f32, Device::cuda);
@@ -612,8 +629,8 @@ TEST_F(CudaMoe, routing_inside_the_expert_launch_gives_moe_routes_bits) {
   EXPECT_FALSE(ops::expert_gate_up_silu_mul_routed_ok(gx, gate, up, Tensor::zeros({1, 256}, DType::f32), act)) << "host logits";
   EXPECT_TRUE(ops::expert_gate_up_silu_mul_routed_ok(gx, gate, up, Tensor::zeros({1, 256}, DType::f32, Device::cuda), act));
   Tensor ids = Tensor::zeros({8}, DType::i32, Device::cuda), w = Tensor::zeros({1, 8}, DType::f32, Device::cuda);
-  EXPECT_THROW(ops::expert_gate_up_silu_mul_routed(gx, gate, up, Tensor::zeros({1, 300}, DType::f32, Device::cuda), ops::MoeRouting{8, true, true}, -1,
-                                                   ids, w, act),
+  EXPECT_THROW(ops::expert_gate_up_silu_mul_routed(gx, gate, up, Tensor::zeros({1, 300}, DType::f32, Device::cuda),
+                                                   ops::MoeRouting{8, true, true}, -1, ids, w, act),
                Error);
 }
 
@@ -637,13 +654,15 @@ TEST_F(CudaMoe, down_launch_combines_into_the_residual_stream) {
       Tensor ids = choose_experts(k + 1, E, Spread::uniform, rng);
       ids.data<int32_t>()[k] = static_cast<int32_t>(E);  // the shared expert, appended
       const Tensor gids = ids.to(Device::cuda), act = test::random_tensor({k + 1, I}, DType::f32, rng).to(Device::cuda);
-      const Tensor weights = test::random_tensor({1, k}, DType::f32, rng).to(Device::cuda), logit = test::random_tensor({1, 1}, DType::f32, rng).to(Device::cuda);
+      const Tensor weights = test::random_tensor({1, k}, DType::f32, rng).to(Device::cuda),
+                   logit = test::random_tensor({1, 1}, DType::f32, rng).to(Device::cuda);
       const Tensor h0 = test::random_tensor({1, H}, DType::f32, rng), norm_w = test::random_tensor({H}, DType::bf16, rng).to(Device::cuda);
       // Unfused: the down launch, then the combine's residual form.
       Tensor want_rows = Tensor::zeros({k + 1, H}, DType::f32, Device::cuda), want_h = h0.to(Device::cuda);
       Tensor want_u = Tensor::zeros({1, H}, DType::f32, Device::cuda), want_sq = Tensor::zeros({1, H / 16}, DType::f32, Device::cuda);
       ops::expert_matmul(act, down, gids, want_rows);
-      const int64_t want_count = ops::moe_combine_shared_rank_residual(want_rows, weights, logit, {&want_h, &norm_w, offset, &want_u, &want_sq});
+      const int64_t want_count =
+          ops::moe_combine_shared_rank_residual(want_rows, weights, logit, {&want_h, &norm_w, offset, &want_u, &want_sq});
       // Fused.
       Tensor rows = Tensor::zeros({k + 1, H}, DType::f32, Device::cuda), h = h0.to(Device::cuda);
       Tensor u = Tensor::zeros({1, H}, DType::f32, Device::cuda), sq = Tensor::zeros({1, H / 16}, DType::f32, Device::cuda);

@@ -11,16 +11,16 @@
 #include <vector>
 
 #include "../ops/op_test_util.h"
-#include "gpu_test_util.h"
 #include "base/error.h"
+#include "gpu_test_util.h"
 #include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/dequantize.cuh"
 #include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/kernels.h"
-#include "ops/cuda/wgmma.cuh"
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_split.h"
 #include "ops/cuda/matvec_tiles.h"
+#include "ops/cuda/wgmma.cuh"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "ops/ref/activation.h"
@@ -51,8 +51,7 @@ double relative_error(const Tensor& a_in, const Tensor& b_in, double floor = 1e-
   Tensor b = b_in.device() == Device::cpu ? b_in.clone() : host(b_in);
   double worst = 0.0, scale = floor;
   for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, static_cast<double>(std::abs(b.data<float>()[i])));
-  for (int64_t i = 0; i < a.numel(); ++i)
-    worst = std::max(worst, static_cast<double>(std::abs(a.data<float>()[i] - b.data<float>()[i])));
+  for (int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a.data<float>()[i] - b.data<float>()[i])));
   return worst / scale;
 }
 
@@ -109,8 +108,7 @@ TEST_F(Cuda, quantized_matmul_matches_ref_for_bits_groups_scale_types_and_row_co
         for (auto [m, k] : {std::pair<int64_t, int64_t>{37, 256}, {129, 640}, {5, 4096}}) {
           if (k % group) continue;
           Weight w = test::random_quantized(m, k, bits, group, st, rng);
-          for (int64_t n : {1, 3, 8, 9, 37})
-            check_matmul(w, n, rng, 2e-5, label("q%d g%d %s", bits, group, dtype_name(st)));
+          for (int64_t n : {1, 3, 8, 9, 37}) check_matmul(w, n, rng, 2e-5, label("q%d g%d %s", bits, group, dtype_name(st)));
         }
 }
 
@@ -213,7 +211,7 @@ TEST_F(Cuda, tensor_core_matvec_matches_ref_within_bf16_rounding) {
           ops::ref::matmul(x, w, ref);
           ops::matmul(xg, wg, y);
           EXPECT_LE(matmul_error(x, w, y, ref), 4e-3) << label("g%d %s %lldx%lld n=%lld", group, dtype_name(st), static_cast<long long>(m),
-                                                            static_cast<long long>(k), static_cast<long long>(n));
+                                                               static_cast<long long>(k), static_cast<long long>(n));
         }
       }
 }
@@ -237,8 +235,7 @@ Weight tiled_on_host(const Weight& w) {
     const uint16_t* s = static_cast<const uint16_t*>(from->raw());
     uint16_t* d = static_cast<uint16_t*>(to->raw());
     for (int64_t row = 0; row < w.rows; ++row)
-      for (int64_t grp = 0; grp < groups; ++grp)
-        d[(row / 16 * groups + grp) * 16 + (row % 8) * 2 + (row % 16) / 8] = s[row * groups + grp];
+      for (int64_t grp = 0; grp < groups; ++grp) d[(row / 16 * groups + grp) * 16 + (row % 8) * 2 + (row % 16) / 8] = s[row * groups + grp];
   }
   t.layout = WeightLayout::tiles;
   return t;
@@ -290,8 +287,15 @@ TEST_F(Cuda, tiled_weights_reorder_exactly_and_multiply_like_the_row_layout) {
   };
   for (int group : {64, 128})
     for (DType st : {DType::bf16, DType::f16})
-      for (auto [m, k] : {std::pair<int64_t, int64_t>{16, 128}, {48, 5120}, {4112, 640}, {8208, 1024}, {64, 17408}, {32, 32768},
-                          {16, 49152}, {32, 20096}, {1024, 17408}})
+      for (auto [m, k] : {std::pair<int64_t, int64_t>{16, 128},
+                          {48, 5120},
+                          {4112, 640},
+                          {8208, 1024},
+                          {64, 17408},
+                          {32, 32768},
+                          {16, 49152},
+                          {32, 20096},
+                          {1024, 17408}})
         check(test::random_quantized(m, k, 4, group, st, rng), {1, 2, 3, 8},
               label("g%d %s %lldx%lld", group, dtype_name(st), static_cast<long long>(m), static_cast<long long>(k)));
   // The 27B shape's down projection: four warps per row tile in three column parts on an H200
@@ -310,8 +314,10 @@ TEST(MatvecSplit, fewer_longer_blocks_only_where_whole_waves_pay) {
   EXPECT_EQ(dense(34816, 5120), 8) << "27B gate/up: 1,088 blocks make 4.1 waves; 272 would make 1.03";
   EXPECT_EQ(dense(16480, 5120), 4) << "27B q/k/v/z: 258 blocks in one wave against 515 in 1.95";
   EXPECT_EQ(dense(131072, 5120), column_split(8192, 2, 80, 132)) << "24B LM head: under 5% to gain";
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 5120}, {5120, 4096}, {5120, 32768}, {12352, 2048}, {8192, 2048}, {1024, 17408}})
-    EXPECT_EQ(dense(rows, cols), column_split(rows / 16, 2, cols / 64, 132)) << rows << " x " << cols << ": part-empty waves or under 5% to gain keep the pick";
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{6144, 5120}, {5120, 4096}, {5120, 32768}, {12352, 2048}, {8192, 2048}, {1024, 17408}})
+    EXPECT_EQ(dense(rows, cols), column_split(rows / 16, 2, cols / 64, 132))
+        << rows << " x " << cols << ": part-empty waves or under 5% to gain keep the pick";
 }
 
 // The launches' dispatch from a split to the kernel's template argument.
@@ -351,8 +357,19 @@ TEST(MatvecSplit, warps_and_column_parts_together_fill_whole_waves) {
   // at one warp per row tile although eight would fill the wave.
   EXPECT_EQ(joint(8192, 192).ks, column_split(512, 2, 3, 132));
   EXPECT_EQ(joint(8192, 192).ks, 1);
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16480, 5120}, {5120, 6144}, {34816, 5120}, {248320, 5120}, {6144, 5120}, {5120, 4096},
-                            {65536, 5120}, {131072, 5120}, {2048, 4096}, {9216, 2048}, {1024, 17408}, {96, 640}, {8192, 640}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16480, 5120},
+                            {5120, 6144},
+                            {34816, 5120},
+                            {248320, 5120},
+                            {6144, 5120},
+                            {5120, 4096},
+                            {65536, 5120},
+                            {131072, 5120},
+                            {2048, 4096},
+                            {9216, 2048},
+                            {1024, 17408},
+                            {96, 640},
+                            {8192, 640}}) {
     const int64_t row_tiles = rows / 16, k_tiles = cols / 64;
     const int ks = dense_column_split(row_tiles, 2, k_tiles, 132, 2);
     const int64_t blocks = (row_tiles / 2 * ks + 7) / 8;
@@ -425,21 +442,25 @@ TEST_F(Cuda, norm_split_across_two_matvecs) {
     DType norm_type;
   };
   const float eps = 1e-6f;
-  for (const Case& c : {Case{640, 128, 96, false, DType::f32}, Case{5120, 4096, 6144, false, DType::bf16}, Case{2048, 1024, 12352, false, DType::f16},
-                        Case{5120, 32768, 65536, true, DType::bf16}, Case{5120, 6144, 34816, true, DType::bf16}, Case{640, 640, 96, true, DType::f16}})
+  for (const Case& c :
+       {Case{640, 128, 96, false, DType::f32}, Case{5120, 4096, 6144, false, DType::bf16}, Case{2048, 1024, 12352, false, DType::f16},
+        Case{5120, 32768, 65536, true, DType::bf16}, Case{5120, 6144, 34816, true, DType::bf16}, Case{640, 640, 96, true, DType::f16}})
     for (float offset : {0.0f, 1.0f}) {
-      const std::string what = label("%lldx%lld then %lldx%lld%s, offset %g", static_cast<long long>(c.d), static_cast<long long>(c.k),
-                                     static_cast<long long>(c.m), static_cast<long long>(c.d), c.pairs ? " pairs" : "", static_cast<double>(offset));
+      const std::string what =
+          label("%lldx%lld then %lldx%lld%s, offset %g", static_cast<long long>(c.d), static_cast<long long>(c.k),
+                static_cast<long long>(c.m), static_cast<long long>(c.d), c.pairs ? " pairs" : "", static_cast<double>(offset));
       const Weight producer = tiled_on_gpu(test::random_quantized(c.d, c.k, 4, 64, DType::bf16, rng));
       const Weight consumer = tiled_on_gpu(test::random_quantized(c.m, c.d, 4, 64, DType::bf16, rng));
       const Tensor norm_w_host = test::random_tensor({c.d}, c.norm_type, rng), norm_w = gpu(norm_w_host);
       const Tensor h0 = test::random_tensor({1, c.d}, DType::f32, rng), x_in = gpu(test::random_tensor({1, c.k}, DType::f32, rng));
       // The unsplit path: the mat-vec into delta, then add_rms_norm.
-      Tensor delta = Tensor::zeros({1, c.d}, DType::f32, Device::cuda), h_ref = gpu(h0), x_ref = Tensor::zeros({1, c.d}, DType::f32, Device::cuda);
+      Tensor delta = Tensor::zeros({1, c.d}, DType::f32, Device::cuda), h_ref = gpu(h0),
+             x_ref = Tensor::zeros({1, c.d}, DType::f32, Device::cuda);
       ops::matmul(x_in, producer, delta);
       ops::add_rms_norm(h_ref, delta, norm_w, eps, x_ref, offset);
       // The split one.
-      Tensor h = gpu(h0), u = Tensor::zeros({1, c.d}, DType::f32, Device::cuda), squares = Tensor::zeros({1, c.d / 16}, DType::f32, Device::cuda);
+      Tensor h = gpu(h0), u = Tensor::zeros({1, c.d}, DType::f32, Device::cuda),
+             squares = Tensor::zeros({1, c.d / 16}, DType::f32, Device::cuda);
       const ops::ResidualNorm r{&h, &norm_w, offset, &u, &squares};
       ASSERT_TRUE(ops::matmul_residual_ok(x_in, producer, r)) << what;
       const int64_t count = ops::matmul_residual(x_in, producer, r);
@@ -522,13 +543,16 @@ TEST_F(Cuda, moe_combine_into_the_residual_stream) {
   for (int64_t d : {2048, 2112, 640})
     for (float offset : {0.0f, 1.0f}) {
       const int64_t k = 8;
-      const Tensor per_rank = gpu(test::random_tensor({k + 1, d}, DType::f32, rng)), weights = gpu(test::random_tensor({1, k}, DType::f32, rng));
+      const Tensor per_rank = gpu(test::random_tensor({k + 1, d}, DType::f32, rng)),
+                   weights = gpu(test::random_tensor({1, k}, DType::f32, rng));
       const Tensor logit = gpu(test::random_tensor({1, 1}, DType::f32, rng)), h0 = test::random_tensor({1, d}, DType::f32, rng);
       const Tensor norm_host = test::random_tensor({d}, DType::bf16, rng), norm_w = gpu(norm_host);
-      Tensor out = Tensor::zeros({1, d}, DType::f32, Device::cuda), h_ref = gpu(h0), x_ref = Tensor::zeros({1, d}, DType::f32, Device::cuda);
+      Tensor out = Tensor::zeros({1, d}, DType::f32, Device::cuda), h_ref = gpu(h0),
+             x_ref = Tensor::zeros({1, d}, DType::f32, Device::cuda);
       ops::moe_combine_shared_rank(per_rank, weights, logit, out);
       ops::add_rms_norm(h_ref, out, norm_w, 1e-6f, x_ref, offset);
-      Tensor h = gpu(h0), u = Tensor::zeros({1, d}, DType::f32, Device::cuda), squares = Tensor::zeros({1, d / 16}, DType::f32, Device::cuda);
+      Tensor h = gpu(h0), u = Tensor::zeros({1, d}, DType::f32, Device::cuda),
+             squares = Tensor::zeros({1, d / 16}, DType::f32, Device::cuda);
       const ops::ResidualNorm r{&h, &norm_w, offset, &u, &squares};
       ASSERT_TRUE(ops::moe_combine_residual_ok(per_rank, r)) << d;
       const int64_t count = ops::moe_combine_shared_rank_residual(per_rank, weights, logit, r);
@@ -619,7 +643,8 @@ TEST_F(Cuda, tiled_weights_in_prefill_exact_mode_embedding_and_stacking) {
   ops::embedding(tiled, ids, out);
   EXPECT_LE(relative_error(out, ref), 1e-6) << "tiled embedding";
 
-  const std::vector<Weight> parts = {test::random_quantized(64, 640, 4, 64, DType::bf16, rng), test::random_quantized(48, 640, 4, 64, DType::bf16, rng)};
+  const std::vector<Weight> parts = {test::random_quantized(64, 640, 4, 64, DType::bf16, rng),
+                                     test::random_quantized(48, 640, 4, 64, DType::bf16, rng)};
   std::vector<Weight> tiled_parts;
   for (const Weight& p : parts) tiled_parts.push_back(tiled_on_gpu(p));
   const Weight whole = ops::stack_rows(std::vector<const Weight*>{&parts[0], &parts[1]}, "stacked");
@@ -645,7 +670,8 @@ TEST_F(Cuda, tiled_gemm_matches_sums_of_its_bf16_operands) {
     int group;
     std::vector<int64_t> ns;
   };
-  for (const Shape& s : {Shape{8272, 128, 64, {300}}, Shape{592, 640, 128, {9, 128, 129}}, Shape{256, 3072, 64, {200}}, Shape{2048, 512, 128, {257}}}) {
+  for (const Shape& s :
+       {Shape{8272, 128, 64, {300}}, Shape{592, 640, 128, {9, 128, 129}}, Shape{256, 3072, 64, {200}}, Shape{2048, 512, 128, {257}}}) {
     const Weight w = test::random_quantized(s.rows, s.cols, 4, s.group, DType::bf16, rng);
     const Weight tiled = tiled_on_gpu(w);
     std::vector<float> wv(static_cast<size_t>(s.rows * s.cols));
@@ -716,7 +742,8 @@ TEST_F(Cuda, gemm_bf16_output_is_its_f32_output_rounded) {
     return worst;
   };
   for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{592, 640, 129}, {8272, 128, 300}, {256, 3072, 200}, {80, 192, 9}}) {
-    const std::string what = label("%lld x %lld n=%lld", static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(n));
+    const std::string what =
+        label("%lld x %lld n=%lld", static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(n));
     const Weight w = test::random_quantized(rows, cols, 4, 64, DType::bf16, rng);
     ASSERT_EQ(ops::matmul_output_dtype(w, n, Device::cuda), DType::bf16) << what;
     const Tensor x = gpu(test::random_tensor({n, cols}, DType::f32, rng));
@@ -855,7 +882,8 @@ TEST_F(Cuda, embedding_dense_and_quantized) {
   Rng rng(15);
   std::vector<int32_t> ids = {0, 5, 5, 99, 17, 3, 98};
   for (int bits : {0, 4, 8}) {
-    Weight w = bits ? test::random_quantized(100, 96, bits, 32, DType::bf16, rng) : dense_weight(test::random_tensor({100, 96}, DType::bf16, rng));
+    Weight w =
+        bits ? test::random_quantized(100, 96, bits, 32, DType::bf16, rng) : dense_weight(test::random_tensor({100, 96}, DType::bf16, rng));
     Tensor ref = Tensor::zeros({7, 96}, DType::f32), out = Tensor::zeros({7, 96}, DType::f32, Device::cuda);
     ops::ref::embedding(w, ids, ref);
     ops::embedding(gpu(w), ids, out);
@@ -898,7 +926,8 @@ TEST_F(Cuda, add_rms_norm_is_bitwise_add_then_rms_norm) {
       const Tensor a = fused.to(Device::cpu), b = split.to(Device::cpu);
       EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes())) << d;
       // bf16 out (a prompt GEMM's input): each f32 result rounded once, h as with f32 out.
-      Tensor h16 = gpu(h), out16 = Tensor::zeros({5, d}, DType::bf16, Device::cuda), norm16 = Tensor::zeros({5, d}, DType::bf16, Device::cuda);
+      Tensor h16 = gpu(h), out16 = Tensor::zeros({5, d}, DType::bf16, Device::cuda),
+             norm16 = Tensor::zeros({5, d}, DType::bf16, Device::cuda);
       ops::add_rms_norm(h16, gpu(delta), gpu(w), 1e-6f, out16, offset);
       ops::rms_norm(split_h, gpu(w), 1e-6f, norm16, offset);
       EXPECT_LE(relative_error(h16, ref_h), 0.0) << d << " bf16 out";
@@ -986,8 +1015,10 @@ TEST_F(Cuda, recorded_step_reads_its_position_from_device_memory) {
 TEST_F(Cuda, rope_and_store_gives_the_separate_ops_bits) {
   Rng rng(31);
   const int64_t capacity = 300;
-  for (auto [heads, kv, d, rotary, n] : {std::tuple<int64_t, int64_t, int64_t, int, int64_t>{8, 2, 64, 32, 5}, {4, 4, 128, 128, 1}, {6, 1, 256, 64, 17},
-                                                                                                          {12, 4, 128, 96, 70}}) {
+  for (auto [heads, kv, d, rotary, n] : {std::tuple<int64_t, int64_t, int64_t, int, int64_t>{8, 2, 64, 32, 5},
+                                         {4, 4, 128, 128, 1},
+                                         {6, 1, 256, 64, 17},
+                                         {12, 4, 128, 96, 70}}) {
     ops::RopeConfig rc;
     rc.head_dim = static_cast<int>(d);
     rc.rotary_dim = rotary;
@@ -1011,7 +1042,8 @@ TEST_F(Cuda, rope_and_store_gives_the_separate_ops_bits) {
       ops::store_rows(v2a, va, ops::Positions{pos, nullptr});
       auto [qb, k3b, v2b] = views(b);
       ops::rope_and_store(qb, k3b, v2b, ops::Positions{pos, nullptr}, table, kb, vb);
-      const std::string what = label("d=%lld rotary=%d n=%lld first=%d", static_cast<long long>(d), rotary, static_cast<long long>(n), first);
+      const std::string what =
+          label("d=%lld rotary=%d n=%lld first=%d", static_cast<long long>(d), rotary, static_cast<long long>(n), first);
       EXPECT_LE(relative_error(b, host(a)), 0.0) << what << ": q and k";
       EXPECT_LE(relative_error(kb, host(ka)), 0.0) << what << ": cached k";
       EXPECT_LE(relative_error(vb, host(va)), 0.0) << what << ": cached v";
@@ -1053,8 +1085,12 @@ TEST_F(Cuda, rope_and_store_gives_the_separate_ops_bits) {
 TEST_F(Cuda, norm_rope_and_store_gives_the_separate_ops_bits) {
   Rng rng(32);
   const int64_t capacity = 200;
-  for (auto [heads, kv, d, rotary, n] : {std::tuple<int64_t, int64_t, int64_t, int, int64_t>{16, 2, 256, 64, 1}, {24, 4, 256, 64, 1}, {8, 2, 128, 128, 5},
-                                         {6, 1, 96, 32, 40}, {4, 4, 512, 128, 3}, {3, 1, 64, 64, 1}})
+  for (auto [heads, kv, d, rotary, n] : {std::tuple<int64_t, int64_t, int64_t, int, int64_t>{16, 2, 256, 64, 1},
+                                         {24, 4, 256, 64, 1},
+                                         {8, 2, 128, 128, 5},
+                                         {6, 1, 96, 32, 40},
+                                         {4, 4, 512, 128, 3},
+                                         {3, 1, 64, 64, 1}})
     for (DType wdtype : {DType::f32, DType::bf16}) {
       ops::RopeConfig rc;
       rc.head_dim = static_cast<int>(d);
@@ -1094,12 +1130,14 @@ TEST_F(Cuda, norm_rope_and_store_gives_the_separate_ops_bits) {
         EXPECT_LE(relative_error(got.cache_k, host(want.cache_k)), 0.0) << what << ": cached k";
         EXPECT_LE(relative_error(got.cache_v, host(want.cache_v)), 0.0) << what << ": cached v";
       };
-      const std::string what = label("heads=%lld/%lld d=%lld rotary=%d n=%lld %s", static_cast<long long>(heads), static_cast<long long>(kv),
-                                     static_cast<long long>(d), rotary, static_cast<long long>(n), dtype_name(wdtype));
+      const std::string what =
+          label("heads=%lld/%lld d=%lld rotary=%d n=%lld %s", static_cast<long long>(heads), static_cast<long long>(kv),
+                static_cast<long long>(d), rotary, static_cast<long long>(n), dtype_name(wdtype));
       std::vector<int32_t> pos(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = 60 + static_cast<int32_t>(i);
       Layer a = layer(cache0, cache0), b = layer(cache0, cache0);
-      const Tensor prompt = Tensor::zeros({64, kv, d}, DType::f32, Device::cuda), prompt_q = Tensor::zeros({64, heads, d}, DType::f32, Device::cuda);
+      const Tensor prompt = Tensor::zeros({64, kv, d}, DType::f32, Device::cuda),
+                   prompt_q = Tensor::zeros({64, heads, d}, DType::f32, Device::cuda);
       EXPECT_FALSE(ops::cuda::norm_rope_and_store_fused(prompt_q.reshape({64 * heads, d}), prompt_q, prompt)) << what;
       separate(a, pos);
       EXPECT_TRUE(ops::cuda::norm_rope_and_store_fused(b.q_in, b.q, b.k)) << what;
@@ -1144,8 +1182,8 @@ TEST_F(Cuda, recording_refuses_allocation_and_host_waits) {
 
 TEST_F(Cuda, rope_partial_and_yarn) {
   Rng rng(17);
-  for (auto [type, rotary] : {std::pair{ops::RopeConfig::Type::standard, 64}, {ops::RopeConfig::Type::standard, 16},
-                              {ops::RopeConfig::Type::yarn, 64}}) {
+  for (auto [type, rotary] :
+       {std::pair{ops::RopeConfig::Type::standard, 64}, {ops::RopeConfig::Type::standard, 16}, {ops::RopeConfig::Type::yarn, 64}}) {
     ops::RopeConfig c;
     c.type = type;
     c.head_dim = 64;
@@ -1202,21 +1240,21 @@ TEST_F(Cuda, attention_prefill_decode_split_k_and_gqa) {
   // Exact mode: the flash kernel at every n, unsplit. Fast mode: the decode kernel up to 8 queries,
   // the flash kernel with key splits between 9 and 63 (n = 17 at 700 keys splits), cuBLAS beyond.
   for (auto precision : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16})
-  for (Case c : {Case{1, 0, 4, 2, 64}, Case{1, 3000, 8, 2, 128}, Case{37, 0, 4, 4, 64}, Case{17, 100, 6, 2, 256}, Case{5, 40, 4, 1, 48},
-                 Case{70, 200, 2, 1, 32}, Case{17, 700, 2, 1, 64}}) {
-    PrecisionScope scope(precision);
-    if (precision != ops::MatmulPrecision::f32 && c.n >= 64) continue;  // the cuBLAS path has its own test and tolerance
-    const int64_t total = c.pos0 + c.n;
-    Tensor q = test::random_tensor({c.n, c.heads, c.d}, DType::f32, rng);
-    Tensor k = test::random_tensor({total + 3, c.kv_heads, c.d}, DType::f32, rng).slice(0, 0, total);
-    Tensor v = test::random_tensor({total + 3, c.kv_heads, c.d}, DType::f32, rng).slice(0, 0, total);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-    Tensor ref = Tensor::zeros({c.n, c.heads, c.d}, DType::f32), out = Tensor::zeros({c.n, c.heads, c.d}, DType::f32, Device::cuda);
-    ops::ref::attention(q, k, v, c.pos0, scale, ref);
-    Tensor kg = gpu(k), vg = gpu(v);
-    ops::attention(gpu(q), kg, vg, c.pos0, scale, out);
-    EXPECT_LE(relative_error(out, ref), 1e-5) << "n=" << c.n << " pos0=" << c.pos0 << " d=" << c.d;
-  }
+    for (Case c : {Case{1, 0, 4, 2, 64}, Case{1, 3000, 8, 2, 128}, Case{37, 0, 4, 4, 64}, Case{17, 100, 6, 2, 256}, Case{5, 40, 4, 1, 48},
+                   Case{70, 200, 2, 1, 32}, Case{17, 700, 2, 1, 64}}) {
+      PrecisionScope scope(precision);
+      if (precision != ops::MatmulPrecision::f32 && c.n >= 64) continue;  // the cuBLAS path has its own test and tolerance
+      const int64_t total = c.pos0 + c.n;
+      Tensor q = test::random_tensor({c.n, c.heads, c.d}, DType::f32, rng);
+      Tensor k = test::random_tensor({total + 3, c.kv_heads, c.d}, DType::f32, rng).slice(0, 0, total);
+      Tensor v = test::random_tensor({total + 3, c.kv_heads, c.d}, DType::f32, rng).slice(0, 0, total);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+      Tensor ref = Tensor::zeros({c.n, c.heads, c.d}, DType::f32), out = Tensor::zeros({c.n, c.heads, c.d}, DType::f32, Device::cuda);
+      ops::ref::attention(q, k, v, c.pos0, scale, ref);
+      Tensor kg = gpu(k), vg = gpu(v);
+      ops::attention(gpu(q), kg, vg, c.pos0, scale, out);
+      EXPECT_LE(relative_error(out, ref), 1e-5) << "n=" << c.n << " pos0=" << c.pos0 << " d=" << c.d;
+    }
 }
 
 // One attention case against the reference. K/V sit in a cache with a spare head and spare rows, so
@@ -1256,8 +1294,10 @@ TEST_F(Cuda, gated_attention_decode_applies_the_gate_on_the_way_out) {
     for (auto [heads, kv, d] : {std::tuple<int64_t, int64_t, int64_t>{16, 2, 256}, {24, 4, 256}, {8, 1, 128}, {6, 2, 30}, {4, 4, 64}})
       for (int64_t pos0 : {int64_t{0}, int64_t{9}, int64_t{700}}) {
         const int64_t capacity = pos0 + n + 40;
-        const Tensor q = gpu(test::random_tensor({n, heads, d}, DType::f32, rng)), qg = gpu(test::random_tensor({n, heads, 2 * d}, DType::f32, rng));
-        const Tensor k = gpu(test::random_tensor({capacity, kv, d}, DType::f32, rng)), v = gpu(test::random_tensor({capacity, kv, d}, DType::f32, rng));
+        const Tensor q = gpu(test::random_tensor({n, heads, d}, DType::f32, rng)),
+                     qg = gpu(test::random_tensor({n, heads, 2 * d}, DType::f32, rng));
+        const Tensor k = gpu(test::random_tensor({capacity, kv, d}, DType::f32, rng)),
+                     v = gpu(test::random_tensor({capacity, kv, d}, DType::f32, rng));
         const Tensor gate = qg.slice(2, d, 2 * d);
         std::vector<int32_t> pos(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(pos0 + i);
@@ -1268,9 +1308,9 @@ TEST_F(Cuda, gated_attention_decode_applies_the_gate_on_the_way_out) {
         ops::sigmoid_mul(want_rows, gate.reshape({n * heads, d}), want_rows);
         ASSERT_TRUE(ops::cuda::attention_takes_gate(n));
         ops::gated_attention(q, k, v, positions, 0.1f, gate, got);
-        EXPECT_LE(relative_error(got, host(want)), 0.0) << label("n=%lld heads=%lld/%lld d=%lld pos0=%lld", static_cast<long long>(n),
-                                                                 static_cast<long long>(heads), static_cast<long long>(kv),
-                                                                 static_cast<long long>(d), static_cast<long long>(pos0));
+        EXPECT_LE(relative_error(got, host(want)), 0.0)
+            << label("n=%lld heads=%lld/%lld d=%lld pos0=%lld", static_cast<long long>(n), static_cast<long long>(heads),
+                     static_cast<long long>(kv), static_cast<long long>(d), static_cast<long long>(pos0));
       }
   EXPECT_FALSE(ops::cuda::attention_takes_gate(9));
   PrecisionScope exact(ops::MatmulPrecision::f32);
@@ -1292,13 +1332,13 @@ TEST_F(Cuda, attention_fast_mode_long_prefill) {
   check_attention(1000, 0, 16, 2, 256, 1e-2, rng);
   check_attention(64, 2047, 2, 2, 256, 1e-2, rng);
   check_attention(129, 2048, 4, 1, 128, 1e-2, rng);
-  check_attention(64, 0, 4, 4, 128, 1e-2, rng);       // one 128-query block, its second warpgroup idle
-  check_attention(1000, 37, 32, 8, 128, 1e-2, rng);   // the 24B shape's heads
-  check_attention(64, 3, 3, 3, 48, 1e-2, rng);      // cuBLAS
-  check_attention(100, 0, 2, 1, 96, 1e-2, rng);     // cuBLAS
-  check_attention(2100, 0, 2, 1, 64, 1e-2, rng);    // many query blocks
-  check_attention(65, 4031, 4, 2, 64, 1e-2, rng);   // one full block and one row
-  check_attention(40, 10, 4, 2, 64, 1e-5, rng);     // under 64 queries: the f32 flash kernel, exact
+  check_attention(64, 0, 4, 4, 128, 1e-2, rng);      // one 128-query block, its second warpgroup idle
+  check_attention(1000, 37, 32, 8, 128, 1e-2, rng);  // the 24B shape's heads
+  check_attention(64, 3, 3, 3, 48, 1e-2, rng);       // cuBLAS
+  check_attention(100, 0, 2, 1, 96, 1e-2, rng);      // cuBLAS
+  check_attention(2100, 0, 2, 1, 64, 1e-2, rng);     // many query blocks
+  check_attention(65, 4031, 4, 2, 64, 1e-2, rng);    // one full block and one row
+  check_attention(40, 10, 4, 2, 64, 1e-5, rng);      // under 64 queries: the f32 flash kernel, exact
 }
 
 // The Hopper flash kernel forms the same products as the mma.sync one (bf16 Q, K, V and P, f32
@@ -1318,8 +1358,10 @@ TEST_F(Cuda, wgmma_flash_attention_matches_the_mma_sync_kernel) {
     constexpr int64_t d = 128;
     const int64_t keys = c.pos0 + c.n;
     Tensor q = gpu(test::random_tensor({c.n, c.heads, d}, DType::f32, rng));
-    Tensor k = gpu(test::random_tensor({keys, c.kv_heads, d}, DType::f32, rng)), v = gpu(test::random_tensor({keys, c.kv_heads, d}, DType::f32, rng));
-    Tensor fast = Tensor::zeros({c.n, c.heads, d}, DType::f32, Device::cuda), mma = Tensor::zeros({c.n, c.heads, d}, DType::f32, Device::cuda);
+    Tensor k = gpu(test::random_tensor({keys, c.kv_heads, d}, DType::f32, rng)),
+           v = gpu(test::random_tensor({keys, c.kv_heads, d}, DType::f32, rng));
+    Tensor fast = Tensor::zeros({c.n, c.heads, d}, DType::f32, Device::cuda),
+           mma = Tensor::zeros({c.n, c.heads, d}, DType::f32, Device::cuda);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     auto view = [&](Tensor& out) { return ops::cuda::attn_view(q, k, v, c.pos0, nullptr, scale, out); };
     ASSERT_TRUE(ops::cuda::attention_flash_wgmma_ok(view(fast)));
@@ -1355,8 +1397,10 @@ TEST_F(Cuda, attention_bf16_out_is_the_f32_out_rounded) {
   for (Shape c : {Shape{300, 0, 6, 2, 128}, Shape{129, 2048, 4, 1, 128}, Shape{1000, 37, 32, 8, 128}, Shape{100, 5, 4, 2, 64}}) {
     const int64_t keys = c.pos0 + c.n;
     const Tensor q = gpu(test::random_tensor({c.n, c.heads, c.d}, DType::f32, rng));
-    const Tensor k = gpu(test::random_tensor({keys, c.kv_heads, c.d}, DType::f32, rng)), v = gpu(test::random_tensor({keys, c.kv_heads, c.d}, DType::f32, rng));
-    Tensor f32 = Tensor::zeros({c.n, c.heads, c.d}, DType::f32, Device::cuda), b16 = Tensor::zeros({c.n, c.heads, c.d}, DType::bf16, Device::cuda);
+    const Tensor k = gpu(test::random_tensor({keys, c.kv_heads, c.d}, DType::f32, rng)),
+                 v = gpu(test::random_tensor({keys, c.kv_heads, c.d}, DType::f32, rng));
+    Tensor f32 = Tensor::zeros({c.n, c.heads, c.d}, DType::f32, Device::cuda),
+           b16 = Tensor::zeros({c.n, c.heads, c.d}, DType::bf16, Device::cuda);
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
     ops::attention(q, k, v, c.pos0, scale, f32);
     ops::attention(q, k, v, c.pos0, scale, b16);

@@ -61,7 +61,8 @@ TEST(CudaPerf, DISABLED_kernels_at_27b_shapes) {
       Tensor q = Tensor::zeros({1, 24, 256}, DType::f32, Device::cuda), o = Tensor::zeros({1, 24, 256}, DType::f32, Device::cuda);
       Tensor kv = Tensor::zeros({keys, 4, 256}, DType::f32, Device::cuda);
       std::printf("attention decode %lld keys %s: %.1f us (%.1f us in a graph)\n", static_cast<long long>(keys),
-                  p == ops::MatmulPrecision::f32 ? "f32 " : "bf16", time_calls([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6,
+                  p == ops::MatmulPrecision::f32 ? "f32 " : "bf16",
+                  time_calls([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6,
                   time_graph([&] { ops::attention(q, kv, kv, keys - 1, 0.0625f, o); }, 100) * 1e6);
     }
   }
@@ -116,7 +117,7 @@ TEST(CudaPerf, DISABLED_prefill_gemm) {
   Rng rng(3);
   const ops::MatmulPrecision saved = ops::matmul_precision();
   ops::set_matmul_precision(ops::MatmulPrecision::bf16);
-  const std::pair<int64_t, int64_t> shapes[] = {{6144, 5120}, {5120, 4096}, {65536, 5120}, {5120, 32768}, {16480, 5120},
+  const std::pair<int64_t, int64_t> shapes[] = {{6144, 5120}, {5120, 4096},  {65536, 5120}, {5120, 32768}, {16480, 5120},
                                                 {5120, 6144}, {12288, 5120}, {34816, 5120}, {5120, 17408}};
   for (auto [m, k] : shapes) {
     Weight tiled = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
@@ -124,10 +125,12 @@ TEST(CudaPerf, DISABLED_prefill_gemm) {
     for (int64_t n : {512, 768, 1024, 2048, 4096}) {
       Tensor x = test::random_tensor({n, k}, DType::f32, rng).to(Device::cuda), y = Tensor::zeros({n, m}, DType::f32, Device::cuda);
       const double flop = 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
-      const double copy = time_calls([&] { ops::cuda::copy_gemm(x, tiled, y); }, 10), fused = time_calls([&] { ops::cuda::tiles_gemm(x, tiled, y); }, 10);
-      std::printf("prefill gemm %6lld x %6lld n=%5lld: tiled %8.1f us (%4.0f TFLOP/s)  dequantize+cuBLAS %8.1f us (%4.0f TFLOP/s)  %.2fx  %s\n",
-                  static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n), fused * 1e6, flop / fused / 1e12,
-                  copy * 1e6, flop / copy / 1e12, copy / fused, ops::cuda::tiles_gemm_preferred(tiled, n) ? "tiled preferred" : "copy preferred");
+      const double copy = time_calls([&] { ops::cuda::copy_gemm(x, tiled, y); }, 10),
+                   fused = time_calls([&] { ops::cuda::tiles_gemm(x, tiled, y); }, 10);
+      std::printf(
+          "prefill gemm %6lld x %6lld n=%5lld: tiled %8.1f us (%4.0f TFLOP/s)  dequantize+cuBLAS %8.1f us (%4.0f TFLOP/s)  %.2fx  %s\n",
+          static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n), fused * 1e6, flop / fused / 1e12, copy * 1e6,
+          flop / copy / 1e12, copy / fused, ops::cuda::tiles_gemm_preferred(tiled, n) ? "tiled preferred" : "copy preferred");
     }
   }
   ops::set_matmul_precision(saved);
@@ -150,12 +153,13 @@ TEST(CudaPerf, DISABLED_dequantize) {
     const double bytes = static_cast<double>(rows.nbytes() + out.nbytes());
     auto report = [&](const char* what, const std::function<void()>& call) {
       const double t = time_graph(call, 10);
-      std::printf("dequantize %6lld x %6lld %-16s %7.1f us (%4.2f TB/s)\n", static_cast<long long>(m), static_cast<long long>(k), what, t * 1e6,
-                  bytes / t / 1e12);
+      std::printf("dequantize %6lld x %6lld %-16s %7.1f us (%4.2f TB/s)\n", static_cast<long long>(m), static_cast<long long>(k), what,
+                  t * 1e6, bytes / t / 1e12);
     };
     report("tiled", [&] { ops::cuda::dequantize_to_bf16(tiled, dst); });
     report("rows", [&] { ops::cuda::dequantize_to_bf16(rows, dst); });
-    report("copy, same bytes", [&] { cudaMemcpyAsync(dst, other.raw(), static_cast<size_t>(bytes / 2), cudaMemcpyDeviceToDevice, cuda::stream()); });
+    report("copy, same bytes",
+           [&] { cudaMemcpyAsync(dst, other.raw(), static_cast<size_t>(bytes / 2), cudaMemcpyDeviceToDevice, cuda::stream()); });
   }
 }
 
@@ -167,8 +171,14 @@ TEST(CudaPerf, DISABLED_mma_matvec_tunings) {
   Rng rng(2);
   const ops::MatmulPrecision saved = ops::matmul_precision();
   ops::set_matmul_precision(ops::MatmulPrecision::bf16);
-  for (auto [m, k] : {std::pair<int64_t, int64_t>{17408, 5120}, {5120, 17408}, {10240, 5120}, {16480, 5120}, {6144, 5120},
-                      {32768, 5120}, {5120, 32768}, {248320, 5120}}) {
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{17408, 5120},
+                      {5120, 17408},
+                      {10240, 5120},
+                      {16480, 5120},
+                      {6144, 5120},
+                      {32768, 5120},
+                      {5120, 32768},
+                      {248320, 5120}}) {
     Weight w = test::gpu(test::random_quantized(m, k, 4, 64, DType::bf16, rng));
     for (int64_t n : {1, 4}) {
       Tensor x = test::random_tensor({n, k}, DType::f32, rng).to(Device::cuda);
@@ -213,11 +223,12 @@ TEST(CudaPerf, DISABLED_attention_prefill) {
       const double used = time_calls([&] { ops::attention(q, kv, kv, pos0, scale, o); }, 10);
       const double mma = time_calls([&] { ops::cuda::attention_flash_bf16(view); }, 10);
       const double gemm = time_calls([&] { ops::cuda::attention_gemm(view); }, 10);
-      std::printf("attention prefill %-8s %lld/%lld heads of %lld, n=%lld after %5lld: ops::attention %7.1f us (%4.0f TFLOP/s)%s, "
-                  "mma.sync flash %7.1f us (%4.0f), cuBLAS %7.1f us (%4.0f)\n",
-                  s.name, static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads), static_cast<long long>(s.d),
-                  static_cast<long long>(n), static_cast<long long>(pos0), used * 1e6, flops / used / 1e12,
-                  ops::cuda::attention_flash_wgmma_ok(view) ? " [wgmma]" : "", mma * 1e6, flops / mma / 1e12, gemm * 1e6, flops / gemm / 1e12);
+      std::printf(
+          "attention prefill %-8s %lld/%lld heads of %lld, n=%lld after %5lld: ops::attention %7.1f us (%4.0f TFLOP/s)%s, "
+          "mma.sync flash %7.1f us (%4.0f), cuBLAS %7.1f us (%4.0f)\n",
+          s.name, static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads), static_cast<long long>(s.d),
+          static_cast<long long>(n), static_cast<long long>(pos0), used * 1e6, flops / used / 1e12,
+          ops::cuda::attention_flash_wgmma_ok(view) ? " [wgmma]" : "", mma * 1e6, flops / mma / 1e12, gemm * 1e6, flops / gemm / 1e12);
     }
   }
   ops::set_matmul_precision(saved);

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "../ops/op_test_util.h"
-#include "gpu_test_util.h"
 #include "base/error.h"
+#include "gpu_test_util.h"
 #include "ops/ref/sampling.h"
 #include "ops/sampling.h"
 #include "sampling/sampler.h"
@@ -48,7 +48,8 @@ std::vector<float> awkward_logits(Rng& rng, int64_t vocab, float scale) {
 // (rows, vocab) on the GPU with a row stride of vocab + pad (a strided view, as a wider scratch gives).
 Tensor upload_rows(const std::vector<std::vector<float>>& rows, int64_t vocab, int64_t pad) {
   Tensor wide = Tensor::zeros({static_cast<int64_t>(rows.size()), vocab + pad}, DType::f32);
-  for (size_t r = 0; r < rows.size(); ++r) std::copy(rows[r].begin(), rows[r].end(), wide.data<float>() + static_cast<int64_t>(r) * (vocab + pad));
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::copy(rows[r].begin(), rows[r].end(), wide.data<float>() + static_cast<int64_t>(r) * (vocab + pad));
   return test::gpu(wide).slice(1, 0, vocab);
 }
 
@@ -97,7 +98,8 @@ TEST_F(CudaSampling, argmax_rows_takes_many_rows_and_repeated_calls) {
       for (int call = 0; call < 2; ++call) {
         ops::argmax_rows(logits, ids);
         const auto got = download(ids);
-        for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(got[static_cast<size_t>(r)], argmax(logits_rows[static_cast<size_t>(r)])) << "row " << r;
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(got[static_cast<size_t>(r)], argmax(logits_rows[static_cast<size_t>(r)])) << "row " << r;
       }
     }
   }
@@ -110,7 +112,7 @@ TEST_F(CudaSampling, sample_rows_draws_what_the_reference_draws) {
   SCOPED_TRACE(test::seed_note());
   std::mt19937_64 stream(test::test_seed());
   const ops::RowSampling configs[] = {
-      {1.0f, 1.0f, 0, 0.0f},  {0.7f, 0.9f, 0, 0.0f},  {1.3f, 1.0f, 40, 0.0f},     {1.0f, 0.5f, 5, 0.05f}, {0.8f, 1.0f, 0, 0.1f},
+      {1.0f, 1.0f, 0, 0.0f},     {0.7f, 0.9f, 0, 0.0f}, {1.3f, 1.0f, 40, 0.0f},      {1.0f, 0.5f, 5, 0.05f},   {0.8f, 1.0f, 0, 0.1f},
       {2.0f, 0.95f, 1000, 0.0f}, {1.0f, 1.0f, 1, 0.0f}, {1.0f, 1.0f, 1 << 20, 0.0f}, {0.6f, 0.99f, 50, 0.02f},
   };
   for (int64_t vocab : {1, 33, 769, 5125, 151936}) {
@@ -137,8 +139,8 @@ TEST_F(CudaSampling, sample_rows_draws_what_the_reference_draws) {
             ASSERT_LT(got[static_cast<size_t>(r)], vocab);
           }
         }
-        EXPECT_LE(mismatches, std::max(1, draws / 100)) << "vocab " << vocab << " T " << c.temperature << " top_p " << c.top_p << " top_k " << c.top_k
-                                           << " min_p " << c.min_p << " scale " << scale;
+        EXPECT_LE(mismatches, std::max(1, draws / 100)) << "vocab " << vocab << " T " << c.temperature << " top_p " << c.top_p << " top_k "
+                                                        << c.top_k << " min_p " << c.min_p << " scale " << scale;
       }
     }
   }
@@ -166,8 +168,9 @@ TEST_F(CudaSampling, top_p_draws_follow_the_host_sampler) {
     for (size_t i = 0; i < p.size(); ++i) running[i] = acc += p[i] > 0.0f ? p[i] : 0.0f;
     auto host_draw = [&](double u) {
       const auto it = std::upper_bound(running.begin(), running.end(), u * acc);
-      return static_cast<int32_t>(it == running.end() ? std::find_if(p.rbegin(), p.rend(), [](float x) { return x > 0.0f; }).base() - p.begin() - 1
-                                                      : it - running.begin());
+      return static_cast<int32_t>(it == running.end()
+                                      ? std::find_if(p.rbegin(), p.rend(), [](float x) { return x > 0.0f; }).base() - p.begin() - 1
+                                      : it - running.begin());
     };
     const int64_t rows = ops::kMaxSampleRows;
     Tensor on_gpu = upload_rows(std::vector<std::vector<float>>(static_cast<size_t>(rows), logits), vocab, 0);
@@ -262,7 +265,9 @@ TEST_F(CudaSampling, timing_at_vocab_248320) {
   struct Case {
     const char* name;
     ops::RowSampling rs;
-  } cases[] = {{"T=1", {1.0f, 1.0f, 0, 0.0f}}, {"T=0.8 top_p=0.9", {0.8f, 0.9f, 0, 0.0f}}, {"T=0.7 top_k=40 top_p=0.95", {0.7f, 0.95f, 40, 0.0f}},
+  } cases[] = {{"T=1", {1.0f, 1.0f, 0, 0.0f}},
+               {"T=0.8 top_p=0.9", {0.8f, 0.9f, 0, 0.0f}},
+               {"T=0.7 top_k=40 top_p=0.95", {0.7f, 0.95f, 40, 0.0f}},
                {"T=1 min_p=0.05", {1.0f, 1.0f, 0, 0.05f}}};
   std::printf("vocab %lld, one row, us per token (device pick + 4-byte copy | row copy + host pick):\n", static_cast<long long>(vocab));
   std::printf("  greedy: %.1f | %.1f\n", device(nullptr), on_host(nullptr));

@@ -68,8 +68,9 @@ __global__ void __launch_bounds__(256) read_weight_early(const uint4* __restrict
 
 template <int DEPTH = 4>
 void read_all(const Tensor& t, uint32_t* sink, int blocks_per_sm) {
-  read_only<DEPTH><<<static_cast<unsigned>(multiprocessor_count() * blocks_per_sm), 256, 0, stream()>>>(static_cast<const uint4*>(t.raw()),
-                                                                                                      static_cast<int64_t>(t.nbytes() / 16), sink);
+  read_only<DEPTH>
+      <<<static_cast<unsigned>(multiprocessor_count() * blocks_per_sm), 256, 0, stream()>>>(static_cast<const uint4*>(t.raw()),
+                                                                                            static_cast<int64_t>(t.nbytes() / 16), sink);
 }
 
 __global__ void fill_random(uint32_t* p, int64_t n, uint32_t seed, uint32_t mask, uint32_t bits) {
@@ -108,15 +109,16 @@ struct Tuning {
 // KS warps per row group splitting the columns, for every shape (the shipped launch picks per shape).
 template <int KS, int RT, int DEPTH, int MINB>
 Tuning fixed_split() {
-  return {"tiles ks" + std::to_string(KS) + " rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" + std::to_string(MINB),
+  return {"tiles ks" + std::to_string(KS) + " rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" +
+              std::to_string(MINB),
           [](const tiles::Args& a) { tiles::launch<__nv_bfloat16, KS, RT, 1, DEPTH, MINB>(a); }};
 }
 
 // max_parts: column parts allowed (1: none).
 template <int RT, int DEPTH, int MINB>
 Tuning tuning(int max_parts = tiles::kMaxParts) {
-  return {"tiles rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" + std::to_string(MINB) + " parts<=" +
-              std::to_string(max_parts),
+  return {"tiles rt" + std::to_string(RT) + " depth" + std::to_string(DEPTH) + " blocks" + std::to_string(MINB) +
+              " parts<=" + std::to_string(max_parts),
           [max_parts](const tiles::Args& a) { tiles::launch_split<__nv_bfloat16, RT, 1, DEPTH, MINB>(a, max_parts); }};
 }
 
@@ -192,7 +194,8 @@ void matvec_layer_stream_report(int layers) {
           for (size_t i = 0; i < rows.size(); ++i) one(i);
         },
         5);
-    std::printf("layer stream %-32s %8.1f us per layer %6.2f TB/s\n", name.c_str(), s * 1e6 / layers, static_cast<double>(bytes) / s / 1e12);
+    std::printf("layer stream %-32s %8.1f us per layer %6.2f TB/s\n", name.c_str(), s * 1e6 / layers,
+                static_cast<double>(bytes) / s / 1e12);
   };
   std::printf("layer stream: %d layers, %.1f MB of weights\n", layers, static_cast<double>(bytes) / 1e6);
   auto shipped_args = [&](size_t i) {  // the tunings load weights as the shipped launch does
@@ -202,8 +205,9 @@ void matvec_layer_stream_report(int layers) {
   };
   report("row layout (matvec_mma)", [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); });
   report("tiles as shipped", [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); });
-  for (const Tuning& t : {tuning<2, 2, 2>(1), tuning<2, 2, 2>(2), tuning<2, 2, 2>(3), tuning<2, 2, 2>(4), tuning<1, 4, 3>(), tuning<1, 2, 3>(),
-                          tuning<2, 4, 2>(), tuning<2, 1, 2>(), tuning<2, 2, 1>(), tuning<4, 2, 1>(), fixed_split<4, 2, 2, 2>()})
+  for (const Tuning& t :
+       {tuning<2, 2, 2>(1), tuning<2, 2, 2>(2), tuning<2, 2, 2>(3), tuning<2, 2, 2>(4), tuning<1, 4, 3>(), tuning<1, 2, 3>(),
+        tuning<2, 4, 2>(), tuning<2, 1, 2>(), tuning<2, 2, 1>(), tuning<4, 2, 1>(), fixed_split<4, 2, 2, 2>()})
     report(t.name, [&](size_t i) { t.launch(shipped_args(i)); });
   FusedChain chain(tiled);
   for (int turn = 0; turn < 3; ++turn) {  // in turns: the trim's worth is a few percent at most
@@ -221,8 +225,9 @@ void matvec_layer_stream_report(int layers) {
     report("read only, a launch per weight, early, " + std::to_string(blocks) + " blocks", [&](size_t i) {
       const Weight& w = tiled[i];
       launch_early(read_weight_early<8>, dim3(static_cast<unsigned>(multiprocessor_count() * blocks)), dim3(256), 0,
-                   static_cast<const uint4*>(w.data.raw()), static_cast<int64_t>(w.data.nbytes() / 16), static_cast<const uint4*>(w.scales.raw()),
-                   static_cast<int64_t>(w.scales.nbytes() / 16), static_cast<const uint4*>(w.biases.raw()), sink.data<uint32_t>());
+                   static_cast<const uint4*>(w.data.raw()), static_cast<int64_t>(w.data.nbytes() / 16),
+                   static_cast<const uint4*>(w.scales.raw()), static_cast<int64_t>(w.scales.nbytes() / 16),
+                   static_cast<const uint4*>(w.biases.raw()), sink.data<uint32_t>());
     });
   // The read ceiling without launch gaps: every weight's codes as one buffer, read in one launch.
   Tensor all = Tensor::zeros({static_cast<int64_t>(bytes / 4)}, DType::u32, Device::cuda);
@@ -234,10 +239,12 @@ void matvec_layer_stream_report(int layers) {
   }
   // Each shape alone, cold (every weight of that shape once per pass, the layers in turn), for the
   // row layout, the shipped launch and each tuning: which shapes a tuning helps or hurts.
-  std::vector<std::pair<std::string, std::function<void(size_t)>>> kernels = {
-      {"row layout", [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); }},
-      {"tiles as shipped", [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); }}};
-  for (const Tuning& t : {tuning<2, 2, 2>(1), tuning<2, 2, 2>(3), tuning<1, 4, 3>(), tuning<1, 2, 3>(), tuning<2, 4, 2>(), fixed_split<4, 2, 2, 2>()})
+  std::vector<std::pair<std::string, std::function<void(size_t)>>> kernels = {{"row layout",
+                                                                               [&](size_t i) { mma_matvec(xs[i], rows[i], ys[i]); }},
+                                                                              {"tiles as shipped",
+                                                                               [&](size_t i) { tiles_matvec(xs[i], tiled[i], ys[i]); }}};
+  for (const Tuning& t :
+       {tuning<2, 2, 2>(1), tuning<2, 2, 2>(3), tuning<1, 4, 3>(), tuning<1, 2, 3>(), tuning<2, 4, 2>(), fixed_split<4, 2, 2, 2>()})
     kernels.emplace_back(t.name, [&, launch = t.launch](size_t i) { launch(shipped_args(i)); });
   for (size_t s = 0; s < layer.size(); ++s)
     for (const auto& [name, one] : kernels) {

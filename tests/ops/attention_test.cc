@@ -35,9 +35,11 @@ double max_error(const Tensor& got, const Tensor& want) {
 
 TEST(Attention, matches_ref_for_gqa_shapes_and_cache_offsets) {
   Rng rng(71);
-  struct Case { int64_t n, q_pos0, heads, kv_heads, head_dim; };
-  for (Case c : {Case{1, 0, 2, 1, 32}, Case{1, 700, 14, 2, 64}, Case{9, 0, 14, 2, 64}, Case{33, 5, 4, 4, 31},
-                 Case{17, 40, 8, 2, 128}, Case{5, 3, 6, 3, 256}, Case{3, 0, 2, 2, 1}}) {
+  struct Case {
+    int64_t n, q_pos0, heads, kv_heads, head_dim;
+  };
+  for (Case c : {Case{1, 0, 2, 1, 32}, Case{1, 700, 14, 2, 64}, Case{9, 0, 14, 2, 64}, Case{33, 5, 4, 4, 31}, Case{17, 40, 8, 2, 128},
+                 Case{5, 3, 6, 3, 256}, Case{3, 0, 2, 2, 1}}) {
     const int64_t n_kv = c.q_pos0 + c.n + 2;  // cache rows beyond the last query must be ignored
     Tensor q = test::random_tensor({c.n, c.heads, c.head_dim}, DType::f32, rng);
     Tensor k = cache_view(n_kv, c.kv_heads, c.head_dim, rng), v = cache_view(n_kv, c.kv_heads, c.head_dim, rng);

@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <ctime>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -71,8 +71,7 @@ double rel_diff(const Tensor& a, const Tensor& b) {
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   const auto va = values(a), vb = values(b);
   double diff = 0.0;
-  for (size_t i = 0; i < va.size() && i < vb.size(); ++i)
-    diff = std::max(diff, static_cast<double>(std::fabs(va[i] - vb[i])));
+  for (size_t i = 0; i < va.size() && i < vb.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(va[i] - vb[i])));
   return diff;
 }
 
@@ -83,8 +82,8 @@ TEST(CausalConv1dSilu, matches_reference) {
     for (int64_t channels : {5, 37, 1001, 6144}) {
       for (int64_t n : {1, 2, 3, 7, 64}) {
         for (bool bf16 : {false, true}) {
-          SCOPED_TRACE("kernel " + std::to_string(kernel) + " channels " + std::to_string(channels) + " n " +
-                       std::to_string(n) + (bf16 ? " bf16" : " f32"));
+          SCOPED_TRACE("kernel " + std::to_string(kernel) + " channels " + std::to_string(channels) + " n " + std::to_string(n) +
+                       (bf16 ? " bf16" : " f32"));
           const uint64_t seed = static_cast<uint64_t>(kernel * 100000 + channels * 100 + n);
           const Tensor x = randn({n, channels}, seed);
           Tensor w = randn({channels, kernel}, seed + 1, 0.5f);
@@ -171,14 +170,11 @@ Inputs make_inputs(const GatedDeltaShape& s, int64_t n, uint64_t seed) {
 
 // Runs the op (or the reference) on rows [t0, t1) of `in`, with `state`, into out rows [t0, t1).
 void run(const Inputs& in, Tensor& state, Tensor& out, int64_t t0, int64_t t1, int algorithm) {
-  const Tensor q = in.q.slice(0, t0, t1), k = in.k.slice(0, t0, t1), v = in.v.slice(0, t0, t1),
-               a = in.a.slice(0, t0, t1), b = in.b.slice(0, t0, t1);
+  const Tensor q = in.q.slice(0, t0, t1), k = in.k.slice(0, t0, t1), v = in.v.slice(0, t0, t1), a = in.a.slice(0, t0, t1),
+               b = in.b.slice(0, t0, t1);
   Tensor o = out.slice(0, t0, t1);
-  if (algorithm < 0)
-    ref::gated_delta_rule(q, k, v, a, b, in.a_log, in.dt_bias, in.shape, state, o);
-  else
-    gated_delta_rule(q, k, v, a, b, in.a_log, in.dt_bias, in.shape, state, o,
-                     static_cast<GatedDeltaAlgorithm>(algorithm));
+  if (algorithm < 0) ref::gated_delta_rule(q, k, v, a, b, in.a_log, in.dt_bias, in.shape, state, o);
+  else gated_delta_rule(q, k, v, a, b, in.a_log, in.dt_bias, in.shape, state, o, static_cast<GatedDeltaAlgorithm>(algorithm));
 }
 
 constexpr int kRef = -1;
@@ -194,8 +190,8 @@ const GatedDeltaShape kConfigs[] = {
 };
 
 std::string name(const GatedDeltaShape& s, int64_t n) {
-  return "Hk " + std::to_string(s.n_key_heads) + " Dk " + std::to_string(s.key_dim) + " Hv " +
-         std::to_string(s.n_value_heads) + " Dv " + std::to_string(s.value_dim) + " n " + std::to_string(n);
+  return "Hk " + std::to_string(s.n_key_heads) + " Dk " + std::to_string(s.key_dim) + " Hv " + std::to_string(s.n_value_heads) + " Dv " +
+         std::to_string(s.value_dim) + " n " + std::to_string(n);
 }
 
 // `algorithm` over all n tokens from the inputs' state against the reference: output and final state
@@ -240,9 +236,8 @@ TEST(GatedDeltaRule, chunked_split_over_key_or_value_heads_gives_the_same_bits) 
   Tensor state2 = in.state.clone(), out2 = out.clone();
   for (int64_t j = 0; j < 2; ++j) {
     Tensor st = state2.slice(0, j * g, (j + 1) * g), o = out2.slice(1, j * g * 24, (j + 1) * g * 24);
-    gated_delta_rule(in.q.slice(1, j * 40, (j + 1) * 40), in.k.slice(1, j * 40, (j + 1) * 40),
-                     in.v.slice(1, j * g * 24, (j + 1) * g * 24), in.a.slice(1, j * g, (j + 1) * g),
-                     in.b.slice(1, j * g, (j + 1) * g), in.a_log.slice(0, j * g, (j + 1) * g),
+    gated_delta_rule(in.q.slice(1, j * 40, (j + 1) * 40), in.k.slice(1, j * 40, (j + 1) * 40), in.v.slice(1, j * g * 24, (j + 1) * g * 24),
+                     in.a.slice(1, j * g, (j + 1) * g), in.b.slice(1, j * g, (j + 1) * g), in.a_log.slice(0, j * g, (j + 1) * g),
                      in.dt_bias.slice(0, j * g, (j + 1) * g), one, st, o, GatedDeltaAlgorithm::chunked);
   }
   EXPECT_EQ(max_abs_diff(out2, out), 0.0);
@@ -316,12 +311,10 @@ TEST(GatedDeltaRule, strided_inputs_and_half_precision_parameters) {
   Tensor fused = Tensor::zeros({n, 2 * qk + vd + 2 * hv + 3}, DType::f32);
   auto put = [&](const Tensor& src, int64_t col) {
     for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < src.dim(1); ++c)
-        fused.data<float>()[r * fused.dim(1) + col + c] = src.data<float>()[r * src.dim(1) + c];
+      for (int64_t c = 0; c < src.dim(1); ++c) fused.data<float>()[r * fused.dim(1) + col + c] = src.data<float>()[r * src.dim(1) + c];
     return fused.slice(1, col, col + src.dim(1));
   };
-  const Tensor q = put(in.q, 0), k = put(in.k, qk), v = put(in.v, 2 * qk), a = put(in.a, 2 * qk + vd),
-               b = put(in.b, 2 * qk + vd + hv);
+  const Tensor q = put(in.q, 0), k = put(in.k, qk), v = put(in.v, 2 * qk), a = put(in.a, 2 * qk + vd), b = put(in.b, 2 * qk + vd + hv);
   const Tensor a_log16 = to_bf16(in.a_log), dt16 = to_bf16(in.dt_bias);
   for (auto algorithm : {GatedDeltaAlgorithm::sequential, GatedDeltaAlgorithm::chunked}) {
     Tensor state = in.state.clone(), state_ref = in.state.clone();
@@ -423,9 +416,8 @@ TEST(GatedDeltaRule, fast_mode_chunks_outer_and_heads_outer_give_the_same_bits) 
   for (int64_t j = 0; j < 6; ++j) {
     const int64_t kh = j * g / 24;
     Tensor st = state2.slice(0, j * g, (j + 1) * g), o = out2.slice(1, j * g * d, (j + 1) * g * d);
-    gated_delta_rule(in.q.slice(1, kh * d, (kh + 1) * d), in.k.slice(1, kh * d, (kh + 1) * d),
-                     in.v.slice(1, j * g * d, (j + 1) * g * d), in.a.slice(1, j * g, (j + 1) * g),
-                     in.b.slice(1, j * g, (j + 1) * g), in.a_log.slice(0, j * g, (j + 1) * g),
+    gated_delta_rule(in.q.slice(1, kh * d, (kh + 1) * d), in.k.slice(1, kh * d, (kh + 1) * d), in.v.slice(1, j * g * d, (j + 1) * g * d),
+                     in.a.slice(1, j * g, (j + 1) * g), in.b.slice(1, j * g, (j + 1) * g), in.a_log.slice(0, j * g, (j + 1) * g),
                      in.dt_bias.slice(0, j * g, (j + 1) * g), part, st, o, GatedDeltaAlgorithm::chunked);
   }
   EXPECT_EQ(max_abs_diff(out2, out), 0.0);
@@ -546,11 +538,9 @@ TEST(GatedDeltaOps, bad_arguments_throw) {
   expect_error([&] { call(s, q16, state, out); }, "bf16 q");
   Tensor alias = in.v.clone();
   Tensor v_as_out = alias.slice(1, 0, 32);
-  expect_error([&] { gated_delta_rule(in.q, in.k, alias, in.a, in.b, in.a_log, in.dt_bias, s, state, v_as_out); },
-               "out aliasing v");
+  expect_error([&] { gated_delta_rule(in.q, in.k, alias, in.a, in.b, in.a_log, in.dt_bias, s, state, v_as_out); }, "out aliasing v");
   const Tensor short_alog = in.a_log.slice(0, 0, 3);
-  expect_error([&] { gated_delta_rule(in.q, in.k, in.v, in.a, in.b, short_alog, in.dt_bias, s, state, out); },
-               "a_log size");
+  expect_error([&] { gated_delta_rule(in.q, in.k, in.v, in.a, in.b, short_alog, in.dt_bias, s, state, out); }, "a_log size");
 
   const Tensor x = randn({4, 10}, 1), w = randn({10, 4}, 2);
   Tensor cstate = Tensor::zeros({3, 10}, DType::f32), cout = Tensor::zeros({4, 10}, DType::f32);
@@ -630,14 +620,13 @@ TEST(GatedDeltaPerf, DISABLED_qwen3_5_shapes) {
     // Token by token, chunked in f32, chunked in the fast matmul mode (bf16 products where the CPU
     // has AVX512_BF16).
     const bool bf16 = cpu::bf16_gemm_available();
-    const auto times = best_in_turns(
-        {[&] { run(in, state, out, 0, n, kSeq); }, [&] { run(in, state, out, 0, n, kChunk); },
-         [&] {
-           set_matmul_precision(MatmulPrecision::int8);
-           run(in, state, out, 0, n, kChunk);
-           set_matmul_precision(MatmulPrecision::f32);
-         }},
-        10);
+    const auto times = best_in_turns({[&] { run(in, state, out, 0, n, kSeq); }, [&] { run(in, state, out, 0, n, kChunk); },
+                                      [&] {
+                                        set_matmul_precision(MatmulPrecision::int8);
+                                        run(in, state, out, 0, n, kChunk);
+                                        set_matmul_precision(MatmulPrecision::f32);
+                                      }},
+                                     10);
     const double seq = times[0], chunk = times[1], fast = times[2];
     const double decode = seconds_per_call(200, [&] { run(in, state, out, 0, 1, kSeq); });
     const int64_t conv_dim = 2 * s.n_key_heads * s.key_dim + s.n_value_heads * s.value_dim;
@@ -652,10 +641,10 @@ TEST(GatedDeltaPerf, DISABLED_qwen3_5_shapes) {
         "%s, %d threads (%s), n=%lld:\n  sequential %.2f us/token (%.1f ms)\n  chunked f32  %.2f us/token (%.1f ms), "
         "%.2fx faster\n  chunked fast %.2f us/token (%.1f ms), %.2fx faster (%s)\n  decode step (n=1) %.1f us/layer\n"
         "  conv1d (taps) %.2f us/token at n=%lld, %.1f us at n=1 (%.1f us converting the weight per call)\n",
-        c.name, compute_pool().size(), compute_pool().size() == 1 ? "CPU time" : "wall clock",
-        static_cast<long long>(n), seq / n * 1e6, seq * 1e3, chunk / n * 1e6, chunk * 1e3, seq / chunk, fast / n * 1e6,
-        fast * 1e3, seq / fast, bf16 ? "bf16 products" : "no AVX512_BF16: f32 products", decode * 1e6, conv / n * 1e6,
-        static_cast<long long>(n), conv1 * 1e6, conv1w * 1e6);
+        c.name, compute_pool().size(), compute_pool().size() == 1 ? "CPU time" : "wall clock", static_cast<long long>(n), seq / n * 1e6,
+        seq * 1e3, chunk / n * 1e6, chunk * 1e3, seq / chunk, fast / n * 1e6, fast * 1e3, seq / fast,
+        bf16 ? "bf16 products" : "no AVX512_BF16: f32 products", decode * 1e6, conv / n * 1e6, static_cast<long long>(n), conv1 * 1e6,
+        conv1w * 1e6);
   }
 }
 

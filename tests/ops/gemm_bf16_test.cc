@@ -30,16 +30,15 @@ struct Case {
 };
 
 std::string name(const Case& c) {
-  return "m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " kk " + std::to_string(c.kk) +
-         " c_scale " + std::to_string(c.c_scale) + (c.lower_a ? " lower_a" : "") + (c.lower_c ? " lower_c" : "") +
-         (c.row_scale ? " row_scale" : "") + " a_scale " + std::to_string(c.a_scale) + (c.c_pairs ? " c_pairs" : "");
+  return "m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " kk " + std::to_string(c.kk) + " c_scale " +
+         std::to_string(c.c_scale) + (c.lower_a ? " lower_a" : "") + (c.lower_c ? " lower_c" : "") + (c.row_scale ? " row_scale" : "") +
+         " a_scale " + std::to_string(c.a_scale) + (c.c_pairs ? " c_pairs" : "");
 }
 
 // Runs one case and returns the largest error in units of its bound (must stay <= 1).
 double check(const Case& c, Rng& rng) {
   const int64_t lda = c.kk + 3, ldb = c.n + 16, ldc = c.n + 16, ldp = c.kk + 5 + (c.kk + 5) % 2;
-  std::vector<float> A(static_cast<size_t>(c.m * lda)), B(static_cast<size_t>(c.kk * ldb)),
-      C(static_cast<size_t>(c.m * ldc));
+  std::vector<float> A(static_cast<size_t>(c.m * lda)), B(static_cast<size_t>(c.kk * ldb)), C(static_cast<size_t>(c.m * ldc));
   // Magnitudes spread over a few decades, as the chunk's decayed products are.
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t p = 0; p < c.kk; ++p)
@@ -112,9 +111,8 @@ TEST(GemmBf16, triangular_variants) {
   // The chunk's shapes: P u (lower A, L x L by L x Dv) and K K^T (lower C, L x Dk by Dk x L).
   for (int64_t l : {1, 5, 17, 63, 64}) {
     const int64_t lp = (l + 15) / 16 * 16;
-    for (const Case& c : {Case{l, 128, l, 1.0f, true, false}, Case{l, 48, l, 0.0f, true, false, true},
-                          Case{l, lp, 128, 0.0f, false, true}, Case{l, lp, 33, 0.0f, false, true},
-                          Case{l, 128, 8 * (l / 8), 1.0f, false, false, false, -1.0f}}) {
+    for (const Case& c : {Case{l, 128, l, 1.0f, true, false}, Case{l, 48, l, 0.0f, true, false, true}, Case{l, lp, 128, 0.0f, false, true},
+                          Case{l, lp, 33, 0.0f, false, true}, Case{l, 128, 8 * (l / 8), 1.0f, false, false, false, -1.0f}}) {
       SCOPED_TRACE(name(c));
       EXPECT_LE(check(c, rng), 1.0);
     }
@@ -158,8 +156,7 @@ TEST(GemmBf16, old_c_from_elsewhere_row_scaled_and_streamed_gives_the_same_bits)
       for (bool lower_a : {false, true})
         for (bool stream : {false, true}) {
           const int64_t kk = lower_a ? m : 37, lda = (kk + 1) / 2 * 2, ldc = n + 32, ldci = n + 16;
-          SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + (lower_a ? " lower_a" : "") +
-                       (stream ? " stream" : ""));
+          SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + (lower_a ? " lower_a" : "") + (stream ? " stream" : ""));
           std::vector<float> A(static_cast<size_t>(m * kk)), B(static_cast<size_t>(kk * n)), Cin(static_cast<size_t>(m * ldci)),
               s(static_cast<size_t>(m));
           for (int64_t i = 0; i < m; ++i)

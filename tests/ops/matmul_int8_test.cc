@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include "../resident_memory.h"
 #include "base/error.h"
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
@@ -29,7 +30,6 @@
 #include "ops/matmul.h"
 #include "ops/precision.h"
 #include "ops/ref/matmul.h"
-#include "../resident_memory.h"
 
 namespace sanctum {
 namespace {
@@ -96,8 +96,7 @@ std::string first_difference(const Tensor& y, const Tensor& ref) {
   for (int64_t i = 0; i < y.dim(0); ++i)
     for (int64_t r = 0; r < y.dim(1); ++r) {
       const float a = test::at(y, i, r), b = test::at(ref, i, r);
-      if (std::memcmp(&a, &b, 4) != 0)
-        return label("y(", i, ", ", r, ") = ", a, ", twin ", b);
+      if (std::memcmp(&a, &b, 4) != 0) return label("y(", i, ", ", r, ") = ", a, ", twin ", b);
     }
   return {};
 }
@@ -137,8 +136,8 @@ TEST_F(MatmulInt8, strided_and_misaligned_rows_match_twin_and_leave_padding) {
       Tensor ref = Tensor::zeros({n, m}, DType::f32);
       ops::matmul(x, w, y);
       ref_int8_matmul(x, w, ref);
-      EXPECT_TRUE(first_difference(y, ref).empty()) << "q" << bits << " n=" << n << " " << first_difference(y, ref) << " "
-                                                     << test::seed_note();
+      EXPECT_TRUE(first_difference(y, ref).empty())
+          << "q" << bits << " n=" << n << " " << first_difference(y, ref) << " " << test::seed_note();
       for (int64_t i = 0; i < n; ++i)
         for (int64_t c : {0, 1, 2, int(m) + 3}) EXPECT_EQ(y_base.data<float>()[i * (m + 4) + c], 0.0f) << "padding clobbered";
     }
@@ -262,7 +261,8 @@ TEST_F(MatmulInt8, repacked_rows_are_bit_identical_for_any_n_and_thread_count) {
   test::expect_rows_independent_of_n(prepared_int8(test::random_quantized(21, 4864, 8, 32, DType::f16, rng)), 50, rng, "repacked q8 g32");
   Weight w = prepared_int8(test::random_quantized(4864, 896, 4, 64, DType::bf16, rng));
   for (int64_t n : {1, 6})
-    expect_matches_twin(test::random_tensor({n, 896}, DType::f32, rng), w, label("repacked m=4864 n=", n, " threads=", compute_pool().size()));
+    expect_matches_twin(test::random_tensor({n, 896}, DType::f32, rng), w,
+                        label("repacked m=4864 n=", n, " threads=", compute_pool().size()));
 }
 
 // The f32 kernels (and every other reader) keep the checkpoint layout, so switching modes after a
@@ -294,7 +294,8 @@ TEST_F(MatmulInt8, repacking_a_mapped_weight_releases_its_pages_and_keeps_its_nu
   const std::string dir = ::mkdtemp(tmpl.data());
   {
     std::ofstream out(dir + "/w.bin", std::ios::binary);
-    for (const Tensor* t : {&w.biases, &w.scales, &w.data}) out.write(static_cast<const char*>(t->raw()), static_cast<std::streamsize>(t->nbytes()));
+    for (const Tensor* t : {&w.biases, &w.scales, &w.data})
+      out.write(static_cast<const char*>(t->raw()), static_cast<std::streamsize>(t->nbytes()));
   }
   auto file = std::make_shared<MappedFile>(dir + "/w.bin");
   fs::remove_all(dir);
@@ -327,8 +328,9 @@ TEST_F(MatmulInt8, repacking_a_mapped_weight_releases_its_pages_and_keeps_its_nu
 }
 
 TEST(MatmulPrecision, defaults_to_f32_and_parses_names) {
-  EXPECT_EQ(ops::matmul_precision(), std::getenv("SANCTUM_MATMUL_PRECISION") ? ops::parse_matmul_precision(std::getenv("SANCTUM_MATMUL_PRECISION"))
-                                                                              : ops::MatmulPrecision::f32);
+  EXPECT_EQ(ops::matmul_precision(), std::getenv("SANCTUM_MATMUL_PRECISION")
+                                         ? ops::parse_matmul_precision(std::getenv("SANCTUM_MATMUL_PRECISION"))
+                                         : ops::MatmulPrecision::f32);
   EXPECT_EQ(ops::parse_matmul_precision("int8"), ops::MatmulPrecision::int8);
   EXPECT_EQ(ops::parse_matmul_precision("f32"), ops::MatmulPrecision::f32);
   EXPECT_STREQ(ops::matmul_precision_name(ops::MatmulPrecision::int8), "int8");

@@ -59,8 +59,8 @@ TEST(Matmul, dense_matches_ref_for_every_dtype_and_size) {
       for (auto [n, m] : {std::pair<int64_t, int64_t>{1, 33}, {2, 1}, {5, 17}, {9, 7}}) {
         Weight w = dense_weight(test::random_tensor({m, k}, dt, rng), "w");
         Tensor x = test::random_tensor({n, k}, DType::f32, rng);
-        expect_matches_ref(x, w, std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                                     " m=" + std::to_string(m));
+        expect_matches_ref(x, w,
+                           std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
       }
 }
 
@@ -74,8 +74,9 @@ TEST(Matmul, quantized_matches_ref_for_every_bits_group_and_scale_dtype) {
             if (k == 5120 && n > 1) continue;  // keeps the double-precision reference quick
             Weight w = test::random_quantized(m, k, bits, g, sdt, rng);
             Tensor x = test::random_tensor({n, k}, DType::f32, rng);
-            expect_matches_ref(x, w, std::string("q").append(std::to_string(bits)) + " g" + std::to_string(g) + " " + dtype_name(sdt) +
-                                         " n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+            expect_matches_ref(x, w,
+                               std::string("q").append(std::to_string(bits)) + " g" + std::to_string(g) + " " + dtype_name(sdt) +
+                                   " n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
           }
 }
 
@@ -110,7 +111,8 @@ TEST(Matmul, rows_are_bit_identical_for_any_n) {
 TEST(Matmul, prepare_weight_does_not_change_results) {
   Rng rng(5);
   for (bool quant : {false, true}) {
-    Weight w = quant ? test::random_quantized(41, 896, 4, 64, DType::bf16, rng) : dense_weight(test::random_tensor({41, 96}, DType::f16, rng));
+    Weight w =
+        quant ? test::random_quantized(41, 896, 4, 64, DType::bf16, rng) : dense_weight(test::random_tensor({41, 96}, DType::f16, rng));
     Tensor x = test::random_tensor({5, w.cols}, DType::f32, rng);
     Tensor before = Tensor::zeros({5, w.rows}, DType::f32), after = Tensor::zeros({5, w.rows}, DType::f32);
     ops::matmul(x, w, before);

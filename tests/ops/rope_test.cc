@@ -204,12 +204,14 @@ TEST(Rope, norm_rope_and_store_is_two_norms_then_rope_and_store) {
     EXPECT_EQ(0, std::memcmp(x->raw(), y->raw(), x->nbytes()));
   Tensor short_cache = Tensor::zeros({5, kv * d}, DType::f32);
   Tensor qc = Tensor::zeros({n, heads, d}, DType::f32), kc = k0.clone();
-  EXPECT_THROW(ops::norm_rope_and_store(q_in, qw, kw, eps, offset, qc, kc, v, positions, table, short_cache, cvb), Error);  // rows 4..6 of 5
+  EXPECT_THROW(ops::norm_rope_and_store(q_in, qw, kw, eps, offset, qc, kc, v, positions, table, short_cache, cvb),
+               Error);  // rows 4..6 of 5
   EXPECT_EQ(0, std::memcmp(kc.raw(), k0.raw(), k0.nbytes()));
   for (int64_t i = 0; i < qc.numel(); ++i) EXPECT_EQ(qc.data<float>()[i], 0.0f);
   const Tensor wrong_norm = test::random_tensor({d + 1}, DType::f32, rng);
   EXPECT_THROW(ops::norm_rope_and_store(q_in, wrong_norm, kw, eps, offset, qc, kc, v, positions, table, ckb, cvb), Error);
-  EXPECT_THROW(ops::norm_rope_and_store(q_in.slice(0, 0, n), qw, kw, eps, offset, qc, kc, v, positions, table, ckb, cvb), Error);  // rows of one token
+  EXPECT_THROW(ops::norm_rope_and_store(q_in.slice(0, 0, n), qw, kw, eps, offset, qc, kc, v, positions, table, ckb, cvb),
+               Error);  // rows of one token
   EXPECT_EQ(0, std::memcmp(kc.raw(), k0.raw(), k0.nbytes()));
 }
 

@@ -56,8 +56,8 @@ TEST(SamplingRef, sample_row_draws_what_the_sampler_draws_at_its_uniforms) {
   Rng rng(2);
   SCOPED_TRACE(test::seed_note());
   const ops::RowSampling configs[] = {
-      {1.0f, 1.0f, 0, 0.0f}, {0.7f, 0.9f, 0, 0.0f}, {1.3f, 1.0f, 40, 0.0f}, {1.0f, 0.5f, 5, 0.05f},
-      {0.8f, 1.0f, 0, 0.1f}, {2.0f, 0.95f, 1000, 0.0f}, {1.0f, 1.0f, 1, 0.0f}, {1.0f, 1.0f, 100000, 0.0f},
+      {1.0f, 1.0f, 0, 0.0f}, {0.7f, 0.9f, 0, 0.0f},     {1.3f, 1.0f, 40, 0.0f}, {1.0f, 0.5f, 5, 0.05f},
+      {0.8f, 1.0f, 0, 0.1f}, {2.0f, 0.95f, 1000, 0.0f}, {1.0f, 1.0f, 1, 0.0f},  {1.0f, 1.0f, 100000, 0.0f},
   };
   for (int64_t vocab : {1, 33, 769, 5125}) {
     for (const auto& c : configs) {
@@ -72,8 +72,8 @@ TEST(SamplingRef, sample_row_draws_what_the_sampler_draws_at_its_uniforms) {
       for (int draw = 0; draw < 50; ++draw) {
         auto l = base;
         const int32_t want = host.sample(l, RecentTokens());
-        EXPECT_EQ(ops::ref::sample_row(base, c, stream.uniform()), want) << "vocab " << vocab << " T " << c.temperature << " top_p "
-                                                                        << c.top_p << " top_k " << c.top_k << " min_p " << c.min_p;
+        EXPECT_EQ(ops::ref::sample_row(base, c, stream.uniform()), want)
+            << "vocab " << vocab << " T " << c.temperature << " top_p " << c.top_p << " top_k " << c.top_k << " min_p " << c.min_p;
       }
     }
   }

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "op_test_util.h"
 #include "base/error.h"
+#include "op_test_util.h"
 #include "ops/matmul.h"
 
 namespace sanctum {

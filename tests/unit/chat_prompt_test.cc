@@ -139,8 +139,9 @@ TEST(PromptBuilder, server_request_and_cli_chat_give_the_same_prompt) {
     for (const char* text : {"hi", "two\nlines with <|im_end|> inside", "\xC3\xBC\xE2\x9C\x93 unicode", "  padded  "}) {
       const BuiltPrompt cli = b->chat(user_turn(text), json::object());
       const BuiltPrompt plain = server_chat(*b, json{{"messages", one_user_message(text)}});
-      const BuiltPrompt parts = server_chat(
-          *b, json{{"messages", json::array({{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", text}}})}}})}});
+      const BuiltPrompt parts =
+          server_chat(*b, json{{"messages",
+                                json::array({{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", text}}})}}})}});
       EXPECT_EQ(plain.ids, cli.ids) << text;
       EXPECT_EQ(parts.ids, cli.ids) << text;
       EXPECT_EQ(plain.start_in_reasoning, cli.start_in_reasoning) << text;

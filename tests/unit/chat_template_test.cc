@@ -46,13 +46,15 @@ TEST(ChatTemplate, jinja_semantics) {
   EXPECT_EQ(render("{% set y = 1 %}{% for x in [5] %}{% set y = 2 %}{% endfor %}{{ y }}"), "1");  // loops scope sets
   EXPECT_EQ(render("{% macro m(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(2, b=3) }}"), "[1B][23]");
   EXPECT_EQ(render("{{ {'b': 1, 'a': [1.5, none, true, 'x\"']}|tojson }}"), "{\"b\": 1, \"a\": [1.5, null, true, \"x\\\"\"]}");
-  EXPECT_EQ(render("{{ {'a': 'é'} }}|{{ [1, 'x'] }}|{{ none }}|{{ 7 // 2 }}|{{ -7 % 3 }}|{{ 1 / 4 }}"), "{'a': 'é'}|[1, 'x']|None|3|2|0.25");
+  EXPECT_EQ(render("{{ {'a': 'é'} }}|{{ [1, 'x'] }}|{{ none }}|{{ 7 // 2 }}|{{ -7 % 3 }}|{{ 1 / 4 }}"),
+            "{'a': 'é'}|[1, 'x']|None|3|2|0.25");
   EXPECT_EQ(render("{{ '  a b  '.strip().split(' ') }}|{{ 'héllo'[1:3] }}|{{ 'a,b'.split(',')[-1] }}"), "['a', 'b']|él|b");
   EXPECT_EQ(render("{%- if true -%}\n  x  \n{%- endif -%}"), "x");
   EXPECT_EQ(render("a\n  {% if true %}\nb\n  {% endif %}\nc\n"), "a\nb\nc");  // trim_blocks + lstrip_blocks
   EXPECT_EQ(render("{{ x is defined }}{{ x|default('d') }}{{ [3, 1, 2]|sort|join(',') }}"), "Falsed1,2,3");
   // escape as markupsafe does it, never twice; safe passes text through.
-  EXPECT_EQ(render(R"({{ "<a href='x'>&\"" | e }}|{{ '<b>' | safe }}|{{ '<i>' | escape | e }})"), "&lt;a href=&#39;x&#39;&gt;&amp;&#34;|<b>|&lt;i&gt;");
+  EXPECT_EQ(render(R"({{ "<a href='x'>&\"" | e }}|{{ '<b>' | safe }}|{{ '<i>' | escape | e }})"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&#34;|<b>|&lt;i&gt;");
 }
 
 TEST(ChatTemplateErrors, syntax_errors_name_the_line) {

@@ -29,7 +29,8 @@ void expect_error(F&& f, std::initializer_list<std::string> fragments, ErrorKind
 }
 
 void write_index(const TempDir& dir, const nlohmann::json& weight_map) {
-  write_bytes(dir.path / "model.safetensors.index.json", nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump());
+  write_bytes(dir.path / "model.safetensors.index.json",
+              nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump());
 }
 
 // An MLX affine-quantized linear (rows, cols) at `prefix`: packed u32 weight, bf16 scales and biases.
@@ -182,8 +183,7 @@ TEST(Checkpoint, quantized_linear_uses_per_layer_bits_and_checks_packed_shape) {
 
   // Packed as 8-bit while the config says 4-bit.
   expect_error([&] { ckpt.linear("bad_bits", 8, 128, q); },
-               {"tensor 'bad_bits.weight': expected packed (8, 16) u32 for (8, 128) at 4 bits, got (8, 32) u32"},
-               ErrorKind::invalid_input);
+               {"tensor 'bad_bits.weight': expected packed (8, 16) u32 for (8, 128) at 4 bits, got (8, 32) u32"}, ErrorKind::invalid_input);
   // Wrong logical shape requested.
   expect_error([&] { ckpt.linear("model.layers.0.mlp.up_proj", 8, 256, q); }, {"up_proj.weight", "expected packed (8, 32)"},
                ErrorKind::invalid_input);

@@ -39,7 +39,8 @@ class FakeModel : public Model {
     for (size_t r = first; r < tokens.size(); ++r) {
       float* row = logits.data<float>() + static_cast<int64_t>(r - first) * kVocab;
       const uint32_t t = static_cast<uint32_t>(tokens[r]);
-      for (int64_t v = 0; v < kVocab; ++v) row[v] = static_cast<float>((t * 2654435761u + static_cast<uint32_t>(v) * 40503u) % 1000u) / 400.0f;
+      for (int64_t v = 0; v < kVocab; ++v)
+        row[v] = static_cast<float>((t * 2654435761u + static_cast<uint32_t>(v) * 40503u) % 1000u) / 400.0f;
       row[(t * 7 + 3) % (kVocab - 1)] += 3.0f;
       row[(t * 11 + 5) % (kVocab - 1)] += 2.5f;
     }
@@ -89,7 +90,8 @@ Outcome outcome(bool device_picks, GenerationParams params, bool chains = false,
   FakeModel model(device_picks, chains);
   SequenceState state = model.new_state();
   GenerationResult r = generate(model, state, kPrompt, params, on_tokens);
-  return {r.tokens, model.picks, r.drafted_tokens, r.accepted_tokens, state.length(), model.queued, model.most_outstanding, model.dropped, r.finish};
+  return {r.tokens,      model.picks, r.drafted_tokens, r.accepted_tokens, state.length(), model.queued, model.most_outstanding,
+          model.dropped, r.finish};
 }
 
 GenerationParams base_params(float temperature, bool speculate) {

@@ -1,7 +1,7 @@
 // The pre-bind gate: signature first, then containment, completeness and hashes; every refusal
 // names the file.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 

@@ -32,9 +32,7 @@ TEST(ManifestParser, AcceptsCoreutilsTextAndBinaryMarkers) {
   EXPECT_EQ(m.entries[1].line, 2);
 }
 
-TEST(ManifestParser, LastLineNeedNotEndInNewline) {
-  EXPECT_EQ(parse_manifest(kHexA + "  a", "m").entries.size(), 1u);
-}
+TEST(ManifestParser, LastLineNeedNotEndInNewline) { EXPECT_EQ(parse_manifest(kHexA + "  a", "m").entries.size(), 1u); }
 
 TEST(ManifestParser, UppercaseHexIsTheSameDigest) {
   std::string upper = kHexB;
@@ -85,9 +83,7 @@ TEST(ManifestParser, RejectsBlankLinesCrlfEscapesAndBsdFormat) {
   EXPECT_NE(parse_error("SHA256 (a) = " + kHexA + "\n").find("BSD"), std::string::npos);
 }
 
-TEST(ManifestParser, RejectsAnEmptyManifest) {
-  EXPECT_NE(parse_error("").find("lists no files"), std::string::npos);
-}
+TEST(ManifestParser, RejectsAnEmptyManifest) { EXPECT_NE(parse_error("").find("lists no files"), std::string::npos); }
 
 TEST(ManifestParser, FormatRoundTrips) {
   Manifest m = parse_manifest(kHexA + "  a\n" + kHexB + "  b/c\n", "m");

@@ -32,9 +32,7 @@ class ReleaseMappedPages : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // Reads every byte of the mapping (faulting it in) and checks it against the file's contents.
-  void expect_contents(const MappedFile& file) {
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(file.data()), file.size()), bytes_);
-  }
+  void expect_contents(const MappedFile& file) { EXPECT_EQ(std::string(reinterpret_cast<const char*>(file.data()), file.size()), bytes_); }
 
   const size_t page_ = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   std::string dir_, path_;

@@ -85,8 +85,8 @@ TEST(ModelConfig, yarn_in_classic_rope_scaling) {
   EXPECT_DOUBLE_EQ(c.rope.theta, 1e6);
 
   // rope_type spelling, attention_factor and mscale fields; original max falls back to max_position_embeddings.
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2}, {"attention_factor", 1.2}, {"mscale", 0.707}, {"mscale_all_dim", 1.0},
-                       {"beta_slow", 2}};
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2},           {"attention_factor", 1.2},
+                       {"mscale", 0.707},     {"mscale_all_dim", 1.0}, {"beta_slow", 2}};
   c = parse(j);
   EXPECT_EQ(c.rope.type, ops::RopeConfig::Type::yarn);
   EXPECT_DOUBLE_EQ(c.rope.factor, 2.0);
@@ -101,7 +101,10 @@ TEST(ModelConfig, linear_and_llama3_scaling) {
   json j = qwen2();
   j["rope_scaling"] = {{"type", "linear"}, {"factor", 8.0}};
   EXPECT_EQ(parse(j).rope.type, ops::RopeConfig::Type::linear);
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
                        {"original_max_position_embeddings", 8192}};
   ModelConfig c = parse(j);
   EXPECT_EQ(c.rope.type, ops::RopeConfig::Type::llama3);
@@ -215,7 +218,7 @@ TEST(ModelConfig, moe_layers_honour_mlp_only_layers_and_sparse_step) {
   j["mlp_only_layers"] = {0, 5};
   j["decoder_sparse_step"] = 2;
   c = parse(j);
-  std::vector<FfnKind> want = {FfnKind::dense, FfnKind::moe, FfnKind::dense, FfnKind::moe,
+  std::vector<FfnKind> want = {FfnKind::dense, FfnKind::moe,   FfnKind::dense, FfnKind::moe,
                                FfnKind::dense, FfnKind::dense, FfnKind::dense, FfnKind::moe};
   for (size_t i = 0; i < 8; ++i) EXPECT_EQ(c.layers[i].ffn, want[i]) << i;
   // Mixtral names the expert count num_local_experts.
@@ -233,12 +236,9 @@ TEST(ModelConfig, vl_text_config_is_flattened_with_root_winning) {
   json text = qwen3_5_text();
   text["tie_word_embeddings"] = true;
   text["vocab_size"] = 1000;
-  json root = {{"model_type", "qwen3_5"},
-               {"architectures", {"Qwen3_5ForConditionalGeneration"}},
-               {"text_config", text},
-               {"vision_config", {{"depth", 2}, {"hidden_size", 64}}},
-               {"tie_word_embeddings", false},
-               {"vocab_size", nullptr},  // null at the root does not hide the nested value
+  json root = {{"model_type", "qwen3_5"},      {"architectures", {"Qwen3_5ForConditionalGeneration"}},
+               {"text_config", text},          {"vision_config", {{"depth", 2}, {"hidden_size", 64}}},
+               {"tie_word_embeddings", false}, {"vocab_size", nullptr},  // null at the root does not hide the nested value
                {"image_token_id", 248056}};
   ModelConfig c = parse(root);
   EXPECT_EQ(c.model_type, "qwen3_5");  // root wins over text_config's qwen3_5_text
@@ -282,14 +282,20 @@ TEST(ModelConfig, wrong_types_name_the_key_and_the_expected_type) {
   expect_error([&] { parse(with("hidden_size", "896")); }, {"key 'hidden_size' must be an integer, got string"}, ErrorKind::invalid_input);
   expect_error([&] { parse(with("hidden_size", 896.5)); }, {"key 'hidden_size' must be an integer"}, ErrorKind::invalid_input);
   expect_error([&] { parse(with("model_type", 3)); }, {"key 'model_type' must be a string, got number"}, ErrorKind::invalid_input);
-  expect_error([&] { parse(with("tie_word_embeddings", "yes")); }, {"key 'tie_word_embeddings' must be a boolean"}, ErrorKind::invalid_input);
-  expect_error([&] { parse(with("rms_norm_eps", json::array())); }, {"key 'rms_norm_eps' must be a number, got array"}, ErrorKind::invalid_input);
-  expect_error([&] { parse(with("rope_scaling", "yarn")); }, {"key 'rope_scaling' must be an object"}, ErrorKind::invalid_input);
-  expect_error([&] { parse(with("rope_scaling", {{"type", "yarn"}, {"factor", "4"}})); }, {"rope_scaling", "key 'factor' must be a number"},
+  expect_error([&] { parse(with("tie_word_embeddings", "yes")); }, {"key 'tie_word_embeddings' must be a boolean"},
                ErrorKind::invalid_input);
+  expect_error([&] { parse(with("rms_norm_eps", json::array())); }, {"key 'rms_norm_eps' must be a number, got array"},
+               ErrorKind::invalid_input);
+  expect_error([&] { parse(with("rope_scaling", "yarn")); }, {"key 'rope_scaling' must be an object"}, ErrorKind::invalid_input);
+  expect_error(
+      [&] {
+        parse(with("rope_scaling", {{"type", "yarn"}, {"factor", "4"}}));
+      },
+      {"rope_scaling", "key 'factor' must be a number"}, ErrorKind::invalid_input);
   expect_error([&] { parse(with("eos_token_id", {1, "2"})); }, {"key 'eos_token_id' must be a list of integers"}, ErrorKind::invalid_input);
   expect_error([&] { parse(with("text_config", 5)); }, {"key 'text_config' must be an object"}, ErrorKind::invalid_input);
-  expect_error([&] { parse(with("layer_types", "full_attention")); }, {"key 'layer_types' must be a list of strings"}, ErrorKind::invalid_input);
+  expect_error([&] { parse(with("layer_types", "full_attention")); }, {"key 'layer_types' must be a list of strings"},
+               ErrorKind::invalid_input);
   expect_error([&] { parse(with("num_hidden_layers", -1)); }, {"num_hidden_layers", "out of range"}, ErrorKind::invalid_input);
   expect_error([&] { parse(with("num_key_value_heads", 3)); }, {"num_key_value_heads"}, ErrorKind::invalid_input);
   expect_error([&] { parse_model_config("[1, 2]", ""); }, {"config.json: not a JSON object"}, ErrorKind::invalid_input);
@@ -310,8 +316,7 @@ TEST(ModelConfig, typed_accessors_name_the_key) {
 
 TEST(ModelConfig, quantization_block_is_parsed) {
   json j = qwen2();
-  j["quantization"] = {{"group_size", 64}, {"bits", 4}, {"model.layers.0.mlp.gate", {{"group_size", 64}, {"bits", 8}}},
-                       {"lm_head", false}};
+  j["quantization"] = {{"group_size", 64}, {"bits", 4}, {"model.layers.0.mlp.gate", {{"group_size", 64}, {"bits", 8}}}, {"lm_head", false}};
   j["quantization_config"] = j["quantization"];
   ModelConfig c = parse(j);
   EXPECT_TRUE(c.quant.quantized());

@@ -39,8 +39,8 @@ TEST(PrefixCacheSharing, conversation_turns_share_kv_buffers_and_outputs_stay_ex
   const PrefixCacheStats st = cache.stats();
   EXPECT_GE(st.entries, 4u);
   EXPECT_GT(st.shared_bytes, 0u);  // without sharing every snapshot would hold its own copy
-  std::printf("prompt cache: %zu snapshots hold %zu bytes; deep copies would hold %zu; %lld prompt tokens reused\n", st.entries,
-              st.bytes, st.bytes + st.shared_bytes, static_cast<long long>(reused_total));
+  std::printf("prompt cache: %zu snapshots hold %zu bytes; deep copies would hold %zu; %lld prompt tokens reused\n", st.entries, st.bytes,
+              st.bytes + st.shared_bytes, static_cast<long long>(reused_total));
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ TEST(DraftGate, stops_drafting_where_verification_costs_as_much_as_the_tokens_it
   DraftGate gate(stats, 4, false);
   gate.on_plain_step(0.01);
   for (int rows = 2; rows <= 5; ++rows) stats.cost[static_cast<size_t>(rows)] = rows;  // compute-bound: r rows = r steps
-  for (int i = 0; i < 8; ++i) gate.on_verified(5, 4, 1, 0.05);  // one of four kept
+  for (int i = 0; i < 8; ++i) gate.on_verified(5, 4, 1, 0.05);                         // one of four kept
   int drafted = 0;
   for (int step = 0; step < 64; ++step) {
     if (gate.draft_length() > 0) ++drafted;
@@ -61,7 +61,7 @@ TEST(DraftGate, drafts_the_length_whose_measured_cost_pays_best) {
   DraftGate gate(stats, 8, false);
   gate.on_plain_step(0.01);
   for (int rows = 2; rows <= 9; ++rows) stats.cost[static_cast<size_t>(rows)] = 1.0 + 0.5 * ((rows + 3) / 4);  // tiles of 4 rows
-  for (int i = 0; i < 8; ++i) gate.on_verified(8, 7, 7, 0.02);  // every draft kept
+  for (int i = 0; i < 8; ++i) gate.on_verified(8, 7, 7, 0.02);                                                 // every draft kept
   EXPECT_EQ(gate.draft_length(), 7);  // 8 rows: two tiles, the best tokens per cost
 }
 

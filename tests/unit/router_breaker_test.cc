@@ -10,7 +10,9 @@ namespace {
 using State = CircuitBreaker::State;
 using Clock = CircuitBreaker::Clock;
 
-Clock::time_point at(double s) { return Clock::time_point{} + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+Clock::time_point at(double s) {
+  return Clock::time_point{} + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
 
 TEST(RouterBreaker, opens_only_after_n_consecutive_failures) {
   CircuitBreaker b({3, 10});

@@ -8,7 +8,9 @@ namespace sanctum::router {
 namespace {
 
 using Clock = BudgetWindow::Clock;
-Clock::time_point at(double s) { return Clock::time_point{} + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+Clock::time_point at(double s) {
+  return Clock::time_point{} + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
 
 TEST(RouterBudget, request_limit_refuses_with_retry_after_until_the_window_rolls_over) {
   BudgetWindow w({2, 0, 60});

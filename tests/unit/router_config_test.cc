@@ -69,7 +69,7 @@ backends:
   EXPECT_EQ(council.urls[0].target("/v1/models"), "/base/v1/models");
   EXPECT_EQ(council.urls[2].host, "fd00::7");
   EXPECT_EQ(council.urls[2].host_header(), "[fd00::7]:8080");
-  EXPECT_EQ(council.breaker.failures, 7);          // its own
+  EXPECT_EQ(council.breaker.failures, 7);           // its own
   EXPECT_DOUBLE_EQ(council.breaker.cooldown_s, 5);  // inherited
   EXPECT_DOUBLE_EQ(council.timeouts.connect_s, 1);
   EXPECT_DOUBLE_EQ(council.timeouts.total_s, 600);  // built-in default
@@ -100,7 +100,8 @@ TEST(RouterConfig, typos_and_wrong_types_name_the_key) {
   EXPECT_NE(error_of("backendz: []").find("backendz: unknown key"), std::string::npos);
   EXPECT_NE(error_of(std::string(kMinimal) + "    timeouts: {conect_s: 1}\n").find("backends[0].timeouts.conect_s: unknown key"),
             std::string::npos);
-  EXPECT_NE(error_of(std::string(kMinimal) + "    breaker: {failures: many}\n").find("backends[0].breaker.failures: must be a whole number"),
+  EXPECT_NE(error_of(std::string(kMinimal) + "    breaker: {failures: many}\n")
+                .find("backends[0].breaker.failures: must be a whole number"),
             std::string::npos);
   EXPECT_NE(error_of(std::string(kMinimal) + "    breaker: {failures: 0}\n").find("must be in 1.."), std::string::npos);
   EXPECT_NE(error_of("listen: {port: 70000}\n" + std::string(kMinimal)).find("listen.port: must be in 0..65535"), std::string::npos);
@@ -110,9 +111,7 @@ TEST(RouterConfig, typos_and_wrong_types_name_the_key) {
 }
 
 TEST(RouterConfig, urls_are_checked) {
-  auto with_url = [](const std::string& url) {
-    return error_of("backends:\n  - name: b\n    models: [m]\n    url: \"" + url + "\"\n");
-  };
+  auto with_url = [](const std::string& url) { return error_of("backends:\n  - name: b\n    models: [m]\n    url: \"" + url + "\"\n"); };
   EXPECT_NE(with_url("ftp://x").find("backends[0].url: 'ftp://x' is not an http"), std::string::npos);
   EXPECT_NE(with_url("http://:80").find("has no host"), std::string::npos);
   EXPECT_NE(with_url("http://h:99999").find("outside 1..65535"), std::string::npos);
@@ -153,7 +152,8 @@ TEST(RouterConfig, secrets_and_files_must_exist_at_load) {
   EXPECT_NE(error_of("backends:\n  - {name: a, models: [m], url: 'https://h', tls: {ca: /nonexistent/ca.pem}}\n")
                 .find("backends[0].tls.ca: cannot read file '/nonexistent/ca.pem'"),
             std::string::npos);
-  EXPECT_NE(error_of("backends:\n  - {name: a, models: [m], url: 'http://h', tls: {verify: false}}\n").find("no url of this backend is https"),
+  EXPECT_NE(error_of("backends:\n  - {name: a, models: [m], url: 'http://h', tls: {verify: false}}\n")
+                .find("no url of this backend is https"),
             std::string::npos);
   EXPECT_NE(error_of("listen: {tls: {cert: /x}}\n" + std::string(kMinimal)).find("listen.tls: needs key"), std::string::npos);
   EXPECT_NE(error_of("listen: {plain: false}\n" + std::string(kMinimal)).find("leaves no listener"), std::string::npos);
@@ -162,7 +162,8 @@ TEST(RouterConfig, secrets_and_files_must_exist_at_load) {
 }
 
 TEST(RouterConfig, timeouts_must_be_consistent) {
-  EXPECT_NE(error_of(std::string(kMinimal) + "    timeouts: {first_byte_s: 100, total_s: 10}\n").find("total_s: must be at least first_byte_s"),
+  EXPECT_NE(error_of(std::string(kMinimal) + "    timeouts: {first_byte_s: 100, total_s: 10}\n")
+                .find("total_s: must be at least first_byte_s"),
             std::string::npos);
   EXPECT_NE(error_of(std::string(kMinimal) + "    timeouts: {connect_s: -1}\n").find("connect_s: must be in"), std::string::npos);
 }

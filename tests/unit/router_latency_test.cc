@@ -39,8 +39,8 @@ TEST(RouterLatency, slow_means_past_the_factor_of_the_best_equivalent_or_the_abs
   EXPECT_FALSE(is_slow(0.25, 0.1, 3.0, 0));
   EXPECT_FALSE(is_slow(0.35, std::nullopt, 3.0, 0));  // nothing to compare with
   EXPECT_TRUE(is_slow(0.35, std::nullopt, 3.0, 0.3));
-  EXPECT_FALSE(is_slow(0.35, 0.1, 0, 0));              // both rules off
-  EXPECT_FALSE(is_slow(0.0009, 0.0001, 3.0, 0));       // sub-millisecond jitter is not slowness
+  EXPECT_FALSE(is_slow(0.35, 0.1, 0, 0));         // both rules off
+  EXPECT_FALSE(is_slow(0.0009, 0.0001, 3.0, 0));  // sub-millisecond jitter is not slowness
 }
 
 }  // namespace

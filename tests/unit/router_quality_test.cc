@@ -33,18 +33,19 @@ TEST(RouterQuality, word_and_period_one_loops_are_found) {
 }
 
 TEST(RouterQuality, below_the_thresholds_is_not_a_loop) {
-  EXPECT_FALSE(trailing_repetition(times("190/ / ", 9), {}));        // 9 < min_repeats
-  EXPECT_FALSE(trailing_repetition(times("ab", 20), {}));            // 40 bytes < min_chars
+  EXPECT_FALSE(trailing_repetition(times("190/ / ", 9), {}));  // 9 < min_repeats
+  EXPECT_FALSE(trailing_repetition(times("ab", 20), {}));      // 40 bytes < min_chars
   RepetitionParams off;
   off.enabled = false;
   EXPECT_FALSE(trailing_repetition(times("190/ / ", 50), off));
 }
 
 TEST(RouterQuality, formatting_runs_and_natural_text_are_not_loops) {
-  EXPECT_FALSE(trailing_repetition(std::string(200, '-'), {}));      // a markdown rule
-  EXPECT_FALSE(trailing_repetition(times("| --- ", 30), {}));        // a table border
+  EXPECT_FALSE(trailing_repetition(std::string(200, '-'), {}));  // a markdown rule
+  EXPECT_FALSE(trailing_repetition(times("| --- ", 30), {}));    // a table border
   EXPECT_FALSE(trailing_repetition(times(" ", 100), {}));
-  EXPECT_FALSE(trailing_repetition("The quick brown fox jumps over the lazy dog. It was the best of times, it was the worst of times.", {}));
+  EXPECT_FALSE(
+      trailing_repetition("The quick brown fox jumps over the lazy dog. It was the best of times, it was the worst of times.", {}));
   // A loop that ended, followed by real text, is not degenerate now.
   EXPECT_FALSE(trailing_repetition(times("na ", 20) + "Batman! That was the song.", {}));
 }

@@ -102,12 +102,14 @@ TEST(Safetensors, truncated_file_is_rejected) {
   const std::string good = make_safetensors({testing::f32_tensor("model.norm.weight", {1024})});
   expect_error([&] { parse(good.substr(0, 5)); }, {"model.safetensors", "too short", "truncated"});
   // The data section lost its tail: the tensor's offsets point past the end.
-  expect_error([&] { parse(good.substr(0, good.size() - 100)); },
-               {"model.safetensors: tensor 'model.norm.weight' data_offsets [0, 4096] exceed the data section (3996 bytes): file truncated?"});
+  expect_error(
+      [&] { parse(good.substr(0, good.size() - 100)); },
+      {"model.safetensors: tensor 'model.norm.weight' data_offsets [0, 4096] exceed the data section (3996 bytes): file truncated?"});
   // A file written to disk and cut short.
   TempDir dir;
   testing::write_bytes(dir.path / "model.safetensors", good.substr(0, good.size() / 2));
-  expect_error([&] { SafetensorsFile::open(dir.file("model.safetensors")); }, {dir.file("model.safetensors"), "model.norm.weight", "truncated"});
+  expect_error([&] { SafetensorsFile::open(dir.file("model.safetensors")); },
+               {dir.file("model.safetensors"), "model.norm.weight", "truncated"});
 }
 
 TEST(Safetensors, header_length_larger_than_the_file_is_rejected) {
@@ -149,23 +151,23 @@ TEST(Safetensors, offsets_out_of_range_are_rejected) {
   expect_error([&] { parse(frame(R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [18446744073709551615, 0]}})", "1234")); },
                {"tensor 'w'", "non-negative"});
   // Two tensors claiming the same bytes.
-  expect_error([&] {
-    parse(frame(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+  expect_error(
+      [&] {
+        parse(frame(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                     "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
-                "12345678"));
-  }, {"tensor 'b'", "overlap tensor 'a'"});
+                    "12345678"));
+      },
+      {"tensor 'b'", "overlap tensor 'a'"});
 }
 
 TEST(Safetensors, size_mismatch_between_shape_and_offsets_is_rejected) {
   expect_error([&] { parse(frame(R"({"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 8]}})", "12345678")); },
                {"tensor 'w'", "shape (2, 3) F32 needs 6 x 4 bytes but data_offsets [0, 8] hold 8"});
   // Dimensions whose product overflows 64 bits must not wrap around to a matching size.
-  expect_error([&] {
-    parse(frame(R"({"w": {"dtype": "U8", "shape": [4294967296, 4294967296, 1], "data_offsets": [0, 0]}})", ""));
-  }, {"tensor 'w'", "more than 2^64"});
-  expect_error([&] {
-    parse(frame(R"({"w": {"dtype": "I64", "shape": [2305843009213693952], "data_offsets": [0, 0]}})", ""));
-  }, {"tensor 'w'", "needs"});
+  expect_error([&] { parse(frame(R"({"w": {"dtype": "U8", "shape": [4294967296, 4294967296, 1], "data_offsets": [0, 0]}})", "")); },
+               {"tensor 'w'", "more than 2^64"});
+  expect_error([&] { parse(frame(R"({"w": {"dtype": "I64", "shape": [2305843009213693952], "data_offsets": [0, 0]}})", "")); },
+               {"tensor 'w'", "needs"});
 }
 
 TEST(Safetensors, negative_dimension_is_rejected) {
@@ -201,8 +203,7 @@ TEST(Safetensors, metadata_is_optional_and_non_string_values_are_skipped) {
 TEST(Safetensors, tensors_of_more_than_four_dims_parse_but_refuse_a_view) {
   // Vision towers carry 5-D conv weights; opening the file must not fail because of them.
   TempDir dir;
-  std::string bytes = make_safetensors({{"model.visual.patch_embed.proj.weight", "U8", {1, 1, 1, 1, 2}, "ab"},
-                                        {"w", "U8", {2}, "cd"}});
+  std::string bytes = make_safetensors({{"model.visual.patch_embed.proj.weight", "U8", {1, 1, 1, 1, 2}, "ab"}, {"w", "U8", {2}, "cd"}});
   testing::write_bytes(dir.path / "m.safetensors", bytes);
   auto f = SafetensorsFile::open(dir.file("m.safetensors"));
   ASSERT_EQ(f->entries().size(), 2u);

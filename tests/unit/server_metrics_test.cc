@@ -30,7 +30,7 @@ TEST(ServerMetrics, label_values_and_help_are_escaped) {
 TEST(ServerMetrics, histogram_buckets_are_cumulative_and_le_inclusive) {
   Registry r;
   auto& h = r.histogram("h_seconds", "H.", {0.1, 1.0}).with({});
-  h.observe(0.1);   // le=0.1 includes its bound
+  h.observe(0.1);  // le=0.1 includes its bound
   h.observe(0.5);
   h.observe(5.0);
   std::string text = r.render();
@@ -71,12 +71,11 @@ TEST(ServerMetrics, server_series_exist_with_their_exact_names) {
   ServerMetrics m;
   m.observe_http("/health", "GET", 200, 0.001);
   std::string text = m.registry.render();
-  for (const char* name : {"sanctum_mlx_http_requests_total", "sanctum_mlx_http_duration_seconds",
-                           "sanctum_mlx_http_inflight_requests", "sanctum_mlx_inference_requests_total",
-                           "sanctum_mlx_inference_completion_tokens_total", "sanctum_mlx_inference_prompt_tokens_total",
-                           "sanctum_mlx_inference_duration_seconds", "sanctum_mlx_inference_tokens_per_sec",
-                           "sanctum_mlx_inference_completion_tokens", "sanctum_mlx_startup_seconds",
-                           "sanctum_mlx_model_loaded"})
+  for (const char* name :
+       {"sanctum_mlx_http_requests_total", "sanctum_mlx_http_duration_seconds", "sanctum_mlx_http_inflight_requests",
+        "sanctum_mlx_inference_requests_total", "sanctum_mlx_inference_completion_tokens_total",
+        "sanctum_mlx_inference_prompt_tokens_total", "sanctum_mlx_inference_duration_seconds", "sanctum_mlx_inference_tokens_per_sec",
+        "sanctum_mlx_inference_completion_tokens", "sanctum_mlx_startup_seconds", "sanctum_mlx_model_loaded"})
     EXPECT_NE(text.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
   EXPECT_NE(text.find("sanctum_mlx_http_duration_seconds_bucket{route=\"/health\",method=\"GET\",status=\"200\",le=\"180\"} 1"),
             std::string::npos);

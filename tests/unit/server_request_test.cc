@@ -41,8 +41,8 @@ TEST(ServerRequest, parses_a_full_chat_request) {
 }
 
 TEST(ServerRequest, content_parts_join_with_newlines) {
-  OpenAiRequest r = parse_chat_request(parse_body(
-      R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})"));
+  OpenAiRequest r =
+      parse_chat_request(parse_body(R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})"));
   EXPECT_EQ(r.messages[0]["content"], "a\nb");
 }
 
@@ -61,16 +61,15 @@ TEST(ServerRequest, bad_fields_name_their_param) {
   EXPECT_EQ(param_of(R"({"messages":[]})"), "messages");
   EXPECT_EQ(param_of(R"({"messages":[{"role":"user"}]})"), "messages[0].content");
   EXPECT_EQ(param_of(R"({"messages":[{"content":"x"}]})"), "messages[0].role");
-  EXPECT_EQ(param_of(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})"),
-            "messages[0].content[0]");
+  EXPECT_EQ(param_of(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})"), "messages[0].content[0]");
   EXPECT_EQ(param_of(R"({"prompt":[[1],[2]]})", false), "prompt");
   EXPECT_EQ(param_of(R"({"prompt":""})", false), "prompt");
   EXPECT_EQ(param_of(R"({"prompt":[1,-2]})", false), "prompt");
 }
 
 TEST(ServerRequest, null_means_not_given) {
-  OpenAiRequest r = parse_chat_request(
-      parse_body(R"({"messages":[{"role":"user","content":"x"}],"temperature":null,"max_tokens":null,"stop":null})"));
+  OpenAiRequest r =
+      parse_chat_request(parse_body(R"({"messages":[{"role":"user","content":"x"}],"temperature":null,"max_tokens":null,"stop":null})"));
   EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_EQ(r.sampling.temperature, 0.0f);
 }
@@ -86,10 +85,10 @@ TEST(ServerRequest, body_level_problems_are_400s) {
 TEST(ServerRequest, utf8_validation_is_strict) {
   EXPECT_EQ(find_invalid_utf8("plain ascii"), std::string_view::npos);
   EXPECT_EQ(find_invalid_utf8("caf\xc3\xa9 \xf0\x9f\x98\x80"), std::string_view::npos);
-  EXPECT_EQ(find_invalid_utf8("\xc0\xaf"), 0u);            // overlong
-  EXPECT_EQ(find_invalid_utf8("ab\xed\xa0\x80"), 2u);      // surrogate
-  EXPECT_EQ(find_invalid_utf8("\xf4\x90\x80\x80"), 0u);    // past U+10FFFF
-  EXPECT_EQ(find_invalid_utf8("x\xe2\x82"), 1u);           // truncated
+  EXPECT_EQ(find_invalid_utf8("\xc0\xaf"), 0u);          // overlong
+  EXPECT_EQ(find_invalid_utf8("ab\xed\xa0\x80"), 2u);    // surrogate
+  EXPECT_EQ(find_invalid_utf8("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
+  EXPECT_EQ(find_invalid_utf8("x\xe2\x82"), 1u);         // truncated
 }
 
 TEST(ServerRequest, completion_prompt_forms) {

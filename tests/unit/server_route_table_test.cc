@@ -134,10 +134,12 @@ class Wire {
 
 RouteTable<int&> sample_table() {
   RouteTable<int&> table;
-  table.add("GET", "/health", [](Exchange& ex, std::string_view, int& calls) {
-    ++calls;
-    ex.respond(200, "text/plain", "ok");
-  })
+  table
+      .add("GET", "/health",
+           [](Exchange& ex, std::string_view, int& calls) {
+             ++calls;
+             ex.respond(200, "text/plain", "ok");
+           })
       .add("GET", "/v1/models/{model}",
            [](Exchange& ex, std::string_view id, int& calls) {
              ++calls;
@@ -149,11 +151,11 @@ RouteTable<int&> sample_table() {
 
 // What dispatching `method path` on sample_table() did.
 struct Dispatched {
-  int calls = 0;       // handlers run
-  std::string route;   // the name the access log and metrics get
-  int status = 0;      // 0: nothing was answered
-  std::string wire;    // the bytes the client got
-  int thrown = 0;      // the status of the ApiError dispatch threw, 0: none
+  int calls = 0;      // handlers run
+  std::string route;  // the name the access log and metrics get
+  int status = 0;     // 0: nothing was answered
+  std::string wire;   // the bytes the client got
+  int thrown = 0;     // the status of the ApiError dispatch threw, 0: none
   std::string thrown_message;
 };
 

@@ -50,8 +50,8 @@ TEST(Tensor, strided_reshape_splits_and_merges_runs_of_contiguous_dims) {
   const Tensor unit = cols.reshape({4, 1, 8, 1});
   EXPECT_EQ(unit.stride(2), 1);
   EXPECT_EQ(unit.data<float>()[3 * unit.stride(0) + 7], 63.0f);
-  EXPECT_THROW(cols.reshape({32}), Error);     // rows 16 apart cannot merge into one dim
-  EXPECT_THROW(cols.reshape({2, 16}), Error);  // nor into rows of 16
+  EXPECT_THROW(cols.reshape({32}), Error);                 // rows 16 apart cannot merge into one dim
+  EXPECT_THROW(cols.reshape({2, 16}), Error);              // nor into rows of 16
   EXPECT_EQ(t.slice(0, 1, 3).reshape({32}).stride(0), 1);  // a row slice stays contiguous
 }
 

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/utf8.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "base/utf8.h"
 
 namespace {
 
@@ -61,7 +61,8 @@ void expect_stream_equals_decode(const sanctum::Tokenizer& tok, const std::strin
 }
 
 TEST(StreamingDecoder, byte_level_pieces_are_whole_code_points) {
-  for (const char* text : {"Hello 👋 world 🌍!", "日本語のテキストです。", "👨‍👩‍👧‍👦 family", "e\xcc\x81 combining", "plain ascii"})
+  for (const char* text :
+       {"Hello 👋 world 🌍!", "日本語のテキストです。", "👨‍👩‍👧‍👦 family", "e\xcc\x81 combining", "plain ascii"})
     expect_stream_equals_decode(qwen(), text);
 }
 

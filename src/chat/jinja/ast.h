@@ -35,11 +35,11 @@ struct Stmt {
   enum class Kind { text, output, if_, for_, set, set_block, macro, filter_block, call_block, break_, continue_, block };
   Kind kind = Kind::text;
   int line = 0;
-  std::string text;                 // text; set: namespace attribute (when set on ns.attr)
-  ExprPtr expr;                     // output / for iterable / set value / filter_block filter (subject null)
-  std::vector<std::string> targets; // for / set targets; macro: name then parameter names
-  std::vector<ExprPtr> defaults;    // macro parameter defaults (null when none), aligned with targets[1..]
-  ExprPtr condition;                // for ... if condition
+  std::string text;                                // text; set: namespace attribute (when set on ns.attr)
+  ExprPtr expr;                                    // output / for iterable / set value / filter_block filter (subject null)
+  std::vector<std::string> targets;                // for / set targets; macro: name then parameter names
+  std::vector<ExprPtr> defaults;                   // macro parameter defaults (null when none), aligned with targets[1..]
+  ExprPtr condition;                               // for ... if condition
   std::vector<std::pair<ExprPtr, Body>> branches;  // if/elif (condition), else (null condition)
   Body body, else_body;
 };

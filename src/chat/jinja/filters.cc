@@ -10,19 +10,20 @@ namespace sanctum::jinja {
 namespace {
 
 const std::set<std::string>& filter_names() {
-  static const std::set<std::string> names = {
-      "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "first",
-      "float", "indent", "int", "items", "join", "last", "length", "list", "lower", "map", "max", "min", "reject",
-      "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "sort", "string", "sum", "title",
-      "tojson", "trim", "unique", "upper", "wordcount"};
+  static const std::set<std::string> names = {"abs",     "attr",     "batch",  "capitalize", "center",     "count",    "d",
+                                              "default", "dictsort", "e",      "escape",     "first",      "float",    "indent",
+                                              "int",     "items",    "join",   "last",       "length",     "list",     "lower",
+                                              "map",     "max",      "min",    "reject",     "rejectattr", "replace",  "reverse",
+                                              "round",   "safe",     "select", "selectattr", "sort",       "string",   "sum",
+                                              "title",   "tojson",   "trim",   "unique",     "upper",      "wordcount"};
   return names;
 }
 
 const std::set<std::string>& test_names() {
-  static const std::set<std::string> names = {
-      "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "==", "even", "false", "float", "ge", "gt",
-      "in", "integer", "iterable", "le", "lower", "lt", "mapping", "ne", "none", "number", "odd", "sameas",
-      "sequence", "string", "true", "undefined", "upper", "filter", "test"};
+  static const std::set<std::string> names = {"boolean",  "callable", "defined", "divisibleby", "eq",    "equalto", "==",       "even",
+                                              "false",    "float",    "ge",      "gt",          "in",    "integer", "iterable", "le",
+                                              "lower",    "lt",       "mapping", "ne",          "none",  "number",  "odd",      "sameas",
+                                              "sequence", "string",   "true",    "undefined",   "upper", "filter",  "test"};
   return names;
 }
 
@@ -71,7 +72,8 @@ int64_t to_int(const Value& v, int64_t fallback) {
 
 std::string case_map(const std::string& s, bool upper) {
   std::string out = s;
-  for (char& c : out) c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : out)
+    c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -274,7 +276,9 @@ Value apply_filter(const std::string& name, const Value& v, const Args& a, Inter
     const Value* width = a.get(0, "width");
     const Value* first = a.get(1, "first");
     const Value* blank = a.get(2, "blank");
-    const std::string pad = width && width->is_string() ? width->s : std::string(static_cast<size_t>(std::clamp<int64_t>(width ? to_int(*width, 4) : 4, 0, 256)), ' ');
+    const std::string pad = width && width->is_string()
+                                ? width->s
+                                : std::string(static_cast<size_t>(std::clamp<int64_t>(width ? to_int(*width, 4) : 4, 0, 256)), ' ');
     const std::string s = v.str();
     std::string out;
     size_t start = 0;

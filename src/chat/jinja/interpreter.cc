@@ -7,9 +7,7 @@
 
 namespace sanctum::jinja {
 
-Interpreter::Interpreter(std::map<std::string, Value> globals) {
-  frames_.push_back(std::make_shared<Frame>(std::move(globals)));
-}
+Interpreter::Interpreter(std::map<std::string, Value> globals) { frames_.push_back(std::make_shared<Frame>(std::move(globals))); }
 
 Interpreter::~Interpreter() {
   // Templates can build reference cycles ({% set ns.self = ns %}); empty every reachable container so
@@ -160,9 +158,9 @@ void Interpreter::exec_for(const Stmt& s, std::string& out) {
     d.set("previtem", k > 0 ? items[k - 1] : Value::undefined("previtem"));
     d.set("nextitem", k + 1 < n ? items[k + 1] : Value::undefined("nextitem"));
     d.set("cycle", Value::function([k](const Args& a, Interpreter& in) {
-      if (a.positional.empty()) in.error(0, "loop.cycle needs at least one argument");
-      return a.positional[static_cast<size_t>(k) % a.positional.size()];
-    }));
+            if (a.positional.empty()) in.error(0, "loop.cycle needs at least one argument");
+            return a.positional[static_cast<size_t>(k) % a.positional.size()];
+          }));
     assign("loop", loop);
     assign_targets(s.targets, items[k], s.line);
     exec(s.body, out);
@@ -391,7 +389,8 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b,
     }
   }
   if (op == "*" && ((a.is_string() || a.is_list()) && (b.kind == Value::Kind::integer))) {
-    if (b.i > 0 && (a.is_string() ? a.s.size() : a.list->size()) * static_cast<size_t>(b.i) > kMaxOutput) error(line, "repetition too large");
+    if (b.i > 0 && (a.is_string() ? a.s.size() : a.list->size()) * static_cast<size_t>(b.i) > kMaxOutput)
+      error(line, "repetition too large");
     if (a.is_string()) {
       std::string s;
       for (int64_t k = 0; k < b.i; ++k) s += a.s;

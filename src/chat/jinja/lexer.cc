@@ -62,8 +62,8 @@ std::string unescape(std::string_view body, int line) {
 }
 
 std::vector<Token> lex_tag(std::string_view s, int line) {
-  static const char* const kOps[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "|", ".", ",",
-                                     ":", "(", ")", "[", "]", "{", "}", "<", ">", "="};
+  static const char* const kOps[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "|",
+                                     ".",  ",",  ":",  "(",  ")",  "[",  "]", "{", "}", "<", ">", "="};
   std::vector<Token> out;
   size_t i = 0;
   while (i < s.size()) {

@@ -133,7 +133,8 @@ Value string_method(const std::string& s, const std::string& name) {
     const bool up = name == "upper";
     return method([s, up](const Args&, Interpreter&) {
       std::string out = s;
-      for (char& c : out) c = static_cast<char>(up ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+      for (char& c : out)
+        c = static_cast<char>(up ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
       return Value::string(out);
     });
   }

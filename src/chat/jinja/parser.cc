@@ -118,8 +118,8 @@ class ExprParser {
   ExprPtr compare() {
     ExprPtr e = math1();
     while (true) {
-      if (peek().type == Token::Type::op && (peek().text == "==" || peek().text == "!=" || peek().text == "<" ||
-                                             peek().text == ">" || peek().text == "<=" || peek().text == ">=")) {
+      if (peek().type == Token::Type::op && (peek().text == "==" || peek().text == "!=" || peek().text == "<" || peek().text == ">" ||
+                                             peek().text == "<=" || peek().text == ">=")) {
         const std::string op = next().text;
         e = binary(Expr::Kind::binary, op, std::move(e), math1());
       } else if (is_name("in")) {
@@ -337,10 +337,10 @@ class ExprParser {
         test->args.push_back(std::move(e));
         if (is_op("(")) {
           call_args(*test);
-        } else if ((peek().type == Token::Type::name && !is_name("else") && !is_name("or") && !is_name("and") &&
-                    !is_name("if") && !is_name("in") && !is_name("not")) ||
-                   peek().type == Token::Type::string || peek().type == Token::Type::integer ||
-                   peek().type == Token::Type::number || is_op("[") || is_op("{")) {
+        } else if ((peek().type == Token::Type::name && !is_name("else") && !is_name("or") && !is_name("and") && !is_name("if") &&
+                    !is_name("in") && !is_name("not")) ||
+                   peek().type == Token::Type::string || peek().type == Token::Type::integer || peek().type == Token::Type::number ||
+                   is_op("[") || is_op("{")) {
           test->args.push_back(postfix(primary()));
         }
         e = std::move(test);

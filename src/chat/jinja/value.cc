@@ -243,8 +243,8 @@ void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
 }
 
-void dump_into(std::string& out, const Value& v, int indent, int level, const std::string& item_sep,
-               const std::string& key_sep, bool sort_keys, bool ensure_ascii) {
+void dump_into(std::string& out, const Value& v, int indent, int level, const std::string& item_sep, const std::string& key_sep,
+               bool sort_keys, bool ensure_ascii) {
   auto newline = [&](int lvl) {
     if (indent < 0) return;
     out += '\n';
@@ -290,7 +290,12 @@ void dump_into(std::string& out, const Value& v, int indent, int level, const st
         if (k) out += item_sep;
         newline(level + 1);
         const Value key = key_value(items[k]->first);
-        json_string(out, key.is_string() ? key.s : key.kind == Value::Kind::boolean ? (key.b ? "true" : "false") : key.is_none() ? "null" : key.repr(), ensure_ascii);
+        json_string(out,
+                    key.is_string()                    ? key.s
+                    : key.kind == Value::Kind::boolean ? (key.b ? "true" : "false")
+                    : key.is_none()                    ? "null"
+                                                       : key.repr(),
+                    ensure_ascii);
         out += key_sep;
         dump_into(out, items[k]->second, indent, level + 1, item_sep, key_sep, sort_keys, ensure_ascii);
       }
@@ -304,8 +309,7 @@ void dump_into(std::string& out, const Value& v, int indent, int level, const st
 
 }  // namespace
 
-std::string dumps(const Value& v, int indent, const std::string& item_sep, const std::string& key_sep, bool sort_keys,
-                  bool ensure_ascii) {
+std::string dumps(const Value& v, int indent, const std::string& item_sep, const std::string& key_sep, bool sort_keys, bool ensure_ascii) {
   std::string out;
   dump_into(out, v, indent, 0, item_sep, key_sep, sort_keys, ensure_ascii);
   return out;
@@ -344,9 +348,7 @@ std::string Value::repr() const {
   return "";
 }
 
-nlohmann::ordered_json Value::to_json() const {
-  return nlohmann::ordered_json::parse(dumps(*this, -1, ",", ":", false, false));
-}
+nlohmann::ordered_json Value::to_json() const { return nlohmann::ordered_json::parse(dumps(*this, -1, ",", ":", false, false)); }
 
 bool equals(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
@@ -386,8 +388,7 @@ bool less(const Value& a, const Value& b) {
     }
     return a.list->size() < b.list->size();
   }
-  fail(ErrorKind::invalid_input, std::string("'<' not supported between instances of '") + a.type_name() + "' and '" +
-                                     b.type_name() + "'");
+  fail(ErrorKind::invalid_input, std::string("'<' not supported between instances of '") + a.type_name() + "' and '" + b.type_name() + "'");
 }
 
 }  // namespace sanctum::jinja

@@ -84,8 +84,7 @@ bool equals(const Value& a, const Value& b);
 bool less(const Value& a, const Value& b);
 
 // json.dumps(value, ensure_ascii, indent, separators, sort_keys) byte for byte.
-std::string dumps(const Value& v, int indent, const std::string& item_sep, const std::string& key_sep, bool sort_keys,
-                  bool ensure_ascii);
+std::string dumps(const Value& v, int indent, const std::string& item_sep, const std::string& key_sep, bool sort_keys, bool ensure_ascii);
 std::string python_float_repr(double x);
 
 // Dict keys are strings; other key types (ints, as in `{512: 128}`) are stored tagged with a leading

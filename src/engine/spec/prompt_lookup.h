@@ -11,8 +11,8 @@
 namespace sanctum::spec {
 
 struct PromptLookupParams {
-  int max_draft = 5;  // most tokens proposed per step (the gate picks the length that pays, up to this)
-  int ngram = 3;      // longest suffix looked up; shorter ones are tried when it has no match
+  int max_draft = 5;    // most tokens proposed per step (the gate picks the length that pays, up to this)
+  int ngram = 3;        // longest suffix looked up; shorter ones are tried when it has no match
   bool always = false;  // draft at every step, even where the measured cost says it does not pay
 };
 
@@ -29,11 +29,11 @@ inline constexpr int kMaxRows = 65;
 // memory-bound model, close to r on a compute-bound one, and not even monotone in r where a kernel
 // tiles rows (8 rows can cost less than 7). So the cost is measured per row count, not assumed.
 struct SpeculationStats {
-  double step_seconds = 0.0;        // moving average of a plain one-token step (0: not measured yet)
+  double step_seconds = 0.0;                // moving average of a plain one-token step (0: not measured yet)
   std::array<double, kMaxRows + 1> cost{};  // cost[r]: verification over r rows / plain step (0: not measured)
   double accepted = 2.0, rejected = 1.0;    // decayed counts of draft tokens kept / first misses (prior for a request)
-  int until_probe = 0;              // plain steps before the next probe while drafting does not pay
-  int probe_interval = 16;          // doubles up to 256 while probes keep failing
+  int until_probe = 0;                      // plain steps before the next probe while drafting does not pay
+  int probe_interval = 16;                  // doubles up to 256 while probes keep failing
 };
 
 // Per request: picks the draft length d that maximises expected tokens per verification over its

@@ -27,8 +27,10 @@ std::unique_ptr<Model> make_qwen3_5(ModelConfig config, Checkpoint& ckpt) {
   for (const auto& l : c.layers) any_gdn |= l.mixer == MixerKind::gated_delta_net;
   if (any_gdn) {
     check(o.gdn.heads.n_key_heads > 0 && o.gdn.heads.key_dim > 0 && o.gdn.heads.n_value_heads > 0 && o.gdn.heads.value_dim > 0,
-          ErrorKind::invalid_input, c.dir + "/config.json: linear_num_key_heads, linear_key_head_dim, linear_num_value_heads and "
-                                            "linear_value_head_dim are required for linear_attention layers");
+          ErrorKind::invalid_input,
+          c.dir +
+              "/config.json: linear_num_key_heads, linear_key_head_dim, linear_num_value_heads and "
+              "linear_value_head_dim are required for linear_attention layers");
     check(o.gdn.heads.n_value_heads % o.gdn.heads.n_key_heads == 0, ErrorKind::invalid_input,
           c.dir + "/config.json: linear_num_value_heads must be a multiple of linear_num_key_heads");
     // Flavour: HF stores the conv kernel as (C, 1, K) and RMSNorm weights as (w - 1); mlx as (C, K, 1) and w.

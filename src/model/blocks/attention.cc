@@ -68,7 +68,8 @@ void AttentionBlock::forward(const BlockInput& x, const ops::Positions& position
 
   // In bf16 where the kernel computes it so and the output projection rounds its input anyway (a GPU
   // prompt in the fast mode): half the bytes, and no conversion pass before the GEMM.
-  const bool bf16 = ops::matmul_input_dtype(w_.o, n, x.device()) == DType::bf16 && ops::attention_output_dtype(n, D, x.device()) == DType::bf16;
+  const bool bf16 =
+      ops::matmul_input_dtype(w_.o, n, x.device()) == DType::bf16 && ops::attention_output_dtype(n, D, x.device()) == DType::bf16;
   Tensor attn = bf16 ? ws.get_typed(kAttn, n, H * D, DType::bf16) : ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
   ops::attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
@@ -80,9 +81,7 @@ bool AttentionBlock::takes_bf16_input(int64_t n) const {
   return ops::matmul_input_dtype(first, n, first.data.device()) == DType::bf16;
 }
 
-size_t AttentionBlock::weight_bytes() const {
-  return w_.nbytes() + q_bias_.nbytes() + k_bias_.nbytes() + v_bias_.nbytes();
-}
+size_t AttentionBlock::weight_bytes() const { return w_.nbytes() + q_bias_.nbytes() + k_bias_.nbytes() + v_bias_.nbytes(); }
 
 DType AttentionBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(w_.o, n, w_.o.data.device()); }
 

@@ -35,13 +35,12 @@ class AttentionBlock {
  public:
   AttentionBlock() = default;
   // Loads `prefix`.{q,k,v,o}_proj (and q/k/v biases when `qkv_bias`).
-  AttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& shape, bool qkv_bias,
-                 const QuantConfig& quant);
+  AttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& shape, bool qkv_bias, const QuantConfig& quant);
 
   // x: (n, hidden) normalised input for tokens at positions[0..n); writes (n, hidden) into out.
   // The cache must already hold rows for positions[0] + n tokens of capacity.
-  void forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
-               Workspace& ws, const BlockOutput& out) const;
+  void forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope, Workspace& ws,
+               const BlockOutput& out) const;
 
   size_t weight_bytes() const;
   // Whether forward() over n rows takes x in bf16 as it stands (its projections round x to bf16).

@@ -56,13 +56,13 @@ void GatedAttentionBlock::forward(const BlockInput& x, const ops::Positions& pos
   Tensor k3 = k.reshape({n, KV, D});
   const int64_t capacity = cache.capacity();
   Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
-  ops::norm_rope_and_store(qg3.slice(2, 0, D).reshape({n * H, D}), q_norm_, k_norm_, eps_, norm_offset_, q3, k3, v, positions, rope, cached_k,
-                           cached_v);
+  ops::norm_rope_and_store(qg3.slice(2, 0, D).reshape({n * H, D}), q_norm_, k_norm_, eps_, norm_offset_, q3, k3, v, positions, rope,
+                           cached_k, cached_v);
 
   Tensor attn = ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
-  ops::gated_attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), qg3.slice(2, D, 2 * D),
-                       attn3);
+  ops::gated_attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)),
+                       qg3.slice(2, D, 2 * D), attn3);
   out.matmul(attn, w_.o);
 }
 

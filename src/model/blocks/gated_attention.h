@@ -22,11 +22,11 @@ class GatedAttentionBlock {
  public:
   GatedAttentionBlock() = default;
   // norm_offset: 1 for checkpoints that store RMSNorm weights as (w - 1) (Hugging Face Qwen3.5), else 0.
-  GatedAttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& shape, float norm_eps,
-                      float norm_offset, const QuantConfig& quant);
+  GatedAttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& shape, float norm_eps, float norm_offset,
+                      const QuantConfig& quant);
 
-  void forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
-               Workspace& ws, const BlockOutput& out) const;
+  void forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope, Workspace& ws,
+               const BlockOutput& out) const;
   // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in
   // the fast mode; add_rms_norm reads it), else f32.
   DType output_dtype(int64_t n) const;

@@ -46,7 +46,8 @@ LinearAttentionState GatedDeltaNetBlock::new_state(Device device) const {
   return st;
 }
 
-void GatedDeltaNetBlock::forward(const BlockInput& x, LinearAttentionState& state, int64_t pos0, Workspace& ws, const BlockOutput& out) const {
+void GatedDeltaNetBlock::forward(const BlockInput& x, LinearAttentionState& state, int64_t pos0, Workspace& ws,
+                                 const BlockOutput& out) const {
   const int64_t n = x.rows(), kd = shape_.key_dim(), cd = shape_.conv_dim(), hv = shape_.heads.n_value_heads;
   const int64_t vd = shape_.value_dim();
   Tensor qkv, z, b, a;
@@ -89,8 +90,8 @@ void GatedDeltaNetBlock::forward(const BlockInput& x, LinearAttentionState& stat
 }
 
 size_t GatedDeltaNetBlock::weight_bytes() const {
-  return in_stacked_.nbytes() + in_qkv_.nbytes() + in_z_.nbytes() + in_b_.nbytes() + in_a_.nbytes() + out_.nbytes() + conv_weight_.nbytes() +
-         a_log_.nbytes() + dt_bias_.nbytes() + norm_.nbytes();
+  return in_stacked_.nbytes() + in_qkv_.nbytes() + in_z_.nbytes() + in_b_.nbytes() + in_a_.nbytes() + out_.nbytes() +
+         conv_weight_.nbytes() + a_log_.nbytes() + dt_bias_.nbytes() + norm_.nbytes();
 }
 
 DType GatedDeltaNetBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(out_, n, out_.data.device()); }

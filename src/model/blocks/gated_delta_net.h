@@ -47,7 +47,7 @@ class GatedDeltaNetBlock {
   GatedDeltaNetShape shape_;
   float eps_ = 1e-6f;
   Weight in_qkv_, in_z_, in_b_, in_a_, out_;
-  Weight in_stacked_;  // qkv, z, b, a as one weight on a GPU (stacked_linear.h); else empty
+  Weight in_stacked_;   // qkv, z, b, a as one weight on a GPU (stacked_linear.h); else empty
   Tensor conv_weight_;  // (conv_dim, kernel) view of either checkpoint layout
   Tensor conv_taps_;    // the same, rearranged once for the kernel
   Tensor a_log_, dt_bias_, norm_;

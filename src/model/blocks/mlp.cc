@@ -56,7 +56,9 @@ void MlpBlock::forward(const BlockInput& x, Workspace& ws, const BlockOutput& ou
     ops::silu_mul(both.slice(1, 0, intermediate_), both.slice(1, intermediate_, 2 * intermediate_), act);
   } else {
     const DType part_type = ops::matmul_output_dtype(gate_, n, x.device());
-    auto part = [&](size_t slot) { return part_type == DType::f32 ? ws.get(slot, n, intermediate_) : ws.get_typed(slot, n, intermediate_, part_type); };
+    auto part = [&](size_t slot) {
+      return part_type == DType::f32 ? ws.get(slot, n, intermediate_) : ws.get_typed(slot, n, intermediate_, part_type);
+    };
     Tensor gate = part(kGate), up = part(kUp);
     x.matmul(gate_, gate);
     x.matmul(up_, up);

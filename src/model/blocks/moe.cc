@@ -32,8 +32,8 @@ enum Slot : size_t {
 constexpr int64_t kDeviceRoutedTokens = 8;
 
 // Expert e of a (E, rows, cols') grid as a 2-D weight; rows [row0, row0 + rows) of that expert.
-Weight expert_view(const Tensor& data, const Tensor& scales, const Tensor& biases, int64_t e, int64_t row0, int64_t rows,
-                   int64_t cols, QuantParams quant, const std::string& name) {
+Weight expert_view(const Tensor& data, const Tensor& scales, const Tensor& biases, int64_t e, int64_t row0, int64_t rows, int64_t cols,
+                   QuantParams quant, const std::string& name) {
   Weight w;
   w.data = data.slice(0, e, e + 1).squeeze0().slice(0, row0, row0 + rows);
   if (scales) {
@@ -91,8 +91,7 @@ Grid load_grid(Checkpoint& ckpt, const std::string& prefix, int64_t n_experts, i
     check(g.quant.bits != 0, ErrorKind::invalid_input, "tensor " + prefix + ": has scales but the config declares no quantization");
   }
   const int64_t packed_cols = quantized ? cols * g.quant.bits / 32 : cols;
-  check(g.data.ndim() == 3 && g.data.dim(0) == n_experts && g.data.dim(1) == rows && g.data.dim(2) == packed_cols,
-        ErrorKind::invalid_input,
+  check(g.data.ndim() == 3 && g.data.dim(0) == n_experts && g.data.dim(1) == rows && g.data.dim(2) == packed_cols, ErrorKind::invalid_input,
         "tensor " + weight_name + ": expected (" + std::to_string(n_experts) + ", " + std::to_string(rows) + ", " +
             std::to_string(packed_cols) + "), got " + g.data.shape_string());
   return g;
@@ -260,7 +259,8 @@ void MoeBlock::forward(const BlockInput& input, Workspace& ws, const BlockOutput
   ops::moe_combine(per_rank, weights, &shared, ops::shared_gate_weights(shared_logit), out.delta());
 }
 
-void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws, const BlockOutput& out) const {
+void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Tensor& shared_logit, Workspace& ws,
+                                 const BlockOutput& out) const {
   const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k, E = config_.n_experts;
   // Few tokens, where the shared expert fits the expert sets: it runs as rank k of every token, in the
   // routed experts' launches (three launches fewer per layer than its own MLP).

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "model/blocks/mlp.h"
 #include "model/blocks/block_input.h"
 #include "model/blocks/block_output.h"
+#include "model/blocks/mlp.h"
 #include "model/blocks/workspace.h"
 #include "ops/moe.h"
 #include "tensor/weight.h"

@@ -3,8 +3,8 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-#include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
 
 #include <cmath>
 #include <vector>
@@ -54,45 +54,45 @@ void AttentionItems(const AttentionArgs& a, int64_t i0, int64_t i1, int64_t step
   const int64_t N = static_cast<int64_t>(hn::Lanes(df)), d = a.head_dim;
   const int64_t max_keys = a.q_pos0 + i1;
   std::vector<float> p(static_cast<size_t>(max_keys + N));  // scores, then probabilities
-  std::vector<float> acc(static_cast<size_t>(d));          // (head_dim) running p·V
+  std::vector<float> acc(static_cast<size_t>(d));           // (head_dim) running p·V
   for (int64_t i = i0; i < i1; i += step)
-  for (int64_t h = h0; h < h1; ++h) {
-    const int64_t kvh = h / a.group;
-    const int64_t n_keys = a.q_pos0 + i + 1;
-    const float* qi = a.q + i * a.q_stride0 + h * a.q_stride1;
-    const float* kb = a.k + kvh * a.k_stride1;
-    const float* vb = a.v + kvh * a.v_stride1;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n_keys; ++j) {
-      const float s = Dot(qi, kb + j * a.k_stride0, d) * a.scale;
-      p[static_cast<size_t>(j)] = s;
-      mx = std::max(mx, s);
-    }
-    // exp(s - max) over whole vectors; the padding lanes are -inf and give 0.
-    const int64_t padded = (n_keys + N - 1) / N * N;
-    for (int64_t j = n_keys; j < padded; ++j) p[static_cast<size_t>(j)] = -INFINITY;
-    const auto vm = hn::Set(df, mx);
-    auto vsum = hn::Zero(df);
-    for (int64_t j = 0; j < padded; j += N) {
-      const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p.data() + j), vm));
-      vsum = hn::Add(vsum, e);
-      hn::StoreU(e, df, p.data() + j);
-    }
-    const float inv_sum = 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum));
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t j = 0; j < n_keys; ++j) {
-      const float* vj = vb + j * a.v_stride0;
-      const auto pj = hn::Set(df, p[static_cast<size_t>(j)]);
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t kvh = h / a.group;
+      const int64_t n_keys = a.q_pos0 + i + 1;
+      const float* qi = a.q + i * a.q_stride0 + h * a.q_stride1;
+      const float* kb = a.k + kvh * a.k_stride1;
+      const float* vb = a.v + kvh * a.v_stride1;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float s = Dot(qi, kb + j * a.k_stride0, d) * a.scale;
+        p[static_cast<size_t>(j)] = s;
+        mx = std::max(mx, s);
+      }
+      // exp(s - max) over whole vectors; the padding lanes are -inf and give 0.
+      const int64_t padded = (n_keys + N - 1) / N * N;
+      for (int64_t j = n_keys; j < padded; ++j) p[static_cast<size_t>(j)] = -INFINITY;
+      const auto vm = hn::Set(df, mx);
+      auto vsum = hn::Zero(df);
+      for (int64_t j = 0; j < padded; j += N) {
+        const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p.data() + j), vm));
+        vsum = hn::Add(vsum, e);
+        hn::StoreU(e, df, p.data() + j);
+      }
+      const float inv_sum = 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum));
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float* vj = vb + j * a.v_stride0;
+        const auto pj = hn::Set(df, p[static_cast<size_t>(j)]);
+        int64_t c = 0;
+        for (; c + N <= d; c += N) hn::StoreU(hn::MulAdd(pj, hn::LoadU(df, vj + c), hn::LoadU(df, acc.data() + c)), df, acc.data() + c);
+        for (; c < d; ++c) acc[static_cast<size_t>(c)] += p[static_cast<size_t>(j)] * vj[c];
+      }
+      float* o = a.out + i * a.o_stride0 + h * a.o_stride1;
+      const auto vinv = hn::Set(df, inv_sum);
       int64_t c = 0;
-      for (; c + N <= d; c += N) hn::StoreU(hn::MulAdd(pj, hn::LoadU(df, vj + c), hn::LoadU(df, acc.data() + c)), df, acc.data() + c);
-      for (; c < d; ++c) acc[static_cast<size_t>(c)] += p[static_cast<size_t>(j)] * vj[c];
+      for (; c + N <= d; c += N) hn::StoreU(hn::Mul(hn::LoadU(df, acc.data() + c), vinv), df, o + c);
+      for (; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] * inv_sum;
     }
-    float* o = a.out + i * a.o_stride0 + h * a.o_stride1;
-    const auto vinv = hn::Set(df, inv_sum);
-    int64_t c = 0;
-    for (; c + N <= d; c += N) hn::StoreU(hn::Mul(hn::LoadU(df, acc.data() + c), vinv), df, o + c);
-    for (; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] * inv_sum;
-  }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -105,14 +105,26 @@ HWY_EXPORT(AttentionItems);
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out) {
   const int64_t n = q.dim(0), n_heads = q.dim(1);
-  const AttentionArgs args{q.data<const float>(), k.data<const float>(), v.data<const float>(), out.data<float>(),
-                           q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-                           out.stride(0), out.stride(1), n_heads, n_heads / k.dim(1), q.dim(2), q_pos0, scale};
+  const AttentionArgs args{q.data<const float>(),
+                           k.data<const float>(),
+                           v.data<const float>(),
+                           out.data<float>(),
+                           q.stride(0),
+                           q.stride(1),
+                           k.stride(0),
+                           k.stride(1),
+                           v.stride(0),
+                           v.stride(1),
+                           out.stride(0),
+                           out.stride(1),
+                           n_heads,
+                           n_heads / k.dim(1),
+                           q.dim(2),
+                           q_pos0,
+                           scale};
   ThreadPool& pool = compute_pool();
   if (n < pool.size()) {  // decode: split the heads
-    compute_pool().parallel_for(n_heads, 1, [&](int64_t h0, int64_t h1) {
-      HWY_DYNAMIC_DISPATCH(AttentionItems)(args, 0, n, 1, h0, h1);
-    });
+    compute_pool().parallel_for(n_heads, 1, [&](int64_t h0, int64_t h1) { HWY_DYNAMIC_DISPATCH(AttentionItems)(args, 0, n, 1, h0, h1); });
     return;
   }
   // prefill: queries dealt round-robin, since causal rows grow in cost with i

@@ -44,7 +44,8 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
     return;
   }
   for (int64_t r = 0; r < rows; ++r)
-    HWY_DYNAMIC_DISPATCH(AddSpan)(detail::row_ptr<const float>(a, r), detail::row_ptr<const float>(b, r), detail::row_ptr<float>(out, r), d);
+    HWY_DYNAMIC_DISPATCH(AddSpan)(detail::row_ptr<const float>(a, r), detail::row_ptr<const float>(b, r), detail::row_ptr<float>(out, r),
+                                  d);
 }
 
 void add_bias(Tensor& y, const Tensor& bias) {
@@ -58,8 +59,7 @@ void add_bias(Tensor& y, const Tensor& bias) {
 }
 
 void copy(const Tensor& src, Tensor& dst) {
-  const bool rows_contiguous = src.ndim() >= 1 && (src.dim(-1) <= 1 || src.stride(-1) == 1) &&
-                               (dst.dim(-1) <= 1 || dst.stride(-1) == 1);
+  const bool rows_contiguous = src.ndim() >= 1 && (src.dim(-1) <= 1 || src.stride(-1) == 1) && (dst.dim(-1) <= 1 || dst.stride(-1) == 1);
   if (!rows_contiguous) return ref::copy(src, dst);
   const int64_t rows = detail::outer_rows(src);
   const size_t row_bytes = static_cast<size_t>(src.dim(-1)) * dtype_size(src.dtype());

@@ -13,8 +13,10 @@ void dequantize_row(const Weight& w, int64_t r, float* out) {
   const int bits = w.quant.bits, per_word = 32 / bits, g = w.quant.group_size;
   const uint32_t mask = (1u << bits) - 1u;
   const uint32_t* words = w.data.data<const uint32_t>() + r * w.data.stride(0);
-  const void* scales = static_cast<const char*>(w.scales.raw()) + r * w.scales.stride(0) * static_cast<int64_t>(dtype_size(w.scales.dtype()));
-  const void* biases = static_cast<const char*>(w.biases.raw()) + r * w.biases.stride(0) * static_cast<int64_t>(dtype_size(w.biases.dtype()));
+  const void* scales =
+      static_cast<const char*>(w.scales.raw()) + r * w.scales.stride(0) * static_cast<int64_t>(dtype_size(w.scales.dtype()));
+  const void* biases =
+      static_cast<const char*>(w.biases.raw()) + r * w.biases.stride(0) * static_cast<int64_t>(dtype_size(w.biases.dtype()));
   // A table tied to an lm_head repacked for int8 matmuls: the copy holds the same bytes, and the
   // checkpoint's pages were released.
   const Int8Weight* packed = int8_weight(w);

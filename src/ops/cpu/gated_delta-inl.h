@@ -26,8 +26,7 @@ struct GdnArgs {
 };
 
 // Per value head exp(A_log) and dt_bias as f32 (they may be stored in half precision).
-inline void per_head_params(const Tensor& a_log, const Tensor& dt_bias, int64_t hv, std::vector<float>& rate,
-                            std::vector<float>& bias) {
+inline void per_head_params(const Tensor& a_log, const Tensor& dt_bias, int64_t hv, std::vector<float>& rate, std::vector<float>& bias) {
   rate.resize(static_cast<size_t>(hv));
   bias.resize(static_cast<size_t>(hv));
   for (int64_t h = 0; h < hv; ++h) {
@@ -118,9 +117,7 @@ HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, i
 }
 
 // scale / sqrt(sum x^2 + 1e-6): the factor L2Normalize applies.
-HWY_INLINE float L2NormScale(const float* HWY_RESTRICT x, int64_t d, float scale) {
-  return scale / std::sqrt(Dot(x, x, d) + 1e-6f);
-}
+HWY_INLINE float L2NormScale(const float* HWY_RESTRICT x, int64_t d, float scale) { return scale / std::sqrt(Dot(x, x, d) + 1e-6f); }
 
 // out[0..d) = x * scale / sqrt(sum x^2 + 1e-6); out[d..dp) = 0.
 HWY_INLINE void L2Normalize(const float* HWY_RESTRICT x, int64_t d, int64_t dp, float scale, float* HWY_RESTRICT out) {

@@ -5,8 +5,8 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/gated_delta.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-#include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,8 +33,8 @@ HWY_INLINE hn::Vec<DF> Silu(DF df, hn::Vec<DF> x) {
 
 // Channels [c0, c1) of the conv (c0 a multiple of the block size, so tails fall only at the end of
 // the row whatever the thread split). wt: (kernel, width) f32, tap j of channel c0 + i at j*width + i.
-void ConvChannels(const float* const* rows, int64_t n, int64_t hist, const float* HWY_RESTRICT taps, int64_t ldw,
-                  int64_t first, const Tensor& out, int64_t c0, int64_t c1) {
+void ConvChannels(const float* const* rows, int64_t n, int64_t hist, const float* HWY_RESTRICT taps, int64_t ldw, int64_t first,
+                  const Tensor& out, int64_t c0, int64_t c1) {
   // rows: the n + hist row pointers of [state; x]; taps: (hist + 1, ldw) f32, tap j of channel c at
   // taps[j * ldw + c - first]; out rows get channels [c0, c1).
   const float* wt = taps - first + c0;  // now tap j of channel c0 + i at wt[j * ldw + i]
@@ -68,8 +68,8 @@ void ConvChannels(const float* const* rows, int64_t n, int64_t hist, const float
 
 // ---------------------------------------------------------------- gated RMSNorm
 
-void GatedNormRows(const Tensor& x, const Tensor& z, const float* HWY_RESTRICT w, int64_t d, float eps, Tensor& out,
-                   int64_t r0, int64_t r1) {
+void GatedNormRows(const Tensor& x, const Tensor& z, const float* HWY_RESTRICT w, int64_t d, float eps, Tensor& out, int64_t r0,
+                   int64_t r1) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df)), heads = x.dim(1) / d;
   HWY_ALIGN float tx[hn::MaxLanes(df)];
@@ -119,9 +119,8 @@ constexpr int64_t kSeqBlock = 16;
 // dependency chains (dot, horizontal sum, delta, next token's dot) overlap. Each row's arithmetic is
 // the same whatever R, so results do not depend on how rows are grouped.
 template <int R>
-HWY_INLINE void Sweep(float* HWY_RESTRICT s, int64_t dk, bool owed, float g, const float* HWY_RESTRICT d,
-                      const float* HWY_RESTRICT kp, const float* HWY_RESTRICT k, const float* HWY_RESTRICT q,
-                      float* HWY_RESTRICT dot_k, float* HWY_RESTRICT dot_q) {
+HWY_INLINE void Sweep(float* HWY_RESTRICT s, int64_t dk, bool owed, float g, const float* HWY_RESTRICT d, const float* HWY_RESTRICT kp,
+                      const float* HWY_RESTRICT k, const float* HWY_RESTRICT q, float* HWY_RESTRICT dot_k, float* HWY_RESTRICT dot_q) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   hn::Vec<DF> ak[R], aq[R];
@@ -166,10 +165,9 @@ HWY_INLINE void Sweep(float* HWY_RESTRICT s, int64_t dk, bool owed, float g, con
 
 // Rows [r0, r0 + R) of head h through the token block: one sweep per token.
 template <int R>
-HWY_INLINE void SweepBlock(const GdnArgs& p, int64_t h, float* HWY_RESTRICT S, int64_t r0, int64_t t0, int64_t tb,
-                           bool owed, float gprev, const float* kprev, float* HWY_RESTRICT dprev, const float* kb,
-                           const float* qb, int64_t dkp, const float* gb, const float* bb, const float* kq,
-                           const float* const* vrow, float* const* yrow) {
+HWY_INLINE void SweepBlock(const GdnArgs& p, int64_t h, float* HWY_RESTRICT S, int64_t r0, int64_t t0, int64_t tb, bool owed, float gprev,
+                           const float* kprev, float* HWY_RESTRICT dprev, const float* kb, const float* qb, int64_t dkp, const float* gb,
+                           const float* bb, const float* kq, const float* const* vrow, float* const* yrow) {
   const int64_t dk = p.shape.key_dim;
   float d[R], dot_k[R], dot_q[R];
   for (int r = 0; r < R; ++r) d[r] = owed ? dprev[r0 + r] : 0.0f;
@@ -196,8 +194,7 @@ HWY_INLINE void ApplyUpdate(float* HWY_RESTRICT s, int64_t dk, float g, float d,
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto vg = hn::Set(df, g), vd = hn::Set(df, d);
   int64_t c = 0;
-  for (; c + N <= dk; c += N)
-    hn::StoreU(hn::MulAdd(vd, hn::LoadU(df, kp + c), hn::Mul(hn::LoadU(df, s + c), vg)), df, s + c);
+  for (; c + N <= dk; c += N) hn::StoreU(hn::MulAdd(vd, hn::LoadU(df, kp + c), hn::Mul(hn::LoadU(df, s + c), vg)), df, s + c);
   for (; c < dk; ++c) s[c] = s[c] * g + d * kp[c];
 }
 
@@ -266,9 +263,8 @@ namespace {
 // Channels per conv task: a multiple of every vector width, so only the last block has a tail.
 constexpr int64_t kConvBlock = 64;
 
-GdnArgs make_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
-                  const std::vector<float>& rate, const std::vector<float>& bias, const GatedDeltaShape& shape,
-                  Tensor& state, Tensor& out) {
+GdnArgs make_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const std::vector<float>& rate,
+                  const std::vector<float>& bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out) {
   return GdnArgs{&q, &k, &v, &a, &b, rate.data(), bias.data(), shape, state.data<float>(), &out};
 }
 
@@ -293,8 +289,7 @@ void conv(const Tensor& x, Tensor& state, int64_t kernel, Tensor& out, TapsOf&& 
     // New state rows i = rows n + i of [state; x], in increasing i: row n + i >= i is read before
     // anything overwrites it.
     const size_t bytes = static_cast<size_t>(c1 - c0) * sizeof(float);
-    for (int64_t i = 0; i < hist; ++i)
-      std::memmove(detail::row_ptr<float>(state, i) + c0, rows[static_cast<size_t>(n + i)] + c0, bytes);
+    for (int64_t i = 0; i < hist; ++i) std::memmove(detail::row_ptr<float>(state, i) + c0, rows[static_cast<size_t>(n + i)] + c0, bytes);
   });
 }
 
@@ -308,8 +303,7 @@ void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Te
     scratch.resize(static_cast<size_t>(kernel * width));
     for (int64_t c = 0; c < width; ++c)
       for (int64_t j = 0; j < kernel; ++j)
-        scratch[static_cast<size_t>(j * width + c)] =
-            load_as_f32(weight.raw(), weight.dtype(), (c0 + c) * weight.stride(0) + j);
+        scratch[static_cast<size_t>(j * width + c)] = load_as_f32(weight.raw(), weight.dtype(), (c0 + c) * weight.stride(0) + j);
     ldw = width;
     first = c0;
     return scratch.data();
@@ -335,9 +329,8 @@ void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, floa
   });
 }
 
-void gated_delta_sequential(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
-                            const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
-                            Tensor& out) {
+void gated_delta_sequential(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                            const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out) {
   if (q.dim(0) == 0) return;
   std::vector<float> rate, bias;
   per_head_params(a_log, dt_bias, shape.n_value_heads, rate, bias);

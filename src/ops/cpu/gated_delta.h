@@ -13,15 +13,13 @@ void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps,
 
 // Token by token: one fused sweep over each state row per token (the decode kernel; n tokens of it
 // give bit-identical results to n calls of one token).
-void gated_delta_sequential(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
-                            const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
-                            Tensor& out);
+void gated_delta_sequential(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                            const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out);
 
 // Chunks of kGatedDeltaChunk tokens in WY / UT form (the last chunk may be shorter).
 constexpr int64_t kGatedDeltaChunk = 64;
-void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
-                         const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
-                         Tensor& out);
+void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                         const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out);
 
 void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out);
 

@@ -79,8 +79,8 @@ constexpr int64_t kChunksOuterStateBytes = int64_t{2} << 20;
 
 // Rows [i0, i1) of (I + M) u = R in place, once the rows above i0 have been applied: forward
 // substitution within the block's own lower triangle, f32.
-HWY_INLINE void SolveBlockTriangle(int64_t i0, int64_t i1, int64_t n, const float* HWY_RESTRICT m, int64_t ldm,
-                                   float* HWY_RESTRICT r, int64_t ldr) {
+HWY_INLINE void SolveBlockTriangle(int64_t i0, int64_t i1, int64_t n, const float* HWY_RESTRICT m, int64_t ldm, float* HWY_RESTRICT r,
+                                   int64_t ldr) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t i = i0 + 1; i < i1; ++i) {
@@ -94,8 +94,7 @@ HWY_INLINE void SolveBlockTriangle(int64_t i0, int64_t i1, int64_t n, const floa
 }
 
 // (I + M) u = R in place (R: L rows of ldr floats, n of them used), M strictly lower (ldm).
-void SolveUnitLower(int64_t L, int64_t n, const float* HWY_RESTRICT m, int64_t ldm, float* HWY_RESTRICT r,
-                    int64_t ldr) {
+void SolveUnitLower(int64_t L, int64_t n, const float* HWY_RESTRICT m, int64_t ldm, float* HWY_RESTRICT r, int64_t ldr) {
   for (int64_t i0 = 0; i0 < L; i0 += kSolveBlock) {
     const int64_t i1 = std::min(L, i0 + kSolveBlock);
     if (i0 > 0) SmallGemm(i1 - i0, n, i0, m + i0 * ldm, ldm, r, ldr, r + i0 * ldr, ldr, Acc::sub);
@@ -106,8 +105,8 @@ void SolveUnitLower(int64_t L, int64_t n, const float* HWY_RESTRICT m, int64_t l
 // The same with the rows above each block applied as a bf16 product (fast mode): -M in bf16 rows
 // (mneg, ldm), and each block's finished rows of u packed into ub (pairs, ldb words) as they are
 // solved, which is also the B operand P u needs next. The blocks' own triangles stay f32.
-void SolveUnitLowerBf16(int64_t L, int64_t n, const float* HWY_RESTRICT m, const uint16_t* mneg, int64_t ldm,
-                        float* HWY_RESTRICT r, int64_t ldr, uint32_t* ub, int64_t ldb) {
+void SolveUnitLowerBf16(int64_t L, int64_t n, const float* HWY_RESTRICT m, const uint16_t* mneg, int64_t ldm, float* HWY_RESTRICT r,
+                        int64_t ldr, uint32_t* ub, int64_t ldb) {
   for (int64_t i0 = 0; i0 < L; i0 += kSolveBlock) {
     const int64_t i1 = std::min(L, i0 + kSolveBlock);
     if (i0 > 0) gemm_bf16(i1 - i0, n, i0, mneg + i0 * ldm, ldm, ub, ldb, r + i0 * ldr, ldr, 1.0f);
@@ -132,8 +131,7 @@ void ChunkDecaysVec(const GdnArgs& p, int64_t t0, int64_t L, int64_t h, float* H
     beta[i] = detail::row_ptr<const float>(*p.b, t0 + i)[h];
   }
   for (int64_t i = L; i < lpad; ++i) x[i] = beta[i] = 0.0f;
-  const auto one = hn::Set(df, 1.0f), twenty = hn::Set(df, 20.0f), neg_rate = hn::Set(df, -p.decay_rate[h]),
-             big = hn::Set(df, 80.0f);
+  const auto one = hn::Set(df, 1.0f), twenty = hn::Set(df, 20.0f), neg_rate = hn::Set(df, -p.decay_rate[h]), big = hn::Set(df, 80.0f);
   for (int64_t i = 0; i < lpad; i += N) {
     // Softplus (threshold 20, as Softplus()) and the sigmoid; exp's arguments clamped where the
     // result no longer depends on them.
@@ -162,8 +160,8 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   constexpr int64_t CL = kGatedDeltaChunk;
-  const int64_t n = p.q->dim(0), dk = p.shape.key_dim, dv = p.shape.value_dim, dkp = Padded(dk), dvp = Padded(dv),
-                lp = Padded(CL), group = p.shape.n_value_heads / p.shape.n_key_heads;
+  const int64_t n = p.q->dim(0), dk = p.shape.key_dim, dv = p.shape.value_dim, dkp = Padded(dk), dvp = Padded(dv), lp = Padded(CL),
+                group = p.shape.n_value_heads / p.shape.n_key_heads;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
   const int64_t nh = h1 - h0, kh0 = h0 / group, kh1 = (h1 - 1) / group + 1;
   // Fast mode, when the task's states (f32 and the bf16 copy) fit kChunksOuterStateBytes: chunks
@@ -184,22 +182,22 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
                o_b32 = lay.add<uint32_t>(np * (dkp / 2 * lp + CL / 2 * dvp + nh * dkp / 2 * dvp));
   uint8_t* const ws = ThreadScratch(lay.bytes);
   float* const states = reinterpret_cast<float*>(ws + o_states);  // (heads, dk, dvp) the states, transposed
-  uint16_t* const xg = reinterpret_cast<uint16_t*>(ws + o_xg);     // (key heads, 2L, dkp) gathered [K; Q]
-  float* x = reinterpret_cast<float*>(ws + o_buf);  // (2L, dkp) normalised keys, then normalised scaled queries
-  std::memset(x, 0, static_cast<size_t>(nbuf) * sizeof(float));  // padding stays zero from here on
-  float* kt = x + 2 * CL * dkp;  // (dk, lp) the keys transposed
-  float* kk = kt + dk * lp;  // (CL, lp) K K^T (lower triangle)
-  float* qk = kk + CL * lp;   // (CL, lp) Q K^T (lower triangle)
-  float* mm = qk + CL * lp;   // (CL, lp) M
-  float* pm = mm + CL * lp;   // (CL, lp) P
-  float* y = pm + CL * lp;    // (2L, dvp) [Yk; Yq], then [u; out]
-  float* drow = y + 2 * CL * dvp;  // (lp) G_i - G_j
-  uint16_t* xa = reinterpret_cast<uint16_t*>(ws + o_a16);  // (2L, dkp) [K; Q]
-  uint16_t* kta = xa + 2 * CL * dkp;  // (dk, lp) K^T
-  uint16_t* pa = kta + dk * lp;       // (CL, lp) P
-  uint32_t* ktb = reinterpret_cast<uint32_t*>(ws + o_b32);  // (dkp/2, lp) K^T as B
-  uint32_t* ub = ktb + dkp / 2 * lp;  // (CL/2, dvp) u, then diag(exp(G_last - G)) u, as B
-  uint32_t* stbs = ub + CL / 2 * dvp;  // (heads, dkp/2, dvp) each St as B, kept with St
+  uint16_t* const xg = reinterpret_cast<uint16_t*>(ws + o_xg);    // (key heads, 2L, dkp) gathered [K; Q]
+  float* x = reinterpret_cast<float*>(ws + o_buf);                // (2L, dkp) normalised keys, then normalised scaled queries
+  std::memset(x, 0, static_cast<size_t>(nbuf) * sizeof(float));   // padding stays zero from here on
+  float* kt = x + 2 * CL * dkp;                                   // (dk, lp) the keys transposed
+  float* kk = kt + dk * lp;                                       // (CL, lp) K K^T (lower triangle)
+  float* qk = kk + CL * lp;                                       // (CL, lp) Q K^T (lower triangle)
+  float* mm = qk + CL * lp;                                       // (CL, lp) M
+  float* pm = mm + CL * lp;                                       // (CL, lp) P
+  float* y = pm + CL * lp;                                        // (2L, dvp) [Yk; Yq], then [u; out]
+  float* drow = y + 2 * CL * dvp;                                 // (lp) G_i - G_j
+  uint16_t* xa = reinterpret_cast<uint16_t*>(ws + o_a16);         // (2L, dkp) [K; Q]
+  uint16_t* kta = xa + 2 * CL * dkp;                              // (dk, lp) K^T
+  uint16_t* pa = kta + dk * lp;                                   // (CL, lp) P
+  uint32_t* ktb = reinterpret_cast<uint32_t*>(ws + o_b32);        // (dkp/2, lp) K^T as B
+  uint32_t* ub = ktb + dkp / 2 * lp;                              // (CL/2, dvp) u, then diag(exp(G_last - G)) u, as B
+  uint32_t* stbs = ub + CL / 2 * dvp;                             // (heads, dkp/2, dvp) each St as B, kept with St
   double G[CL];
   float beta[CL], e[CL], el[CL];
   for (int64_t h = h0; h < h1; ++h) {
@@ -302,8 +300,7 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
             for (int64_t j = 0; j < jend; j += N) {
               const auto idx = hn::Iota(df, static_cast<float>(j));
               const auto dj = ExpFlush(df, hn::Load(df, drow + j));
-              hn::Store(hn::IfThenElseZero(hn::Lt(idx, vi), hn::Mul(hn::Mul(vb, dj), hn::Load(df, kk + i * lp + j))), df,
-                        mm + i * lp + j);
+              hn::Store(hn::IfThenElseZero(hn::Lt(idx, vi), hn::Mul(hn::Mul(vb, dj), hn::Load(df, kk + i * lp + j))), df, mm + i * lp + j);
               hn::Store(hn::IfThenElseZero(hn::Le(idx, vi), hn::Mul(dj, hn::Load(df, qk + i * lp + j))), df, pm + i * lp + j);
             }
           }
@@ -340,8 +337,8 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
             ox.ldc_in = dvp;
             ox.c_row_scale = e;
             ox.stream = true;
-            gemm_bf16(L, dvp, L, pa, lp, ub, dvp, detail::row_ptr<float>(*p.out, t0) + h * dv, p.out->stride(0), 0.0f,
-                      true, false, nullptr, 0, &ox);
+            gemm_bf16(L, dvp, L, pa, lp, ub, dvp, detail::row_ptr<float>(*p.out, t0) + h * dv, p.out->stride(0), 0.0f, true, false, nullptr,
+                      0, &ox);
           } else {
             for (int64_t i = 0; i < L; ++i) {
               const auto ve = hn::Set(df, e[i]);
@@ -374,7 +371,7 @@ void ChunkedHeads(const GdnArgs& p, int64_t h0, int64_t h1, bool bf16) {
         }
       }
     }
-    }
+  }
   for (int64_t h = h0; h < h1; ++h) {
     float* S = p.state + h * dv * dk;
     const float* st = states + (h - h0) * dk * dvp;
@@ -391,9 +388,8 @@ HWY_AFTER_NAMESPACE();
 namespace sanctum::ops::cpu {
 HWY_EXPORT(ChunkedHeads);
 
-void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
-                         const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
-                         Tensor& out) {
+void gated_delta_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                         const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out) {
   if (q.dim(0) == 0) return;
   std::vector<float> rate, bias;
   per_head_params(a_log, dt_bias, shape.n_value_heads, rate, bias);

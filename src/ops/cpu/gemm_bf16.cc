@@ -22,8 +22,7 @@ namespace sanctum::ops::cpu {
 
 bool bf16_gemm_available() {
   // libgcc / compiler-rt report AVX-512 features only when the OS saves the zmm state.
-  static const bool has = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
+  static const bool has = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   return has;
 }
 
@@ -83,18 +82,16 @@ void tile(const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, const 
     for (int v = 0; v < NV; ++v) {
       float* cp = d.C + r * d.ldc + v * kLanes;
       if (read) c[r][v] = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(cin + v * kLanes), scale), c[r][v]);
-      if (d.stream)
-        _mm512_stream_ps(cp, c[r][v]);
-      else
-        _mm512_storeu_ps(cp, c[r][v]);
+      if (d.stream) _mm512_stream_ps(cp, c[r][v]);
+      else _mm512_storeu_ps(cp, c[r][v]);
     }
   }
   if (d.pairs)
     for (int r = 0; r < MR; r += 2)
       for (int v = 0; v < NV; ++v) {
         const __m512i lo = _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(c[r][v]));
-        const __m512i hi = r + 1 < MR ? _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(c[r + 1][v]))
-                                      : _mm512_setzero_si512();
+        const __m512i hi =
+            r + 1 < MR ? _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(c[r + 1][v])) : _mm512_setzero_si512();
         _mm512_storeu_si512(d.pairs + r / 2 * d.ldp + v * kLanes, _mm512_or_si512(lo, _mm512_maskz_slli_epi32(0xffff, hi, 16)));
       }
 }
@@ -128,8 +125,8 @@ void pack_pairs(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* 
                  s_hi = _mm512_set1_ps(row_scale && has_hi ? row_scale[2 * p + 1] : 1.0f);
     uint32_t* d = dst + p * ldd;
     for (int64_t j = 0; j < n; j += kLanes) {
-      const __m512i word = _mm512_or_si512(bf16_lanes(lo + j, 0xffff, s_lo),
-                                           _mm512_maskz_slli_epi32(0xffff, bf16_lanes(hi + j, hi_mask, s_hi), 16));
+      const __m512i word =
+          _mm512_or_si512(bf16_lanes(lo + j, 0xffff, s_lo), _mm512_maskz_slli_epi32(0xffff, bf16_lanes(hi + j, hi_mask, s_hi), 16));
       _mm512_storeu_si512(d + j, word);
     }
   }
@@ -184,8 +181,8 @@ void unpack_pairs(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, uint16_
     }
 }
 
-void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
-          const Dest& dest, bool lower_a, bool lower_c) {
+void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, const Dest& dest, bool lower_a,
+          bool lower_c) {
   const int64_t nvec = n / kLanes;
   // Column panels outer: a panel of B stays in L1 while the row blocks pass.
   for (int64_t v0 = 0; v0 < nvec; v0 += kNV) {
@@ -228,21 +225,17 @@ void gemm(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, cons
 }  // namespace
 HWY_POP_ATTRIBUTES
 
-void pack_rows_bf16(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16_t* dst, int64_t ldd,
-                    float scale) {
+void pack_rows_bf16(const float* src, int64_t lds, int64_t n_rows, int64_t kk, uint16_t* dst, int64_t ldd, float scale) {
   pack_rows(src, lds, n_rows, kk, dst, ldd, scale);
 }
 
-void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd,
-                     const float* row_scale) {
+void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd, const float* row_scale) {
   SANCTUM_CHECK(n % kLanes == 0, ErrorKind::internal, "pack_pairs_bf16: n must be a multiple of 16");
   pack_pairs(src, lds, kk, n, dst, ldd, row_scale);
 }
 
-void pairs_of_transpose_bf16(const uint16_t* A, int64_t lda, int64_t m, int64_t kk, uint32_t* dst, int64_t ldd,
-                             int64_t n) {
-  SANCTUM_CHECK(n % kLanes == 0 && lda % 2 == 0, ErrorKind::internal,
-                "pairs_of_transpose_bf16: n must be a multiple of 16 and lda even");
+void pairs_of_transpose_bf16(const uint16_t* A, int64_t lda, int64_t m, int64_t kk, uint32_t* dst, int64_t ldd, int64_t n) {
+  SANCTUM_CHECK(n % kLanes == 0 && lda % 2 == 0, ErrorKind::internal, "pairs_of_transpose_bf16: n must be a multiple of 16 and lda even");
   pairs_of_transpose(A, lda, m, kk, dst, ldd, n);
 }
 
@@ -251,9 +244,8 @@ void unpack_pairs_bf16(const uint32_t* B, int64_t ldb, int64_t kk, int64_t n, ui
   unpack_pairs(B, ldb, kk, n, dst, ldd);
 }
 
-void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
-               float* C, int64_t ldc, float c_scale, bool lower_a, bool lower_c, uint32_t* c_pairs, int64_t ldcp,
-               const GemmBf16Extra* extra) {
+void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C, int64_t ldc,
+               float c_scale, bool lower_a, bool lower_c, uint32_t* c_pairs, int64_t ldcp, const GemmBf16Extra* extra) {
   SANCTUM_CHECK(n % kLanes == 0, ErrorKind::internal, "gemm_bf16: n must be a multiple of 16");
   Dest d{C, ldc, c_scale, c_pairs, ldcp};
   if (extra) {
@@ -279,8 +271,8 @@ void pack_rows_bf16(const float*, int64_t, int64_t, int64_t, uint16_t*, int64_t,
 void pack_pairs_bf16(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t, const float*) { unavailable(); }
 void pairs_of_transpose_bf16(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t, int64_t) { unavailable(); }
 void unpack_pairs_bf16(const uint32_t*, int64_t, int64_t, int64_t, uint16_t*, int64_t) { unavailable(); }
-void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, float, bool,
-               bool, uint32_t*, int64_t, const GemmBf16Extra*) {
+void gemm_bf16(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, float, bool, bool, uint32_t*,
+               int64_t, const GemmBf16Extra*) {
   unavailable();
 }
 

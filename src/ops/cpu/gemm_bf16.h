@@ -14,15 +14,13 @@ bool bf16_gemm_available();
 
 // A operand (m x kk, reduction along rows): each f32 row times scale rounded to kk bf16 values, then
 // zeros to an even count. lds in floats, ldd in bf16 values (even).
-void pack_rows_bf16(const float* src, int64_t lds, int64_t rows, int64_t kk, uint16_t* dst, int64_t ldd,
-                    float scale = 1.0f);
+void pack_rows_bf16(const float* src, int64_t lds, int64_t rows, int64_t kk, uint16_t* dst, int64_t ldd, float scale = 1.0f);
 
 // B operand (kk x n, reduction down columns): row pair p of the result holds rows 2p and 2p+1
 // interleaved per column, (B[2p][j], B[2p+1][j]) as one 32-bit word (a missing odd row is zero).
 // n a multiple of 16; lds in floats, ldd in words. row_scale (kk values, optional): row p is
 // multiplied by row_scale[p] in f32 before rounding.
-void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd,
-                     const float* row_scale = nullptr);
+void pack_pairs_bf16(const float* src, int64_t lds, int64_t kk, int64_t n, uint32_t* dst, int64_t ldd, const float* row_scale = nullptr);
 
 // The B operand of Aᵀ (kk x m; as for A Aᵀ) from A's packed rows: word p of row j of A becomes
 // column j of pair row p; columns m..n (n a multiple of 16) are zero. Exact (no rounding).
@@ -51,8 +49,8 @@ struct GemmBf16Extra {
 // lower_a: A[i][p] = 0 for p > i (row blocks stop their reduction after their last row).
 // lower_c: only C[i][j] for j <= i is wanted (others are left unspecified).
 // c_pairs (optional, ldcp words): also the new C as a B operand, as pack_pairs_bf16(C) would give it.
-void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
-               float* C, int64_t ldc, float c_scale, bool lower_a = false, bool lower_c = false,
-               uint32_t* c_pairs = nullptr, int64_t ldcp = 0, const GemmBf16Extra* extra = nullptr);
+void gemm_bf16(int64_t m, int64_t n, int64_t kk, const uint16_t* A, int64_t lda, const uint32_t* B, int64_t ldb, float* C, int64_t ldc,
+               float c_scale, bool lower_a = false, bool lower_c = false, uint32_t* c_pairs = nullptr, int64_t ldcp = 0,
+               const GemmBf16Extra* extra = nullptr);
 
 }  // namespace sanctum::ops::cpu

@@ -26,10 +26,10 @@ namespace sanctum::ops::cpu {
 
 struct Int8Weight {
   int64_t rows = 0, groups = 0, blocks = 0;
-  int64_t loads = 0;          // 64-byte steps per row
-  DType dtype = DType::bf16;  // of the records (the checkpoint's scale dtype)
-  int64_t record_bytes = 0;   // 64 (bf16, f16) or 128 (f32)
-  std::shared_ptr<void> storage;  // codes, then records; page aligned
+  int64_t loads = 0;                 // 64-byte steps per row
+  DType dtype = DType::bf16;         // of the records (the checkpoint's scale dtype)
+  int64_t record_bytes = 0;          // 64 (bf16, f16) or 128 (f32)
+  std::shared_ptr<void> storage;     // codes, then records; page aligned
   const uint8_t* codes = nullptr;    // blocks * loads * 16 * 64 bytes
   const uint8_t* records = nullptr;  // blocks * groups records
 

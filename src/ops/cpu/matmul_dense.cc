@@ -19,9 +19,15 @@ HWY_BEFORE_NAMESPACE();
 namespace sanctum::ops::cpu {
 namespace HWY_NAMESPACE {
 
-struct DenseF32 { using T = float; };
-struct DenseBF16 { using T = uint16_t; };
-struct DenseF16 { using T = uint16_t; };
+struct DenseF32 {
+  using T = float;
+};
+struct DenseBF16 {
+  using T = uint16_t;
+};
+struct DenseF16 {
+  using T = uint16_t;
+};
 
 template <class Fmt, class DF>
 HWY_INLINE hn::Vec<DF> LoadW(DF df, const typename Fmt::T* p) {

@@ -195,8 +195,7 @@ HWY_INLINE float Tree16(__m512 p) {
 }
 
 // One x row (k values) -> codes in kernel order (s.kpad, zero padded), d and sx (s.groups).
-void QuantizeRowV(const Shape8& s, const float* HWY_RESTRICT x, int8_t* HWY_RESTRICT q, float* HWY_RESTRICT d,
-                  float* HWY_RESTRICT sx) {
+void QuantizeRowV(const Shape8& s, const float* HWY_RESTRICT x, int8_t* HWY_RESTRICT q, float* HWY_RESTRICT d, float* HWY_RESTRICT sx) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -359,8 +358,8 @@ HWY_INLINE const uint8_t* RowBytes(const Weight& wt, int64_t r) {
 // kPacked: codes and records from the repacked weight pw (R: the records' format). Otherwise the
 // checkpoint's rows, with records transposed per block into scratch (R = kF32).
 template <int BITS, int GPU, Rec R, bool kPacked>
-void MatVecBlocks(const Shape8& s, const Weight& wt, const Int8Weight* pw, const int8_t* HWY_RESTRICT xq,
-                  const float* HWY_RESTRICT d, const float* HWY_RESTRICT sx, float* HWY_RESTRICT y, int64_t b0, int64_t b1) {
+void MatVecBlocks(const Shape8& s, const Weight& wt, const Int8Weight* pw, const int8_t* HWY_RESTRICT xq, const float* HWY_RESTRICT d,
+                  const float* HWY_RESTRICT sx, float* HWY_RESTRICT y, int64_t b0, int64_t b1) {
   thread_local std::vector<float> scratch;
   if (!kPacked) scratch.resize(static_cast<size_t>(32 * s.groups));
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -466,9 +465,8 @@ void PackBlock(const Shape8& s, const uint8_t* const* rp, int64_t tstride, int64
 // and G/8 in the odd half (kernel order keeps even and odd values apart).
 // rec[blk]: the block's records (group g at rec[blk] + g * kRecordBytes<R>).
 template <int BITS, int NX, Rec R>
-HWY_INLINE void PanelTile(const Shape8& s, const uint8_t* HWY_RESTRICT panel, const uint8_t* const (&rec)[kNWB],
-                          const int8_t* const* xq, const float* const* d, const float* const* sx, float* const* y,
-                          const __mmask16 (&valid)[kNWB]) {
+HWY_INLINE void PanelTile(const Shape8& s, const uint8_t* HWY_RESTRICT panel, const uint8_t* const (&rec)[kNWB], const int8_t* const* xq,
+                          const float* const* d, const float* const* sx, float* const* y, const __mmask16 (&valid)[kNWB]) {
   __m512 tot[NX][kNWB];
   for (int x = 0; x < NX; ++x)
     for (int blk = 0; blk < kNWB; ++blk) tot[x][blk] = _mm512_setzero_ps();
@@ -630,10 +628,8 @@ bool ReadsInt8Repack() {
 void MatmulQuantizedInt8(const Tensor& x, const Weight& w, Tensor& y) {
 #if SANCTUM_INT8_VNNI
   if (CpuHasVnni()) {
-    if (w.quant.bits == 4)
-      VnniRun<4>(x, w, y);
-    else
-      VnniRun<8>(x, w, y);
+    if (w.quant.bits == 4) VnniRun<4>(x, w, y);
+    else VnniRun<8>(x, w, y);
     return;
   }
 #endif
@@ -673,7 +669,8 @@ std::shared_ptr<Int8Weight> repack_int8(const Weight& w) {
   const size_t code_bytes = static_cast<size_t>(out->blocks * out->loads * 1024);
   const size_t bytes = code_bytes + static_cast<size_t>(out->blocks * out->groups * out->record_bytes);
   void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  check(mem != MAP_FAILED, ErrorKind::io, "out of memory repacking weight '" + w.name + "' for int8 matmuls (" + std::to_string(bytes) + " bytes)");
+  check(mem != MAP_FAILED, ErrorKind::io,
+        "out of memory repacking weight '" + w.name + "' for int8 matmuls (" + std::to_string(bytes) + " bytes)");
   ::madvise(mem, bytes, MADV_HUGEPAGE);  // advice only: without huge pages nothing changes
   out->storage = std::shared_ptr<void>(mem, [bytes](void* p) { ::munmap(p, bytes); });
   uint8_t* codes_out = static_cast<uint8_t*>(mem);

@@ -114,8 +114,8 @@ constexpr int64_t kQPrefetchWords = 256;  // 1 KiB ahead in each weight row's st
 
 // NX prepared x rows (xp, gs) against NW weight rows; y[x] + w receives the result.
 template <int BITS, int NX, int NW>
-HWY_INLINE void QuantTile(const QShape& s, IdxF lane_group, const float* const* xp, const float* const* gs,
-                          const WRow* wr, float* const* y) {
+HWY_INLINE void QuantTile(const QShape& s, IdxF lane_group, const float* const* xp, const float* const* gs, const WRow* wr,
+                          float* const* y) {
   constexpr int64_t E = 32 / BITS;
   const DF df;
   const DU du;
@@ -179,8 +179,7 @@ constexpr int64_t kQChunkRows = 32;  // weight rows whose scales/biases are wide
 // or the padding, where they only ever meet zero x lanes.
 struct RowScales {
   std::vector<float> scales, biases;
-  explicit RowScales(const QShape& s, int64_t N)
-      : scales(static_cast<size_t>(kQChunkRows * s.groups + 2 * N)), biases(scales.size()) {}
+  explicit RowScales(const QShape& s, int64_t N) : scales(static_cast<size_t>(kQChunkRows * s.groups + 2 * N)), biases(scales.size()) {}
 
   void load(const Weight& wt, const QShape& s, int64_t r0, int64_t rows) {
     const size_t es = dtype_size(wt.scales.dtype());
@@ -192,8 +191,10 @@ struct RowScales {
       return;
     }
     for (int64_t r = 0; r < rows; ++r) {
-      ConvertToF32(sbase + (r0 + r) * wt.scales.stride(0) * static_cast<int64_t>(es), wt.scales.dtype(), scales.data() + r * s.groups, s.groups);
-      ConvertToF32(bbase + (r0 + r) * wt.biases.stride(0) * static_cast<int64_t>(es), wt.biases.dtype(), biases.data() + r * s.groups, s.groups);
+      ConvertToF32(sbase + (r0 + r) * wt.scales.stride(0) * static_cast<int64_t>(es), wt.scales.dtype(), scales.data() + r * s.groups,
+                   s.groups);
+      ConvertToF32(bbase + (r0 + r) * wt.biases.stride(0) * static_cast<int64_t>(es), wt.biases.dtype(), biases.data() + r * s.groups,
+                   s.groups);
     }
   }
 };
@@ -218,8 +219,7 @@ void QuantRun(const Tensor& x, const Weight& wt, Tensor& y) {
   for (int64_t p0 = 0; p0 < n; p0 += panel) {
     const int64_t p1 = std::min(n, p0 + panel), pn = p1 - p0;
     for (int64_t i = 0; i < pn; ++i)
-      PrepareX<BITS>(s, x.data<const float>() + (p0 + i) * x.stride(0), xp_buf.data() + i * s.xp_len,
-                     gs_buf.data() + i * s.groups_padded);
+      PrepareX<BITS>(s, x.data<const float>() + (p0 + i) * x.stride(0), xp_buf.data() + i * s.xp_len, gs_buf.data() + i * s.groups_padded);
     pool.parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
       RowScales rs(s, N);
       WRow wr[kQMaxNW];
@@ -265,10 +265,8 @@ void QuantRun(const Tensor& x, const Weight& wt, Tensor& y) {
 }
 
 void MatmulQuantized(const Tensor& x, const Weight& w, Tensor& y) {
-  if (w.quant.bits == 4)
-    QuantRun<4>(x, w, y);
-  else
-    QuantRun<8>(x, w, y);
+  if (w.quant.bits == 4) QuantRun<4>(x, w, y);
+  else QuantRun<8>(x, w, y);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -32,8 +32,7 @@ void RmsNormRows(const Tensor& x, const float* HWY_RESTRICT w, float eps, Tensor
     for (int64_t t = c; t < d; ++t) sum += xr[t] * xr[t];
     const float inv = 1.0f / std::sqrt(sum / static_cast<float>(d) + eps);
     const auto vinv = hn::Set(df, inv);
-    for (c = 0; c + N <= d; c += N)
-      hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, xr + c), vinv), hn::LoadU(df, w + c)), df, o + c);
+    for (c = 0; c + N <= d; c += N) hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, xr + c), vinv), hn::LoadU(df, w + c)), df, o + c);
     for (; c < d; ++c) o[c] = xr[c] * inv * w[c];
   }
 }
@@ -51,9 +50,8 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, flo
   std::vector<float> w(static_cast<size_t>(d));  // (d) weight + offset in f32
   for (int64_t c = 0; c < d; ++c) w[static_cast<size_t>(c)] = load_as_f32(weight.raw(), weight.dtype(), c) + weight_offset;
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1));
-  compute_pool().parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
-    HWY_DYNAMIC_DISPATCH(RmsNormRows)(x, w.data(), eps, out, r0, r1);
-  });
+  compute_pool().parallel_for(rows, grain,
+                              [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(RmsNormRows)(x, w.data(), eps, out, r0, r1); });
 }
 
 }  // namespace sanctum::ops::cpu

@@ -37,8 +37,8 @@ void RopeTokens(Tensor& x, const int32_t* positions, const RopeTable& table, int
       for (; j + N <= half; j += N) {
         const auto a = hn::LoadU(df, v + j), b = hn::LoadU(df, v + j + half);
         const auto c = hn::LoadU(df, cosv + j), s = hn::LoadU(df, sinv + j);
-        hn::StoreU(hn::NegMulAdd(b, s, hn::Mul(a, c)), df, v + j);       // a c - b s
-        hn::StoreU(hn::MulAdd(a, s, hn::Mul(b, c)), df, v + j + half);   // b c + a s
+        hn::StoreU(hn::NegMulAdd(b, s, hn::Mul(a, c)), df, v + j);      // a c - b s
+        hn::StoreU(hn::MulAdd(a, s, hn::Mul(b, c)), df, v + j + half);  // b c + a s
       }
       for (; j < half; ++j) {
         const float a = v[j], b = v[j + half];
@@ -59,9 +59,7 @@ HWY_EXPORT(RopeTokens);
 
 void rope(Tensor& x, std::span<const int32_t> positions, const RopeTable& table) {
   const int64_t n = x.dim(0);
-  compute_pool().parallel_for(n, 16, [&](int64_t t0, int64_t t1) {
-    HWY_DYNAMIC_DISPATCH(RopeTokens)(x, positions.data(), table, t0, t1);
-  });
+  compute_pool().parallel_for(n, 16, [&](int64_t t0, int64_t t1) { HWY_DYNAMIC_DISPATCH(RopeTokens)(x, positions.data(), table, t0, t1); });
 }
 
 }  // namespace sanctum::ops::cpu

@@ -33,8 +33,8 @@ constexpr int kGemmMR = 4;
 constexpr int kGemmNV = 2;
 
 template <int MR, int NV>
-HWY_INLINE void GemmTile(const float* HWY_RESTRICT A, int64_t lda, const float* HWY_RESTRICT B, int64_t ldb,
-                         float* HWY_RESTRICT C, int64_t ldc, int64_t kk, Acc acc) {
+HWY_INLINE void GemmTile(const float* HWY_RESTRICT A, int64_t lda, const float* HWY_RESTRICT B, int64_t ldb, float* HWY_RESTRICT C,
+                         int64_t ldc, int64_t kk, Acc acc) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   hn::Vec<decltype(df)> c[MR][NV];
@@ -58,8 +58,7 @@ HWY_INLINE void GemmTile(const float* HWY_RESTRICT A, int64_t lda, const float* 
 }
 
 template <int MR>
-HWY_INLINE void GemmRows(int nv, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                         int64_t kk, Acc acc) {
+HWY_INLINE void GemmRows(int nv, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t kk, Acc acc) {
   if (nv >= 2) return GemmTile<MR, 2>(A, lda, B, ldb, C, ldc, kk, acc);
   return GemmTile<MR, 1>(A, lda, B, ldb, C, ldc, kk, acc);
 }
@@ -67,8 +66,8 @@ HWY_INLINE void GemmRows(int nv, const float* A, int64_t lda, const float* B, in
 // lower_a: A[i][p] = 0 for p > i, so a row block stops its reduction after its last row.
 // lower_c: only C[i][j] for j <= i is wanted (tiles right of a row block's diagonal are skipped;
 // other entries are left unspecified).
-inline void SmallGemm(int64_t m, int64_t n, int64_t kk, const float* A, int64_t lda, const float* B, int64_t ldb,
-                      float* C, int64_t ldc, Acc acc, bool lower_a = false, bool lower_c = false) {
+inline void SmallGemm(int64_t m, int64_t n, int64_t kk, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+                      Acc acc, bool lower_a = false, bool lower_c = false) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df)), nvec = n / N;
   // Column panels outer: a panel of B (kk x NV vectors) stays in L1 while the row blocks pass.

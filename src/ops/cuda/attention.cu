@@ -42,9 +42,9 @@ template <int PL>  // PL = values of the head per lane; head_dim <= 32 * PL
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
   extern __shared__ float smem[];
   const int D = a.d, DP = 32 * PL;
-  float* ks = smem;                          // kKeyTile × (DP + 1), padded against bank conflicts
-  float* vs = ks + kKeyTile * (DP + 1);      // kKeyTile × DP
-  float* qs = vs + kKeyTile * DP;            // kQueries × DP
+  float* ks = smem;                      // kKeyTile × (DP + 1), padded against bank conflicts
+  float* vs = ks + kKeyTile * (DP + 1);  // kKeyTile × DP
+  float* qs = vs + kKeyTile * DP;        // kQueries × DP
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t h = blockIdx.y, kvh = h / a.groups, split = blockIdx.z, q0 = static_cast<int64_t>(blockIdx.x) * kQueries;
   const int64_t q_last = (q0 + kQueries < a.n ? q0 + kQueries : a.n) - 1;
@@ -185,9 +185,7 @@ Tensor& f32_out_scratch() {
   static Tensor t;
   return t;
 }
-bool bf16_out_enabled() {
-  return current_tuning().on(Knob::attention_bf16_out);
-}
+bool bf16_out_enabled() { return current_tuning().on(Knob::attention_bf16_out); }
 }  // namespace
 
 bool attention_gives_bf16(int64_t queries, int64_t head_dim) {

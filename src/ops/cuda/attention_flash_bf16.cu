@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) flash_bf16(FlashArgs a) {
   constexpr int LD = T::LD, CHUNKS = D / 8;  // 16-byte chunks per row
   extern __shared__ __align__(16) unsigned char shared_raw[];
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(shared_raw);  // kRows x LD
-  __nv_bfloat16* kv = qs + T::Q_ELEMS;                                // buffer b: K at 2b tiles, V after it
+  __nv_bfloat16* kv = qs + T::Q_ELEMS;                               // buffer b: K at 2b tiles, V after it
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int64_t h = blockIdx.x, kv_head = h / a.group;
   const int64_t q0 = (static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y) * kRows;
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) flash_bf16(FlashArgs a) {
   tc::commit_copies();
 
   const int r0 = warp * 16;
-  const int64_t first = a.q_pos0 + q0 + r0;           // the position of the warp's first query
+  const int64_t first = a.q_pos0 + q0 + r0;               // the position of the warp's first query
   const int64_t last_a = first + g, last_b = last_a + 8;  // the last key rows g and g + 8 see
   // ldmatrix lane offsets: Q's A fragment (rows + 8 for matrices 1 and 3, columns + 8 for 2 and 3),
   // K's B fragments for two key tiles (keys + 8 for matrices 2 and 3, dims + 8 for 1 and 3), V's
@@ -217,7 +217,8 @@ void launch(const AttnView& a) {
   constexpr size_t bytes = Tiles<D, BK>::bytes;
   static bool configured = false;
   if (!configured) {
-    check_cuda(cudaFuncSetAttribute(flash_bf16<D, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "flash attention smem");
+    check_cuda(cudaFuncSetAttribute(flash_bf16<D, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+               "flash attention smem");
     configured = true;
   }
   const int64_t keys = a.q_pos0 + a.n, q_elems = a.n * a.heads * D, kv_elems = keys * a.kv_heads * D;
@@ -250,9 +251,9 @@ __nv_bfloat16* bf16_head_major(const float* src, int64_t s0, int64_t s1, int64_t
 }
 
 bool attention_flash_bf16_ok(const AttnView& a) {
-  return (a.d == 64 || a.d == 128 || a.d == 256) && a.q_pos0_device == nullptr && a.heads % a.kv_heads == 0 && a.n <= int64_t{65535} * kRows &&
-         rows_of_float4(a.q, a.q_s0, a.q_s1) && rows_of_float4(a.k, a.k_s0, a.k_s1) && rows_of_float4(a.v, a.v_s0, a.v_s1) &&
-         aligned16(a.out) && a.o_s0 % 2 == 0 && a.o_s1 % 2 == 0;
+  return (a.d == 64 || a.d == 128 || a.d == 256) && a.q_pos0_device == nullptr && a.heads % a.kv_heads == 0 &&
+         a.n <= int64_t{65535} * kRows && rows_of_float4(a.q, a.q_s0, a.q_s1) && rows_of_float4(a.k, a.k_s0, a.k_s1) &&
+         rows_of_float4(a.v, a.v_s0, a.v_s1) && aligned16(a.out) && a.o_s0 % 2 == 0 && a.o_s1 % 2 == 0;
 }
 
 void attention_flash_bf16(const AttnView& a) {

@@ -29,25 +29,25 @@ namespace sanctum::ops::cuda {
 
 namespace {
 
-constexpr int kD = 128;                         // head dim
-constexpr int kKeys = 64;                       // keys per tile
-constexpr int kGroups = 2;                      // warpgroups per block
-constexpr int kQueries = 64 * kGroups;          // queries per block
-constexpr int kStages = 3;                      // tiles in flight
-constexpr int kHalfBytes = kKeys * 128;         // 64 keys x 64 dims of bf16: one swizzled 8 KB block
-constexpr int kTileBytes = kD / 64 * kHalfBytes;  // K (or V) of one tile
-constexpr int kStageBytes = 2 * kTileBytes;       // K then V
+constexpr int kD = 128;                                     // head dim
+constexpr int kKeys = 64;                                   // keys per tile
+constexpr int kGroups = 2;                                  // warpgroups per block
+constexpr int kQueries = 64 * kGroups;                      // queries per block
+constexpr int kStages = 3;                                  // tiles in flight
+constexpr int kHalfBytes = kKeys * 128;                     // 64 keys x 64 dims of bf16: one swizzled 8 KB block
+constexpr int kTileBytes = kD / 64 * kHalfBytes;            // K (or V) of one tile
+constexpr int kStageBytes = 2 * kTileBytes;                 // K then V
 constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // + room to align the stages to 1,024 bytes
 
 struct WgmmaArgs {
-  const __nv_bfloat16* q;   // [heads][n][128]
-  const uint8_t* kv;        // [kv_heads][tiles][K | V][2][64 keys][64], swizzled
-  float* out;               // or, where set, out16: the rows rounded to bf16 once (for a GEMM that rounds them anyway)
+  const __nv_bfloat16* q;  // [heads][n][128]
+  const uint8_t* kv;       // [kv_heads][tiles][K | V][2][64 keys][64], swizzled
+  float* out;              // or, where set, out16: the rows rounded to bf16 once (for a GEMM that rounds them anyway)
   __nv_bfloat16* out16;
   int64_t o_s0, o_s1;
   int64_t n, q_pos0;
-  int64_t tiles;            // key tiles per KV head
-  int64_t group;            // query heads per KV head
+  int64_t tiles;  // key tiles per KV head
+  int64_t group;  // query heads per KV head
   float scale_log2;
 };
 
@@ -67,7 +67,8 @@ __global__ void kv_to_swizzled_tiles(const float* __restrict__ k, int64_t k_s0, 
   uint4 out = make_uint4(0, 0, 0, 0);
   if (key < keys) {
     const float* src = which == 0 ? k + key * k_s0 + head * k_s1 : v + key * v_s0 + head * v_s1;
-    const float4 a = *reinterpret_cast<const float4*>(src + half * 64 + c * 8), b = *reinterpret_cast<const float4*>(src + half * 64 + c * 8 + 4);
+    const float4 a = *reinterpret_cast<const float4*>(src + half * 64 + c * 8),
+                 b = *reinterpret_cast<const float4*>(src + half * 64 + c * 8 + 4);
     out = make_uint4(tc::bf16_pair(a.x, a.y), tc::bf16_pair(a.z, a.w), tc::bf16_pair(b.x, b.y), tc::bf16_pair(b.z, b.w));
   }
   dst[i] = out;
@@ -92,8 +93,8 @@ struct RowSoftmax {
 
   // k0: the tile's first key; first: the warp's first query position; last_a, last_b: the positions of
   // rows g and g + 8 (the last keys they see).
-  __device__ __forceinline__ void step(const float (&raw)[32], int64_t k0, int64_t first, int64_t last_a, int64_t last_b, int t, float scale_log2,
-                                       uint32_t (&p)[kKeys / 16][4]) {
+  __device__ __forceinline__ void step(const float (&raw)[32], int64_t k0, int64_t first, int64_t last_a, int64_t last_b, int t,
+                                       float scale_log2, uint32_t (&p)[kKeys / 16][4]) {
     // A copy: the MMA's accumulators are not written here, or the compiler serializes the MMAs.
     float s[32];
 #pragma unroll
@@ -151,8 +152,8 @@ struct RowSoftmax {
 __global__ void __launch_bounds__(kGroups * 128, 1) flash_wgmma(WgmmaArgs a) {
 #if SANCTUM_HAS_WGMMA
   extern __shared__ uint8_t shared_raw[];
-  __shared__ alignas(8) uint64_t full[kStages];   // stage s holds its tile's K and V
-  __shared__ int handed_back[kStages];             // warps done with stage s's tile
+  __shared__ alignas(8) uint64_t full[kStages];  // stage s holds its tile's K and V
+  __shared__ int handed_back[kStages];           // warps done with stage s's tile
   const uint32_t raw_address = tc::shared_address(shared_raw);
   const uint32_t stages = raw_address + ((1024 - (raw_address & 1023)) & 1023);
 
@@ -179,12 +180,12 @@ __global__ void __launch_bounds__(kGroups * 128, 1) flash_wgmma(WgmmaArgs a) {
   if (tid == 0)
     for (int i = 0; i < kStages && i < tiles; ++i) load(i);
 
-  const int64_t group_q0 = q0 + 64 * (warp >> 2);  // the warpgroup's first query
+  const int64_t group_q0 = q0 + 64 * (warp >> 2);                                         // the warpgroup's first query
   const int64_t group_last = a.q_pos0 + (group_q0 + 63 < a.n ? group_q0 + 63 : a.n - 1);  // the last key it sees
   // Tiles the warpgroup computes (none past n); the block's later tiles it only hands back.
   const int own_tiles = group_q0 < a.n ? static_cast<int>(group_last / kKeys) + 1 : 0;
   const int64_t first = a.q_pos0 + group_q0 + 16 * (warp & 3);  // the warp's first query position
-  const int64_t last_a = first + g, last_b = last_a + 8;         // the last keys rows g, g + 8 see
+  const int64_t last_a = first + g, last_b = last_a + 8;        // the last keys rows g, g + 8 see
   auto wait_full = [&](int tile) { wg::barrier_wait(tc::shared_address(&full[tile % kStages]), (tile / kStages) & 1); };
   // Every warp hands every tile back, in order, after its MMAs on it have ended; the last one refills the
   // stage (the count is reset before anyone can count the next tile in it: that waits for this load).
@@ -317,7 +318,8 @@ __global__ void __launch_bounds__(kGroups * 128, 1) flash_wgmma(WgmmaArgs a) {
 bool wgmma_flash_present() {
   static const bool present = [] {
     if (!wg::wgmma_runs()) return false;
-    check_cuda(cudaFuncSetAttribute(flash_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes), "flash attention (wgmma) smem");
+    check_cuda(cudaFuncSetAttribute(flash_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
+               "flash attention (wgmma) smem");
     return true;
   }();
   return present && current_tuning().on(Knob::flash_wgmma);
@@ -336,7 +338,9 @@ Tensor& kv_tiles_scratch() {
 
 bool attention_flash_wgmma_present() { return wgmma_flash_present(); }
 
-bool attention_flash_wgmma_ok(const AttnView& a) { return a.d == kD && a.scale > 0.0f && attention_flash_bf16_ok(a) && wgmma_flash_present(); }
+bool attention_flash_wgmma_ok(const AttnView& a) {
+  return a.d == kD && a.scale > 0.0f && attention_flash_bf16_ok(a) && wgmma_flash_present();
+}
 
 void attention_flash_wgmma(const AttnView& a) {
   const int64_t keys = a.q_pos0 + a.n, tiles = (keys + kKeys - 1) / kKeys;
@@ -344,7 +348,8 @@ void attention_flash_wgmma(const AttnView& a) {
   auto* kv = static_cast<uint4*>(scratch_bytes(kv_tiles_scratch(), static_cast<size_t>(a.kv_heads * tiles) * kStageBytes));
   bf16_head_major(a.q, a.q_s0, a.q_s1, a.n, a.heads, kD, q);
   const int64_t chunks = a.kv_heads * tiles * kStageBytes / 16;
-  kv_to_swizzled_tiles<<<blocks_for(chunks, 256), 256, 0, stream()>>>(a.k, a.k_s0, a.k_s1, a.v, a.v_s0, a.v_s1, keys, a.kv_heads, tiles, kv);
+  kv_to_swizzled_tiles<<<blocks_for(chunks, 256), 256, 0, stream()>>>(a.k, a.k_s0, a.k_s1, a.v, a.v_s0, a.v_s1, keys, a.kv_heads, tiles,
+                                                                      kv);
   check_launch("attention (K and V tiles)");
   WgmmaArgs f{};
   f.q = q;

@@ -59,21 +59,21 @@ void attention_gemm(const AttnView& a) {
     const int64_t rows = std::min(qb, a.n - i0), keys = a.q_pos0 + i0 + rows, ld = (keys + 3) / 4 * 4;
     for (int64_t g = 0; g < a.kv_heads; ++g) {
       // Column-major view: S_h^T (keys × rows, ld) = K_g^T(op T of D × keys, ld k_s0) · Q_h (D × rows, ld q_s0).
-      check_blas(blas_gemm_strided_batched_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(keys), static_cast<int>(rows), a.d, &a.scale,
-                                            a.k + g * a.k_s1, CUDA_R_32F, static_cast<int>(a.k_s0), 0,
-                                            a.q + i0 * a.q_s0 + g * G * a.q_s1, CUDA_R_32F, static_cast<int>(a.q_s0), a.q_s1, &zero,
-                                            s, CUDA_R_32F, static_cast<int>(ld), rows * ld, static_cast<int>(G),
-                                            CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+      check_blas(blas_gemm_strided_batched_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(keys), static_cast<int>(rows), a.d,
+                                              &a.scale, a.k + g * a.k_s1, CUDA_R_32F, static_cast<int>(a.k_s0), 0,
+                                              a.q + i0 * a.q_s0 + g * G * a.q_s1, CUDA_R_32F, static_cast<int>(a.q_s0), a.q_s1, &zero, s,
+                                              CUDA_R_32F, static_cast<int>(ld), rows * ld, static_cast<int>(G),
+                                              CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
                  "attention S = Q K^T");
       causal_softmax_rows<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(G)), 256, 0, stream()>>>(s, ld, rows,
-                                                                                                          a.q_pos0 + i0 + 1);
+                                                                                                             a.q_pos0 + i0 + 1);
       check_launch("attention causal softmax");
       // Column-major view: O_h^T (D × rows, ld o_s0) = V_g (D × keys, ld v_s0) · P_h^T (keys × rows, ld).
       check_blas(blas_gemm_strided_batched_ex(handle, CUBLAS_OP_N, CUBLAS_OP_N, a.d, static_cast<int>(rows), static_cast<int>(keys), &one,
-                                            a.v + g * a.v_s1, CUDA_R_32F, static_cast<int>(a.v_s0), 0, s, CUDA_R_32F,
-                                            static_cast<int>(ld), rows * ld, &zero, a.out + i0 * a.o_s0 + g * G * a.o_s1, CUDA_R_32F,
-                                            static_cast<int>(a.o_s0), a.o_s1, static_cast<int>(G), CUBLAS_COMPUTE_32F_FAST_TF32,
-                                            CUBLAS_GEMM_DEFAULT),
+                                              a.v + g * a.v_s1, CUDA_R_32F, static_cast<int>(a.v_s0), 0, s, CUDA_R_32F,
+                                              static_cast<int>(ld), rows * ld, &zero, a.out + i0 * a.o_s0 + g * G * a.o_s1, CUDA_R_32F,
+                                              static_cast<int>(a.o_s0), a.o_s1, static_cast<int>(G), CUBLAS_COMPUTE_32F_FAST_TF32,
+                                              CUBLAS_GEMM_DEFAULT),
                  "attention O = P V");
     }
   }

@@ -38,10 +38,26 @@ __device__ __forceinline__ float gated_out(const AttnView& a, int64_t i, int64_t
 inline AttnView attn_view(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale,
                           Tensor& out) {
   const bool bf16 = out.dtype() == DType::bf16;
-  return AttnView{q.data<float>(), q.stride(0),   q.stride(1), k.data<float>(), v.data<float>(),
-                  k.stride(0),     k.stride(1),   v.stride(0), v.stride(1),     bf16 ? nullptr : out.data<float>(),
-                  out.stride(0),   out.stride(1), q.dim(0),    q_pos0,          q.dim(1),
-                  k.dim(1),        device_q_pos0, k.dim(0),    static_cast<int>(q.dim(2)), scale,
+  return AttnView{q.data<float>(),
+                  q.stride(0),
+                  q.stride(1),
+                  k.data<float>(),
+                  v.data<float>(),
+                  k.stride(0),
+                  k.stride(1),
+                  v.stride(0),
+                  v.stride(1),
+                  bf16 ? nullptr : out.data<float>(),
+                  out.stride(0),
+                  out.stride(1),
+                  q.dim(0),
+                  q_pos0,
+                  q.dim(1),
+                  k.dim(1),
+                  device_q_pos0,
+                  k.dim(0),
+                  static_cast<int>(q.dim(2)),
+                  scale,
                   bf16 ? static_cast<__nv_bfloat16*>(out.raw()) : nullptr};
 }
 

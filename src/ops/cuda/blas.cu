@@ -71,9 +71,10 @@ cublasStatus_t blas_gemm_ex(cublasHandle_t handle, cublasOperation_t transa, cub
 }
 
 cublasStatus_t blas_gemm_strided_batched_ex(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                                            const void* alpha, const void* a, cudaDataType a_type, int lda, long long stride_a, const void* b,
-                                            cudaDataType b_type, int ldb, long long stride_b, const void* beta, void* c, cudaDataType c_type,
-                                            int ldc, long long stride_c, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+                                            const void* alpha, const void* a, cudaDataType a_type, int lda, long long stride_a,
+                                            const void* b, cudaDataType b_type, int ldb, long long stride_b, const void* beta, void* c,
+                                            cudaDataType c_type, int ldc, long long stride_c, int batch, cublasComputeType_t compute,
+                                            cublasGemmAlgo_t algo) {
   return api().gemm_strided_batched_ex(handle, transa, transb, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb, stride_b, beta, c,
                                        c_type, ldc, stride_c, batch, compute, algo);
 }

@@ -20,9 +20,10 @@ cublasStatus_t blas_gemm_ex(cublasHandle_t handle, cublasOperation_t transa, cub
                             const void* alpha, const void* a, cudaDataType a_type, int lda, const void* b, cudaDataType b_type, int ldb,
                             const void* beta, void* c, cudaDataType c_type, int ldc, cublasComputeType_t compute, cublasGemmAlgo_t algo);
 cublasStatus_t blas_gemm_strided_batched_ex(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                                            const void* alpha, const void* a, cudaDataType a_type, int lda, long long stride_a, const void* b,
-                                            cudaDataType b_type, int ldb, long long stride_b, const void* beta, void* c, cudaDataType c_type,
-                                            int ldc, long long stride_c, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo);
+                                            const void* alpha, const void* a, cudaDataType a_type, int lda, long long stride_a,
+                                            const void* b, cudaDataType b_type, int ldb, long long stride_b, const void* beta, void* c,
+                                            cudaDataType c_type, int ldc, long long stride_c, int batch, cublasComputeType_t compute,
+                                            cublasGemmAlgo_t algo);
 
 // A device buffer of at least `bytes`, kept in `slot` and grown on demand (contents not preserved).
 void* scratch_bytes(Tensor& slot, size_t bytes);

@@ -99,7 +99,7 @@ __device__ __forceinline__ void store4(T* p, float4 v) {
 struct WeightView {
   const void* dense = nullptr;  // dense weights
   FloatKind dense_kind = FloatKind::f32;
-  int64_t stride = 0;              // row stride of data, in elements (u32 words when quantized)
+  int64_t stride = 0;               // row stride of data, in elements (u32 words when quantized)
   const uint32_t* codes = nullptr;  // quantized weights
   int bits = 0;
   const void* scales = nullptr;
@@ -198,11 +198,17 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 template <class S>
 __device__ __forceinline__ float to_f(S v);
 template <>
-__device__ __forceinline__ float to_f<float>(float v) { return v; }
+__device__ __forceinline__ float to_f<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 template <>
-__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f<__half>(__half v) {
+  return __half2float(v);
+}
 
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 

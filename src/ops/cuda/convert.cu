@@ -28,8 +28,7 @@ __global__ void rows_to_bf16_x1(const float* x, int64_t stride, int64_t n, int64
 void rows_to_bf16(const float* x, int64_t stride, int64_t n, int64_t k, __nv_bfloat16* out) {
   if (k % 4 == 0 && stride % 4 == 0 && aligned16(x) && n * k < (int64_t{1} << 32))
     rows_to_bf16_x4<<<blocks_for(n * k / 4, 256), 256, 0, stream()>>>(x, stride, static_cast<uint32_t>(n), static_cast<uint32_t>(k), out);
-  else
-    rows_to_bf16_x1<<<blocks_for(n * k, 256), 256, 0, stream()>>>(x, stride, n, k, out);
+  else rows_to_bf16_x1<<<blocks_for(n * k, 256), 256, 0, stream()>>>(x, stride, n, k, out);
   check_launch("rows_to_bf16");
 }
 

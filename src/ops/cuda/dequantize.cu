@@ -47,7 +47,8 @@ __global__ void dequantize_words(WeightView w, uint32_t rows, uint32_t words_per
   __align__(16) uint32_t v[kPer / 2];  // bf16 pairs
 #pragma unroll
   for (int j = 0; j < kPer; j += 2) {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(fmaf(scale, code_value<BITS>(code, j), bias), fmaf(scale, code_value<BITS>(code, j + 1), bias));
+    const __nv_bfloat162 pair =
+        __floats2bfloat162_rn(fmaf(scale, code_value<BITS>(code, j), bias), fmaf(scale, code_value<BITS>(code, j + 1), bias));
     v[j / 2] = *reinterpret_cast<const uint32_t*>(&pair);
   }
   __nv_bfloat16* dst = out + static_cast<int64_t>(row) * cols + static_cast<int64_t>(word) * kPer;

@@ -4,8 +4,6 @@
 
 namespace sanctum::ops::cuda {
 
-bool early_launch_enabled() {
-  return current_tuning().on(Knob::early_launch);
-}
+bool early_launch_enabled() { return current_tuning().on(Knob::early_launch); }
 
 }  // namespace sanctum::ops::cuda

@@ -14,7 +14,8 @@ __global__ void rows_kernel(int64_t rows, int64_t cols, F f) {
   wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
   allow_next_early();
   const int64_t total = rows * cols;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     f(i / cols, i % cols);
 }
 
@@ -36,16 +37,22 @@ void silu_mul_as(const Tensor& gate, const Tensor& up, Tensor& out) {
   auto aligned4 = [](const void* p, size_t elem) { return reinterpret_cast<uintptr_t>(p) % (4 * elem) == 0; };
   if (rg.cols % 4 == 0 && rg.stride % 4 == 0 && ru.stride % 4 == 0 && ro.stride % 4 == 0 && aligned4(rg.data, sizeof(In)) &&
       aligned4(ru.data, sizeof(In)) && aligned4(ro.data, sizeof(Out))) {
-    launch_rows(rg.rows, rg.cols / 4, [=] __device__(int64_t r, int64_t c4) {
-      const float4 g = load4(rg.data + r * rg.stride + 4 * c4), u = load4(ru.data + r * ru.stride + 4 * c4);
-      store4(ro.data + r * ro.stride + 4 * c4, make_float4(silu(g.x) * u.x, silu(g.y) * u.y, silu(g.z) * u.z, silu(g.w) * u.w));
-    }, "silu_mul");
+    launch_rows(
+        rg.rows, rg.cols / 4,
+        [=] __device__(int64_t r, int64_t c4) {
+          const float4 g = load4(rg.data + r * rg.stride + 4 * c4), u = load4(ru.data + r * ru.stride + 4 * c4);
+          store4(ro.data + r * ro.stride + 4 * c4, make_float4(silu(g.x) * u.x, silu(g.y) * u.y, silu(g.z) * u.z, silu(g.w) * u.w));
+        },
+        "silu_mul");
     return;
   }
-  launch_rows(rg.rows, rg.cols, [=] __device__(int64_t r, int64_t c) {
-    const float g = to_float(rg.data[r * rg.stride + c]), u = to_float(ru.data[r * ru.stride + c]);
-    ro.data[r * ro.stride + c] = float_as<Out>(silu(g) * u);
-  }, "silu_mul");
+  launch_rows(
+      rg.rows, rg.cols,
+      [=] __device__(int64_t r, int64_t c) {
+        const float g = to_float(rg.data[r * rg.stride + c]), u = to_float(ru.data[r * ru.stride + c]);
+        ro.data[r * ro.stride + c] = float_as<Out>(silu(g) * u);
+      },
+      "silu_mul");
 }
 
 __global__ void softmax_kernel(Rows<float> x) {
@@ -66,16 +73,18 @@ __global__ void softmax_kernel(Rows<float> x) {
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
   const auto ra = rows_of<const float>(a, "add"), rb = rows_of<const float>(b, "add");
   const auto ro = rows_of<float>(out, "add");
-  launch_rows(ro.rows, ro.cols, [=] __device__(int64_t r, int64_t c) {
-    ro.data[r * ro.stride + c] = ra.data[r * ra.stride + c] + rb.data[r * rb.stride + c];
-  }, "add");
+  launch_rows(
+      ro.rows, ro.cols,
+      [=] __device__(int64_t r, int64_t c) { ro.data[r * ro.stride + c] = ra.data[r * ra.stride + c] + rb.data[r * rb.stride + c]; },
+      "add");
 }
 
 void add_bias(Tensor& y, const Tensor& bias) {
   const auto ry = rows_of<float>(y, "add_bias");
   const void* b = bias.raw();
   const FloatKind kind = float_kind(bias);
-  launch_rows(ry.rows, ry.cols, [=] __device__(int64_t r, int64_t c) { ry.data[r * ry.stride + c] += load_float(b, kind, c); }, "add_bias");
+  launch_rows(
+      ry.rows, ry.cols, [=] __device__(int64_t r, int64_t c) { ry.data[r * ry.stride + c] += load_float(b, kind, c); }, "add_bias");
 }
 
 void copy(const Tensor& src, Tensor& dst) {
@@ -90,9 +99,9 @@ void store_rows(const Tensor& src, Tensor& dst, int64_t row0, const int32_t* dev
   }
   const auto rs = rows_of<const float>(src, "store_rows");
   const auto rd = rows_of<float>(dst, "store_rows");
-  launch_rows(rs.rows, rs.cols, [=] __device__(int64_t r, int64_t c) {
-    rd.data[(*device_row0 + r) * rd.stride + c] = rs.data[r * rs.stride + c];
-  }, "store_rows");
+  launch_rows(
+      rs.rows, rs.cols, [=] __device__(int64_t r, int64_t c) { rd.data[(*device_row0 + r) * rd.stride + c] = rs.data[r * rs.stride + c]; },
+      "store_rows");
 }
 
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
@@ -106,9 +115,12 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
 void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) {
   const auto rx = rows_of<const float>(x, "sigmoid_mul"), rg = rows_of<const float>(gate, "sigmoid_mul");
   const auto ro = rows_of<float>(out, "sigmoid_mul");
-  launch_rows(ro.rows, ro.cols, [=] __device__(int64_t r, int64_t c) {
-    ro.data[r * ro.stride + c] = rx.data[r * rx.stride + c] / (1.0f + expf(-rg.data[r * rg.stride + c]));
-  }, "sigmoid_mul");
+  launch_rows(
+      ro.rows, ro.cols,
+      [=] __device__(int64_t r, int64_t c) {
+        ro.data[r * ro.stride + c] = rx.data[r * rx.stride + c] / (1.0f + expf(-rg.data[r * rg.stride + c]));
+      },
+      "sigmoid_mul");
 }
 
 void softmax(Tensor& x) {

@@ -36,8 +36,8 @@ __device__ __forceinline__ float conv_step(float (&window)[kMaxKernel], const fl
 }
 
 // Thread per channel, sequential over tokens with the window in registers.
-__global__ void conv1d_silu_kernel(Rows<const float> x, float* state, int64_t state_stride, const float* taps, int kernel,
-                                   int64_t channels, Rows<float> out) {
+__global__ void conv1d_silu_kernel(Rows<const float> x, float* state, int64_t state_stride, const float* taps, int kernel, int64_t channels,
+                                   Rows<float> out) {
   wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
   allow_next_early();
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -347,8 +347,8 @@ template <int E4>
 void launch_rule_rows(const RuleArgs& r, int64_t hv) {
   if (r.q.rows == 1) {
     constexpr int kWarps = 4;
-    launch_early(gated_delta_step_kernel<E4, kWarps>, dim3(static_cast<unsigned>(hv), static_cast<unsigned>((r.dv + 4 * kWarps - 1) / (4 * kWarps))),
-                 dim3(kWarps * 32), 0, r);
+    launch_early(gated_delta_step_kernel<E4, kWarps>,
+                 dim3(static_cast<unsigned>(hv), static_cast<unsigned>((r.dv + 4 * kWarps - 1) / (4 * kWarps))), dim3(kWarps * 32), 0, r);
     return;
   }
   // Two rows per lane group halve the per-block staging for long prefills; one row gives decode
@@ -370,8 +370,8 @@ void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps,
   const int64_t state_stride = kernel > 1 ? state.stride(0) : 0;
   // Decode and short batches: one launch, sequential over the few tokens.
   if (rx.rows <= 2 * kConvRun) {
-    launch_early(conv1d_silu_kernel, dim3(blocks_for(channels, 128)), dim3(128), 0, rx, state.data<float>(), state_stride, taps.data<float>(),
-                 kernel, channels, ro);
+    launch_early(conv1d_silu_kernel, dim3(blocks_for(channels, 128)), dim3(128), 0, rx, state.data<float>(), state_stride,
+                 taps.data<float>(), kernel, channels, ro);
     check_launch("causal_conv1d_silu");
     return;
   }

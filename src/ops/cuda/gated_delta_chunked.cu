@@ -31,12 +31,12 @@ namespace sanctum::ops::cuda {
 
 namespace {
 
-constexpr int kChunk = 64;         // tokens per chunk
-constexpr int kRows = 32;          // state rows (value dims) per block
+constexpr int kChunk = 64;  // tokens per chunk
+constexpr int kRows = 32;   // state rows (value dims) per block
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kLdM = kChunk + 4;   // row pitch of M^T and P (= 4 mod 32: conflict-free fragment loads)
-constexpr int kLdY = kRows + 8;    // row pitch of [u; Yq] (= 8 mod 32: read as a k-major operand)
+constexpr int kLdM = kChunk + 4;  // row pitch of M^T and P (= 4 mod 32: conflict-free fragment loads)
+constexpr int kLdY = kRows + 8;   // row pitch of [u; Yq] (= 8 mod 32: read as a k-major operand)
 
 struct ChunkArgs : RuleInputs {
   int dk, dv, group;
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads, 2) gated_delta_chunked_kernel(ChunkA
   using Lay = Layout<DKP>;
   constexpr int kLdK = Lay::kLdK;
   extern __shared__ __align__(16) unsigned char smem[];
-  double* sG = reinterpret_cast<double*>(smem);  // (64) cumulative log decay
+  double* sG = reinterpret_cast<double*>(smem);       // (64) cumulative log decay
   float* se = reinterpret_cast<float*>(sG + kChunk);  // (64) exp(G_i)
   float* sel = se + kChunk;                           // (64) exp(G_last - G_i)
   float* sbeta = sel + kChunk;                        // (64)
@@ -143,8 +143,7 @@ __global__ void __launch_bounds__(kThreads, 2) gated_delta_chunked_kernel(ChunkA
     const int rr = i / DKP, c = i % DKP;
     if (row0 + rr < dv && c < dk)
       __pipeline_memcpy_async(&sS[rr * kLdK + c], state + static_cast<int64_t>(row0 + rr) * dk + c, sizeof(float));
-    else
-      sS[rr * kLdK + c] = 0.0f;
+    else sS[rr * kLdK + c] = 0.0f;
   }
   const float decay_rate = expf(load_float(r.a_log, r.a_log_kind, h));
   const float dt_bias = load_float(r.dt_bias, r.dt_bias_kind, h);
@@ -180,18 +179,14 @@ __global__ void __launch_bounds__(kThreads, 2) gated_delta_chunked_kernel(ChunkA
     if (r.v_vec4) {
       for (int i = tid; i < kChunk * kRows / 4; i += kThreads) {
         const int row = i / (kRows / 4), c = 4 * (i % (kRows / 4));
-        if (row < len && row0 + c < dv)
-          __pipeline_memcpy_async(&sY[row * kLdY + c], vh + (t0 + row) * r.v.stride + c, 4 * sizeof(float));
-        else
-          *reinterpret_cast<float4*>(&sY[row * kLdY + c]) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (row < len && row0 + c < dv) __pipeline_memcpy_async(&sY[row * kLdY + c], vh + (t0 + row) * r.v.stride + c, 4 * sizeof(float));
+        else *reinterpret_cast<float4*>(&sY[row * kLdY + c]) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
     } else {
       for (int i = tid; i < kChunk * kRows; i += kThreads) {
         const int row = i / kRows, c = i % kRows;
-        if (row < len && row0 + c < dv)
-          __pipeline_memcpy_async(&sY[row * kLdY + c], vh + (t0 + row) * r.v.stride + c, sizeof(float));
-        else
-          sY[row * kLdY + c] = 0.0f;
+        if (row < len && row0 + c < dv) __pipeline_memcpy_async(&sY[row * kLdY + c], vh + (t0 + row) * r.v.stride + c, sizeof(float));
+        else sY[row * kLdY + c] = 0.0f;
       }
     }
     if (tid < len) {
@@ -284,10 +279,8 @@ __global__ void __launch_bounds__(kThreads, 2) gated_delta_chunked_kernel(ChunkA
       for (int e = 0; e < 4; ++e) {
         const int i = mt * 16 + g + 8 * (e >> 1), j = nt * 8 + 2 * t4 + (e & 1);
         const float d = j <= i ? exp_flush(static_cast<float>(sG[i] - sG[j])) : 0.0f;
-        if (tile < 20)
-          sMt[j * kLdM + i] = j < i ? sbeta[i] * d * mp[s][0][e] : 0.0f;
-        else
-          sP[i * kLdM + j] = d * mp[s][0][e];
+        if (tile < 20) sMt[j * kLdM + i] = j < i ? sbeta[i] * d * mp[s][0][e] : 0.0f;
+        else sP[i * kLdM + j] = d * mp[s][0][e];
       }
     }
     __syncthreads();
@@ -339,8 +332,7 @@ __global__ void __launch_bounds__(kThreads, 2) gated_delta_chunked_kernel(ChunkA
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          c[nt][e] = sY[(kChunk + mt * 16 + g + 8 * (e >> 1)) * kLdY + nb + 8 * nt + 2 * t4 + (e & 1)];
+        for (int e = 0; e < 4; ++e) c[nt][e] = sY[(kChunk + mt * 16 + g + 8 * (e >> 1)) * kLdY + nb + 8 * nt + 2 * t4 + (e & 1)];
       warp_gemm<kTensorCores, 2>(
           c, [&](int m, int kk) { return sP[(mt * 16 + m) * kLdM + kk]; }, [&](int kk, int nn) { return sY[kk * kLdY + nb + nn]; },
           2 * (mt + 1));
@@ -349,8 +341,7 @@ __global__ void __launch_bounds__(kThreads, 2) gated_delta_chunked_kernel(ChunkA
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = mt * 16 + g + 8 * (e >> 1), col = nb + 8 * nt + 2 * t4 + (e & 1);
-          if (i < len && row0 + col < dv)
-            r.out.data[(t0 + i) * r.out.stride + static_cast<int64_t>(h) * dv + row0 + col] = c[nt][e];
+          if (i < len && row0 + col < dv) r.out.data[(t0 + i) * r.out.stride + static_cast<int64_t>(h) * dv + row0 + col] = c[nt][e];
         }
     }
     // S = exp(G_last) S + (diag(el) u)^T K: warp w takes state rows 16 (w % 2).. and a quarter of Dk.
@@ -362,16 +353,14 @@ __global__ void __launch_bounds__(kThreads, 2) gated_delta_chunked_kernel(ChunkA
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          c[nt][e] = decay * sS[(mt * 16 + g + 8 * (e >> 1)) * kLdK + cb + 8 * nt + 2 * t4 + (e & 1)];
+        for (int e = 0; e < 4; ++e) c[nt][e] = decay * sS[(mt * 16 + g + 8 * (e >> 1)) * kLdK + cb + 8 * nt + 2 * t4 + (e & 1)];
       warp_gemm<kTensorCores, NT>(
-          c, [&](int m, int kk) { return sel[kk] * sY[kk * kLdY + mt * 16 + m]; },
-          [&](int kk, int nn) { return sK[kk * kLdK + cb + nn]; }, kChunk / 8);
+          c, [&](int m, int kk) { return sel[kk] * sY[kk * kLdY + mt * 16 + m]; }, [&](int kk, int nn) { return sK[kk * kLdK + cb + nn]; },
+          kChunk / 8);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          sS[(mt * 16 + g + 8 * (e >> 1)) * kLdK + cb + 8 * nt + 2 * t4 + (e & 1)] = c[nt][e];
+        for (int e = 0; e < 4; ++e) sS[(mt * 16 + g + 8 * (e >> 1)) * kLdK + cb + 8 * nt + 2 * t4 + (e & 1)] = c[nt][e];
     }
     __syncthreads();
   }

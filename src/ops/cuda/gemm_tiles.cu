@@ -37,7 +37,7 @@ namespace sanctum::ops::cuda {
 
 namespace {
 
-constexpr int kTokens = 128;                // the MMA's n: a token tile
+constexpr int kTokens = 128;  // the MMA's n: a token tile
 // A block: two warpgroups of one m64 slab each (128 rows) and two token tiles (256 tokens), so each
 // dequantized A fragment feeds two MMAs (238 registers, one block per multiprocessor). On an H200 at
 // 512 to 2,048 tokens this ran 5-12% faster than one token tile in two blocks per multiprocessor,
@@ -48,8 +48,8 @@ constexpr int kBlockRowTiles = 4 * kWarpgroups;
 constexpr int kThreads = 128 * kWarpgroups;
 constexpr int kTokenTiles = 2;
 constexpr int kBlockTokens = kTokenTiles * kTokens;
-constexpr int kStages = 4;                        // x tiles: the one read and up to three on their way
-constexpr int kStageBytes = kBlockTokens * 128;  // 256 tokens x 64 bf16 columns
+constexpr int kStages = 4;                                  // x tiles: the one read and up to three on their way
+constexpr int kStageBytes = kBlockTokens * 128;             // 256 tokens x 64 bf16 columns
 constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // + room to align to 1,024
 // Where it is preferred over the dequantized copy and cuBLAS (cuda_perf_test prefill_gemm on an H200,
 // the 24B and 27B shapes; bench/RESULTS.md): up to 512 tokens, weights of 24M values or more (1.02-1.49x;
@@ -278,7 +278,8 @@ int column_splits(int64_t blocks, int k_tiles, int64_t outputs) {
 bool wgmma_present() {
   static const bool present = [] {
     if (!wg::wgmma_runs()) return false;
-    for (const void* kernel : {reinterpret_cast<const void*>(tiles_gemm_kernel<float>), reinterpret_cast<const void*>(tiles_gemm_kernel<__nv_bfloat16>)})
+    for (const void* kernel :
+         {reinterpret_cast<const void*>(tiles_gemm_kernel<float>), reinterpret_cast<const void*>(tiles_gemm_kernel<__nv_bfloat16>)})
       check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes), "tiles gemm");
     return true;
   }();
@@ -309,9 +310,7 @@ GemmArgs prepare(const Tensor& x, const Weight& w) {
 
 }  // namespace
 
-bool tiles_gemm_supported() {
-  return current_tuning().on(Knob::tiles_gemm) && wgmma_present();
-}
+bool tiles_gemm_supported() { return current_tuning().on(Knob::tiles_gemm) && wgmma_present(); }
 
 bool tiles_gemm_ok(const Weight& w, const Tensor& x) {
   return w.layout == WeightLayout::tiles && w.scales.dtype() == DType::bf16 && (x.dtype() == DType::f32 || x.dtype() == DType::bf16) &&
@@ -330,7 +329,8 @@ void tiles_gemm(const Tensor& x, const Weight& w, Tensor& y) {
   check(tiles_gemm_ok(w, x), ErrorKind::internal, "tiles_gemm: weight '" + w.name + "' or x is not one the tiled GEMM takes");
   GemmArgs a = prepare(x, w);
   const int64_t n = a.n, rows = w.rows;
-  const dim3 blocks(static_cast<unsigned>(a.n_padded / kBlockTokens), static_cast<unsigned>((a.row_tiles + kBlockRowTiles - 1) / kBlockRowTiles));
+  const dim3 blocks(static_cast<unsigned>(a.n_padded / kBlockTokens),
+                    static_cast<unsigned>((a.row_tiles + kBlockRowTiles - 1) / kBlockRowTiles));
   const int splits = column_splits(static_cast<int64_t>(blocks.x) * blocks.y, a.k_tiles, n * rows);
   a.split_tiles = (a.k_tiles + splits - 1) / splits;
   const int used = (a.k_tiles + a.split_tiles - 1) / a.split_tiles;  // splits that get columns

@@ -37,9 +37,9 @@ bool rms_norm_rows_in_one_warp(const Tensor& x, const Tensor& out);
 // ops::norm_rope_and_store in one launch, where norm_rope_and_store_fused says it gives the bits of
 // the three ops (tuning fuse_head_norm_rope=0: never, for comparisons).
 bool norm_rope_and_store_fused(const Tensor& q_in, const Tensor& q, const Tensor& k);
-void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q, Tensor& k,
-                         const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table,
-                         Tensor& cache_k, Tensor& cache_v);
+void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q,
+                         Tensor& k, const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions,
+                         const RopeTable& table, Tensor& cache_k, Tensor& cache_v);
 void softmax(Tensor& x);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out);

@@ -61,11 +61,10 @@ __device__ __forceinline__ uint32_t word_of(const uint4& q, int i) { return i ==
 // scale * sum(code * x) + bias * sum(x). The warps' partial sums meet in shared memory in a fixed
 // order: a row's result depends on the weight's shape (which picks R and KS), never on NB.
 template <int BITS, class S, int NB, int R, int KS>
-__device__ __forceinline__ void quantized_matvec_body(const uint4* __restrict__ w, int64_t w_stride4,
-                                                                        const S* __restrict__ scales, const S* __restrict__ biases,
-                                                                        int64_t s_stride, int group_shift, int64_t rows, int k,
-                                                                        const float* __restrict__ x, int64_t x_stride, int n,
-                                                                        float* __restrict__ y, int64_t y_stride) {
+__device__ __forceinline__ void quantized_matvec_body(const uint4* __restrict__ w, int64_t w_stride4, const S* __restrict__ scales,
+                                                      const S* __restrict__ biases, int64_t s_stride, int group_shift, int64_t rows, int k,
+                                                      const float* __restrict__ x, int64_t x_stride, int n, float* __restrict__ y,
+                                                      int64_t y_stride) {
   constexpr int VALS = 128 / BITS, PER_WORD = 32 / BITS, GROUPS = kWarpsPerBlock / KS;
   static_assert(kWarpsPerBlock % KS == 0, "KS must divide the block's warps");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slice = warp % KS;
@@ -142,8 +141,9 @@ __device__ __forceinline__ void quantized_matvec_body(const uint4* __restrict__ 
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int b = 0; b < NB; ++b) acc[r][b] = fmaf(cs[r], dot[r][b], fmaf(cb[r], xs[b], acc[r][b]));  // explicit: no
-                                                                                                     // contraction choices per NB
+      for (int b = 0; b < NB; ++b)
+        acc[r][b] = fmaf(cs[r], dot[r][b], fmaf(cb[r], xs[b], acc[r][b]));  // explicit: no
+                                                                            // contraction choices per NB
   }
   if constexpr (KS == 1) {
 #pragma unroll
@@ -174,26 +174,25 @@ __device__ __forceinline__ void quantized_matvec_body(const uint4* __restrict__ 
 }
 
 template <int BITS, class S, int NB, int R, int KS>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) quantized_matvec(const uint4* __restrict__ w, int64_t w_stride4,
-                                                                        const S* __restrict__ scales, const S* __restrict__ biases,
-                                                                        int64_t s_stride, int group_shift, int64_t rows, int k,
-                                                                        const float* __restrict__ x, int64_t x_stride, int n,
-                                                                        float* __restrict__ y, int64_t y_stride) {
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    quantized_matvec(const uint4* __restrict__ w, int64_t w_stride4, const S* __restrict__ scales, const S* __restrict__ biases,
+                     int64_t s_stride, int group_shift, int64_t rows, int k, const float* __restrict__ x, int64_t x_stride, int n,
+                     float* __restrict__ y, int64_t y_stride) {
   quantized_matvec_body<BITS, S, NB, R, KS>(w, w_stride4, scales, biases, s_stride, group_shift, rows, k, x, x_stride, n, y, y_stride);
 }
 
 // The same for MoE experts chosen on the device: block row y = blockIdx.y is output row `slot`, whose
 // expert ids[slot] is looked up in a table of (data, scales, biases) addresses; x row is slot / fan.
 template <int BITS, class S, int R, int KS>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) expert_quantized_matvec(const int64_t* __restrict__ table, const int32_t* __restrict__ ids,
-                                                                               int64_t w_stride4, int64_t s_stride, int group_shift, int64_t rows,
-                                                                               int k, const float* __restrict__ x, int64_t x_stride, int fan,
-                                                                               float* __restrict__ y, int64_t y_stride) {
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    expert_quantized_matvec(const int64_t* __restrict__ table, const int32_t* __restrict__ ids, int64_t w_stride4, int64_t s_stride,
+                            int group_shift, int64_t rows, int k, const float* __restrict__ x, int64_t x_stride, int fan,
+                            float* __restrict__ y, int64_t y_stride) {
   const int slot = blockIdx.y;
   const int64_t* e = table + 3 * ids[slot];
   quantized_matvec_body<BITS, S, 1, R, KS>(reinterpret_cast<const uint4*>(e[0]), w_stride4, reinterpret_cast<const S*>(e[1]),
-                                        reinterpret_cast<const S*>(e[2]), s_stride, group_shift, rows, k, x + (slot / fan) * x_stride, x_stride,
-                                        1, y + static_cast<int64_t>(slot) * y_stride, y_stride);
+                                           reinterpret_cast<const S*>(e[2]), s_stride, group_shift, rows, k, x + (slot / fan) * x_stride,
+                                           x_stride, 1, y + static_cast<int64_t>(slot) * y_stride, y_stride);
 }
 
 // Any expert format (dense experts, odd layouts): warp per (output row, slot). `w` describes every
@@ -222,9 +221,9 @@ __global__ void expert_generic_matvec(const int64_t* __restrict__ table, const i
 
 // bf16 mat-vec: each uint4 holds 8 weights.
 template <int NB>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) bf16_matvec(const uint4* __restrict__ w, int64_t w_stride4, int64_t rows, int64_t k,
-                                                                   const float* __restrict__ x, int64_t x_stride, int n,
-                                                                   float* __restrict__ y, int64_t y_stride) {
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    bf16_matvec(const uint4* __restrict__ w, int64_t w_stride4, int64_t rows, int64_t k, const float* __restrict__ x, int64_t x_stride,
+                int n, float* __restrict__ y, int64_t y_stride) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -286,8 +285,9 @@ template <int BITS, class S, int NB, int R, int KS>
 void launch_quantized_block(const QuantizedArgs& a, const float* x, int64_t xs, int m, float* y, int64_t ys) {
   constexpr int64_t rows_per_block = kWarpsPerBlock / KS * R;
   const auto blocks = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
-  quantized_matvec<BITS, S, NB, R, KS><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(
-      a.w, a.w4, static_cast<const S*>(a.scales), static_cast<const S*>(a.biases), a.ss, a.shift, a.rows, a.k, x, xs, m, y, ys);
+  quantized_matvec<BITS, S, NB, R, KS><<<blocks, kWarpsPerBlock * 32, 0, stream()>>>(a.w, a.w4, static_cast<const S*>(a.scales),
+                                                                                     static_cast<const S*>(a.biases), a.ss, a.shift, a.rows,
+                                                                                     a.k, x, xs, m, y, ys);
 }
 
 template <int BITS, class S, int R, int KS>
@@ -326,8 +326,14 @@ void launch_quantized_split(const QuantizedArgs& a, const float* x, int64_t xs, 
 // then shared), one for small weights.
 template <int BITS, class S>
 void launch_quantized(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
-  const QuantizedArgs a{reinterpret_cast<const uint4*>(w.data.raw()), w.data.stride(0) / 4, w.scales.raw(), w.biases.raw(),
-                        w.scales.stride(0), __builtin_ctz(static_cast<unsigned>(w.quant.group_size)), w.rows, static_cast<int>(w.cols)};
+  const QuantizedArgs a{reinterpret_cast<const uint4*>(w.data.raw()),
+                        w.data.stride(0) / 4,
+                        w.scales.raw(),
+                        w.biases.raw(),
+                        w.scales.stride(0),
+                        __builtin_ctz(static_cast<unsigned>(w.quant.group_size)),
+                        w.rows,
+                        static_cast<int>(w.cols)};
   if (w.rows >= 16384) launch_quantized_split<BITS, S, 4>(a, x, xs, n, y, ys);
   else if (w.rows >= 4096) launch_quantized_split<BITS, S, 2>(a, x, xs, n, y, ys);
   else launch_quantized_split<BITS, S, 1>(a, x, xs, n, y, ys);
@@ -360,8 +366,9 @@ void launch_bf16(const Weight& w, const float* x, int64_t xs, int n, float* y, i
 // MLX codes the fast quantized kernels read: 4 or 8 bits, whole uint4s per row, groups of 32-128.
 // Tiled weights take the generic kernels (which read every layout) outside the tiled mat-vec.
 bool quantized_fast_ok(const Weight& w) {
-  return w.quantized() && w.layout == WeightLayout::rows && (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 && w.cols % 32 == 0 &&
-         w.cols < (int64_t{1} << 30) && (w.quant.group_size == 32 || w.quant.group_size == 64 || w.quant.group_size == 128);
+  return w.quantized() && w.layout == WeightLayout::rows && (w.quant.bits == 4 || w.quant.bits == 8) && w.data.stride(0) % 4 == 0 &&
+         w.cols % 32 == 0 && w.cols < (int64_t{1} << 30) &&
+         (w.quant.group_size == 32 || w.quant.group_size == 64 || w.quant.group_size == 128);
 }
 
 bool fast_matvec_ok(const Weight& w, const Tensor& x) {
@@ -439,9 +446,7 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
 
 bool matmul_takes_bf16(const Weight&, int64_t rows) { return matmul_precision() != MatmulPrecision::f32 && rows > kMatvecRows; }
 
-bool matmul_gives_bf16(const Weight& w, int64_t rows) {
-  return current_tuning().on(Knob::gemm_bf16_out) && matmul_takes_bf16(w, rows);
-}
+bool matmul_gives_bf16(const Weight& w, int64_t rows) { return current_tuning().on(Knob::gemm_bf16_out) && matmul_takes_bf16(w, rows); }
 
 void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   // The front end admits bf16 x or y only where the GEMM runs.
@@ -462,9 +467,11 @@ void launch_expert_quantized(const ExpertSet& set, const int32_t* ids, const Ten
   constexpr int R = 2, KS = 2;  // expert matrices are small: two warps per row pair
   constexpr int64_t rows_per_block = kWarpsPerBlock / KS * R;
   const dim3 grid(static_cast<unsigned>((w.rows + rows_per_block - 1) / rows_per_block), static_cast<unsigned>(y.dim(0)));
-  expert_quantized_matvec<BITS, S, R, KS><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(
-      set.device_table().data<int64_t>(), ids, w.data.stride(0) / 4, w.scales.stride(0), __builtin_ctz(static_cast<unsigned>(w.quant.group_size)),
-      w.rows, static_cast<int>(w.cols), x.data<float>(), x.stride(0), fan, y.data<float>(), y.stride(0));
+  expert_quantized_matvec<BITS, S, R, KS>
+      <<<grid, kWarpsPerBlock * 32, 0, stream()>>>(set.device_table().data<int64_t>(), ids, w.data.stride(0) / 4, w.scales.stride(0),
+                                                   __builtin_ctz(static_cast<unsigned>(w.quant.group_size)), w.rows,
+                                                   static_cast<int>(w.cols), x.data<float>(), x.stride(0), fan, y.data<float>(),
+                                                   y.stride(0));
 }
 template <int BITS>
 void launch_expert_bits(const ExpertSet& set, const int32_t* ids, const Tensor& x, int fan, Tensor& y) {
@@ -481,7 +488,8 @@ void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids,
   const int fan = static_cast<int>(y.dim(0) / x.dim(0));
   const int32_t* id = ids.data<int32_t>();
   check(y.dim(0) <= 65535, ErrorKind::unsupported, "[expert_matmul] at most 65535 rows per call on cuda");
-  if (matmul_precision() != MatmulPrecision::f32 && tiles_experts_ok(experts, x)) return tiles_expert_matvec(x, experts, nullptr, ids, y, nullptr);
+  if (matmul_precision() != MatmulPrecision::f32 && tiles_experts_ok(experts, x))
+    return tiles_expert_matvec(x, experts, nullptr, ids, y, nullptr);
   bool fast = quantized_fast_ok(w) && aligned16(x.raw()) && x.stride(0) % 4 == 0;
   for (int64_t e = 0; fast && e < experts.size(); ++e) fast = aligned16(experts[e].data.raw());
   if (fast) {
@@ -490,7 +498,8 @@ void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids,
   } else {
     const dim3 grid(blocks_for(w.rows, kWarpsPerBlock), static_cast<unsigned>(y.dim(0)));
     expert_generic_matvec<<<grid, kWarpsPerBlock * 32, 0, stream()>>>(experts.device_table().data<int64_t>(), id, weight_view(w), w.rows,
-                                                                       w.cols, x.data<float>(), x.stride(0), fan, y.data<float>(), y.stride(0));
+                                                                      w.cols, x.data<float>(), x.stride(0), fan, y.data<float>(),
+                                                                      y.stride(0));
   }
   check_launch("expert_matmul");
 }

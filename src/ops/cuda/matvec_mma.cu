@@ -37,9 +37,9 @@ void launch_rows(const Weight& w, const float* x, int64_t xs, int n, float* y, i
 }  // namespace
 
 bool mma_matvec_ok(const Weight& w, const Tensor& x, int64_t n) {
-  return n >= 1 && n <= 8 && w.quantized() && w.layout == WeightLayout::rows && w.quant.bits == 4 && (w.quant.group_size == 64 || w.quant.group_size == 128) &&
-         (w.scales.dtype() == DType::bf16 || w.scales.dtype() == DType::f16) && w.rows % 16 == 0 && w.cols % 64 == 0 &&
-         w.data.stride(0) * 8 == w.cols && aligned16(w.data.raw()) && aligned16(x.raw()) &&
+  return n >= 1 && n <= 8 && w.quantized() && w.layout == WeightLayout::rows && w.quant.bits == 4 &&
+         (w.quant.group_size == 64 || w.quant.group_size == 128) && (w.scales.dtype() == DType::bf16 || w.scales.dtype() == DType::f16) &&
+         w.rows % 16 == 0 && w.cols % 64 == 0 && w.data.stride(0) * 8 == w.cols && aligned16(w.data.raw()) && aligned16(x.raw()) &&
          x.stride(0) % 4 == 0;
 }
 

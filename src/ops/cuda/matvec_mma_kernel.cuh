@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
     for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
 
   struct Codes {
-    uint2 lo[RT], hi[RT];  // codes 16t..16t+15 of rows g and g + 8 of each row tile
+    uint2 lo[RT], hi[RT];                                    // codes 16t..16t+15 of rows g and g + 8 of each row tile
     S scale_lo[RT], bias_lo[RT], scale_hi[RT], bias_hi[RT];  // their group's scale and bias
   };
   auto fetch = [&](Codes& c, int kt) {
@@ -208,8 +208,19 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a) {
 }
 
 inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
-  return Args{static_cast<const uint8_t*>(w.data.raw()), w.data.stride(0) * 4, w.scales.raw(), w.biases.raw(), w.scales.stride(0),
-              __builtin_ctz(static_cast<unsigned>(w.quant.group_size)), w.rows, static_cast<int>(w.cols / 64), x, xs, n, y, ys};
+  return Args{static_cast<const uint8_t*>(w.data.raw()),
+              w.data.stride(0) * 4,
+              w.scales.raw(),
+              w.biases.raw(),
+              w.scales.stride(0),
+              __builtin_ctz(static_cast<unsigned>(w.quant.group_size)),
+              w.rows,
+              static_cast<int>(w.cols / 64),
+              x,
+              xs,
+              n,
+              y,
+              ys};
 }
 
 // Most bytes of staged x a block takes without opting into more shared memory (the partial sums
@@ -217,7 +228,6 @@ inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y
 constexpr int64_t kMaxStagedBytes = 40 * 1024;
 
 inline int64_t staged_bytes(int64_t n, int64_t k_tiles) { return n * staged_row_words(k_tiles) * 4; }
-
 
 template <class S, int RT, int KS, int DEPTH, int MINB, bool XS>
 void launch(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {

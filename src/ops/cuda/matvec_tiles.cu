@@ -34,7 +34,8 @@ constexpr int kRowTiles = 2, kDepth = 2, kMinBlocks = 2;
 constexpr int kExpertDepth = 4, kExpertMinBlocks = 3;
 
 // Thread i writes 16-byte word i of the tiled codes: tile i / 32, lane i % 32.
-__global__ void tile_codes(const uint8_t* __restrict__ src, int64_t row_bytes, int64_t row_tiles, int64_t k_tiles, uint4* __restrict__ dst) {
+__global__ void tile_codes(const uint8_t* __restrict__ src, int64_t row_bytes, int64_t row_tiles, int64_t k_tiles,
+                           uint4* __restrict__ dst) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= row_tiles * k_tiles * 32) return;
   const int lane = static_cast<int>(i & 31), g = lane >> 2, t = lane & 3;
@@ -67,9 +68,7 @@ void rewrite(Tensor& t, Launch launch) {
 
 // Column parts across blocks where they fill the GPU better (tuning matvec_parts=0: never, for
 // comparisons).
-int max_column_parts() {
-  return current_tuning().on(Knob::matvec_parts) ? tiles::kMaxParts : 1;
-}
+int max_column_parts() { return current_tuning().on(Knob::matvec_parts) ? tiles::kMaxParts : 1; }
 
 template <class S, bool PAIRS, int FUSE>
 int64_t launch_tiles(const tiles::Args& a, int group_tiles, const tiles::NormFusion& f) {
@@ -79,9 +78,7 @@ int64_t launch_tiles(const tiles::Args& a, int group_tiles, const tiles::NormFus
 
 // Weight loads marked evict-first in L2 (tuning weight_evict_first=0: normal, for comparisons). On an
 // H200 it took decode 142.2 -> 144.0 tok/s (27B shape) and 184.0 -> 186.6 (24B shape).
-bool weights_evict_first() {
-  return current_tuning().on(Knob::weight_evict_first);
-}
+bool weights_evict_first() { return current_tuning().on(Knob::weight_evict_first); }
 
 // The tiled mat-vec over w with x and y in `a` (FUSE, f: the norm split across two mat-vecs,
 // matvec_tiles.cuh). Returns the launch's block rows.
@@ -183,9 +180,9 @@ int64_t tiles_matvec_residual(const Tensor& x, const Weight& w, const ResidualNo
 
 bool tiles_scaled_ok(const ScaledInput& in, const Weight& w) {
   const Tensor* sq = in.squares;
-  return w.layout == WeightLayout::tiles && aligned_row(in.u, w.cols) && in.count > 0 && in.count <= tiles::kMaxSquares &&
-         sq != nullptr && *sq && sq->device() == Device::cuda && sq->dtype() == DType::f32 && sq->is_contiguous() &&
-         sq->numel() >= squares_room(in.count) && aligned16(sq->raw());
+  return w.layout == WeightLayout::tiles && aligned_row(in.u, w.cols) && in.count > 0 && in.count <= tiles::kMaxSquares && sq != nullptr &&
+         *sq && sq->device() == Device::cuda && sq->dtype() == DType::f32 && sq->is_contiguous() && sq->numel() >= squares_room(in.count) &&
+         aligned16(sq->raw());
 }
 
 void tiles_matvec_scaled(const ScaledInput& in, const Weight& w, Tensor& y) {
@@ -197,9 +194,7 @@ void tiles_matvec_scaled(const ScaledInput& in, const Weight& w, Tensor& y) {
 namespace {
 // The SwiGLU inside the gate/up mat-vecs, dense and expert (tuning fuse_swiglu=0: never, for
 // comparisons).
-bool swiglu_fused() {
-  return current_tuning().on(Knob::fuse_swiglu);
-}
+bool swiglu_fused() { return current_tuning().on(Knob::fuse_swiglu); }
 }  // namespace
 
 bool tiles_silu_mul_ok(const Weight& gate_up, const Tensor& x) {
@@ -292,8 +287,8 @@ bool tiles_routed_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up,
   return current_tuning().on(Knob::route_in_experts) && tiles_expert_silu_mul_ok(gate, up, x) && logits.dim(1) <= 32 * kRoutedLogitsPerLane;
 }
 
-void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
-                                  int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act) {
+void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits,
+                                  const MoeRouting& routing, int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act) {
   const int k = static_cast<int>(routing.top_k);
   const tiles::ExpertRouting ro{logits.data<float>(),
                                 logits.stride(0),
@@ -310,9 +305,7 @@ void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const 
 
 namespace {
 // The combine in the down launch (tuning fuse_moe_combine=0: never, for comparisons).
-bool combine_in_down() {
-  return current_tuning().on(Knob::fuse_moe_combine);
-}
+bool combine_in_down() { return current_tuning().on(Knob::fuse_moe_combine); }
 }  // namespace
 
 bool tiles_expert_combine_residual_ok(const ExpertSet& down, const Tensor& act, const Tensor& per_rank, const ResidualNorm& r) {

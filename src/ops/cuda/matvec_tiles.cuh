@@ -269,8 +269,8 @@ enum LoopForm : int { kAllColumns = 0, kOneRow = 1, kRawCodes = 2, kLoadsOnly = 
 // One tile's share of y: acc[r] += the 16 x 64 weight tile of row tile r (this lane's codes, scale
 // pairs and bias pairs) times x's tile fragment (FORM: kAllColumns, kOneRow or kRawCodes).
 template <class S, int RT, int FORM = kAllColumns>
-__device__ __forceinline__ void tile_dot(const uint4 (&codes)[RT], const uint32_t (&scale_pairs)[RT], const uint32_t (&bias_pairs)[RT], const XFragment& x,
-                                         float (&acc)[RT][4]) {
+__device__ __forceinline__ void tile_dot(const uint4 (&codes)[RT], const uint32_t (&scale_pairs)[RT], const uint32_t (&bias_pairs)[RT],
+                                         const XFragment& x, float (&acc)[RT][4]) {
   const uint32_t low_nibbles = 0x000F000Fu, bf16_128 = 0x43004300u;
   const auto& b = x.b;
   const auto& xsum = x.sum;
@@ -421,7 +421,8 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
 // and the B columns past n hold copies whose results are never stored.
 // FUSE, f: the norm split across two mat-vecs (NormFusion). FORM: LoopForm (kOneRow and the perf
 // test's forms: a.n is 1).
-template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
+template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false, int FUSE = kPlain,
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part, const UpTiles& up = {}, const NormFusion& f = {}) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
@@ -437,7 +438,7 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
     const uint4* codes = a.codes;
     const uint32_t *scales = a.scales, *biases = a.biases;
     int64_t tile = rt[r] < a.row_tiles ? rt[r] : a.row_tiles - 1;  // past the end: recompute the last tile, not written
-    if constexpr (PAIRS) {  // tile q of each half, from its own tensors
+    if constexpr (PAIRS) {                                         // tile q of each half, from its own tensors
       tile = rt[0] < a.pair_tiles ? rt[0] : a.pair_tiles - 1;
       if (r == 1) codes = up.codes, scales = up.scales, biases = up.biases;
     }
@@ -495,7 +496,8 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   static_assert(kBlockRows <= kStageRows || FUSE != kResidualOut, "a residual block's rows fit the stage");
   if constexpr (FUSE != kPlain) stage = &staged[0];
   if constexpr (FUSE == kScaledIn) stage_squares(f, *stage);
-  if constexpr (FUSE == kResidualOut) stage_residual(f.residual, block * kBlockRows, static_cast<int>(kBlockRows), a.row_tiles * 16, *stage);
+  if constexpr (FUSE == kResidualOut)
+    stage_residual(f.residual, block * kBlockRows, static_cast<int>(kBlockRows), a.row_tiles * 16, *stage);
   int i = 0;
   for (; i + 2 * DEPTH <= count; i += DEPTH) {
 #pragma unroll
@@ -523,7 +525,8 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   store_sums<KS, RT, PAIRS, FUSE>(a, acc, block, part, f, stage, block * kBlockRows);
 }
 
-template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS, int FUSE = kPlain,
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a, NormFusion f) {
   if constexpr (PAIRS)  // the stack's second half
     matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, FORM>(a, blockIdx.x, blockIdx.y,
@@ -560,7 +563,8 @@ __device__ __forceinline__ void expert_body(const ExpertArgs& e, int slot, int64
     a.row_tiles = 2 * e.row_tiles;
     a.pair_tiles = e.row_tiles;
     matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, kOneRow>(a, blockIdx.x, 0,
-                                                              {reinterpret_cast<const uint4*>(up[0]), reinterpret_cast<const uint32_t*>(up[1]),
+                                                              {reinterpret_cast<const uint4*>(up[0]),
+                                                               reinterpret_cast<const uint32_t*>(up[1]),
                                                                reinterpret_cast<const uint32_t*>(up[2])});
   } else {  // the general loop: with kOneRow, ptxas spilled 148 bytes in the down + combine launch against its 16
     matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0);
@@ -674,20 +678,33 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) routed_expert_pairs(ExpertA
 }
 
 inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
-  return Args{static_cast<const uint4*>(w.data.raw()), static_cast<const uint32_t*>(w.scales.raw()), static_cast<const uint32_t*>(w.biases.raw()),
-              w.rows / 16, static_cast<int>(w.cols / 64), static_cast<int>(w.cols / w.quant.group_size), x, xs, n, y, ys,
-              1, static_cast<int>(w.cols / 64)};
+  return Args{static_cast<const uint4*>(w.data.raw()),
+              static_cast<const uint32_t*>(w.scales.raw()),
+              static_cast<const uint32_t*>(w.biases.raw()),
+              w.rows / 16,
+              static_cast<int>(w.cols / 64),
+              static_cast<int>(w.cols / w.quant.group_size),
+              x,
+              xs,
+              n,
+              y,
+              ys,
+              1,
+              static_cast<int>(w.cols / 64)};
 }
 
 static_assert(kSplitWarps == kWarps, "matvec_split.h counts the block's warps");
 
-inline int column_split(int64_t row_tiles, int rt, int64_t k_tiles) { return tiles::column_split(row_tiles, rt, k_tiles, multiprocessor_count()); }
+inline int column_split(int64_t row_tiles, int rt, int64_t k_tiles) {
+  return tiles::column_split(row_tiles, rt, k_tiles, multiprocessor_count());
+}
 
 // Where fewer, longer blocks pay (matvec_split.h; tuning matvec_split_waves=0: column_split alone,
 // for comparisons).
 template <int MINB>
 int dense_split(int64_t row_tiles, int rt, int64_t k_tiles) {
-  return current_tuning().on(Knob::matvec_split_waves) ? dense_column_split(row_tiles, rt, k_tiles, multiprocessor_count(), MINB) : column_split(row_tiles, rt, k_tiles);
+  return current_tuning().on(Knob::matvec_split_waves) ? dense_column_split(row_tiles, rt, k_tiles, multiprocessor_count(), MINB)
+                                                       : column_split(row_tiles, rt, k_tiles);
 }
 
 // The column parts' workspace (matvec_tiles.cu; sizes in matvec_split.h): made once at its full
@@ -732,15 +749,16 @@ int64_t launch(const Args& a, int max_parts = 1, const NormFusion& f = {}) {
       return b;
     }();
     constexpr int64_t tiles_per_block = kWarps / KS * RT;
-    parts = column_parts((a.row_tiles + tiles_per_block - 1) / tiles_per_block, int64_t{per_multiprocessor} * multiprocessor_count(), a.k_tiles,
-                         KS, static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
+    parts = column_parts((a.row_tiles + tiles_per_block - 1) / tiles_per_block, int64_t{per_multiprocessor} * multiprocessor_count(),
+                         a.k_tiles, KS, static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
   }
   return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>(a, parts, f);
 }
 
 // Warps per row tile and column parts chosen together (dense_launch_shape; tuning matvec_joint_split=0:
 // one after the other, for comparisons).
-template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain, int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
+template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain,
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
 int64_t launch_split(const Args& a, int max_parts = kMaxParts, const NormFusion& f = {}) {
   if (!current_tuning().on(Knob::matvec_joint_split) || max_parts <= 1)
     return with_split(dense_split<MINB>(a.row_tiles, RT, a.k_tiles),

@@ -49,8 +49,8 @@ void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertS
 // moe_route(logits, routing, ids, weights, appended_id) would write, and act the same bits as
 // moe_route then tiles_expert_silu_mul (tuning route_in_experts=0: never offered).
 bool tiles_routed_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x, const Tensor& logits);
-void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits, const MoeRouting& routing,
-                                  int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
+void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits,
+                                  const MoeRouting& routing, int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
 // The down experts of one token's k + 1 ranks (the shared expert's last) followed by the MoE
 // combine into the residual stream, in one launch (ops::expert_down_combine_residual;
 // tuning fuse_moe_combine=0: never offered). Returns the count of squares.

@@ -87,9 +87,9 @@ void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Ten
   check(E <= 32 * 32, ErrorKind::unsupported, "[moe_route] at most 1024 experts on cuda, got " + std::to_string(E));
   constexpr int kWarps = 4;
   const auto launch = [&](auto kernel) {
-    launch_early(kernel, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0, logits.data<float>(), logits.stride(0),
-                 n, E, static_cast<int>(routing.top_k), routing.softmax_first, routing.normalize, ids.data<int32_t>(), weights.data<float>(),
-                 appended_id);
+    launch_early(kernel, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0, logits.data<float>(),
+                 logits.stride(0), n, E, static_cast<int>(routing.top_k), routing.softmax_first, routing.normalize, ids.data<int32_t>(),
+                 weights.data<float>(), appended_id);
   };
   if (E <= 32) launch(moe_route_kernel<1>);
   else if (E <= 64) launch(moe_route_kernel<2>);
@@ -121,17 +121,15 @@ namespace {
 constexpr int kCombineThreads = 256;
 }  // namespace
 
-bool moe_combine_residual_ok(int64_t d, const ResidualNorm& r) {
-  return residual_fits(r, d, blocks_for(d, kCombineThreads));
-}
+bool moe_combine_residual_ok(int64_t d, const ResidualNorm& r) { return residual_fits(r, d, blocks_for(d, kCombineThreads)); }
 
 int64_t moe_combine_shared_rank_residual(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, const ResidualNorm& r) {
   const int64_t d = per_rank.dim(1), k = weights.numel(), s = per_rank.stride(0);
   const ResidualOut res = residual_out(r);
   const unsigned blocks = blocks_for(d, kCombineThreads);
-  launch_early(moe_combine_device_kernel<true>, dim3(blocks), dim3(kCombineThreads), 0, per_rank.data<float>(), s, k + 1, weights.data<float>(),
-               k, per_rank.data<float>() + k * s, (k + 1) * s, shared_logit.data<float>(), shared_logit.stride(0), nullptr, int64_t{0},
-               int64_t{1}, d, res);
+  launch_early(moe_combine_device_kernel<true>, dim3(blocks), dim3(kCombineThreads), 0, per_rank.data<float>(), s, k + 1,
+               weights.data<float>(), k, per_rank.data<float>() + k * s, (k + 1) * s, shared_logit.data<float>(), shared_logit.stride(0),
+               nullptr, int64_t{0}, int64_t{1}, d, res);
   check_launch("moe_combine_shared_rank_residual");
   return blocks;
 }
@@ -140,8 +138,8 @@ void copy_rows(const Tensor& src, std::span<const int32_t> src_rows, Tensor& dst
   const int64_t count = static_cast<int64_t>(src_rows.size()), d = src.dim(1);
   const int32_t* s = device_ints(HostSlot::source_rows, src_rows);
   const int32_t* t = device_ints(HostSlot::target_rows, dst_rows);
-  copy_rows_kernel<<<blocks_for(count * d, 256), 256, 0, stream()>>>(src.data<float>(), src.stride(0), s, dst.data<float>(), dst.stride(0), t,
-                                                                   count, d);
+  copy_rows_kernel<<<blocks_for(count * d, 256), 256, 0, stream()>>>(src.data<float>(), src.stride(0), s, dst.data<float>(), dst.stride(0),
+                                                                     t, count, d);
   check_launch("copy_rows");
 }
 
@@ -151,8 +149,8 @@ void moe_combine(const Tensor& per_rank, std::span<const float> weights, const T
   const float* w = device_floats(HostFloatSlot::expert_weights, weights);
   const float* sw = shared ? device_floats(HostFloatSlot::shared_weights, shared_weights) : nullptr;
   moe_combine_kernel<<<blocks_for(n * d, 256), 256, 0, stream()>>>(per_rank.data<float>(), per_rank.stride(0), w, k,
-                                                                 shared ? shared->data<float>() : nullptr, shared ? shared->stride(0) : 0, sw,
-                                                                 out.data<float>(), out.stride(0), n, d);
+                                                                   shared ? shared->data<float>() : nullptr, shared ? shared->stride(0) : 0,
+                                                                   sw, out.data<float>(), out.stride(0), n, d);
   check_launch("moe_combine");
 }
 

@@ -107,7 +107,8 @@ __global__ void group_scan(int32_t* __restrict__ counts, int chunks, int E, int3
 
 // One warp per chunk, 32 ids a step in order: an id's place is its expert's next free position
 // plus its rank among the step's equal ids.
-__global__ void group_place(const int32_t* __restrict__ ids, int m, int E, const int32_t* __restrict__ starts, int32_t* __restrict__ sorted) {
+__global__ void group_place(const int32_t* __restrict__ ids, int m, int E, const int32_t* __restrict__ starts,
+                            int32_t* __restrict__ sorted) {
   extern __shared__ int32_t next[];
   const int c = blockIdx.x, lane = threadIdx.x;
   for (int e = lane; e < E; e += 32) next[e] = starts[static_cast<int64_t>(c) * E + e];
@@ -198,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     grouped_mma(const int64_t* __restrict__ table, const int32_t* __restrict__ offsets, const int32_t* __restrict__ tiles, int E,
                 const int32_t* __restrict__ sorted, bool gather, int fan, int64_t row_bytes, int64_t s_stride, int group_shift, int N,
                 int K, const __nv_bfloat16* __restrict__ x, float* __restrict__ y, int64_t y_stride) {
-  constexpr int WM = BM >= 64 ? 2 : 1, WN = 8 / WM;  // warps along rows and columns
+  constexpr int WM = BM >= 64 ? 2 : 1, WN = 8 / WM;    // warps along rows and columns
   constexpr int MF = BM / WM / 16, NF = kBN / WN / 8;  // m16 and n8 fragments per warp
   constexpr int XR = BM >= 32 ? BM / 32 : 1;           // x rows per thread per step (8 values each)
   constexpr int QV = BITS == 16 ? 4 : BITS / 4;        // uint4s holding a thread's 32 weights
@@ -411,8 +412,8 @@ void launch_mma(const Launch& a, int64_t m) {
   check_launch("grouped_expert_matmul schedule");
   const int64_t worst = m / BM + std::min<int64_t>(a.E, m);
   const dim3 grid(static_cast<unsigned>(worst), static_cast<unsigned>((a.N + kBN - 1) / kBN));
-  grouped_mma<BITS, S, BM, TILED><<<grid, kThreads, 0, stream()>>>(a.table, a.offsets, a.tiles, a.E, a.sorted, a.gather, a.fan,
-                                                                   a.row_bytes, a.s_stride, a.shift, a.N, a.K, a.x, a.y, a.ys);
+  grouped_mma<BITS, S, BM, TILED><<<grid, kThreads, 0, stream()>>>(a.table, a.offsets, a.tiles, a.E, a.sorted, a.gather, a.fan, a.row_bytes,
+                                                                   a.s_stride, a.shift, a.N, a.K, a.x, a.y, a.ys);
 }
 
 // Rows per tile from the mean rows per expert: few rows per expert waste less of a small tile.
@@ -488,9 +489,9 @@ void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tens
   }
   constexpr int kWarps = 8;
   const dim3 grid(static_cast<unsigned>(m), blocks_for(w.rows, kWarps));
-  grouped_generic<<<grid, kWarps * 32, 0, stream()>>>(table, offsets.data<int32_t>(), static_cast<int>(E), sorted.data<int32_t>(), gather, fan,
-                                                       weight_view(w), w.rows, w.cols, x.data<float>(), x.stride(0), y.data<float>(),
-                                                       y.stride(0));
+  grouped_generic<<<grid, kWarps * 32, 0, stream()>>>(table, offsets.data<int32_t>(), static_cast<int>(E), sorted.data<int32_t>(), gather,
+                                                      fan, weight_view(w), w.rows, w.cols, x.data<float>(), x.stride(0), y.data<float>(),
+                                                      y.stride(0));
   check_launch("grouped_expert_matmul");
 }
 

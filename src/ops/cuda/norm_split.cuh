@@ -13,16 +13,17 @@ constexpr int64_t squares_room(int64_t count) { return (count + 3) / 4 * 4; }
 
 // A (1, d) f32 row, contiguous on the GPU (the stream h, and u).
 inline bool stream_row(const Tensor* t, int64_t d) {
-  return t != nullptr && *t && t->device() == Device::cuda && t->dtype() == DType::f32 && t->ndim() == 2 && t->dim(0) == 1 && t->dim(1) == d &&
-         t->is_contiguous();
+  return t != nullptr && *t && t->device() == Device::cuda && t->dtype() == DType::f32 && t->ndim() == 2 && t->dim(0) == 1 &&
+         t->dim(1) == d && t->is_contiguous();
 }
 
 // Whether r fits a producer of d outputs that leaves `count` squares.
 inline bool residual_fits(const ResidualNorm& r, int64_t d, int64_t count) {
   const Tensor *w = r.weight, *sq = r.squares;
-  return stream_row(r.h, d) && stream_row(r.u, d) && w != nullptr && *w && w->device() == Device::cuda && w->ndim() == 1 && w->dim(0) == d &&
-         w->is_contiguous() && (w->dtype() == DType::f32 || w->dtype() == DType::bf16 || w->dtype() == DType::f16) && sq != nullptr && *sq &&
-         sq->device() == Device::cuda && sq->dtype() == DType::f32 && sq->is_contiguous() && sq->numel() >= squares_room(count);
+  return stream_row(r.h, d) && stream_row(r.u, d) && w != nullptr && *w && w->device() == Device::cuda && w->ndim() == 1 &&
+         w->dim(0) == d && w->is_contiguous() && (w->dtype() == DType::f32 || w->dtype() == DType::bf16 || w->dtype() == DType::f16) &&
+         sq != nullptr && *sq && sq->device() == Device::cuda && sq->dtype() == DType::f32 && sq->is_contiguous() &&
+         sq->numel() >= squares_room(count);
 }
 
 // A producer's view of a ResidualNorm: h += y, u = h * (weight + offset), squares[block] = the

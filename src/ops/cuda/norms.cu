@@ -149,9 +149,7 @@ bool whole_chunks(const Rows<T>& r) {
 }
 
 // Whether rows of `cols` take rms_norm_chunks_kernel (tuning norm_chunks=0: never, for comparisons).
-bool chunked(int64_t cols) {
-  return current_tuning().on(Knob::norm_chunks) && cols <= int64_t{kHeld4} * 4 * chunk_threads(cols / 4);
-}
+bool chunked(int64_t cols) { return current_tuning().on(Knob::norm_chunks) && cols <= int64_t{kHeld4} * 4 * chunk_threads(cols / 4); }
 
 // Block (row, head): d threads or fewer, looping.
 __global__ void gated_rms_norm_kernel(Rows<const float> x, Rows<const float> z, const void* w, FloatKind kind, int64_t d, float eps,
@@ -214,8 +212,7 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, flo
   if (rx.rows == 0) return;
   if (out.dtype() == DType::bf16)
     launch_norm<false, __nv_bfloat16>(rx, nullptr, Rows<const float>{}, weight, eps, weight_offset, out, "rms_norm");
-  else
-    launch_norm<false, float>(rx, nullptr, Rows<const float>{}, weight, eps, weight_offset, out, "rms_norm");
+  else launch_norm<false, float>(rx, nullptr, Rows<const float>{}, weight, eps, weight_offset, out, "rms_norm");
 }
 
 namespace {
@@ -225,10 +222,8 @@ void add_rms_norm_from(Tensor& h, const Tensor& delta, const Tensor& weight, flo
   const auto rd = rows_of<const D>(delta, "add_rms_norm");
   if (rh.rows == 0) return;
   const Rows<const float> hx{rh.data, rh.rows, rh.cols, rh.stride};
-  if (out.dtype() == DType::bf16)
-    launch_norm<true, __nv_bfloat16, D>(hx, rh.data, rd, weight, eps, weight_offset, out, "add_rms_norm");
-  else
-    launch_norm<true, float, D>(hx, rh.data, rd, weight, eps, weight_offset, out, "add_rms_norm");
+  if (out.dtype() == DType::bf16) launch_norm<true, __nv_bfloat16, D>(hx, rh.data, rd, weight, eps, weight_offset, out, "add_rms_norm");
+  else launch_norm<true, float, D>(hx, rh.data, rd, weight, eps, weight_offset, out, "add_rms_norm");
 }
 }  // namespace
 

@@ -111,8 +111,8 @@ constexpr int kNormWarps = 4, kNormChunks = 4;  // chunks a lane holds: rows of 
 constexpr int64_t kFusedMaxTokens = 64;
 
 struct NormRopeArgs {
-  RopeStoreArgs r;     // q is the normalised output; k is normalised in place
-  const float* q_in;   // head h of token t at q_in + (t * heads + h) * q_in_s
+  RopeStoreArgs r;    // q is the normalised output; k is normalised in place
+  const float* q_in;  // head h of token t at q_in + (t * heads + h) * q_in_s
   int64_t q_in_s;
   const void* q_w;
   const void* k_w;
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_store_kernel(NormRo
   const bool live = h < a.heads + a.kv_heads;
   float4 wv[kNormChunks];
   if (live) head_weights(na, h, wv);  // before the wait: nothing of the step writes them
-  wait_for_previous();  // launched early (common.cuh): nothing else is read before the kernel ahead ends
+  wait_for_previous();                // launched early (common.cuh): nothing else is read before the kernel ahead ends
   allow_next_early();
   const int32_t position = a.positions[t];
   for (int64_t j = threadIdx.x; j < a.half; j += blockDim.x) cos_sin[j] = cos_sin_at(position, j, a.inv_freq, a.magnitude);
@@ -253,9 +253,9 @@ bool norm_rope_and_store_fused(const Tensor& q_in, const Tensor& q, const Tensor
   return rms_norm_rows_in_one_warp(q_in, q.reshape({q.dim(0) * q.dim(1), d})) && rms_norm_rows_in_one_warp(k_rows, k_rows);
 }
 
-void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q, Tensor& k,
-                         const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions, const RopeTable& table,
-                         Tensor& cache_k, Tensor& cache_v) {
+void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q,
+                         Tensor& k, const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions,
+                         const RopeTable& table, Tensor& cache_k, Tensor& cache_v) {
   NormRopeArgs na{};
   na.r = rope_store_args(q, k, v, positions, device_positions, table, cache_k, cache_v);
   na.q_in = q_in.data<float>();

@@ -54,8 +54,8 @@ __device__ __forceinline__ unsigned long long packed_candidate(float v, int64_t 
 
 __device__ __forceinline__ unsigned long long max_u64(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 
-__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* logits, int64_t stride, int64_t vocab,
-                                                                unsigned long long* best) {
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_kernel(const float* logits, int64_t stride, int64_t vocab, unsigned long long* best) {
   __shared__ unsigned long long warps_best[kArgmaxThreads / 32];
   const float* row = logits + static_cast<int64_t>(blockIdx.y) * stride;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kArgmaxSlice, end = min(vocab, begin + kArgmaxSlice);
@@ -196,8 +196,8 @@ __device__ __forceinline__ uint64_t to_fixed(float p) { return __double2ull_rn(s
 
 // The sampler: the same decisions as Sampler::probabilities (ops/ref/sampling.cc spells them out
 // with a sort), then the inverse CDF at u.
-__global__ void __launch_bounds__(kSampleThreads) sample_kernel(const float* logits, int64_t stride, int64_t vocab, SampleArgs a,
-                                                                int32_t* ids) {
+__global__ void __launch_bounds__(kSampleThreads)
+    sample_kernel(const float* logits, int64_t stride, int64_t vocab, SampleArgs a, int32_t* ids) {
   __shared__ double scratch[kSampleWarps * kPivots];
   __shared__ float fscratch[32];
   __shared__ uint64_t uscratch[kSampleWarps];
@@ -231,12 +231,13 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const float* log
   const bool top_k = !plain && a.top_k > 0 && a.top_k < vocab;
   uint32_t k_key = 0;  // top-k keeps keys > k_key and the first k_ties ids at k_key (no key is 0)
   if (top_k)
-    search_largest<float>(vocab, 0u, order_key(max_in), static_cast<double>(a.top_k), 0.0, 0u,
-                          [&](int64_t i, uint32_t& key, float& w) {
-                            key = order_key(scaled(i));
-                            w = 1.0f;
-                          },
-                          scratch, k_key);
+    search_largest<float>(
+        vocab, 0u, order_key(max_in), static_cast<double>(a.top_k), 0.0, 0u,
+        [&](int64_t i, uint32_t& key, float& w) {
+          key = order_key(scaled(i));
+          w = 1.0f;
+        },
+        scratch, k_key);
   // Sum of the kept weights (the host's total), and how many ids lie above the top-k key.
   double sums[2];
   {

@@ -1,6 +1,6 @@
 // Stand-in for the chunked gated delta rule in a build without the CUDA backend (see kernels.cc here).
-#include "base/error.h"
 #include "ops/cuda/gated_delta_chunked.h"
+#include "base/error.h"
 
 namespace sanctum::ops::cuda {
 

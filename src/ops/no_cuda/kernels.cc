@@ -1,17 +1,15 @@
 // Stand-ins for a build without the CUDA backend. The op front ends only call these for tensors on
 // the GPU, which such a build cannot create, so each one just says what is missing.
+#include "ops/cuda/kernels.h"
 #include "base/error.h"
 #include "ops/cuda/gemm_tiles.h"
-#include "ops/cuda/kernels.h"
 #include "ops/cuda/matvec_mma.cuh"
 #include "ops/cuda/matvec_tiles.h"
 
 namespace sanctum::ops::cuda {
 
 namespace {
-[[noreturn]] void no_cuda(const char* op) {
-  fail(ErrorKind::unsupported, std::string("[") + op + "] this sanctum was built without CUDA");
-}
+[[noreturn]] void no_cuda(const char* op) { fail(ErrorKind::unsupported, std::string("[") + op + "] this sanctum was built without CUDA"); }
 }  // namespace
 
 void matmul(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
@@ -26,8 +24,8 @@ void rope_and_store(Tensor&, Tensor&, const Tensor&, std::span<const int32_t>, c
 }
 bool rms_norm_rows_in_one_warp(const Tensor&, const Tensor&) { return false; }
 bool norm_rope_and_store_fused(const Tensor&, const Tensor&, const Tensor&) { return false; }
-void norm_rope_and_store(const Tensor&, const Tensor&, const Tensor&, float, float, Tensor&, Tensor&, const Tensor&, std::span<const int32_t>,
-                         const int32_t*, const RopeTable&, Tensor&, Tensor&) {
+void norm_rope_and_store(const Tensor&, const Tensor&, const Tensor&, float, float, Tensor&, Tensor&, const Tensor&,
+                         std::span<const int32_t>, const int32_t*, const RopeTable&, Tensor&, Tensor&) {
   no_cuda("norm_rope_and_store");
 }
 void softmax(Tensor&) { no_cuda("softmax"); }
@@ -37,7 +35,9 @@ void add(const Tensor&, const Tensor&, Tensor&) { no_cuda("add"); }
 void add_bias(Tensor&, const Tensor&) { no_cuda("add_bias"); }
 void copy(const Tensor&, Tensor&) { no_cuda("copy"); }
 void store_rows(const Tensor&, Tensor&, int64_t, const int32_t*) { no_cuda("store_rows"); }
-void attention(const Tensor&, const Tensor&, const Tensor&, int64_t, const int32_t*, float, Tensor&, const Tensor*) { no_cuda("attention"); }
+void attention(const Tensor&, const Tensor&, const Tensor&, int64_t, const int32_t*, float, Tensor&, const Tensor*) {
+  no_cuda("attention");
+}
 bool attention_takes_gate(int64_t) { return false; }
 bool attention_gives_bf16(int64_t, int64_t) { return false; }
 void causal_conv1d_silu_taps(const Tensor&, Tensor&, const Tensor&, Tensor&) { no_cuda("causal_conv1d_silu_taps"); }
@@ -79,19 +79,19 @@ int64_t moe_combine_shared_rank_residual(const Tensor&, const Tensor&, const Ten
 }
 bool tiles_experts_ok(const ExpertSet&, const Tensor&) { return false; }
 bool tiles_expert_silu_mul_ok(const ExpertSet&, const ExpertSet&, const Tensor&) { return false; }
-void tiles_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("expert_gate_up_silu_mul"); }
+void tiles_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, Tensor&) {
+  no_cuda("expert_gate_up_silu_mul");
+}
 bool tiles_expert_combine_residual_ok(const ExpertSet&, const Tensor&, const Tensor&, const ResidualNorm&) { return false; }
 int64_t tiles_expert_matvec_combine_residual(const Tensor&, const ExpertSet&, const Tensor&, const Tensor&, const Tensor&, Tensor&,
                                              const ResidualNorm&) {
   no_cuda("expert_down_combine_residual");
 }
 bool tiles_routed_expert_silu_mul_ok(const ExpertSet&, const ExpertSet&, const Tensor&, const Tensor&) { return false; }
-void tiles_routed_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, const MoeRouting&, int32_t, Tensor&, Tensor&,
-                                  Tensor&) {
+void tiles_routed_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, const MoeRouting&, int32_t, Tensor&,
+                                  Tensor&, Tensor&) {
   no_cuda("expert_gate_up_silu_mul_routed");
 }
-void tiles_expert_matvec(const Tensor&, const ExpertSet&, const ExpertSet*, const Tensor&, Tensor&, Tensor*) {
-  no_cuda("expert mat-vec");
-}
+void tiles_expert_matvec(const Tensor&, const ExpertSet&, const ExpertSet*, const Tensor&, Tensor&, Tensor*) { no_cuda("expert mat-vec"); }
 
 }  // namespace sanctum::ops::cuda

@@ -1,6 +1,6 @@
 // Stand-ins for the grouped MoE ops in a build without the CUDA backend (see kernels.cc here).
-#include "base/error.h"
 #include "ops/cuda/moe_grouped.h"
+#include "base/error.h"
 
 namespace sanctum::ops::cuda {
 

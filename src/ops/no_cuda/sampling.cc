@@ -1,6 +1,6 @@
 // Stand-ins for a build without the CUDA backend (see kernels.cc): only reached for GPU tensors.
-#include "base/error.h"
 #include "ops/cuda/sampling.cuh"
+#include "base/error.h"
 
 namespace sanctum::ops::cuda {
 

@@ -45,11 +45,9 @@ void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Te
     for (int64_t c = 0; c < channels; ++c) detail::row_ptr<float>(state, i)[c] = next[static_cast<size_t>(i * channels + c)];
 }
 
-void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
-                      const Tensor& a_log, const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state,
-                      Tensor& out) {
-  const int64_t n = q.dim(0), hk = shape.n_key_heads, dk = shape.key_dim, hv = shape.n_value_heads,
-                dv = shape.value_dim, group = hv / hk;
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                      const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out) {
+  const int64_t n = q.dim(0), hk = shape.n_key_heads, dk = shape.key_dim, hv = shape.n_value_heads, dv = shape.value_dim, group = hv / hk;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
   std::vector<float> qn(static_cast<size_t>(dk)), kn(static_cast<size_t>(dk));
   for (int64_t t = 0; t < n; ++t) {

@@ -4,8 +4,7 @@
 
 namespace sanctum::ops::ref {
 
-void gemm_bf16(int64_t m, int64_t n, int64_t kk, const float* A, int64_t lda, const float* B, int64_t ldb, double* C,
-               int64_t ldc) {
+void gemm_bf16(int64_t m, int64_t n, int64_t kk, const float* A, int64_t lda, const float* B, int64_t ldb, double* C, int64_t ldc) {
   auto round = [](float x) { return static_cast<double>(bf16_to_f32(f32_to_bf16(x))); };
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {

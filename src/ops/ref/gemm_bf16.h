@@ -6,7 +6,6 @@
 namespace sanctum::ops::ref {
 
 // C (m x n) = bf16(A) bf16(B), A (m x kk) and B (kk x n) row-major f32 with leading dims.
-void gemm_bf16(int64_t m, int64_t n, int64_t kk, const float* A, int64_t lda, const float* B, int64_t ldb, double* C,
-               int64_t ldc);
+void gemm_bf16(int64_t m, int64_t n, int64_t kk, const float* A, int64_t lda, const float* B, int64_t ldb, double* C, int64_t ldc);
 
 }  // namespace sanctum::ops::ref

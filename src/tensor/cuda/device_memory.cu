@@ -68,7 +68,8 @@ bool cuda_available() { return cuda_unavailable_reason().empty(); }
 std::shared_ptr<void> cuda_allocate(size_t bytes) {
   check(cuda_available(), ErrorKind::unsupported, "cannot allocate on cuda: " + cuda_unavailable_reason());
   // Memory allocated inside a recording would belong to the graph, not to the tensor that holds it.
-  check(!StepGraph::recording_now(), ErrorKind::internal, "device allocation of " + std::to_string(bytes) + " bytes while recording a step graph");
+  check(!StepGraph::recording_now(), ErrorKind::internal,
+        "device allocation of " + std::to_string(bytes) + " bytes while recording a step graph");
   g_allocations.fetch_add(1);
   const size_t rounded = (bytes + 255) / 256 * 256 + 256;  // never zero; room for 16-byte vector tails
   const size_t limit = g_limit.load();
@@ -143,12 +144,13 @@ uint64_t queue_copy_to_host(const void* src, size_t bytes) {
   const uint64_t ticket = p.next++;
   const int slot = static_cast<int>(ticket % kPendingCopies);
   if (p.holds[slot] != 0) cuda::check_cuda(cudaEventSynchronize(p.done[slot]), "copy slot wait");  // its earlier copy still lands there
-  if (p.device_slots != nullptr && current_tuning().on(Knob::host_copy_kernel)) {  // off: the copy engine, for comparisons
-    write_to_host_kernel<<<1, kPendingCopyBytes, 0, cuda::stream()>>>(p.device_slots + slot * kPendingCopyBytes, static_cast<const char*>(src),
-                                                                       static_cast<int>(bytes));
+  if (p.device_slots != nullptr && current_tuning().on(Knob::host_copy_kernel)) {                  // off: the copy engine, for comparisons
+    write_to_host_kernel<<<1, kPendingCopyBytes, 0, cuda::stream()>>>(p.device_slots + slot * kPendingCopyBytes,
+                                                                      static_cast<const char*>(src), static_cast<int>(bytes));
     cuda::check_cuda(cudaGetLastError(), "queued copy");
   } else {
-    cuda::check_cuda(cudaMemcpyAsync(p.slots + slot * kPendingCopyBytes, src, bytes, cudaMemcpyDeviceToHost, cuda::stream()), "queued copy");
+    cuda::check_cuda(cudaMemcpyAsync(p.slots + slot * kPendingCopyBytes, src, bytes, cudaMemcpyDeviceToHost, cuda::stream()),
+                     "queued copy");
   }
   cuda::check_cuda(cudaEventRecord(p.done[slot], cuda::stream()), "queued copy record");
   p.holds[slot] = ticket;
@@ -192,7 +194,8 @@ void cuda_upload(void* dst, const void* src, size_t bytes) {
     const size_t n = std::min(kChunk, bytes - off);
     cuda::check_cuda(cudaEventSynchronize(staging.done[i]), "staging wait");
     std::memcpy(staging.buffer[i], static_cast<const char*>(src) + off, n);
-    cuda::check_cuda(cudaMemcpyAsync(static_cast<char*>(dst) + off, staging.buffer[i], n, cudaMemcpyHostToDevice, cuda::stream()), "upload");
+    cuda::check_cuda(cudaMemcpyAsync(static_cast<char*>(dst) + off, staging.buffer[i], n, cudaMemcpyHostToDevice, cuda::stream()),
+                     "upload");
     cuda::check_cuda(cudaEventRecord(staging.done[i], cuda::stream()), "staging record");
   }
   // The staging buffers are reused by the next call only after their events complete.
