@@ -10,85 +10,16 @@ namespace sanctum {
 namespace {
 
 // Every off path runs in tests/gpu/tuning_off_paths_check.py (each knob off alone, against the
-// defaults, on a dense hybrid and a MoE model); a knob whose off path also has a dedicated check names
-// it first. The figures in a status are the ones measured when the optimization was added
-// (bench/RESULTS.md).
+// defaults, on three models); a knob whose off path also has a dedicated check names that one. The
+// figures in a status are the ones measured when the optimization was added (bench/RESULTS.md). The
+// rows are in tuning_knobs.def.
 constexpr const char* kOffPaths = "tests/gpu/tuning_off_paths_check.py";
 constexpr const char* kPending = "pending a device sweep at the current code: measured faster when added";
 
 constexpr KnobInfo kTable[] = {
-    {Knob::cuda_graphs, "cuda_graphs", "cuda",
-     "each decode step is recorded once as a CUDA graph and replayed (off: kernels launched one by one)", "tests/gpu/cuda_graph_check.py",
-     "kept: with it off a faulting kernel fails at its own launch"},
-    {Knob::gpu_sampling, "gpu_sampling", "cuda",
-     "tokens are picked on the GPU and only ids cross to the host (off: logits come to the host)", kOffPaths,
-     "kept: compares the GPU picks with the host sampler's"},
-    {Knob::chained_decode, "chained_decode", "cuda",
-     "each decode step is queued before the host has read the token of the one before (off: the host waits for each token)",
-     "tests/gpu/cuda_graph_check.py", "kept: with it off each step's token is checked before the next one runs"},
-    {Knob::host_copy_kernel, "host_copy_kernel", "cuda",
-     "a chained step's token reaches the host through a kernel's write into pinned memory (off: a copy-engine transfer)", kOffPaths,
-     "pending a device sweep at the current code: MoE decode 560.0 -> 562.0 tok/s when added"},
-    {Knob::early_launch, "early_launch", "cuda",
-     "decode kernels start while the one before them ends (programmatic dependent launch, sm_90; off: one after the other)", kOffPaths,
-     "pending a device sweep at the current code: 24B decode 141.7 -> 147.4 tok/s when added"},
-    {Knob::stack_weights, "stack_weights", "cuda",
-     "projections that read the same input are stacked into one weight at load (off: kept apart)", kOffPaths,
-     "pending a device sweep at the current code: 27B decode 81.5 -> 93.1 tok/s when added"},
-    {Knob::tile_weights, "tile_weights", "cuda",
-     "in the bf16 mode 4-bit weights are reordered in place at load for the decode mat-vec (off: checkpoint layout)",
-     "tests/gpu/large_shape_parity.py", "pending a device sweep at the current code: the tiled mat-vec needs it"},
-    {Knob::matvec_parts, "matvec_parts", "cuda",
-     "long rows of few-row weights are split across blocks, their sums added in a fixed order (off: never)", kOffPaths,
-     "pending a device sweep at the current code: 24B decode 180.5 -> 188.4 tok/s when added"},
-    {Knob::matvec_split_waves, "matvec_split_waves", "cuda",
-     "large weights take fewer, longer mat-vec blocks where those still fill whole waves (off: split by warp count alone)", kOffPaths,
-     "pending a device sweep at the current code: 24B decode 195.6 -> 207.7 tok/s when added"},
-    {Knob::matvec_joint_split, "matvec_joint_split", "cuda",
-     "the warps per row tile and the column parts of a mat-vec are chosen together (off: the parts after the warps)", kOffPaths,
-     "pending a device sweep at the current code: 24B decode 205.3 -> 207.4 tok/s when added"},
-    {Knob::weight_evict_first, "weight_evict_first", "cuda",
-     "the mat-vecs' weight loads ask L2 to evict them first, as each is read once a step (off: normal priority)", kOffPaths,
-     "pending a device sweep at the current code: 27B decode 142.2 -> 144.0 tok/s when added"},
-    {Knob::fuse_norm, "fuse_norm", "cuda",
-     "in decode the RMSNorm between sub-blocks is split across the mat-vecs around it (off: an add + RMSNorm launch between them)",
-     "tests/gpu/split_norm_check.py", "pending a device sweep at the current code: 24B decode 210.6 -> 218.2 tok/s when added"},
-    {Knob::fuse_swiglu, "fuse_swiglu", "cuda",
-     "in decode an MLP's gate/up mat-vec (dense or the chosen experts) writes silu(gate) * up (off: a SwiGLU launch of its own)", kOffPaths,
-     kPending},
-    {Knob::route_in_experts, "route_in_experts", "cuda",
-     "a MoE layer's expert gate/up launch picks each token's experts and weights itself (off: a routing launch ahead of it)", kOffPaths,
-     "pending a device sweep at the current code: MoE decode 506.0 -> 525.6 tok/s when added"},
-    {Knob::fuse_moe_combine, "fuse_moe_combine", "cuda",
-     "a MoE layer's expert down launch ends in the combine into the residual stream (off: a combine launch after it)", kOffPaths,
-     "pending a device sweep at the current code: MoE decode 545.1 -> 551.2 tok/s when added"},
-    {Knob::stage_expert_tables, "stage_expert_tables", "cuda",
-     "the expert launches read the experts' addresses from shared memory (off: from global memory)", kOffPaths,
-     "pending a device sweep at the current code: MoE decode 560.3 -> 567.8 tok/s when added"},
-    {Knob::fuse_head_norm_rope, "fuse_head_norm_rope", "cuda",
-     "a gated attention layer's q and k head norms run in its RoPE + cache-store launch (off: two norm launches ahead of it)", kOffPaths,
-     "pending a device sweep at the current code: MoE decode 561.4 -> 570.9 tok/s when added"},
-    {Knob::fuse_attention_gate, "fuse_attention_gate", "cuda",
-     "a gated attention layer's output gate is applied where the decode attention writes (off: a gate launch after it)", kOffPaths,
-     "pending a device sweep at the current code: MoE decode 573.1 -> 576.8 tok/s when added"},
-    {Knob::tiles_gemm, "tiles_gemm", "cuda",
-     "on Hopper, prompt forwards multiply 4-bit tiled weights in a GEMM that dequantizes in registers (off: a bf16 copy for cuBLAS)",
-     kOffPaths, "pending a device sweep at the current code: 27B pp512 6,305 -> 6,749 tok/s when added"},
-    {Knob::flash_wgmma, "flash_wgmma", "cuda",
-     "on Hopper, prompt attention of head dim 128 runs on the warpgroup MMA (off: the mma.sync flash kernel)", kOffPaths,
-     "pending a device sweep at the current code: 24B pp4096 11,592 -> 12,029 tok/s when added"},
-    {Knob::gemm_bf16_out, "gemm_bf16_out", "cuda", "a prompt's MLP gate/up GEMM writes bf16 for the SwiGLU (off: f32)", kOffPaths,
-     "pending a device sweep at the current code: 24B pp4096 11,741 -> 12,109 tok/s when added"},
-    {Knob::delta_bf16, "delta_bf16", "cuda", "a prompt's output projections write bf16 for the residual add (off: f32)", kOffPaths,
-     "pending a device sweep at the current code: 24B pp4096 12,345 -> 12,408 tok/s when added"},
-    {Knob::norm_bf16_out, "norm_bf16_out", "cuda",
-     "a prompt's norms write bf16 for the projections that round their input to bf16 anyway (off: f32)", kOffPaths,
-     "pending a device sweep at the current code: 24B pp4096 +3.1% when added"},
-    {Knob::attention_bf16_out, "attention_bf16_out", "cuda",
-     "prompt attention of head dim 128 writes bf16 for the output projection (off: f32)", kOffPaths,
-     "pending a device sweep at the current code: 24B pp4096 12,562 -> 12,644 tok/s when added"},
-    {Knob::norm_chunks, "norm_chunks", "cuda", "RMSNorm rows of up to a few thousand columns are held in registers in chunks (off: never)",
-     kOffPaths, "pending a device sweep at the current code: 24B pp512 10,877 -> 11,180 tok/s when added"},
+#define KNOB(name, device, meaning, off_test, status) {Knob::name, #name, device, meaning, off_test, status},
+#include "base/tuning_knobs.def"
+#undef KNOB
 };
 static_assert(std::size(kTable) == kKnobCount, "one table row per Knob");
 

@@ -1008,6 +1008,9 @@ TEST_F(Cuda, recorded_step_reads_its_position_from_device_memory) {
   }
 }
 
+// (heads, kv heads, head dim, rotary dim, tokens) of the RoPE + cache-store tests below.
+using HeadCase = std::tuple<int64_t, int64_t, int64_t, int, int64_t>;
+
 // The attention layer's RoPE and KV-cache store in one launch give the four ops' bits: q, k and v
 // as column views of one stacked projection, partial and full rotary dims, a few tokens (blocks of
 // two heads; seven heads leave the last block one) and a prompt (a block per token), host positions
@@ -1015,10 +1018,8 @@ TEST_F(Cuda, recorded_step_reads_its_position_from_device_memory) {
 TEST_F(Cuda, rope_and_store_gives_the_separate_ops_bits) {
   Rng rng(31);
   const int64_t capacity = 300;
-  for (auto [heads, kv, d, rotary, n] : {std::tuple<int64_t, int64_t, int64_t, int, int64_t>{8, 2, 64, 32, 5},
-                                         {4, 4, 128, 128, 1},
-                                         {6, 1, 256, 64, 17},
-                                         {12, 4, 128, 96, 70}}) {
+  for (auto [heads, kv, d, rotary, n] :
+       {HeadCase{8, 2, 64, 32, 5}, HeadCase{4, 4, 128, 128, 1}, HeadCase{6, 1, 256, 64, 17}, HeadCase{12, 4, 128, 96, 70}}) {
     ops::RopeConfig rc;
     rc.head_dim = static_cast<int>(d);
     rc.rotary_dim = rotary;
@@ -1085,12 +1086,8 @@ TEST_F(Cuda, rope_and_store_gives_the_separate_ops_bits) {
 TEST_F(Cuda, norm_rope_and_store_gives_the_separate_ops_bits) {
   Rng rng(32);
   const int64_t capacity = 200;
-  for (auto [heads, kv, d, rotary, n] : {std::tuple<int64_t, int64_t, int64_t, int, int64_t>{16, 2, 256, 64, 1},
-                                         {24, 4, 256, 64, 1},
-                                         {8, 2, 128, 128, 5},
-                                         {6, 1, 96, 32, 40},
-                                         {4, 4, 512, 128, 3},
-                                         {3, 1, 64, 64, 1}})
+  for (auto [heads, kv, d, rotary, n] : {HeadCase{16, 2, 256, 64, 1}, HeadCase{24, 4, 256, 64, 1}, HeadCase{8, 2, 128, 128, 5},
+                                         HeadCase{6, 1, 96, 32, 40}, HeadCase{4, 4, 512, 128, 3}, HeadCase{3, 1, 64, 64, 1}})
     for (DType wdtype : {DType::f32, DType::bf16}) {
       ops::RopeConfig rc;
       rc.head_dim = static_cast<int>(d);
