@@ -16,10 +16,7 @@
 namespace {
 
 // SANCTUM_FUZZ_TOKENIZER=DIR picks another tokenizer; the default is the committed Qwen3 one.
-std::string default_dir() {
-  std::string here = __FILE__;  // .../tests/fuzz/tokenizer_encode_fuzz.cc
-  return here.substr(0, here.rfind("/fuzz/")) + "/data/tokenizers/qwen3";
-}
+std::string default_dir() { return SANCTUM_TEST_DATA_DIR "/tokenizers/qwen3"; }
 
 const sanctum::Tokenizer& tokenizer() {
   static const sanctum::Tokenizer t = [] {
