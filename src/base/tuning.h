@@ -78,7 +78,7 @@ class Tuning {
   void apply(std::string_view spec, std::string_view source = "--tune");
   // The defaults, then SANCTUM_TUNE from the environment.
   static Tuning from_environment();
-  // "KEY=0,KEY=0" of the knobs that differ from the defaults ("" when none).
+  // "KEY=0,KEY=0" of the knobs that differ from the defaults ("" when none), as serve logs them.
   std::string differences() const;
 
   bool operator==(const Tuning&) const = default;

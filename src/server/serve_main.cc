@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/tuning.h"
 #include "base/version.h"
 #include "model/model.h"
 #include "server/listener.h"
@@ -74,7 +75,8 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
   log::info("starting", {{"version", build::version()},
                          {"commit", build::commit()},
                          {"cuda", build::cuda_built() ? "on" : "off"},
-                         {"device", device_name(options.device)}});
+                         {"device", device_name(options.device)},
+                         {"tuning", options.tuning == Tuning{} ? "defaults" : options.tuning.differences()}});
   ServerMetrics metrics;
   metrics.model_loaded.set(0);
   for (const PreBindCheck& c : checks) {

@@ -48,6 +48,15 @@ def test_explicit_device_cpu_serves_and_is_reported(start_server):
     assert status == 200, body
     starting = [r for r in s.log_records() if r.get("msg") == "starting"]
     assert len(starting) == 1 and starting[0]["device"] == "cpu" and starting[0]["version"] == health["version"]
+    assert starting[0]["tuning"] == "defaults"
+
+
+def test_knobs_turned_off_are_logged_at_start(start_server):
+    s = start_server("--tune", "fuse_norm=off,cuda_graphs=0")
+    status, _, body = sh.post_json(s.port, "/v1/chat/completions", sh.chat_body(sh.MODEL, max_tokens=2))
+    assert status == 200, body
+    starting = [r for r in s.log_records() if r.get("msg") == "starting"]
+    assert len(starting) == 1 and starting[0]["tuning"] == "cuda_graphs=0,fuse_norm=0", starting
 
 
 def test_router_metrics_carry_build_info(sanctum_bin, tmp_path):
