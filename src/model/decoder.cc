@@ -183,11 +183,51 @@ class DecoderModel final : public Model {
       Tensor h = ws_.get(kHidden, n, config_.hidden_size);
       if (chained) ops::embedding(embed_, step_.slice(0, 0, 1), h);  // recording was given up mid-chain
       else ops::embedding(embed_, tokens, h);
-      run_layers(h, {positions_, nullptr}, state, which);
+      const SequenceRows one{0, n, &state};
+      run_layers(h, BatchRows{{&one, 1}, {positions_, nullptr}}, logits_rows(0, n, which));
     }
     state.advance(n);
     if (which == LogitsFor::none) return Tensor{};
     return ws_.get(kLogits, which == LogitsFor::last ? 1 : n, config_.vocab_size);
+  }
+
+  // The batch's rows through the layers together (batch_rows.h); a batch of one is forward() with
+  // everything that path has (recorded steps, pieces).
+  Tensor forward_batch(std::span<const BatchEntry> batch) override {
+    if (batch.size() == 1) return forward(batch[0].tokens, *batch[0].state, batch[0].which);
+    const ScopedTuning use(config_.tuning);
+    chain_state_ = nullptr;
+    batch_tokens_.clear();
+    positions_.clear();
+    sequences_.clear();
+    logits_ranges_.clear();
+    for (const BatchEntry& e : batch) {
+      const int64_t begin = static_cast<int64_t>(batch_tokens_.size()), n = static_cast<int64_t>(e.tokens.size());
+      check(n > 0, ErrorKind::invalid_argument, "forward_batch: an entry has no tokens");
+      for (const SequenceRows& other : sequences_)
+        check(other.state != e.state, ErrorKind::invalid_argument, "forward_batch: a state appears twice in one batch");
+      batch_tokens_.insert(batch_tokens_.end(), e.tokens.begin(), e.tokens.end());
+      const int64_t pos0 = e.state->length();
+      for (int64_t i = 0; i < n; ++i) positions_.push_back(static_cast<int32_t>(pos0 + i));
+      for (size_t i = 0; i < layers_.size(); ++i)
+        if (!layers_[i].gdn) e.state->kv(i).reserve(pos0 + n);
+      sequences_.push_back({begin, begin + n, e.state});
+      const auto rows = logits_rows(begin, begin + n, e.which);
+      logits_ranges_.insert(logits_ranges_.end(), rows.begin(), rows.end());
+    }
+    const int64_t n = static_cast<int64_t>(batch_tokens_.size());
+    Tensor h = ws_.get(kHidden, n, config_.hidden_size);
+    ops::embedding(embed_, batch_tokens_, h);
+    run_layers(h, BatchRows{sequences_, {positions_, nullptr}}, logits_ranges_);
+    for (const SequenceRows& s : sequences_) s.state->advance(s.end - s.begin);
+    int64_t rows = 0;
+    for (const RowRange& r : logits_ranges_) rows += r.end - r.begin;
+    if (rows == 0) return Tensor{};
+    Tensor logits = ws_.get(kLogits, rows, config_.vocab_size);
+    if (logits.device() == Device::cpu) return logits;
+    Tensor host = ws_.host(kLogits, rows, config_.vocab_size);
+    host.copy_from(logits);
+    return host;
   }
 
   size_t weight_bytes_per_token() const override {
@@ -204,7 +244,16 @@ class DecoderModel final : public Model {
   }
 
  private:
-  enum Slot : size_t { kHidden, kNormed, kDelta, kLogits, kNormU, kNormSquares };
+  enum Slot : size_t { kHidden, kNormed, kDelta, kLogits, kNormU, kNormSquares, kLogitsInput };
+
+  // Rows of the batch's final hidden states that get logits.
+  struct RowRange {
+    int64_t begin = 0, end = 0;
+  };
+  static std::vector<RowRange> logits_rows(int64_t begin, int64_t end, LogitsFor which) {
+    if (which == LogitsFor::none) return {};
+    return {{which == LogitsFor::last ? end - 1 : begin, end}};
+  }
 
   // On the CPU a long prompt runs in pieces: the per-token scratch (residual stream, attention and
   // MLP buffers) then never outgrows a piece, and it is most of what a forward holds besides the
@@ -224,8 +273,8 @@ class DecoderModel final : public Model {
   }
 
   // Everything after the embedding, h (n, hidden) holding it: the layers, then the final norm and
-  // LM head into the kLogits scratch for the rows `which` asks for.
-  void run_layers(Tensor& h, const ops::Positions& positions, SequenceState& state, LogitsFor which) {
+  // LM head into the kLogits scratch for the rows `wanted` names, in order.
+  void run_layers(Tensor& h, const BatchRows& batch, std::span<const RowRange> wanted) {
     const int64_t n = h.dim(0), hidden = config_.hidden_size;
     // A slot's (n, hidden) scratch: f32, or bf16 (made on first use).
     auto f32_or_bf16 = [&](size_t slot, Tensor& f32, Tensor& bf16, bool want_bf16) -> Tensor& {
@@ -278,21 +327,21 @@ class DecoderModel final : public Model {
         const Tensor* next = layer.moe ? nullptr : &layer.post_norm;
         if (layer.gdn) {
           const BlockOutput out = output_for(delta_of(layer.gdn->output_dtype(n)), next);
-          layer.gdn->forward(x, state.linear(i), positions.first(), ws_, out);
+          layer.gdn->forward(x, batch, i, ws_, out);
           after(x, out);
         } else if (layer.gated_attention) {
           const BlockOutput out = output_for(delta_of(layer.gated_attention->output_dtype(n)), next);
-          layer.gated_attention->forward(x, positions, state.kv(i), rope_, ws_, out);
+          layer.gated_attention->forward(x, batch, i, rope_, ws_, out);
           after(x, out);
         } else {
           const BlockOutput out = output_for(delta_of(layer.attention->output_dtype(n)), next);
-          layer.attention->forward(x, positions, state.kv(i), rope_, ws_, out);
+          layer.attention->forward(x, batch, i, rope_, ws_, out);
           after(x, out);
         }
       }
       const BlockInput x = input_for(layer.post_norm, mlp_input(layer));
       // The last layer's output goes to ops::add, or straight into h with the final norm prepared.
-      const Tensor* next = last ? (which == LogitsFor::none ? nullptr : &final_norm_) : &layers_[i + 1].input_norm;
+      const Tensor* next = last ? (wanted.empty() ? nullptr : &final_norm_) : &layers_[i + 1].input_norm;
       if (layer.moe) {
         const BlockOutput out = output_for(delta32, next);
         layer.moe->forward(x, ws_, out);
@@ -304,8 +353,21 @@ class DecoderModel final : public Model {
       }
     }
     if (delta != nullptr) ops::add(h, *delta, h);
-    if (which == LogitsFor::none) return;
-    Tensor rows = which == LogitsFor::last ? h.slice(0, n - 1, n) : h;
+    if (wanted.empty()) return;
+    Tensor rows;
+    if (wanted.size() == 1) {
+      rows = h.slice(0, wanted[0].begin, wanted[0].end);
+    } else {  // several sequences' rows, gathered
+      int64_t count = 0;
+      for (const RowRange& r : wanted) count += r.end - r.begin;
+      rows = ws_.get(kLogitsInput, count, hidden);
+      int64_t at = 0;
+      for (const RowRange& r : wanted) {
+        Tensor into = rows.slice(0, at, at + r.end - r.begin);
+        ops::copy(h.slice(0, r.begin, r.end), into);
+        at += r.end - r.begin;
+      }
+    }
     Tensor normed = x32.slice(0, 0, rows.dim(0));
     Tensor logits = ws_.get(kLogits, rows.dim(0), config_.vocab_size);
     if (scaled.count > 0) {  // n is 1: rows is h
@@ -327,7 +389,8 @@ class DecoderModel final : public Model {
     auto enqueue = [&] {
       Tensor h = ws_.get(kHidden, 1, config_.hidden_size);
       ops::embedding(embed_, ids, h);
-      run_layers(h, {positions_, &position}, state, which);
+      const SequenceRows one{0, 1, &state};
+      run_layers(h, BatchRows{{&one, 1}, {positions_, &position}}, logits_rows(0, 1, which));
     };
     recording_key(state, which, current_key_);
     if (current_key_ != recorded_key_) {
@@ -394,6 +457,10 @@ class DecoderModel final : public Model {
   ops::RopeTable rope_;
   Workspace ws_;
   std::vector<int32_t> positions_;
+  // forward_batch's buffers, reused.
+  std::vector<int32_t> batch_tokens_;
+  std::vector<SequenceRows> sequences_;
+  std::vector<RowRange> logits_ranges_;
   // Decode-step recording (CUDA only; tuning cuda_graphs=0 turns it off).
   bool graphs_ = false;
   StepGraph graph_;

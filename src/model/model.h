@@ -19,6 +19,14 @@ namespace sanctum {
 
 enum class LogitsFor { last, all, none };
 
+// One sequence's part of a batched forward: its tokens (positions state->length() ..) and the logits
+// rows it wants back.
+struct BatchEntry {
+  std::span<const int32_t> tokens;
+  SequenceState* state = nullptr;
+  LogitsFor which = LogitsFor::last;
+};
+
 // How forward_pick chooses the token of each logits row. No penalties and nothing that needs the
 // raw row (logprobs): callers that need those sample on the host from forward()'s logits.
 struct TokenPick {
@@ -40,6 +48,29 @@ class Model {
   // logits (rows, vocab) f32 for the last token, for every token, or none (rows = 0). The returned
   // tensor is scratch owned by the model, valid until the next forward.
   virtual Tensor forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) = 0;
+
+  // Several sequences (each state at most once) in one forward: what forward() does for each entry,
+  // with the rows of all of them going through the projections together, so that each weight is read
+  // once per step rather than once per sequence. Returns the entries' logits rows one after another
+  // (last: 1, all: its token count, none: 0), on the host, each bit for bit the row forward() gives
+  // for that entry alone (the ops keep rows independent of the batch). Valid until the next forward.
+  // This default runs the entries one by one.
+  virtual Tensor forward_batch(std::span<const BatchEntry> batch) {
+    int64_t rows = 0;
+    for (const BatchEntry& e : batch) rows += row_count(e);
+    Tensor out = rows > 0 ? Tensor::zeros({rows, config_.vocab_size}, DType::f32) : Tensor{};
+    int64_t at = 0;
+    for (const BatchEntry& e : batch) {
+      Tensor logits = forward(e.tokens, *e.state, e.which);
+      if (row_count(e) == 0) continue;
+      out.slice(0, at, at + logits.dim(0)).copy_from(logits);
+      at += logits.dim(0);
+    }
+    return out;
+  }
+  static int64_t row_count(const BatchEntry& e) {
+    return e.which == LogitsFor::none ? 0 : e.which == LogitsFor::last ? 1 : static_cast<int64_t>(e.tokens.size());
+  }
 
   // forward(), then the token of each logits row (`which` is last or all) instead of the rows.
   // Models that hold their logits on a GPU pick there, so only the ids cross to the host, and say

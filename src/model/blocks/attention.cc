@@ -33,8 +33,8 @@ AttentionBlock::AttentionBlock(Checkpoint& ckpt, const std::string& prefix, cons
   }
 }
 
-void AttentionBlock::forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
-                             Workspace& ws, const BlockOutput& out) const {
+void AttentionBlock::forward(const BlockInput& x, const BatchRows& batch, size_t layer, const ops::RopeTable& rope, Workspace& ws,
+                             const BlockOutput& out) const {
   const int64_t n = x.rows();
   const int64_t H = shape_.n_heads, KV = shape_.n_kv_heads, D = shape_.head_dim;
 
@@ -62,17 +62,22 @@ void AttentionBlock::forward(const BlockInput& x, const ops::Positions& position
   Tensor q3 = q.reshape({n, H, D});
   Tensor k3 = k.reshape({n, KV, D});
 
-  const int64_t capacity = cache.capacity();
-  Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
-  ops::rope_and_store(q3, k3, v, positions, rope, cached_k, cached_v);
-
   // In bf16 where the kernel computes it so and the output projection rounds its input anyway (a GPU
   // prompt in the fast mode): half the bytes, and no conversion pass before the GEMM.
   const bool bf16 =
       ops::matmul_input_dtype(w_.o, n, x.device()) == DType::bf16 && ops::attention_output_dtype(n, D, x.device()) == DType::bf16;
   Tensor attn = bf16 ? ws.get_typed(kAttn, n, H * D, DType::bf16) : ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
-  ops::attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
+  for (const SequenceRows& s : batch.sequences) {
+    KvCache& cache = s.state->kv(layer);
+    const ops::Positions positions = batch.positions_of(s);
+    const int64_t capacity = cache.capacity();
+    Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
+    Tensor qs = q3.slice(0, s.begin, s.end), ks = k3.slice(0, s.begin, s.end), vs = v.slice(0, s.begin, s.end);
+    Tensor attn_s = attn3.slice(0, s.begin, s.end);
+    ops::rope_and_store(qs, ks, vs, positions, rope, cached_k, cached_v);
+    ops::attention(qs, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn_s);
+  }
   out.matmul(attn, w_.o);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 
+#include "model/blocks/batch_rows.h"
 #include "model/blocks/block_input.h"
 #include "model/blocks/block_output.h"
 #include "model/blocks/workspace.h"
@@ -37,9 +38,10 @@ class AttentionBlock {
   // Loads `prefix`.{q,k,v,o}_proj (and q/k/v biases when `qkv_bias`).
   AttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& shape, bool qkv_bias, const QuantConfig& quant);
 
-  // x: (n, hidden) normalised input for tokens at positions[0..n); writes (n, hidden) into out.
-  // The cache must already hold rows for positions[0] + n tokens of capacity.
-  void forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope, Workspace& ws,
+  // x: (n, hidden) normalised input of the batch's rows; writes (n, hidden) into out. Each
+  // sequence's rows attend over its own cache (layer `layer` of its state), which must already hold
+  // capacity for its new rows.
+  void forward(const BlockInput& x, const BatchRows& batch, size_t layer, const ops::RopeTable& rope, Workspace& ws,
                const BlockOutput& out) const;
 
   size_t weight_bytes() const;

@@ -18,7 +18,7 @@ GatedAttentionBlock::GatedAttentionBlock(Checkpoint& ckpt, const std::string& pr
   k_norm_ = ckpt.tensor(prefix + "k_norm.weight", {s.head_dim});
 }
 
-void GatedAttentionBlock::forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope,
+void GatedAttentionBlock::forward(const BlockInput& x, const BatchRows& batch, size_t layer, const ops::RopeTable& rope,
                                   Workspace& ws, const BlockOutput& out) const {
   const int64_t n = x.rows();
   const int64_t H = shape_.n_heads, KV = shape_.n_kv_heads, D = shape_.head_dim;
@@ -54,15 +54,20 @@ void GatedAttentionBlock::forward(const BlockInput& x, const ops::Positions& pos
   Tensor q = ws.get(kQuery, n, H * D);
   Tensor q3 = q.reshape({n, H, D});
   Tensor k3 = k.reshape({n, KV, D});
-  const int64_t capacity = cache.capacity();
-  Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
-  ops::norm_rope_and_store(qg3.slice(2, 0, D).reshape({n * H, D}), q_norm_, k_norm_, eps_, norm_offset_, q3, k3, v, positions, rope,
-                           cached_k, cached_v);
-
   Tensor attn = ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
-  ops::gated_attention(q3, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)),
-                       qg3.slice(2, D, 2 * D), attn3);
+  for (const SequenceRows& s : batch.sequences) {
+    KvCache& cache = s.state->kv(layer);
+    const ops::Positions positions = batch.positions_of(s);
+    const int64_t rows = s.end - s.begin, capacity = cache.capacity();
+    Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
+    Tensor qg_s = qg3.slice(0, s.begin, s.end), q_s = q3.slice(0, s.begin, s.end), k_s = k3.slice(0, s.begin, s.end);
+    Tensor attn_s = attn3.slice(0, s.begin, s.end);
+    ops::norm_rope_and_store(qg_s.slice(2, 0, D).reshape({rows * H, D}), q_norm_, k_norm_, eps_, norm_offset_, q_s, k_s,
+                             v.slice(0, s.begin, s.end), positions, rope, cached_k, cached_v);
+    ops::gated_attention(q_s, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)),
+                         qg_s.slice(2, D, 2 * D), attn_s);
+  }
   out.matmul(attn, w_.o);
 }
 

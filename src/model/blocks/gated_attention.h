@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/blocks/attention.h"
+#include "model/blocks/batch_rows.h"
 #include "model/blocks/block_input.h"
 #include "model/blocks/block_output.h"
 #include "model/blocks/workspace.h"
@@ -25,7 +26,7 @@ class GatedAttentionBlock {
   GatedAttentionBlock(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& shape, float norm_eps, float norm_offset,
                       const QuantConfig& quant);
 
-  void forward(const BlockInput& x, const ops::Positions& positions, KvCache& cache, const ops::RopeTable& rope, Workspace& ws,
+  void forward(const BlockInput& x, const BatchRows& batch, size_t layer, const ops::RopeTable& rope, Workspace& ws,
                const BlockOutput& out) const;
   // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in
   // the fast mode; add_rms_norm reads it), else f32.

@@ -46,8 +46,7 @@ LinearAttentionState GatedDeltaNetBlock::new_state(Device device) const {
   return st;
 }
 
-void GatedDeltaNetBlock::forward(const BlockInput& x, LinearAttentionState& state, int64_t pos0, Workspace& ws,
-                                 const BlockOutput& out) const {
+void GatedDeltaNetBlock::forward(const BlockInput& x, const BatchRows& batch, size_t layer, Workspace& ws, const BlockOutput& out) const {
   const int64_t n = x.rows(), kd = shape_.key_dim(), cd = shape_.conv_dim(), hv = shape_.heads.n_value_heads;
   const int64_t vd = shape_.value_dim();
   Tensor qkv, z, b, a;
@@ -70,21 +69,27 @@ void GatedDeltaNetBlock::forward(const BlockInput& x, LinearAttentionState& stat
   }
 
   Tensor conv = ws.get(kConv, n, cd);  // (n, conv_dim): [q | k | v] after conv + SiLU
-  ops::causal_conv1d_silu_taps(qkv, state.conv, conv_taps_, conv);
   Tensor y = ws.get(kY, n, vd);
-  // Rows [0, head) and [body_end, n) token by token; [head, body_end) whole aligned chunks.
-  const int64_t head = std::min(n, (kChunk - pos0 % kChunk) % kChunk);
-  const int64_t body_end = head + (n - head) / kChunk * kChunk;
-  auto run = [&](int64_t begin, int64_t end, ops::GatedDeltaAlgorithm algorithm) {
-    if (begin == end) return;
-    Tensor rows = conv.slice(0, begin, end);
-    Tensor y_rows = y.slice(0, begin, end);
-    ops::gated_delta_rule(rows.slice(1, 0, kd), rows.slice(1, kd, 2 * kd), rows.slice(1, 2 * kd, cd), a.slice(0, begin, end),
-                          b.slice(0, begin, end), a_log_, dt_bias_, shape_.heads, state.recurrent, y_rows, algorithm);
-  };
-  run(0, head, ops::GatedDeltaAlgorithm::sequential);
-  run(head, body_end, ops::GatedDeltaAlgorithm::chunked);
-  run(body_end, n, ops::GatedDeltaAlgorithm::sequential);
+  for (const SequenceRows& s : batch.sequences) {
+    LinearAttentionState& state = s.state->linear(layer);
+    const int64_t pos0 = batch.positions_of(s).first(), rows = s.end - s.begin;
+    Tensor conv_s = conv.slice(0, s.begin, s.end);
+    ops::causal_conv1d_silu_taps(qkv.slice(0, s.begin, s.end), state.conv, conv_taps_, conv_s);
+    // Rows [0, head) and [body_end, rows) token by token; [head, body_end) whole aligned chunks.
+    const int64_t head = std::min(rows, (kChunk - pos0 % kChunk) % kChunk);
+    const int64_t body_end = head + (rows - head) / kChunk * kChunk;
+    auto run = [&](int64_t begin, int64_t end, ops::GatedDeltaAlgorithm algorithm) {
+      if (begin == end) return;
+      const int64_t r0 = s.begin + begin, r1 = s.begin + end;
+      Tensor part = conv.slice(0, r0, r1);
+      Tensor y_rows = y.slice(0, r0, r1);
+      ops::gated_delta_rule(part.slice(1, 0, kd), part.slice(1, kd, 2 * kd), part.slice(1, 2 * kd, cd), a.slice(0, r0, r1),
+                            b.slice(0, r0, r1), a_log_, dt_bias_, shape_.heads, state.recurrent, y_rows, algorithm);
+    };
+    run(0, head, ops::GatedDeltaAlgorithm::sequential);
+    run(head, body_end, ops::GatedDeltaAlgorithm::chunked);
+    run(body_end, rows, ops::GatedDeltaAlgorithm::sequential);
+  }
   ops::gated_rms_norm(y, z, norm_, eps_, y);
   out.matmul(y, out_);
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/blocks/batch_rows.h"
 #include "model/blocks/block_input.h"
 #include "model/blocks/block_output.h"
 #include "model/blocks/workspace.h"
@@ -32,11 +33,12 @@ class GatedDeltaNetBlock {
 
   // Zeroed conv and recurrent state for a new sequence.
   LinearAttentionState new_state(Device device) const;
-  // x: (n, hidden) for tokens at absolute positions pos0.. → out: (n, hidden); advances `state`.
-  // Whole 64-token chunks aligned to absolute positions run in the chunked form, everything else
-  // token by token, so the bits depend only on positions — not on how a prompt is split across
-  // forward calls (prompt-cache reuse and speculation rely on this).
-  void forward(const BlockInput& x, LinearAttentionState& state, int64_t pos0, Workspace& ws, const BlockOutput& out) const;
+  // x: (n, hidden), the batch's rows → out: (n, hidden); advances each sequence's state (layer
+  // `layer` of it) over its rows. Whole 64-token chunks aligned to absolute positions run in the
+  // chunked form, everything else token by token, so the bits depend only on positions — not on how
+  // a prompt is split across forward calls (prompt-cache reuse and speculation rely on this) nor on
+  // the other sequences of the batch.
+  void forward(const BlockInput& x, const BatchRows& batch, size_t layer, Workspace& ws, const BlockOutput& out) const;
   // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in
   // the fast mode; add_rms_norm reads it), else f32.
   DType output_dtype(int64_t n) const;

@@ -1,0 +1,334 @@
+#include "engine/sequence_run.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "base/error.h"
+
+namespace sanctum {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+SequenceRun::SequenceRun(const Model& model, GenerationParams params, TokenCallback on_tokens)
+    : model_(&model), params_(std::move(params)), on_tokens_(std::move(on_tokens)), sampler_(params_.sampling),
+      recent_(params_.sampling.penalty_window), local_stats_(std::make_unique<spec::SpeculationStats>()),
+      gate_(params_.speculation_stats ? *params_.speculation_stats : *local_stats_, params_.speculate ? params_.lookup.max_draft : 0,
+            params_.lookup.always) {
+  check(params_.max_tokens >= 0, ErrorKind::invalid_argument, "generate: max_tokens must be >= 0");
+  stops_ = params_.stop_ids;
+  if (!params_.ignore_eos) stops_.insert(stops_.end(), model.config().eos_token_ids.begin(), model.config().eos_token_ids.end());
+  chunk_ = static_cast<size_t>(std::max(1, params_.prefill_chunk > 0 ? params_.prefill_chunk : model.prefill_chunk()));
+}
+
+SequenceRun::SequenceRun(const Model& model, SequenceState state, std::vector<int32_t> prompt, GenerationParams params,
+                         TokenCallback on_tokens)
+    : SequenceRun(model, std::move(params), std::move(on_tokens)) {
+  check(!prompt.empty(), ErrorKind::invalid_argument, "generate: the prompt is empty");
+  const int64_t vocab = model.vocab_size();
+  for (int32_t id : prompt)
+    check(id >= 0 && id < vocab, ErrorKind::invalid_argument,
+          "prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  state_ = std::move(state);
+  prompt_ = std::move(prompt);
+  start_length_ = state_.length();
+  result_.prompt_tokens = static_cast<int64_t>(prompt_.size());
+  if (params_.sampling.has_penalties())
+    for (int32_t t : prompt_) recent_.push(t);
+  if (params_.speculate) context_ = prompt_;
+  if (params_.max_tokens == 0) done_ = true;
+}
+
+SequenceRun SequenceRun::fork(GenerationParams params, TokenCallback on_tokens) const {
+  check(prompt_row_ready(), ErrorKind::internal, "SequenceRun::fork: the prompt's logits row was not kept");
+  SequenceRun run(*model_, std::move(params), std::move(on_tokens));
+  run.state_.restore(*state_.snapshot());
+  run.prompt_ = prompt_;
+  run.fed_prompt_ = run.planned_prompt_ = prompt_.size();
+  run.start_length_ = start_length_;
+  run.result_.prompt_tokens = result_.prompt_tokens;
+  if (run.params_.sampling.has_penalties())
+    for (int32_t t : prompt_) run.recent_.push(t);
+  if (run.params_.speculate) run.context_ = prompt_;
+  if (run.params_.max_tokens == 0) {
+    run.done_ = true;
+    return run;
+  }
+  run.started_ = true;
+  run.t0_ = std::chrono::steady_clock::now();
+  std::vector<float> row = prompt_row_;
+  if (run.params_.on_logits) run.params_.on_logits(row);
+  run.first_token(run.sampler_.sample(row, run.recent_));
+  return run;
+}
+
+SequenceRun::Step SequenceRun::plan(int64_t prompt_budget) {
+  if (done_) return {};
+  if (!started_) {
+    started_ = true;
+    t0_ = std::chrono::steady_clock::now();
+  }
+  if (prefilling()) {
+    if (prompt_budget <= 0) return {};
+    const size_t begin = fed_prompt_;
+    size_t end = std::min(prompt_.size(), begin + std::min(chunk_, static_cast<size_t>(prompt_budget)));
+    for (int64_t p : params_.snapshot_at) {  // split the forward at snapshot positions
+      const int64_t rel = p - start_length_;
+      if (rel > static_cast<int64_t>(begin) && rel < static_cast<int64_t>(end)) end = static_cast<size_t>(rel);
+    }
+    planned_prompt_ = end;
+    return {std::span<const int32_t>(prompt_).subspan(begin, end - begin), end == prompt_.size() ? LogitsFor::last : LogitsFor::none};
+  }
+
+  draft_.clear();
+  if (params_.speculate) {
+    context_.push_back(token_);
+    const int budget = params_.max_tokens - static_cast<int>(result_.tokens.size()) - 1;  // the bonus token needs one
+    const int room = spec::kMaxRows - 1 - static_cast<int>(replay_.size());              // rows whose cost is learned
+    if (const int d = std::min(gate_.draft_length(), room); d > 0) {
+      spec::PromptLookupParams lookup = params_.lookup;
+      lookup.max_draft = d;
+      draft_ = spec::propose(context_, lookup, budget);
+    }
+  }
+  fed_ = std::move(replay_);
+  replay_.clear();
+  first_ = fed_.size();
+  fed_.push_back(token_);
+  fed_.insert(fed_.end(), draft_.begin(), draft_.end());
+  base_length_ = state_.length();
+  if (!draft_.empty() && state_.has_recurrent_state()) state_.checkpoint(before_);
+  return {fed_, draft_.empty() ? LogitsFor::last : LogitsFor::all};
+}
+
+void SequenceRun::take(const Tensor& rows, double seconds) {
+  if (done_) return;  // cancelled while the step ran
+  if (prefilling()) {
+    fed_prompt_ = planned_prompt_;
+    if (params_.on_snapshot &&
+        std::find(params_.snapshot_at.begin(), params_.snapshot_at.end(), state_.length()) != params_.snapshot_at.end())
+      params_.on_snapshot(state_);
+    if (prefilling()) return;
+    std::span<float> row = row_of(rows, 0);
+    if (keep_prompt_row_) prompt_row_.assign(row.begin(), row.end());
+    first_token(sampler_.sample(row, recent_));
+    return;
+  }
+  if (draft_.empty()) {
+    token_ = sampler_.sample(row_of(rows, 0), recent_);
+    if (params_.speculate) {
+      if (fed_.size() == 1) gate_.on_plain_step(seconds);
+      else gate_.on_replay_step(static_cast<int>(fed_.size()), seconds);
+    }
+    if (!emit(token_)) end();
+    return;
+  }
+  // Verify: the rows of [replay.., token, d1..dk]; the row of d_j predicts what follows it. Each row
+  // picks the token a plain step would pick there, and its draft is kept when the two agree: with
+  // sampling that happens with probability p(draft), so the output is exactly a sample from p, and
+  // the same with or without drafts. Later rows see the accepted drafts as history.
+  std::vector<int32_t> out;
+  size_t accepted = 0;
+  RecentTokens trial = recent_;
+  for (size_t j = 0; j <= draft_.size(); ++j) {
+    const int32_t next = sampler_.sample(row_of(rows, static_cast<int64_t>(first_ + j)), trial);
+    out.push_back(next);
+    if (j == draft_.size() || next != draft_[j]) break;
+    ++accepted;
+    if (std::find(stops_.begin(), stops_.end(), next) != stops_.end()) break;
+    if (params_.sampling.has_penalties()) trial.push(next);
+  }
+  after_verification(out, accepted, seconds);
+}
+
+void SequenceRun::after_verification(const std::vector<int32_t>& out, size_t accepted, double seconds) {
+  result_.drafted_tokens += static_cast<int64_t>(draft_.size());
+  result_.accepted_tokens += static_cast<int64_t>(accepted);
+  // Keep exactly fed[0 .. first + 1 + accepted) in the state. Attention-only state drops the rejected
+  // rows; a recurrent one is rewound and the kept tokens become the next replay.
+  const size_t kept = first_ + 1 + accepted;
+  if (base_length_ + static_cast<int64_t>(kept) < state_.length()) {
+    if (state_.has_recurrent_state()) {
+      state_.rewind(before_);
+      replay_.assign(fed_.begin(), fed_.begin() + static_cast<std::ptrdiff_t>(kept));
+    } else {
+      state_.truncate(base_length_ + static_cast<int64_t>(kept));
+    }
+  }
+  gate_.on_verified(static_cast<int>(fed_.size()), static_cast<int>(draft_.size()), static_cast<int>(accepted), seconds);
+  for (size_t j = 0; j < out.size(); ++j) {
+    token_ = out[j];
+    if (j + 1 < out.size()) context_.push_back(token_);  // the last one is pushed when it is fed
+    if (!emit(token_)) return end();
+  }
+}
+
+void SequenceRun::cancel() {
+  if (done_) return;
+  result_.finish = FinishReason::cancelled;
+  done_ = true;
+  if (started_ && !prefilling()) result_.decode_seconds = seconds_since(t_decode_);
+}
+
+void SequenceRun::first_token(int32_t token) {
+  token_ = token;
+  result_.prefill_seconds = seconds_since(t0_);
+  t_decode_ = std::chrono::steady_clock::now();
+  if (!emit(token)) end();
+}
+
+// Records a sampled token; false when generation must end (stop token, cancel, max_tokens).
+bool SequenceRun::emit(int32_t token) {
+  result_.tokens.push_back(token);
+  pending_.push_back(token);
+  if (params_.sampling.has_penalties()) recent_.push(token);
+  if (std::find(stops_.begin(), stops_.end(), token) != stops_.end()) {
+    result_.finish = FinishReason::stop;
+    return false;
+  }
+  if (pending_.size() >= static_cast<size_t>(std::max(1, params_.callback_every)) && !flush()) {
+    result_.finish = FinishReason::cancelled;
+    return false;
+  }
+  return static_cast<int>(result_.tokens.size()) < params_.max_tokens;
+}
+
+bool SequenceRun::flush() {
+  if (pending_.empty() || !on_tokens_) {
+    pending_.clear();
+    return true;
+  }
+  const bool go_on = on_tokens_(pending_);
+  pending_.clear();
+  return go_on;
+}
+
+void SequenceRun::end() {
+  done_ = true;
+  if (result_.finish != FinishReason::cancelled) flush();  // generation already ended: its reason stands
+  result_.decode_seconds = seconds_since(t_decode_);
+}
+
+std::span<float> SequenceRun::row_of(const Tensor& rows, int64_t r) {
+  std::span<float> row(rows.data<float>() + r * rows.stride(0), static_cast<size_t>(model_->vocab_size()));
+  if (params_.on_logits) params_.on_logits(row);
+  return row;
+}
+
+// Tokens picked where the logits are (a GPU: only ids cross to the host) when the model can and the
+// request needs nothing the device pick lacks: penalties and the raw rows (on_logits, for logprobs, or
+// a kept prompt row) sample on the host. Both follow the same seeded stream, so a seed gives one
+// output. Top-k also samples on the host for now: the device sampler's top-k search (one block per
+// row) costs more than the row copy plus the host's partial sort (H200, vocab 248320: 2.5 ms against
+// 1.25 ms with top_p; vocab 4096: about 40 us slower per token), while greedy, temperature, top-p and
+// min-p are faster on the device.
+bool SequenceRun::picks_on_device(const Model& model) const {
+  const SamplingParams& sp = params_.sampling;
+  const bool device_sampler_pays = sp.greedy() || sp.top_k == 0 || sp.top_k >= model.vocab_size();
+  return model.picks_on_device() && !params_.on_logits && !sp.has_penalties() && device_sampler_pays && !keep_prompt_row_;
+}
+
+// The device pick of a step whose last `rows` rows are sampled (the rows before them, replayed
+// tokens, are picked but not read): one uniform each from the seeded stream, taken later by
+// skip_uniforms, or now for a plain step (rows 0).
+TokenPick SequenceRun::pick_for(size_t rows) {
+  const SamplingParams& sp = params_.sampling;
+  TokenPick pick;
+  pick.greedy = sp.greedy();
+  pick.sampling = {sp.temperature, sp.top_p, sp.top_k, sp.min_p};
+  if (pick.greedy) return pick;
+  if (rows == 0) {
+    uniform_ = sampler_.uniform();
+    pick.uniforms = {&uniform_, 1};
+    return pick;
+  }
+  ahead_.assign(first_, 0.0);
+  const std::vector<double> u = sampler_.uniforms_ahead(rows);
+  ahead_.insert(ahead_.end(), u.begin(), u.end());
+  pick.uniforms = ahead_;
+  return pick;
+}
+
+void SequenceRun::step_alone(Model& model) {
+  if (done_) return;
+  const bool on_device = picks_on_device(model);
+  const bool was_prefilling = prefilling();
+  const Step step = plan(std::numeric_limits<int64_t>::max());
+  const auto start = std::chrono::steady_clock::now();
+  if (was_prefilling) {
+    if (step.which == LogitsFor::last && on_device) {
+      const int32_t token = model.forward_pick(step.tokens, state_, LogitsFor::last, pick_for(0))[0];
+      fed_prompt_ = planned_prompt_;
+      if (params_.on_snapshot &&
+          std::find(params_.snapshot_at.begin(), params_.snapshot_at.end(), state_.length()) != params_.snapshot_at.end())
+        params_.on_snapshot(state_);
+      first_token(token);
+      return;
+    }
+    take(model.forward(step.tokens, state_, step.which), 0.0);
+    return;
+  }
+  if (draft_.empty() && on_device && model.chains_picks() && fed_.size() == 1)
+    return chained_run(model, params_.speculate ? gate_.plain_run() : params_.max_tokens);
+  if (draft_.empty() && on_device) {
+    token_ = model.forward_pick(fed_, state_, LogitsFor::last, pick_for(0))[0];
+    if (params_.speculate) {
+      if (fed_.size() == 1) gate_.on_plain_step(seconds_since(start));
+      else gate_.on_replay_step(static_cast<int>(fed_.size()), seconds_since(start));
+    }
+    if (!emit(token_)) end();
+    return;
+  }
+  if (!draft_.empty() && on_device && (params_.sampling.greedy() || fed_.size() <= static_cast<size_t>(ops::kMaxSampleRows))) {
+    // Every row's pick in one small copy of ids.
+    const std::span<const int32_t> ids = model.forward_pick(fed_, state_, LogitsFor::all, pick_for(draft_.size() + 1));
+    std::vector<int32_t> out;
+    size_t accepted = 0;
+    for (size_t j = 0; j <= draft_.size(); ++j) {
+      const int32_t next = ids[first_ + j];
+      out.push_back(next);
+      if (j == draft_.size() || next != draft_[j]) break;
+      ++accepted;
+      if (std::find(stops_.begin(), stops_.end(), next) != stops_.end()) break;
+    }
+    if (!params_.sampling.greedy()) sampler_.skip_uniforms(out.size());
+    after_verification(out, accepted, seconds_since(start));
+    return;
+  }
+  Tensor rows = model.forward(fed_, state_, step.which);
+  take(rows, seconds_since(start));
+}
+
+// Plain steps on a model that feeds its own picks back (a GPU): each step is queued before the host
+// reads the token of the one before, so the GPU does not wait for the host in between. The run lasts
+// as long as the draft gate keeps plain steps (speculation off: to the end), never queues a step past
+// max_tokens, and drops the step queued behind a stop token or a cancel unread (the state keeps the
+// token it fed).
+void SequenceRun::chained_run(Model& model, int steps) {
+  auto queue = [&](int32_t fed) { model.queue_pick(fed, state_, pick_for(0)); };
+  auto since = std::chrono::steady_clock::now();
+  queue(token_);
+  for (int queued = 1, left = steps - 1; queued > 0;) {
+    if (left > 0 && static_cast<int>(result_.tokens.size()) + queued < params_.max_tokens) {
+      queue(Model::kPickedToken);
+      ++queued;
+      --left;
+    }
+    token_ = model.next_pick();
+    --queued;
+    if (params_.speculate) {
+      gate_.on_plain_step(seconds_since(since));
+      since = std::chrono::steady_clock::now();
+      if (queued > 0) context_.push_back(token_);  // already fed to the step queued behind it
+    }
+    if (!emit(token_)) {
+      model.drop_picks();
+      return end();
+    }
+  }
+}
+
+}  // namespace sanctum
