@@ -54,41 +54,46 @@ bool TailSnapshot::finish(Model& model, PrefixCache& cache) {
   return stored_;
 }
 
-GenerationResult generate_with_cache(Model& model, PrefixCache* cache, std::span<const int32_t> prompt, GenerationParams params,
-                                     const TokenCallback& on_tokens, int64_t* reused_tokens, std::unique_ptr<TailSnapshot>* tail) {
-  if (tail) tail->reset();
-  SequenceState state;
-  int64_t reused = 0;
-  // Hybrid models: the last aligned snapshot of this prompt, where an end-of-generation snapshot
-  // starts (null with base_known: the empty state).
-  std::shared_ptr<const SequenceState> base;
-  bool base_known = false;
-  if (cache) {
-    reused = cache->acquire(model, prompt, state, &base);
-    base_known = true;
-    params.snapshot_at = PrefixCache::snapshot_points(state, static_cast<int64_t>(prompt.size()));
-    params.on_snapshot = [&](const SequenceState& s) {
-      base = cache->store(prompt, s);
-      base_known = base != nullptr;  // not kept (the pool is too small): nothing to start from
-    };
-  } else {
+PromptCacheUse::PromptCacheUse(Model& model, PrefixCache* cache, std::span<const int32_t> prompt, SequenceState& state,
+                               GenerationParams& params)
+    : cache_(cache), prompt_(prompt.begin(), prompt.end()) {
+  if (!cache_) {
     state = model.new_state();
+    return;
   }
-  if (reused_tokens) *reused_tokens = reused;
-  GenerationResult result = generate(model, state, prompt.subspan(static_cast<size_t>(reused)), params, on_tokens);
-  result.prompt_tokens = static_cast<int64_t>(prompt.size());
-  if (!cache) return result;
-  std::vector<int32_t> sequence(prompt.begin(), prompt.end());
+  reused_ = cache_->acquire(model, prompt, state, &base_);
+  base_known_ = true;
+  params.snapshot_at = PrefixCache::snapshot_points(state, static_cast<int64_t>(prompt.size()));
+  params.on_snapshot = [this](const SequenceState& s) {
+    base_ = cache_->store(prompt_, s);
+    base_known_ = base_ != nullptr;  // not kept (the pool is too small): nothing to start from
+  };
+}
+
+void PromptCacheUse::finish(const GenerationResult& result, SequenceState& state, std::unique_ptr<TailSnapshot>* tail) {
+  if (tail) tail->reset();
+  if (!cache_) return;
+  std::vector<int32_t> sequence = prompt_;
   sequence.insert(sequence.end(), result.tokens.begin(), result.tokens.end());
   if (!state.has_recurrent_state()) {
-    cache->store(sequence, state);
-  } else if (tail && base_known && result.finish != FinishReason::cancelled) {
+    cache_->store(sequence, state);
+  } else if (tail && base_known_ && result.finish != FinishReason::cancelled) {
     const int64_t target = PrefixCache::aligned_point(static_cast<int64_t>(sequence.size()));
-    if (target > (base ? base->length() : 0)) {
+    if (target > (base_ ? base_->length() : 0)) {
       sequence.resize(static_cast<size_t>(target));
-      *tail = std::make_unique<TailSnapshot>(std::move(sequence), base);
+      *tail = std::make_unique<TailSnapshot>(std::move(sequence), base_);
     }
   }
+}
+
+GenerationResult generate_with_cache(Model& model, PrefixCache* cache, std::span<const int32_t> prompt, GenerationParams params,
+                                     const TokenCallback& on_tokens, int64_t* reused_tokens, std::unique_ptr<TailSnapshot>* tail) {
+  SequenceState state;
+  PromptCacheUse use(model, cache, prompt, state, params);
+  if (reused_tokens) *reused_tokens = use.reused();
+  GenerationResult result = generate(model, state, prompt.subspan(static_cast<size_t>(use.reused())), params, on_tokens);
+  result.prompt_tokens = static_cast<int64_t>(prompt.size());
+  use.finish(result, state, tail);
   return result;
 }
 

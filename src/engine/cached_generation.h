@@ -55,7 +55,32 @@ class TailSnapshot {
   bool done_ = false, stored_ = false;
 };
 
-// `cache` may be null (plain generation). result.prompt_tokens counts the whole prompt;
+// The prompt cache's part in one sequence's generation: the state starts from the longest cached
+// prefix of the prompt, the prefill leaves snapshots at aligned positions (params' snapshot hooks,
+// which refer to this object: keep it in place while the run lasts), and after the run finish()
+// stores what later requests can reuse. `cache` may be null: a fresh state, nothing stored.
+class PromptCacheUse {
+ public:
+  PromptCacheUse(Model& model, PrefixCache* cache, std::span<const int32_t> prompt, SequenceState& state, GenerationParams& params);
+  PromptCacheUse(const PromptCacheUse&) = delete;
+  PromptCacheUse& operator=(const PromptCacheUse&) = delete;
+
+  int64_t reused() const { return reused_; }  // prompt tokens the state starts with
+  // After the run (`state` as it left it): attention-only models store the whole sequence; a hybrid
+  // one hands `tail` (optional) the work that builds its end-of-generation snapshot.
+  void finish(const GenerationResult& result, SequenceState& state, std::unique_ptr<TailSnapshot>* tail);
+
+ private:
+  PrefixCache* cache_;
+  std::vector<int32_t> prompt_;
+  int64_t reused_ = 0;
+  // Hybrid models: the last aligned snapshot of this prompt, where an end-of-generation snapshot
+  // starts (null with base_known_: the empty state).
+  std::shared_ptr<const SequenceState> base_;
+  bool base_known_ = false;
+};
+
+// generate() with a PromptCacheUse around it. `cache` may be null (plain generation). result.prompt_tokens counts the whole prompt;
 // `reused_tokens` (optional) receives how many of them came from the cache. On a hybrid model,
 // `tail` (optional) receives the work that builds the end-of-generation snapshot (null when there
 // is none: no aligned position past the prompt's, or a cancelled generation); without `tail` no

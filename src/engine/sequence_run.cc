@@ -272,7 +272,7 @@ void SequenceRun::step_alone(Model& model) {
     return;
   }
   if (draft_.empty() && on_device && model.chains_picks() && fed_.size() == 1)
-    return chained_run(model, params_.speculate ? gate_.plain_run() : params_.max_tokens);
+    return chained_run(model, std::min(chain_limit_, params_.speculate ? gate_.plain_run() : params_.max_tokens));
   if (draft_.empty() && on_device) {
     token_ = model.forward_pick(fed_, state_, LogitsFor::last, pick_for(0))[0];
     if (params_.speculate) {

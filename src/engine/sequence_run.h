@@ -48,6 +48,9 @@ class SequenceRun {
   // model chains them (Model::chains_picks).
   void step_alone(Model& model);
 
+  // At most this many chained steps per step_alone (the engine checks for arrivals in between).
+  void limit_chained_steps(int steps) { chain_limit_ = steps; }
+
   // Keep a copy of the last prompt position's raw logits row (call before the prefill ends), so that
   // fork() can start other sequences on the same prompt without prefilling it again (n > 1).
   void keep_prompt_row() { keep_prompt_row_ = true; }
@@ -84,6 +87,7 @@ class SequenceRun {
   size_t chunk_ = 512;
   int64_t start_length_ = 0;
   bool keep_prompt_row_ = false;
+  int chain_limit_ = 1 << 30;
   std::vector<float> prompt_row_;
 
   // Decode.

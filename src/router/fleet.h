@@ -44,12 +44,12 @@ struct UpstreamState {
   std::string degraded_reason() const;
 
   // Metric children (label values fixed at start).
-  server::Gauge& breaker_gauge;
-  server::Gauge& healthy_gauge;
-  server::Gauge& degraded_gauge;
-  server::Gauge& slow_gauge;
-  server::Gauge& ema_ttft_gauge;
-  server::Gauge& ema_total_gauge;
+  Gauge& breaker_gauge;
+  Gauge& healthy_gauge;
+  Gauge& degraded_gauge;
+  Gauge& slow_gauge;
+  Gauge& ema_ttft_gauge;
+  Gauge& ema_total_gauge;
 
  private:
   friend class Fleet;

@@ -48,7 +48,7 @@ RouterMetrics::RouterMetrics()
                                             "Arrival at the router to the first response byte sent to the client.", latency_buckets(),
                                             {"backend"})),
       tokens(registry.counter("sanctum_router_tokens_total", "Prompt + completion tokens of relayed responses.", {"backend"})) {
-  server::add_build_info(registry);
+  add_build_info(registry);
 }
 
 }  // namespace sanctum::router

@@ -26,13 +26,13 @@ App::App(ServerOptions options, ServerMetrics& metrics) : options_(std::move(opt
       .add("POST", "/v1/completions", [this](Exchange& ex, std::string_view) { completions(ex, false); });
 }
 
-App::~App() { stop_workers(); }
+App::~App() { stop_engines(); }
 
 void App::add_model(std::unique_ptr<ServedModel> model) { models_.push_back(std::move(model)); }
 
-void App::stop_workers() {
+void App::stop_engines() {
   for (auto& m : models_)
-    if (m->worker) m->worker->stop();
+    if (m->engine) m->engine->stop();
 }
 
 namespace {
@@ -89,7 +89,7 @@ void App::health(Exchange& ex) {
 }
 
 namespace {
-// Just waits: a deep probe proves the worker can run one step, nothing about the text.
+// Just waits: a deep probe proves the engine can run one step, nothing about the text.
 class ProbeSink : public GenerationSink {
  public:
   bool on_token(int, const TokenOutput&) override { return true; }
@@ -118,17 +118,17 @@ void App::deep_health(Exchange& ex) {
     auto job = std::make_shared<InferenceJob>();
     job->request_id = ex.request().request_id;
     int32_t token = m->tokenizer->bos_id() >= 0 ? m->tokenizer->bos_id() : (m->eos_ids.empty() ? 0 : m->eos_ids[0]);
-    if (token >= m->worker->model().vocab_size()) token = 0;
+    if (token >= m->engine->model().vocab_size()) token = 0;
     job->prompt = {token};
     job->params.max_tokens = 1;
     job->params.ignore_eos = true;
     job->sink = sink;
     const auto t0 = std::chrono::steady_clock::now();
     std::string status;
-    switch (m->worker->submit(job)) {
-      case InferenceWorker::Admit::queue_full: status = "queue_full"; break;
-      case InferenceWorker::Admit::stopped: status = "stopped"; break;
-      case InferenceWorker::Admit::accepted: {
+    switch (m->engine->submit(job)) {
+      case Engine::Admit::queue_full: status = "queue_full"; break;
+      case Engine::Admit::stopped: status = "stopped"; break;
+      case Engine::Admit::accepted: {
         auto wait = std::chrono::duration<double>(options_.deep_health_timeout);
         if (done.wait_for(wait) != std::future_status::ready) {
           job->cancelled = true;

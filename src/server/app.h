@@ -1,7 +1,7 @@
 #pragma once
 // The request router and the served models. Health, model list and metrics are answered right on
 // the connection thread from state that never waits on an inference queue; completions go through
-// the model's InferenceWorker.
+// the model's Engine.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -13,7 +13,7 @@
 
 #include "chat/prompt_builder.h"
 #include "server/exchange.h"
-#include "server/inference_worker.h"
+#include "engine/engine.h"
 #include "server/openai_request.h"
 #include "server/request_handler.h"
 #include "server/route_table.h"
@@ -24,7 +24,9 @@
 namespace sanctum::server {
 
 struct ServerOptions : ListenOptions {
-  size_t max_queue = 16;  // waiting requests per model (the running one not counted)
+  size_t max_queue = 16;          // waiting requests per model (the running batch not counted)
+  int max_seqs = 16;              // --max-seqs: sequences in a model's running batch
+  int64_t max_batch_tokens = 0;   // --max-batch-tokens: tokens per forward step; 0: the prefill chunk
   int stream_flush_tokens = 1;
   double drain_timeout = 30.0;  // seconds in-flight requests get after SIGTERM
   int default_max_tokens = 512;
@@ -45,7 +47,7 @@ struct ServedModel {
   std::unique_ptr<PromptBuilder> prompts;  // over `tokenizer`: the checkpoint's chat template, or ChatML
   int64_t context_length = 0;
   std::vector<int32_t> eos_ids;
-  std::unique_ptr<InferenceWorker> worker;
+  std::unique_ptr<Engine> engine;
 };
 
 class App : public RequestHandler {
@@ -62,7 +64,7 @@ class App : public RequestHandler {
   const ListenOptions& listen_options() const override { return options_; }
   void observe_refused(const std::string& route, int status) override { metrics_.observe_http(route, "-", status, 0.0); }
   int inflight() const { return inflight_.load(); }
-  void stop_workers();
+  void stop_engines();
 
   const ServerOptions& options() const { return options_; }
   ServerMetrics& metrics() { return metrics_; }

@@ -53,7 +53,7 @@ void App::completions(Exchange& ex, bool chat) {
   OpenAiRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
   ServedModel& m = resolve_model(r.model);
   ex.model = m.id;
-  BuiltPrompt prompt = request_prompt(*m.prompts, r, m.worker->model().vocab_size());
+  BuiltPrompt prompt = request_prompt(*m.prompts, r, m.engine->model().vocab_size());
   ex.prompt_tokens = static_cast<int>(prompt.ids.size());
 
   auto job = std::make_shared<InferenceJob>();
@@ -87,10 +87,10 @@ void App::completions(Exchange& ex, bool chat) {
   auto sink = std::make_shared<TextSink>(so);
   job->sink = sink;
 
-  switch (m.worker->submit(job)) {
-    case InferenceWorker::Admit::queue_full: throw queue_full(m.id);
-    case InferenceWorker::Admit::stopped: throw unavailable("The model is not serving", "draining");
-    case InferenceWorker::Admit::accepted: break;
+  switch (m.engine->submit(job)) {
+    case Engine::Admit::queue_full: throw queue_full(m.id);
+    case Engine::Admit::stopped: throw unavailable("The model is not serving", "draining");
+    case Engine::Admit::accepted: break;
   }
 
   ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), m.id, kFingerprint, chat};
@@ -122,7 +122,7 @@ void App::completions(Exchange& ex, bool chat) {
       if (job->cancelled) {
         ex.set_close_after();
         if (!ex.responded()) ex.respond_error(ApiError(499, "invalid_request_error", "client closed the request"));
-        return;  // the worker drops the job at its next token; the sink outlives us through the job
+        return;  // the engine drops the job at its next step; the sink outlives us through the job
       }
       continue;
     }

@@ -56,7 +56,12 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
   for (int32_t id : m->tokenizer->eos_ids())
     if (std::find(m->eos_ids.begin(), m->eos_ids.end(), id) == m->eos_ids.end()) m->eos_ids.push_back(id);
   m->prompts = std::make_unique<PromptBuilder>(*m->tokenizer);
-  m->worker = std::make_unique<InferenceWorker>(spec.id, std::move(model), options.max_queue, metrics, options.prompt_cache_bytes);
+  EngineOptions engine;
+  engine.max_queue = options.max_queue;
+  engine.prompt_cache_bytes = options.prompt_cache_bytes;
+  engine.max_seqs = options.max_seqs;
+  engine.max_batch_tokens = options.max_batch_tokens > 0 ? options.max_batch_tokens : options.prefill_chunk;
+  m->engine = std::make_unique<Engine>(spec.id, std::move(model), engine, metrics.engine);
   return m;
 }
 
@@ -113,7 +118,7 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
   listener.stop_accepting();
   if (const int left = wait_for_drain([&] { return app.inflight(); }, options.drain_timeout); left > 0)
     log::warn("drain timeout: cancelling what is left", {{"inflight", std::to_string(left)}});
-  app.stop_workers();
+  app.stop_engines();
   listener.close_connections(2.0);
   metrics.model_loaded.set(0);
   log::info("stopped");

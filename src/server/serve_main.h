@@ -1,6 +1,6 @@
 #pragma once
 // `sanctum serve` start-up and shutdown, in order: pre-bind checks (the signed-manifest gate runs
-// here, before any weight is read), load every model (tokenizer + weights) and start its worker,
+// here, before any weight is read), load every model (tokenizer + weights) and start its engine,
 // bind, serve; SIGHUP reloads the mTLS certificates and CRL without dropping anything; on
 // SIGTERM/SIGINT stop accepting, let in-flight requests finish within the drain timeout (new ones
 // get 503), then exit 0.

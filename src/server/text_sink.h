@@ -1,7 +1,7 @@
 #pragma once
 // The GenerationSink that turns token ids into what a client sees: incremental detokenization,
 // stop strings (never emitted, matched across flushes), the <think> split and logprobs. It runs on
-// the worker thread and hands batched deltas to the HTTP thread through a small channel.
+// the engine thread and hands batched deltas to the HTTP thread through a small channel.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 #include "chat/reasoning_splitter.h"
 #include "engine/stop_matcher.h"
-#include "server/inference_worker.h"
+#include "engine/engine.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 

@@ -3,7 +3,7 @@
 
 #include <thread>
 
-#include "server/metrics_registry.h"
+#include "base/metrics_registry.h"
 #include "server/server_metrics.h"
 
 namespace sanctum::server {

@@ -1,12 +1,13 @@
-// The inference worker against a fake model: queue bounds, cancellation within a step, n choices,
-// logprobs and shutdown. The fake's next token is (last + 1) % 7, so greedy output is predictable.
+// The engine against a fake model: queue bounds, cancellation within a step, n choices sharing one
+// prefill, concurrent requests in one batch up to --max-seqs, logprobs and shutdown. The fake's next token is (last + 1) % 7, so greedy output is predictable.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <future>
 #include <mutex>
 
-#include "server/inference_worker.h"
+#include "engine/engine.h"
+#include "server/server_metrics.h"
 
 namespace sanctum::server {
 namespace {
@@ -29,10 +30,15 @@ class FakeModel : public Model {
     for (int i = 0; i < 8; ++i) row[i] = static_cast<float>(i) * 0.1f;
     row[(tokens.back() + 1) % 7] = 5.0f;
     ++forwards;
+    if (tokens.size() > 1) ++prompt_forwards;
     return logits_;
   }
+  Tensor forward_batch(std::span<const BatchEntry> batch) override {
+    largest_batch = std::max(largest_batch.load(), static_cast<int>(batch.size()));
+    return Model::forward_batch(batch);
+  }
   size_t weight_bytes_per_token() const override { return 0; }
-  std::atomic<int> forwards{0};
+  std::atomic<int> forwards{0}, prompt_forwards{0}, largest_batch{0};
 
  private:
   Tensor logits_;
@@ -68,12 +74,12 @@ std::shared_ptr<InferenceJob> make_job(std::shared_ptr<RecordingSink> sink, int 
   return job;
 }
 
-TEST(ServerWorker, runs_a_job_and_reports_every_token) {
+TEST(Engine, runs_a_job_and_reports_every_token) {
   ServerMetrics metrics;
-  InferenceWorker worker("fake", std::make_unique<FakeModel>(), 4, metrics);
+  Engine worker("fake", std::make_unique<FakeModel>(), EngineOptions{4}, metrics.engine);
   auto sink = std::make_shared<RecordingSink>();
   auto done = sink->done.get_future();
-  ASSERT_EQ(worker.submit(make_job(sink, 4)), InferenceWorker::Admit::accepted);
+  ASSERT_EQ(worker.submit(make_job(sink, 4)), Engine::Admit::accepted);
   EXPECT_EQ(done.get(), "");
   std::vector<int32_t> ids;
   for (const auto& t : sink->tokens[0]) ids.push_back(t.token);
@@ -81,9 +87,9 @@ TEST(ServerWorker, runs_a_job_and_reports_every_token) {
   EXPECT_EQ(sink->finishes[0], FinishReason::length);
 }
 
-TEST(ServerWorker, full_queue_is_an_answer_not_a_wait) {
+TEST(Engine, full_queue_is_an_answer_not_a_wait) {
   ServerMetrics metrics;
-  InferenceWorker worker("fake", std::make_unique<FakeModel>(), 2, metrics);
+  Engine worker("fake", std::make_unique<FakeModel>(), EngineOptions{2}, metrics.engine);
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
   auto blocker = std::make_shared<RecordingSink>();
@@ -97,24 +103,24 @@ TEST(ServerWorker, full_queue_is_an_answer_not_a_wait) {
     }
     return true;
   };
-  ASSERT_EQ(worker.submit(make_job(blocker, 2)), InferenceWorker::Admit::accepted);
+  ASSERT_EQ(worker.submit(make_job(blocker, 2)), Engine::Admit::accepted);
   started.get_future().wait();  // the worker is busy; the queue is empty
   std::vector<std::shared_ptr<RecordingSink>> queued;
   for (int i = 0; i < 2; ++i) {
     queued.push_back(std::make_shared<RecordingSink>());
-    ASSERT_EQ(worker.submit(make_job(queued.back(), 1)), InferenceWorker::Admit::accepted);
+    ASSERT_EQ(worker.submit(make_job(queued.back(), 1)), Engine::Admit::accepted);
   }
   EXPECT_EQ(worker.queued(), 2u);
-  EXPECT_EQ(worker.submit(make_job(std::make_shared<RecordingSink>(), 1)), InferenceWorker::Admit::queue_full);
+  EXPECT_EQ(worker.submit(make_job(std::make_shared<RecordingSink>(), 1)), Engine::Admit::queue_full);
   release.set_value();
   for (auto& s : queued) EXPECT_EQ(s->done.get_future().get(), "");
 }
 
-TEST(ServerWorker, cancel_stops_within_one_step) {
+TEST(Engine, cancel_stops_within_one_step) {
   ServerMetrics metrics;
   auto model = std::make_unique<FakeModel>();
   FakeModel* fake = model.get();
-  InferenceWorker worker("fake", std::move(model), 4, metrics);
+  Engine worker("fake", std::move(model), EngineOptions{4}, metrics.engine);
   auto sink = std::make_shared<RecordingSink>();
   auto job = make_job(sink, 1000);
   sink->on_each = [&](int, const TokenOutput&) {
@@ -129,9 +135,9 @@ TEST(ServerWorker, cancel_stops_within_one_step) {
   EXPECT_LE(fake->forwards.load(), 5);
 }
 
-TEST(ServerWorker, sink_refusal_is_a_stop_not_a_cancel) {
+TEST(Engine, sink_refusal_is_a_stop_not_a_cancel) {
   ServerMetrics metrics;
-  InferenceWorker worker("fake", std::make_unique<FakeModel>(), 4, metrics);
+  Engine worker("fake", std::make_unique<FakeModel>(), EngineOptions{4}, metrics.engine);
   auto sink = std::make_shared<RecordingSink>();
   sink->on_each = [&](int, const TokenOutput& t) { return t.token != 3; };  // a stop string matched here
   auto done = sink->done.get_future();
@@ -141,9 +147,9 @@ TEST(ServerWorker, sink_refusal_is_a_stop_not_a_cancel) {
   EXPECT_EQ(sink->tokens[0].size(), 2u);
 }
 
-TEST(ServerWorker, n_choices_each_run_to_their_end) {
+TEST(Engine, n_choices_each_run_to_their_end) {
   ServerMetrics metrics;
-  InferenceWorker worker("fake", std::make_unique<FakeModel>(), 4, metrics);
+  Engine worker("fake", std::make_unique<FakeModel>(), EngineOptions{4}, metrics.engine);
   auto sink = std::make_shared<RecordingSink>();
   auto done = sink->done.get_future();
   worker.submit(make_job(sink, 3, 3));
@@ -154,9 +160,65 @@ TEST(ServerWorker, n_choices_each_run_to_their_end) {
   }
 }
 
-TEST(ServerWorker, logprobs_are_the_raw_log_softmax) {
+TEST(Engine, n_choices_share_one_prefill) {
   ServerMetrics metrics;
-  InferenceWorker worker("fake", std::make_unique<FakeModel>(), 4, metrics);
+  auto model = std::make_unique<FakeModel>();
+  FakeModel* fake = model.get();
+  Engine engine("fake", std::move(model), EngineOptions{4}, metrics.engine);
+  auto sink = std::make_shared<RecordingSink>();
+  auto job = make_job(sink, 4, 3);
+  job->prompt = {1, 2, 3};
+  auto done = sink->done.get_future();
+  engine.submit(job);
+  EXPECT_EQ(done.get(), "");
+  EXPECT_EQ(fake->prompt_forwards.load(), 1);
+  for (int c = 0; c < 3; ++c) {
+    std::vector<int32_t> ids;
+    for (const auto& t : sink->tokens[c]) ids.push_back(t.token);
+    EXPECT_EQ(ids, (std::vector<int32_t>{4, 5, 6, 0})) << c;
+  }
+}
+
+TEST(Engine, concurrent_requests_share_forwards_up_to_max_seqs) {
+  ServerMetrics metrics;
+  auto model = std::make_unique<FakeModel>();
+  FakeModel* fake = model.get();
+  EngineOptions options;
+  options.max_queue = 8;
+  options.max_seqs = 3;
+  Engine engine("fake", std::move(model), options, metrics.engine);
+  std::promise<void> release, started;
+  std::shared_future<void> gate = release.get_future().share();
+  auto blocker = std::make_shared<RecordingSink>();
+  bool first = true;
+  blocker->on_each = [&](int, const TokenOutput&) {
+    if (first) {
+      first = false;
+      started.set_value();
+      gate.wait();
+    }
+    return true;
+  };
+  ASSERT_EQ(engine.submit(make_job(blocker, 3)), Engine::Admit::accepted);
+  started.get_future().wait();  // the engine waits in the sink: the next jobs queue up
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (int i = 0; i < 5; ++i) {
+    sinks.push_back(std::make_shared<RecordingSink>());
+    ASSERT_EQ(engine.submit(make_job(sinks.back(), 6)), Engine::Admit::accepted);
+  }
+  release.set_value();
+  for (auto& s : sinks) {
+    EXPECT_EQ(s->done.get_future().get(), "");
+    std::vector<int32_t> ids;
+    for (const auto& t : s->tokens[0]) ids.push_back(t.token);
+    EXPECT_EQ(ids, (std::vector<int32_t>{2, 3, 4, 5, 6, 0}));
+  }
+  EXPECT_EQ(fake->largest_batch.load(), 3);
+}
+
+TEST(Engine, logprobs_are_the_raw_log_softmax) {
+  ServerMetrics metrics;
+  Engine worker("fake", std::make_unique<FakeModel>(), EngineOptions{4}, metrics.engine);
   auto sink = std::make_shared<RecordingSink>();
   auto job = make_job(sink, 2);
   job->top_logprobs = 8;
@@ -175,9 +237,9 @@ TEST(ServerWorker, logprobs_are_the_raw_log_softmax) {
   }
 }
 
-TEST(ServerWorker, stop_cancels_queued_jobs_and_ends_them) {
+TEST(Engine, stop_cancels_queued_jobs_and_ends_them) {
   ServerMetrics metrics;
-  auto worker = std::make_unique<InferenceWorker>("fake", std::make_unique<FakeModel>(), 8, metrics);
+  auto worker = std::make_unique<Engine>("fake", std::make_unique<FakeModel>(), EngineOptions{8}, metrics.engine);
   std::vector<std::shared_ptr<RecordingSink>> sinks;
   for (int i = 0; i < 4; ++i) {
     sinks.push_back(std::make_shared<RecordingSink>());
@@ -188,7 +250,7 @@ TEST(ServerWorker, stop_cancels_queued_jobs_and_ends_them) {
     auto f = s->done.get_future();
     ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
   }
-  EXPECT_EQ(worker->submit(make_job(std::make_shared<RecordingSink>(), 1)), InferenceWorker::Admit::stopped);
+  EXPECT_EQ(worker->submit(make_job(std::make_shared<RecordingSink>(), 1)), Engine::Admit::stopped);
 }
 
 }  // namespace

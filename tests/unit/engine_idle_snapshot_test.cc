@@ -1,4 +1,4 @@
-// The inference worker's idle work on a hybrid model (end-of-generation snapshots), against a fake
+// The engine's idle work on a hybrid model (end-of-generation snapshots), against a fake
 // hybrid model that logs every forward: the work starts only after the response is delivered, runs
 // in aligned steps of at most 64 tokens, and a request that arrives meanwhile runs right after the
 // step under way (no timing involved: the log orders the forwards). Interrupted work resumes after
@@ -10,7 +10,8 @@
 #include <mutex>
 #include <thread>
 
-#include "server/inference_worker.h"
+#include "engine/engine.h"
+#include "server/server_metrics.h"
 
 namespace sanctum::server {
 namespace {
@@ -55,7 +56,7 @@ class FakeHybridModel : public Model {
   }
   size_t weight_bytes_per_token() const override { return 0; }
 
-  InferenceWorker* worker = nullptr;
+  Engine* worker = nullptr;
   std::function<void(const Call&)> on_forward;  // on the worker thread
   std::mutex mutex;
   std::vector<Call> calls;
@@ -96,7 +97,7 @@ std::vector<int32_t> counting(size_t n, int32_t from) {
 }
 
 // Until the worker has no idle work left (the fake's steps take microseconds).
-void wait_idle(const InferenceWorker& worker) {
+void wait_idle(const Engine& worker) {
   for (int i = 0; i < 20000 && worker.pending_snapshots() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_EQ(worker.pending_snapshots(), 0u);
 }
@@ -104,11 +105,11 @@ void wait_idle(const InferenceWorker& worker) {
 struct Fixture {
   ServerMetrics metrics;
   FakeHybridModel* fake;
-  std::unique_ptr<InferenceWorker> worker;
+  std::unique_ptr<Engine> worker;
   Fixture() {
     auto model = std::make_unique<FakeHybridModel>();
     fake = model.get();
-    worker = std::make_unique<InferenceWorker>("fake", std::move(model), 4, metrics, size_t{64} << 20);
+    worker = std::make_unique<Engine>("fake", std::move(model), EngineOptions{4, size_t{64} << 20}, metrics.engine);
     fake->worker = worker.get();
   }
   std::vector<Call> calls() {
@@ -128,10 +129,10 @@ TEST(ServerIdleSnapshot, runs_after_the_response_in_aligned_steps_and_yields_to_
     if (!c.idle) return;
     if (!first->delivered) delivered_before_idle_work = false;
     if (++idle_calls == 1) {  // a request arrives while the first step runs
-      ASSERT_EQ(f.worker->submit(job_of(counting(10, 3), 3, other)), InferenceWorker::Admit::accepted);
+      ASSERT_EQ(f.worker->submit(job_of(counting(10, 3), 3, other)), Engine::Admit::accepted);
     }
   };
-  ASSERT_EQ(f.worker->submit(job_of(counting(300, 1), 200, first)), InferenceWorker::Admit::accepted);
+  ASSERT_EQ(f.worker->submit(job_of(counting(300, 1), 200, first)), Engine::Admit::accepted);
   EXPECT_EQ(first->done.get_future().get(), "");
   EXPECT_EQ(other->done.get_future().get(), "");
   wait_idle(*f.worker);
@@ -202,7 +203,7 @@ TEST(ServerIdleSnapshot, no_idle_work_without_the_prompt_cache) {
   ServerMetrics metrics;
   auto model = std::make_unique<FakeHybridModel>();
   FakeHybridModel* fake = model.get();
-  InferenceWorker worker("fake", std::move(model), 4, metrics, 0);
+  Engine worker("fake", std::move(model), EngineOptions{4, 0}, metrics.engine);
   fake->worker = &worker;
   auto sink = std::make_shared<Sink>();
   worker.submit(job_of(counting(300, 1), 200, sink));

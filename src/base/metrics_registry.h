@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace sanctum::server {
+namespace sanctum {
 
 class Counter {
  public:
@@ -110,4 +110,4 @@ std::string format_sample_value(double value);  // shortest round-trip form, +In
 // n bounds from `start`, each `factor` times the previous.
 std::vector<double> exponential_buckets(double start, double factor, int n);
 
-}  // namespace sanctum::server
+}  // namespace sanctum

@@ -1,4 +1,4 @@
-#include "server/metrics_registry.h"
+#include "base/metrics_registry.h"
 
 #include <algorithm>
 #include <charconv>
@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "base/version.h"
 
-namespace sanctum::server {
+namespace sanctum {
 
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
   for (size_t i = 0; i <= bounds_.size(); ++i) counts_[i].store(0, std::memory_order_relaxed);
@@ -192,4 +192,4 @@ void add_build_info(Registry& registry) {
       .set(1);
 }
 
-}  // namespace sanctum::server
+}  // namespace sanctum

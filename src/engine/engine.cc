@@ -1,0 +1,427 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <random>
+#include <unordered_set>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "engine/sequence_run.h"
+
+namespace sanctum {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Log-softmax of one logits row, computed only for the tokens asked about.
+struct LogitsSnapshot {
+  std::vector<float> row;
+  double log_sum_exp = 0.0;
+
+  void take(std::span<const float> logits) {
+    row.assign(logits.begin(), logits.end());
+    float peak = *std::max_element(row.begin(), row.end());
+    double sum = 0.0;
+    for (float v : row) sum += std::exp(static_cast<double>(v - peak));
+    log_sum_exp = static_cast<double>(peak) + std::log(sum);
+  }
+  float logprob(int32_t token) const { return static_cast<float>(row[static_cast<size_t>(token)] - log_sum_exp); }
+  std::vector<std::pair<int32_t, float>> top(int k) const {
+    std::vector<int32_t> ids(row.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    size_t kk = std::min(ids.size(), static_cast<size_t>(k));
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(kk), ids.end(), [&](int32_t a, int32_t b) {
+      float va = row[static_cast<size_t>(a)], vb = row[static_cast<size_t>(b)];
+      return va > vb || (va == vb && a < b);
+    });
+    std::vector<std::pair<int32_t, float>> out;
+    for (size_t i = 0; i < kk; ++i) out.emplace_back(ids[i], logprob(ids[i]));
+    return out;
+  }
+};
+
+// The rows of the tokens not yet handed over, oldest first: a sequence shows one row per picked
+// token, in order, but a prompt-lookup verification picks several tokens from one forward before
+// any of them is handed over. Spent rows are kept for reuse (a row is the vocabulary's size).
+class LogitsQueue {
+ public:
+  void push(std::span<const float> logits) {
+    if (spare_.empty()) spare_.emplace_back();
+    rows_.push_back(std::move(spare_.back()));
+    spare_.pop_back();
+    rows_.back().take(logits);
+  }
+  // The oldest row; null when none is waiting.
+  const LogitsSnapshot* front() const { return rows_.empty() ? nullptr : &rows_.front(); }
+  void pop() {
+    spare_.push_back(std::move(rows_.front()));
+    rows_.pop_front();
+  }
+
+ private:
+  std::deque<LogitsSnapshot> rows_;
+  std::vector<LogitsSnapshot> spare_;
+};
+
+}  // namespace
+
+// A request in the running batch: its choices start together (choice 0 prefills, the others fork
+// from its prompt) and it is over when every started choice has ended.
+struct Engine::Job {
+  std::shared_ptr<InferenceJob> request;
+  int started = 0, ended = 0;
+  bool failed = false;
+};
+
+// One choice of a job: a sequence of the batch.
+struct Engine::Sequence {
+  std::shared_ptr<Job> job;
+  int choice = 0;
+  LogitsQueue rows;            // logprobs: the raw rows of tokens not yet handed to the sink
+  bool sink_stopped = false;   // the sink ended the choice (a stop string): a stop, not a cancel
+  std::unique_ptr<PromptCacheUse> cache_use;  // choice 0 with the prompt cache on
+  std::optional<SequenceRun> run;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+Engine::Engine(std::string name, std::unique_ptr<Model> model, EngineOptions options, EngineMetrics& metrics)
+    : name_(std::move(name)), model_(std::move(model)), options_(options), metrics_(metrics),
+      queue_gauge_(metrics.queue_depth.with({name_})), running_gauge_(metrics.running_sequences.with({name_})),
+      state_bytes_gauge_(metrics.state_bytes.with({name_})) {
+  check(options_.max_seqs >= 1, ErrorKind::invalid_argument, "--max-seqs must be at least 1");
+  if (options_.max_batch_tokens <= 0) options_.max_batch_tokens = model_->prefill_chunk();
+  if (options_.prompt_cache_bytes > 0) prompt_cache_ = std::make_unique<PrefixCache>(options_.prompt_cache_bytes);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { stop(); }
+
+Engine::Admit Engine::submit(std::shared_ptr<InferenceJob> job) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopping_) return Admit::stopped;
+  // Jobs whose clients left are dead weight: drop them before judging fullness.
+  queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const auto& j) { return j->cancelled.load(); }), queue_.end());
+  if (queue_.size() >= options_.max_queue) return Admit::queue_full;
+  queue_.push_back(std::move(job));
+  queue_gauge_.set(static_cast<double>(queue_.size()));
+  wake_.notify_one();
+  return Admit::accepted;
+}
+
+size_t Engine::queued() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.size();
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+    for (auto& job : queue_) job->cancelled = true;
+    wake_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+PrefixCacheStats Engine::prompt_cache_stats() const { return prompt_cache_ ? prompt_cache_->stats() : PrefixCacheStats{}; }
+
+void Engine::loop() {
+  int slots = 0;  // sequences the running jobs hold or will hold (forks to come included)
+  for (;;) {
+    std::vector<std::shared_ptr<InferenceJob>> arrivals;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !sequences_.empty() || !pending_snapshots_.empty(); });
+      stopping = stopping_;
+      if (stopping && queue_.empty() && sequences_.empty()) return;  // pending idle work is dropped
+      slots = 0;
+      for (const auto& s : sequences_)
+        if (s->choice == 0) slots += s->job->request->n;
+      // Admit while the batch has room for every choice of the next job (one job always fits an
+      // empty batch); the rest wait in the queue, in order.
+      while (!queue_.empty() && (slots == 0 || slots + queue_.front()->n <= options_.max_seqs)) {
+        slots += queue_.front()->n;
+        arrivals.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      queue_gauge_.set(static_cast<double>(queue_.size()));
+    }
+    if (stopping)
+      for (const auto& s : sequences_) s->job->request->cancelled = true;
+    if (arrivals.empty() && sequences_.empty()) {  // nothing to run: one step of idle work
+      idle_step();
+      continue;
+    }
+    // Requests go first: interrupted idle work keeps what it has built.
+    if (!arrivals.empty() && !pending_snapshots_.empty()) {
+      pending_snapshots_.front()->pause(*prompt_cache_);
+      metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
+    }
+    for (auto& job : arrivals) start(std::move(job));
+    running_count_ = sequences_.size();
+    step();
+    set_gauges();
+  }
+}
+
+void Engine::start(std::shared_ptr<InferenceJob> request) {
+  auto job = std::make_shared<Job>();
+  job->request = std::move(request);
+  if (job->request->cancelled) {
+    GenerationResult none;
+    none.finish = FinishReason::cancelled;
+    job->request->sink->on_choice_end(0, none);
+    job->request->sink->on_done("");
+    return;
+  }
+  start_choice(job, 0);
+}
+
+namespace {
+// The choice's sampling seed: the request's plus the choice index, or fresh entropy.
+uint64_t choice_seed(const InferenceJob& job, int choice) {
+  if (job.seed_given) return job.params.sampling.seed + static_cast<uint64_t>(choice);
+  if (job.params.sampling.greedy()) return job.params.sampling.seed;
+  std::random_device entropy;
+  return (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+}
+}  // namespace
+
+void Engine::start_choice(const std::shared_ptr<Job>& job, int choice) {
+  const InferenceJob& request = *job->request;
+  auto s = std::make_unique<Sequence>();
+  s->job = job;
+  s->choice = choice;
+  Sequence* seq = s.get();
+  GenerationParams params = request.params;
+  params.callback_every = 1;  // the sink batches stream writes; cancellation is checked every token
+  params.speculation_stats = &speculation_stats_;
+  params.sampling.seed = choice_seed(request, choice);
+  if (request.top_logprobs >= 0) params.on_logits = [seq](std::span<const float> logits) { seq->rows.push(logits); };
+  TokenCallback on_tokens = [seq](std::span<const int32_t> tokens) {
+    const InferenceJob& r = *seq->job->request;
+    if (r.cancelled.load(std::memory_order_relaxed)) return false;
+    for (int32_t t : tokens) {
+      TokenOutput out;
+      out.token = t;
+      if (const LogitsSnapshot* row = seq->rows.front()) {
+        out.has_logprobs = true;
+        out.logprob = row->logprob(t);
+        if (r.top_logprobs > 0) out.top = row->top(r.top_logprobs);
+        seq->rows.pop();
+      }
+      if (!r.sink->on_token(seq->choice, out)) {
+        seq->sink_stopped = true;
+        return false;
+      }
+    }
+    return true;
+  };
+  ++job->started;
+  try {
+    if (choice == 0) {
+      SequenceState state;
+      s->cache_use = std::make_unique<PromptCacheUse>(*model_, prompt_cache_.get(), request.prompt, state, params);
+      const int64_t reused = s->cache_use->reused();
+      if (prompt_cache_) {
+        metrics_.prompt_cache_lookups.with({reused > 0 ? "hit" : "miss"}).inc();
+        metrics_.prompt_cache_tokens.inc(static_cast<double>(reused));
+      }
+      s->run.emplace(*model_, std::move(state), std::vector<int32_t>(request.prompt.begin() + reused, request.prompt.end()), params,
+                     on_tokens);
+      if (request.n > 1) s->run->keep_prompt_row();
+    } else {
+      const Sequence* parent = nullptr;
+      for (const auto& other : sequences_)
+        if (other->job == job && other->choice == 0) parent = other.get();
+      check(parent != nullptr, ErrorKind::internal, "choice " + std::to_string(choice) + " has no prefilled choice 0 to start from");
+      s->run.emplace(parent->run->fork(params, on_tokens));
+    }
+  } catch (const std::exception& e) {
+    fail(job, e.what());
+    return;
+  }
+  s->run->limit_chained_steps(kChainLimit);
+  sequences_.push_back(std::move(s));
+}
+
+// Choices 1.. of a job start once choice 0 has prefilled the prompt.
+void Engine::fork_choices(Sequence& parent) {
+  const std::shared_ptr<Job> job = parent.job;
+  if (parent.choice != 0 || job->failed || !parent.run->prompt_row_ready()) return;
+  while (job->started < job->request->n && !job->failed) start_choice(job, job->started);
+}
+
+void Engine::step() {
+  for (const auto& s : sequences_)
+    if (s->job->request->cancelled.load(std::memory_order_relaxed)) s->run->cancel();
+  end_sequences();
+  if (sequences_.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (sequences_.size() == 1 && queued() == 0) {
+    // Alone: the model's own fast path (device picks, chained steps on a GPU).
+    Sequence& s = *sequences_.front();
+    const bool prefilling = s.run->prefilling();
+    try {
+      s.run->step_alone(*model_);
+    } catch (const std::exception& e) {
+      fail(s.job, e.what());
+    }
+    if (!prefilling) metrics_.batch_sequences.observe(1);
+    fork_choices(s);
+  } else {
+    step_batch();
+  }
+  metrics_.step_seconds.observe(seconds_since(t0));
+  end_sequences();
+}
+
+void Engine::step_batch() {
+  entries_.clear();
+  stepped_.clear();
+  int64_t budget = options_.max_batch_tokens;
+  auto add = [&](Sequence& s, const SequenceRun::Step& step) {
+    if (step.tokens.empty()) return;
+    entries_.push_back({step.tokens, &s.run->state(), step.which});
+    stepped_.push_back(&s);
+    budget -= static_cast<int64_t>(step.tokens.size());
+  };
+  // Running sequences' decode steps first, whatever the budget; then pieces of new prompts in the
+  // room left, oldest first, so a long prompt delays the streams by at most one piece per step.
+  for (const auto& s : sequences_)
+    if (!s->run->done() && !s->run->prefilling()) add(*s, s->run->plan(0));
+  for (const auto& s : sequences_)
+    if (!s->run->done() && s->run->prefilling() && budget > 0) add(*s, s->run->plan(budget));
+  if (entries_.empty()) return;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor logits;
+  try {
+    logits = model_->forward_batch(entries_);
+  } catch (const std::exception& e) {
+    for (Sequence* s : stepped_) fail(s->job, e.what());
+    return;
+  }
+  const double seconds = seconds_since(t0);
+  int64_t at = 0, rows_in = 0;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const int64_t count = Model::row_count(entries_[i]);
+    rows_in += static_cast<int64_t>(entries_[i].tokens.size());
+    Sequence& s = *stepped_[i];
+    try {
+      s.run->take(count > 0 ? logits.slice(0, at, at + count) : Tensor{}, seconds);
+    } catch (const std::exception& e) {
+      fail(s.job, e.what());
+    }
+    at += count;
+  }
+  metrics_.batch_sequences.observe(static_cast<double>(entries_.size()));
+  metrics_.batch_tokens.observe(static_cast<double>(rows_in));
+  for (Sequence* s : stepped_) fork_choices(*s);
+}
+
+// Ends the finished sequences (and drops those of failed jobs), keeping the rest in order.
+void Engine::end_sequences() {
+  for (auto& s : sequences_)
+    if (!s->job->failed && s->run->done()) end_sequence(*s);
+  std::erase_if(sequences_, [](const std::unique_ptr<Sequence>& s) { return s->job->failed || s->run->done(); });
+}
+
+void Engine::end_sequence(Sequence& s) {
+  Job& job = *s.job;
+  const InferenceJob& request = *job.request;
+  GenerationResult result = s.run->result();
+  result.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  if (s.cache_use) {
+    std::unique_ptr<TailSnapshot> tail;
+    try {
+      s.cache_use->finish(result, s.run->state(), &tail);
+    } catch (const std::exception& e) {
+      log::warn("prompt-cache store failed", {{"request_id", request.request_id}, {"model", name_}, {"error", e.what()}});
+    }
+    if (tail) {  // run once the engine is idle (loop), after this job's on_done
+      pending_snapshots_.push_front(std::move(tail));
+      if (pending_snapshots_.size() > kMaxPendingSnapshots) pending_snapshots_.pop_back();
+      set_pending_count();
+    }
+    if (prompt_cache_) metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
+  }
+  // A sink that ended the choice matched a stop string: that is a normal stop, not a cancel.
+  if (s.sink_stopped && result.finish == FinishReason::cancelled) result.finish = FinishReason::stop;
+  const double n_tokens = static_cast<double>(result.tokens.size());
+  metrics_.inference_requests.with({finish_reason_name(result.finish)}).inc();
+  metrics_.pld_drafted_tokens.inc(static_cast<double>(result.drafted_tokens));
+  metrics_.pld_accepted_tokens.inc(static_cast<double>(result.accepted_tokens));
+  metrics_.completion_tokens_total.inc(n_tokens);
+  metrics_.prompt_tokens_total.inc(static_cast<double>(result.prompt_tokens));
+  metrics_.inference_duration.observe(seconds_since(s.started));
+  if (n_tokens > 0) metrics_.completion_tokens.observe(n_tokens);
+  if (result.tokens.size() > 1 && result.decode_seconds > 0) metrics_.tokens_per_sec.observe((n_tokens - 1) / result.decode_seconds);
+  request.sink->on_choice_end(s.choice, result);
+  ++job.ended;
+  // Choices that never started (the job was cancelled before choice 0's prefill ended) never will.
+  const bool no_more = job.started == request.n || request.cancelled.load() || result.finish == FinishReason::cancelled;
+  if (job.ended == job.started && no_more) {
+    job.started = request.n;  // none start later
+    request.sink->on_done("");
+  }
+}
+
+void Engine::fail(const std::shared_ptr<Job>& job, const std::string& error) {
+  if (job->failed) return;
+  job->failed = true;
+  log::error("generation failed", {{"request_id", job->request->request_id}, {"model", name_}, {"error", error}});
+  metrics_.inference_requests.with({"error"}).inc();
+  job->request->sink->on_done(error);
+}
+
+void Engine::idle_step() {
+  TailSnapshot& work = *pending_snapshots_.front();
+  try {
+    const int64_t forwards = work.forwards(), prefilled = work.prefilled();
+    work.step(*model_, *prompt_cache_);
+    snapshot_steps_ += work.forwards() - forwards;
+    metrics_.tail_snapshot_tokens.inc(static_cast<double>(work.prefilled() - prefilled));
+  } catch (const std::exception& e) {
+    log::warn("end-of-generation snapshot failed", {{"model", name_}, {"error", e.what()}});
+    pending_snapshots_.pop_front();
+    set_pending_count();
+    return;
+  }
+  if (!work.done()) return;
+  if (work.stored()) {
+    ++snapshots_built_;
+    metrics_.tail_snapshots.inc();
+    log::debug("end-of-generation snapshot stored", {{"model", name_}, {"tokens", std::to_string(work.target())}});
+  }
+  metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
+  pending_snapshots_.pop_front();
+  set_pending_count();
+}
+
+void Engine::set_pending_count() {
+  pending_count_ = pending_snapshots_.size();
+  metrics_.tail_snapshots_pending.set(static_cast<double>(pending_count_.load()));
+}
+
+void Engine::set_gauges() {
+  running_count_ = sequences_.size();
+  running_gauge_.set(static_cast<double>(sequences_.size()));
+  // Shared KV buffers (prompt-cache hits, forks) counted once.
+  std::unordered_set<const void*> seen;
+  size_t bytes = 0;
+  for (const auto& s : sequences_)
+    s->run->state().for_each_buffer([&](const void* id, size_t b) {
+      if (id == nullptr || seen.insert(id).second) bytes += b;
+    });
+  state_bytes_gauge_.set(static_cast<double>(bytes));
+}
+
+}  // namespace sanctum
