@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/device_flags.h"
+#include "cli/generate_batch.h"
 #include "cli/ids.h"
 #include "engine/cached_generation.h"
 #include "model/default_model.h"
@@ -28,7 +29,7 @@ const char* kUsage =
     "                        [--top-k K] [--min-p P] [--repetition-penalty R] [--seed S] [--ignore-eos]\n"
     "                        [--no-pld] [--pld-always] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N]\n"
     "                        [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
-    "                        [--threads N] [--timing]\n"
+    "                        [--threads N] [--timing] [--parallel N]\n"
     "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line;\n"
     "                                                              line i samples with seed + i)\n"
     "Token-id input prints the generated ids, comma-separated, one stdout line per prompt; --prompt (raw\n"
@@ -38,7 +39,9 @@ const char* kUsage =
     "(--pld-always drafts at every step).\n"
     "--prompt-cache-mb N shares a prompt cache among the prompts of a --prompts-file; on hybrid models\n"
     "each output is followed by the end-of-generation snapshot that the next turn continues from\n"
-    "(built after the output is printed; --timing reports it on its own line).\n";
+    "(built after the output is printed; --timing reports it on its own line).\n"
+    "--parallel N runs a --prompts-file through the server's engine, up to N sequences per forward; its\n"
+    "lines may end in '|max_tokens=K,n=C,cancel_after=K,delay_ms=D' (src/cli/generate_batch.h).\n";
 
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
@@ -58,6 +61,7 @@ int run_generate(int argc, char** argv) {
              "pld-max-draft",
              "pld-ngram",
              "prompt-cache-mb",
+             "parallel",
              "matmul-precision",
              kDeviceFlag,
              kGpuMemoryLimitFlag,
@@ -92,6 +96,21 @@ int run_generate(int argc, char** argv) {
   check(params.lookup.max_draft >= 0 && params.lookup.ngram >= 1, ErrorKind::invalid_argument,
         "--pld-max-draft must be >= 0 and --pld-ngram >= 1");
 
+  const long long cache_mb = args.get_int("prompt-cache-mb", 0);
+  check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
+  if (args.has("parallel")) {
+    check(args.has("prompts-file"), ErrorKind::invalid_argument, "--parallel needs --prompts-file");
+    const long long parallel = args.get_int("parallel", 1);
+    check(parallel >= 1 && parallel <= 4096, ErrorKind::invalid_argument, "--parallel must be in 1..4096");
+    std::vector<BatchPrompt> batch;
+    std::istringstream lines(read_file(*args.get("prompts-file")));
+    for (std::string line; std::getline(lines, line);)
+      if (line.find_first_not_of(" \t\r") != std::string::npos) batch.push_back(parse_batch_line(line));
+    run_batched(load_model(model_dir, device, tuning_from_flags(args)), batch, params, static_cast<int>(parallel),
+                static_cast<size_t>(cache_mb) << 20, args.has("timing"));
+    return 0;
+  }
+
   std::vector<std::vector<int32_t>> prompts;
   std::unique_ptr<Tokenizer> tokenizer;
   if (text_io) {
@@ -107,8 +126,6 @@ int run_generate(int argc, char** argv) {
     for (std::string line; std::getline(lines, line);)
       if (line.find_first_not_of(" \t\r") != std::string::npos) prompts.push_back(parse_ids(line));
   }
-  const long long cache_mb = args.get_int("prompt-cache-mb", 0);
-  check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
   std::unique_ptr<PrefixCache> cache;  // shared by the prompts of a --prompts-file, in order
   if (cache_mb > 0) cache = std::make_unique<PrefixCache>(static_cast<size_t>(cache_mb) << 20);
   auto model = load_model(model_dir, device, tuning_from_flags(args));
