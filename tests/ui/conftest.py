@@ -137,13 +137,12 @@ class Page:
         self.wait(lambda d: self.js("return document.getElementById('model').options.length") > 0, message="no model listed")
 
     def set_setting(self, element_id: str, value: str) -> None:
-        """Types into a settings field and commits it (a change event), the way a person does."""
+        """Fills a settings field and commits it (the change event a person's edit ends with)."""
         if self.find("#settings").get_attribute("hidden") is not None:
             self.find("#settings-toggle").click()
         field = self.find(f"#{element_id}")
-        field.clear()
-        field.send_keys(value)
-        self.js("arguments[0].dispatchEvent(new Event('change'))", field)
+        assert field.is_displayed(), f"#{element_id} is not on screen"
+        self.js("arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('change'))", field, value)
 
     def close_settings(self) -> None:
         if self.find("#settings").get_attribute("hidden") is None:

@@ -52,11 +52,12 @@ def test_stop_ends_a_long_answer_mid_stream(page, ui_server):
     assert not page.find("#stop").is_displayed() and page.find("#send").is_enabled()
     time.sleep(0.3)
     assert answer.find_element("css selector", ".content").text == stopped_text, "text kept arriving after Stop"
-    # The server saw the client go and cut generation short of the 4000 tokens asked for.
-    def cut_short():
+    # The server saw the client go and ended the request: 4000 tokens would take ~10 s at the
+    # default model's ~400 tokens/s on one thread, a loaded machine only longer.
+    def ended_early():
         done = [r for r in ui_server.log_records() if r.get("msg") == "access" and r.get("route") == "/v1/chat/completions"]
-        return done and 0 < int(done[-1]["completion_tokens"]) < 4000
-    assert wait_until(cut_short), ui_server.logs()[-2000:]
+        return done and float(done[-1]["duration_ms"]) < 5000
+    assert wait_until(ended_early), ui_server.logs()[-2000:]
     stored = page.stored_conversations()[0]["messages"][-1]
     assert stored["stopped"] is True and stored["content"]
 
@@ -74,9 +75,9 @@ def test_conversations_survive_switching_and_a_reload(page):
     # Rename the second one, go back to the first, reload.
     page.find("#settings-toggle").click()
     page.find("#rename").click()
-    title = page.find(".rename-input")
-    title.clear()
-    title.send_keys("Greetings\n")
+    title = page.find(".rename-input")  # its text is selected: typing replaces it
+    title.send_keys("Greetings")
+    page.js("arguments[0].dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'}))", title)
     page.close_settings()
     page.find(f'#conversations li[data-id="{first["id"]}"] button').click()
     page.reload()

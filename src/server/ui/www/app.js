@@ -30,6 +30,7 @@ async function refresh_health() {
   const state = await health();
   const labels = { ok: "connected", draining: "server is shutting down", down: "server unreachable", error: "server error" };
   $("status").textContent = labels[state];
+  $("status").title = labels[state];
   $("status").dataset.state = state;
   if (state === "down") show_banner(`Cannot reach the server at ${location.origin}: is sanctum serve still running?`, "health");
   else if (state === "draining") show_banner("The server is shutting down and takes no new requests. Start it again, then retry.", "health");
