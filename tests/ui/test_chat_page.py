@@ -20,6 +20,7 @@ def ask_deterministically(page) -> None:
 
 def test_two_plus_two_shows_4_with_ttft_and_tokens_per_second(page):
     page.open()
+    page.models_loaded()
     page.screenshot("empty")
     ask_deterministically(page)
     page.send(QUESTION)
@@ -122,6 +123,7 @@ def test_the_page_requests_nothing_from_other_hosts(page):
     page.send(QUESTION)
     page.wait_answer_done()
     page.find("#theme-toggle").click()
+    page.screenshot("other-theme")
     urls = page.requested_urls()
     assert any(u.endswith("/v1/chat/completions") for u in urls) and any(u.endswith("/ui/app.js") for u in urls), urls
     assert own_host_only(urls, page.base) == []

@@ -38,10 +38,13 @@ bool etag_matches(std::string_view if_none_match, std::string_view etag) {
 void serve(Exchange& ex, std::string_view name) {
   const Asset* asset = find(name);
   if (!asset) throw not_found("No page file /ui/" + std::string(name) + ": the page's files are listed in src/server/ui/www");
-  std::vector<std::pair<std::string, std::string>> headers = {
-      {"Content-Security-Policy", kCsp},     {"X-Content-Type-Options", "nosniff"},  {"X-Frame-Options", "DENY"},
-      {"Referrer-Policy", "no-referrer"},    {"Cache-Control", "no-cache"},          {"ETag", std::string(asset->etag)},
-      {"Cross-Origin-Opener-Policy", "same-origin"}};
+  std::vector<std::pair<std::string, std::string>> headers = {{"Content-Security-Policy", kCsp},
+                                                              {"X-Content-Type-Options", "nosniff"},
+                                                              {"X-Frame-Options", "DENY"},
+                                                              {"Referrer-Policy", "no-referrer"},
+                                                              {"Cache-Control", "no-cache"},
+                                                              {"ETag", std::string(asset->etag)},
+                                                              {"Cross-Origin-Opener-Policy", "same-origin"}};
   if (etag_matches(ex.request().if_none_match, asset->etag)) {
     ex.respond(304, asset->content_type, "", headers);
     return;
