@@ -179,11 +179,16 @@ class Page:
         return urls
 
 
-@pytest.fixture
-def page(ui_server, browser, request):
+def new_page(browser, base: str, request) -> Page:
+    """The shared browser at desktop size, its performance log emptied, for the server at `base`."""
     browser.set_window_size(*DESKTOP)
     browser.get_log("performance")  # drop what earlier tests left
-    p = Page(browser, ui_server.base, OUTPUT_ROOT / request.node.name)
+    return Page(browser, base, OUTPUT_ROOT / request.node.name)
+
+
+@pytest.fixture
+def page(ui_server, browser, request):
+    p = new_page(browser, ui_server.base, request)
     yield p
     p.screenshot("final")
 

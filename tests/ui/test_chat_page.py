@@ -7,6 +7,8 @@ import json
 import re
 import time
 
+from selenium.webdriver.common.action_chains import ActionChains
+
 from conftest import PHONE, own_host_only, wait_until
 
 QUESTION = "What is 2+2? Respond with only the number."
@@ -140,5 +142,8 @@ def test_phone_width_folds_the_sidebar_behind_the_menu(page):
     page.find("#menu").click()
     page.wait(lambda _: page.find("#new-chat").location["x"] >= 0)
     page.screenshot("phone-menu")
+    # A tap on the chat beside the sidebar (offsets count from the element's centre) puts it away.
+    ActionChains(page.driver).move_to_element_with_offset(page.find("#messages"), 150, 0).click().perform()
+    page.wait(lambda _: page.find("#new-chat").location["x"] < 0)
     width = page.js("return document.documentElement.scrollWidth")
     assert width <= PHONE[0], f"the page scrolls sideways at phone width ({width} px)"

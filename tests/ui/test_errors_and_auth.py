@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import signal
 
-from conftest import OUTPUT_ROOT, Page, start_server
+from conftest import new_page, start_server
 
 QUESTION = "What is 2+2? Respond with only the number."
 
 
 def test_a_guarded_server_gets_the_token_the_page_asks_for(browser, guarded_server, auth_token, request):
-    page = Page(browser, guarded_server.base, OUTPUT_ROOT / request.node.name)
+    page = new_page(browser, guarded_server.base, request)
     page.open()
     dialog = page.wait(lambda _: page.find("#token-dialog").is_displayed() and page.find("#token-dialog"))
     assert "requires a bearer token" in page.find("#token-reason").text
@@ -42,7 +42,7 @@ def test_a_guarded_server_gets_the_token_the_page_asks_for(browser, guarded_serv
 
 def test_a_server_that_is_gone_is_named_plainly(browser, sanctum_bin, tmp_path, request):
     server = start_server(sanctum_bin, tmp_path)
-    page = Page(browser, server.base, OUTPUT_ROOT / request.node.name)
+    page = new_page(browser, server.base, request)
     try:
         page.open()
         page.models_loaded()

@@ -406,7 +406,12 @@ function bind() {
   const toggle_settings = () => ($("settings").hidden = !$("settings").hidden);
   $("settings-toggle").addEventListener("click", toggle_settings);
   $("settings-close").addEventListener("click", toggle_settings);
-  $("menu").addEventListener("click", () => document.body.classList.toggle("sidebar-open"));
+  $("menu").addEventListener("click", (e) => {
+    e.stopPropagation();
+    document.body.classList.toggle("sidebar-open");
+  });
+  // At phone width the sidebar lies over the chat: a tap on the chat puts it away.
+  $("chat").addEventListener("click", () => document.body.classList.remove("sidebar-open"));
   $("attach").addEventListener("click", () => $("attach-input").click());
   $("attach-input").addEventListener("change", (e) => read_images(e.target.files));
   $("messages").addEventListener("click", (e) => {
