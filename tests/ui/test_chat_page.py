@@ -9,7 +9,7 @@ import time
 
 from selenium.webdriver.common.action_chains import ActionChains
 
-from conftest import PHONE, own_host_only, wait_until
+from ui_harness import PHONE, own_host_only, wait_until
 
 QUESTION = "What is 2+2? Respond with only the number."
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import signal
 
-from conftest import new_page, start_server
+from ui_harness import new_page, start_server
 
 QUESTION = "What is 2+2? Respond with only the number."
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import server_harness as sh
-from conftest import start_server
+from ui_harness import start_server
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; "
        "font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
