@@ -147,3 +147,19 @@ def test_phone_width_folds_the_sidebar_behind_the_menu(page):
     page.wait(lambda _: page.find("#new-chat").location["x"] < 0)
     width = page.js("return document.documentElement.scrollWidth")
     assert width <= PHONE[0], f"the page scrolls sideways at phone width ({width} px)"
+
+
+def test_shift_enter_adds_a_line_and_enter_sends(page):
+    from selenium.webdriver.common.keys import Keys
+    page.open()
+    ask_deterministically(page)
+    box = page.find("#input")
+    box.send_keys("What is 2+2?")
+    box.send_keys(Keys.SHIFT, Keys.ENTER)
+    box.send_keys("Respond with only the number.")
+    assert box.get_attribute("value") == "What is 2+2?\nRespond with only the number."
+    assert page.find_all("article.message") == []
+    box.send_keys(Keys.ENTER)
+    page.wait_answer_done()
+    assert page.find("article.message.user .content").text == "What is 2+2?\nRespond with only the number."
+    assert box.get_attribute("value") == ""

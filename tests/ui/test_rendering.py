@@ -91,3 +91,45 @@ def test_tool_calls_show_as_cards(page):
     assert card.find_element("css selector", ".tool-id").text == "call_1"
     assert json.loads(card.find_element("css selector", ".tool-args").text) == {"city": "Oslo", "unit": "C"}
     page.screenshot("tool-call")
+
+
+def test_streamed_deltas_fold_into_text_reasoning_tool_cards_and_speed(page):
+    """OpenAI's delta format, fed through the page's own Reply with a fake clock: the tool call's
+    pieces join into one call per index, and the figures come from the stream's usage."""
+    page.open()
+    result = page.driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        Promise.all([import('/ui/reply.js'), import('/ui/messages.js')]).then(([{ Reply }, { create_message }]) => {
+          let t = 1000;
+          const message = { role: 'assistant', content: '', streaming: true };
+          const reply = new Reply(message, () => t);
+          const chunk = (delta, extra = {}) => ({ choices: [{ index: 0, delta, finish_reason: null }], ...extra });
+          t = 1250; reply.add(chunk({ role: 'assistant', reasoning_content: 'Look it ' }));
+          t = 1300; reply.add(chunk({ reasoning_content: 'up.' }));
+          reply.add(chunk({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '' } }] }));
+          reply.add(chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city": ' } }] }));
+          reply.add(chunk({ tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { name: 'get_time', arguments: '{}' } }] }));
+          reply.add(chunk({ tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }));
+          reply.add(chunk({ content: 'Checking.' }));
+          reply.add({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] });
+          t = 2250; reply.add({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 21, total_tokens: 30 } });
+          reply.finish();
+          const article = create_message(message);
+          document.getElementById('messages').append(article);
+          done({ message, cards: [...article.querySelectorAll('.tool-card')].map((c) => c.innerText),
+                 stats: article.querySelector('.stats').innerText });
+        }).catch((e) => done({ error: String(e) }));
+    """)
+    assert "error" not in result, result
+    m = result["message"]
+    assert m["reasoning"] == "Look it up." and m["content"] == "Checking." and m["finish_reason"] == "tool_calls"
+    assert "streaming" not in m
+    assert m["tool_calls"] == [
+        {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
+        {"id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+    ]
+    assert m["stats"] == {"ttft_ms": 250, "tokens": 21, "estimated": False, "tokens_per_s": 20}  # 20 tokens after the first in 1 s
+    assert "get_weather" in result["cards"][0] and '"city": "Oslo"' in result["cards"][0]
+    assert "get_time" in result["cards"][1]
+    assert result["stats"] == "TTFT 250 ms · 20.0 tok/s · 21 tokens"
+    page.screenshot("streamed-tool-calls")

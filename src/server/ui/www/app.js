@@ -1,6 +1,7 @@
 // The chat page: wires the store, the API and the views together.
 import { ApiError, health, list_models, set_token, stream_chat } from "./api.js";
 import { create_message, update_message } from "./messages.js";
+import { Reply } from "./reply.js";
 import { render_sidebar, start_rename } from "./sidebar.js";
 import { Store, export_json } from "./store.js";
 
@@ -202,19 +203,6 @@ function api_messages(conversation) {
   return out;
 }
 
-// OpenAI streams a tool call in pieces keyed by index: the id and name once, the arguments in parts.
-function merge_tool_calls(message, deltas) {
-  message.tool_calls ??= [];
-  for (const d of deltas) {
-    const i = d.index ?? message.tool_calls.length;
-    const call = (message.tool_calls[i] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
-    if (d.id) call.id = d.id;
-    if (d.type) call.type = d.type;
-    if (d.function?.name) call.function.name += d.function.name;
-    if (d.function?.arguments) call.function.arguments += d.function.arguments;
-  }
-}
-
 async function generate(conversation) {
   const message = { role: "assistant", content: "", streaming: true };
   const body = {
@@ -233,10 +221,7 @@ async function generate(conversation) {
   running = { controller, message };
   update_buttons();
 
-  const t0 = performance.now();
-  let t_first = 0;
-  let chunks = 0;
-  let usage = null;
+  const reply = new Reply(message);
   let scheduled = false;
   const repaint = () => {
     const article = articles.get(message);
@@ -248,18 +233,8 @@ async function generate(conversation) {
   };
   try {
     await stream_chat(body, controller.signal, (chunk) => {
-      if (chunk.usage) usage = chunk.usage;
-      for (const choice of chunk.choices || []) {
-        const d = choice.delta || {};
-        if (d.content || d.reasoning_content || d.tool_calls) {
-          if (!t_first) t_first = performance.now();
-          chunks++;
-        }
-        if (d.content) message.content += d.content;
-        if (d.reasoning_content) message.reasoning = (message.reasoning || "") + d.reasoning_content;
-        if (d.tool_calls) merge_tool_calls(message, d.tool_calls);
-        if (choice.finish_reason) message.finish_reason = choice.finish_reason;
-      }
+      reply.add(chunk);
+      // One repaint a frame, however many chunks arrived in it.
       if (!scheduled) {
         scheduled = true;
         requestAnimationFrame(() => {
@@ -278,15 +253,7 @@ async function generate(conversation) {
       report(e);
     }
   }
-  const t_end = performance.now();
-  delete message.streaming;
-  if (t_first) {
-    // The first token arrives at t_first; the rest of them over the time after it.
-    const tokens = usage?.completion_tokens ?? chunks;
-    const decode_s = (t_end - t_first) / 1000;
-    message.stats = { ttft_ms: t_first - t0, tokens, estimated: !usage };
-    if (tokens > 1 && decode_s > 0) message.stats.tokens_per_s = (tokens - 1) / decode_s;
-  }
+  reply.finish();
   running = null;
   store.touch(conversation);
   repaint();
