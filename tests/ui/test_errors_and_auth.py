@@ -77,3 +77,24 @@ def test_an_error_answer_shows_the_servers_message(page):
     page.wait(lambda _: page.find("article.message.assistant .content").text.strip() == "4")
     answer = page.wait_answer_done()
     assert len(page.assistant_messages()) == 1 and not answer.find_element("css selector", ".error").is_displayed()
+
+
+def test_a_draining_answer_says_the_server_is_shutting_down(page):
+    """The 503 a draining server gives a request that reaches it. A real drain also closes the
+    listener, so new connections fail and the page says the server is gone (the test above); this
+    one puts the 503 body in the page's fetch to see the words for the draining case."""
+    page.open()
+    page.models_loaded()
+    page.js("""
+        const real = window.fetch;
+        window.fetch = (url, init) => String(url).endsWith('/v1/chat/completions')
+          ? Promise.resolve(new Response(JSON.stringify({ error: { message: 'The server is shutting down',
+              type: 'service_unavailable_error', param: null, code: 'draining' } }),
+              { status: 503, headers: { 'Content-Type': 'application/json' } }))
+          : real(url, init);
+    """)
+    page.send(QUESTION)
+    answer = page.wait_answer_done()
+    error = answer.find_element("css selector", ".error").text
+    assert error.startswith("The server is shutting down and takes no new requests"), error
+    assert "Start it again" in page.find("#banner").text
