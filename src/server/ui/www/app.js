@@ -12,6 +12,7 @@ let models = [];
 let running = null; // { controller, message } while an answer streams
 let pending_images = []; // data: URLs attached to the next message
 let retry_after_token = false;
+let last_health = "";
 
 // ---- theme, banner, status -------------------------------------------------------------------
 
@@ -36,6 +37,9 @@ async function refresh_health() {
   if (state === "down") show_banner(`Cannot reach the server at ${location.origin}: is sanctum serve still running?`, "health");
   else if (state === "draining") show_banner("The server is shutting down and takes no new requests. Start it again, then retry.", "health");
   else if (state === "ok" && $("banner").dataset.source === "health") show_banner("");
+  // The server came back after the page loaded without it: list its models now.
+  if (state === "ok" && last_health !== "ok" && last_health !== "" && !models.length) load_models();
+  last_health = state;
   return state;
 }
 
@@ -92,13 +96,16 @@ function extra_problem(text) {
   }
 }
 
+// An emptied number field keeps the value it had (NaN is refused below).
+const number = (v) => (v.trim() === "" ? NaN : Number(v));
+
 function bind_settings() {
   const s = store.settings;
   const fields = [
     ["system-prompt", "system_prompt", (v) => v],
-    ["temperature", "temperature", Number],
-    ["top-p", "top_p", Number],
-    ["max-tokens", "max_tokens", (v) => Math.max(1, Math.round(Number(v)))],
+    ["temperature", "temperature", number],
+    ["top-p", "top_p", number],
+    ["max-tokens", "max_tokens", (v) => Math.max(1, Math.round(number(v)))],
   ];
   for (const [id, key, parse] of fields) {
     $(id).value = s[key];
@@ -206,7 +213,7 @@ function api_messages(conversation) {
 async function generate(conversation) {
   const message = { role: "assistant", content: "", streaming: true };
   const body = {
-    ...(store.settings.extra.trim() ? JSON.parse(store.settings.extra) : {}),
+    ...(extra_problem(store.settings.extra) || !store.settings.extra.trim() ? {} : JSON.parse(store.settings.extra)),
     messages: api_messages(conversation),
     temperature: store.settings.temperature,
     top_p: store.settings.top_p,

@@ -10,13 +10,15 @@ function el(tag, cls, text) {
   return e;
 }
 
-export function format_stats(stats, stopped) {
+export function format_stats(message) {
+  const { stats, stopped } = message;
   if (!stats) return stopped ? "stopped" : "";
   const parts = [];
   if (stats.ttft_ms !== undefined) parts.push(`TTFT ${Math.round(stats.ttft_ms)} ms`);
   if (stats.tokens_per_s !== undefined) parts.push(`${stats.tokens_per_s.toFixed(1)} tok/s`);
   if (stats.tokens !== undefined) parts.push(`${stats.tokens} tokens${stats.estimated ? " (counted from the stream)" : ""}`);
   if (stopped) parts.push("stopped");
+  else if (message.finish_reason === "length") parts.push("cut at max tokens");
   return parts.join(" · ");
 }
 
@@ -67,6 +69,6 @@ export function update_message(article, message) {
   const error = article.querySelector(".error");
   error.textContent = message.error || "";
   error.hidden = !message.error;
-  article.querySelector(".stats").textContent = format_stats(message.stats, message.stopped);
+  article.querySelector(".stats").textContent = format_stats(message);
   article.classList.toggle("streaming", Boolean(message.streaming));
 }
