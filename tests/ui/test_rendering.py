@@ -133,3 +133,26 @@ def test_streamed_deltas_fold_into_text_reasoning_tool_cards_and_speed(page):
     assert "get_time" in result["cards"][1]
     assert result["stats"] == "TTFT 250 ms · 20.0 tok/s · 21 tokens"
     page.screenshot("streamed-tool-calls")
+
+
+def test_export_downloads_the_open_conversation_as_json(page):
+    page.open()
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!", "stats": {"ttft_ms": 5, "tokens": 2}}]
+    store_conversation(page, messages)
+    # Catch the file the page makes and the download link it clicks (the CSP keeps blob: URLs out
+    # of fetch, so the Blob is read where it is made).
+    page.js("""
+        window.exported = null;
+        let blob = null;
+        const make_url = URL.createObjectURL;
+        URL.createObjectURL = (b) => { blob = b; return make_url(b); };
+        HTMLAnchorElement.prototype.click = function () {
+          blob.text().then((text) => (window.exported = { name: this.download, text }));
+        };
+    """)
+    page.find("#settings-toggle").click()
+    page.find("#export").click()
+    exported = page.wait(lambda _: page.js("return window.exported"), timeout=5)
+    assert exported["name"] == "Stored.json"
+    data = json.loads(exported["text"])
+    assert data["id"] == "cstored" and data["title"] == "Stored" and data["messages"] == messages
