@@ -2,7 +2,9 @@
 it loads, --no-ui, and its place outside the bearer token (the API stays behind it)."""
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 
 import server_harness as sh
 from ui_harness import start_server
@@ -55,6 +57,8 @@ def test_unknown_files_and_other_methods_are_refused(ui_server):
 
 
 def test_no_ui_turns_the_page_off(sanctum_bin, tmp_path):
+    usage = subprocess.run([sanctum_bin, "serve", "--help"], capture_output=True, text=True, timeout=30).stdout
+    assert "[--no-ui]" in usage and "chat page at GET /" in usage
     server = start_server(sanctum_bin, tmp_path, ["--no-ui"])
     try:
         assert sh.request(server.port, "GET", "/")[0] == 404
@@ -62,6 +66,14 @@ def test_no_ui_turns_the_page_off(sanctum_bin, tmp_path):
         assert sh.request(server.port, "GET", "/v1/models")[0] == 200
     finally:
         server.terminate()
+
+
+def test_the_model_card_says_whether_the_template_thinks(ui_server):
+    """The page shows its thinking switch from this field; the default model's template honours
+    enable_thinking (tests/e2e/test_17_enable_thinking.py)."""
+    status, _, body = sh.request(ui_server.port, "GET", "/v1/models")
+    assert status == 200
+    assert [(m["id"], m["thinking"]) for m in json.loads(body)["data"]] == [("default", True)]
 
 
 def test_the_page_is_open_but_the_api_wants_the_token(guarded_server, auth_token):
