@@ -10,6 +10,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-dev time
   libboost-dev libicu-dev zlib1g-dev
   libyaml-cpp-dev systemd curl
+  chromium chromium-driver  # tests/ui drive the chat page in headless Chromium
 )
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

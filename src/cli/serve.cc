@@ -32,9 +32,11 @@ const char* kUsage =
     "                     [--manifest M [--manifest-sig S] [--manifest-pubkey P]]\n"
     "                     [--tls-cert C --tls-key K --tls-client-ca CA [--tls-crl CRL] [--tls-host ADDR ...]\n"
     "                      [--tls-port N] [--no-plain]] [--auth-token-file F [--auth-loopback-bypass]]\n"
+    "                     [--no-ui]\n"
     "OpenAI-compatible server: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health,\n"
-    "/health/deep, /metrics. --host is repeatable and defaults to 127.0.0.1 only; a loopback bind must\n"
-    "succeed, other addresses that fail are skipped; 0.0.0.0 / :: need --allow-unspecified.\n"
+    "/health/deep, /metrics; a chat page at GET / (--no-ui turns it off). --host is repeatable and\n"
+    "defaults to 127.0.0.1 only; a loopback bind must succeed, other addresses that fail are skipped;\n"
+    "0.0.0.0 / :: need --allow-unspecified.\n"
     "SIGTERM/SIGINT drain in-flight requests (up to --drain-timeout seconds, default 30), then exit 0.\n"
     "Prompt-lookup speculation is on unless --no-pld (--pld-max-draft / --pld-ngram set its limits);\n"
     "--prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n"
@@ -133,7 +135,7 @@ int run_serve(int argc, char** argv) {
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
              "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kDeviceFlag, kTuneFlag,
              kGpuMemoryLimitFlag},
-            {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass"});
+            {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass", "no-ui"});
   // clang-format on
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -150,6 +152,7 @@ int run_serve(int argc, char** argv) {
   opt.port = static_cast<int>(args.get_int("port", 8080));
   check(opt.port >= 0 && opt.port <= 65535, ErrorKind::invalid_argument, "--port must be in 0..65535");
   opt.allow_unspecified = args.has("allow-unspecified");
+  opt.ui = !args.has("no-ui");
   auto positive = [&](const char* flag, long long fallback) {
     long long v = args.get_int(flag, fallback);
     check(v > 0, ErrorKind::invalid_argument, std::string("--") + flag + " must be positive");

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/version.h"
 #include "server/auth.h"
+#include "server/ui/ui_routes.h"
 
 namespace sanctum::server {
 
@@ -24,6 +25,7 @@ App::App(ServerOptions options, ServerMetrics& metrics) : options_(std::move(opt
       .add("GET", "/v1/models/{model}", [this](Exchange& ex, std::string_view id) { get_model(ex, std::string(id)); })
       .add("POST", "/v1/chat/completions", [this](Exchange& ex, std::string_view) { completions(ex, true); })
       .add("POST", "/v1/completions", [this](Exchange& ex, std::string_view) { completions(ex, false); });
+  if (options_.ui) ui::add_routes(routes_);
 }
 
 App::~App() { stop_engines(); }
@@ -146,7 +148,13 @@ void App::deep_health(Exchange& ex) {
 }
 
 json App::model_card(const ServedModel& m) const {
-  return {{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", "sanctum"}, {"max_model_len", m.context_length}};
+  // thinking: the template honours chat_template_kwargs.enable_thinking (the chat page offers the switch).
+  return {{"id", m.id},
+          {"object", "model"},
+          {"created", m.created},
+          {"owned_by", "sanctum"},
+          {"max_model_len", m.context_length},
+          {"thinking", m.prompts->thinking()}};
 }
 
 void App::list_models(Exchange& ex) {

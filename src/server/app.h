@@ -37,6 +37,7 @@ struct ServerOptions : ListenOptions {
   int prefill_chunk = 0;                 // --prefill-chunk: prompt tokens per forward; 0: the model's
   Device device = Device::cpu;           // --device: where every served model's weights and state live
   Tuning tuning;                         // --tune / SANCTUM_TUNE: every served model's optimizations
+  bool ui = true;                        // the chat page at GET / (--no-ui turns it off)
 };
 
 struct ServedModel {

@@ -11,7 +11,8 @@
 // from loopback peers skip the check only with --auth-loopback-bypass. GET /health stays open: it
 // reveals nothing but "ok"/"draining", and liveness probes (systemd, load balancers) carry no
 // credentials. /health/deep runs an inference step and /metrics describes the traffic, so both need
-// the token.
+// the token. GET / and GET /ui/* (the chat page, server/ui/ui_routes.h) stay open too: the page
+// holds no secret, asks for the token itself and sends it with every API call.
 #include <array>
 #include <cstdint>
 #include <optional>

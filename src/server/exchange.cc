@@ -8,6 +8,7 @@ const char* reason_phrase(int status) {
   switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 304: return "Not Modified";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";

@@ -21,6 +21,7 @@ struct HttpRequest {
   std::string client;  // "address:port"; the certificate CN once mTLS lands
   std::string request_id;
   std::string authorization;  // the Authorization header ("" when absent), for handlers that check their own tokens
+  std::string if_none_match;  // the If-None-Match header, for the chat page's revalidation
   bool loopback = false;      // the peer is a loopback address
   bool tls = false;           // it came through the mTLS listener
   unsigned version = 11;

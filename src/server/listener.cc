@@ -324,6 +324,8 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
   req.body = std::move(msg.body());
   const auto authorization = msg[http::field::authorization];
   req.authorization = std::string(authorization.data(), authorization.size());
+  const auto if_none_match = msg[http::field::if_none_match];
+  req.if_none_match = std::string(if_none_match.data(), if_none_match.size());
   req.loopback = info.loopback;
   req.tls = info.tls;
   Exchange ex(stream, req);

@@ -55,13 +55,18 @@ TEST(ServerAuth, loopback_skips_the_check_only_when_enabled) {
   EXPECT_EQ(bypass.decide("GET", "/v1/models", "", false), D::deny_missing);
 }
 
-TEST(ServerAuth, only_get_health_is_open) {
+TEST(ServerAuth, only_get_health_and_the_chat_page_are_open) {
   BearerAuth auth("tok", false);
   EXPECT_EQ(auth.decide("GET", "/health", "", false), D::allow_open_route);
   EXPECT_EQ(auth.decide("POST", "/health", "", false), D::deny_missing);
   EXPECT_EQ(auth.decide("GET", "/health/deep", "", false), D::deny_missing);
   EXPECT_EQ(auth.decide("GET", "/metrics", "", false), D::deny_missing);
   EXPECT_EQ(auth.decide("GET", "/health/", "", false), D::deny_missing);
+  EXPECT_EQ(auth.decide("GET", "/", "", false), D::allow_open_route);
+  EXPECT_EQ(auth.decide("GET", "/ui/app.js", "", false), D::allow_open_route);
+  EXPECT_EQ(auth.decide("POST", "/", "", false), D::deny_missing);
+  EXPECT_EQ(auth.decide("GET", "/ui", "", false), D::deny_missing);
+  EXPECT_EQ(auth.decide("GET", "/v1/ui/x", "", false), D::deny_missing);
 }
 
 TEST(ServerAuth, tokens_must_be_printable_and_non_empty) {
