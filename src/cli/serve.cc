@@ -22,7 +22,8 @@ namespace {
 
 const char* kUsage =
     "usage: sanctum serve [--model [NAME=]DIR ...] [--host ADDR ...] [--port N] [--allow-unspecified]\n"
-    "                     [--max-queue N] [--max-seqs N] [--max-batch-tokens N] [--stream-flush-tokens N]\n"
+    "                     [--max-queue N] [--max-seqs N] [--max-batch-tokens N] [--kv-cache-mb N]\n"
+    "                     [--stream-flush-tokens N]\n"
     "                     [--drain-timeout S] [--body-limit BYTES]\n"
     "                     [--default-max-tokens N] [--deep-health-timeout S] [--max-connections N]\n"
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
@@ -43,6 +44,8 @@ const char* kUsage =
     "Concurrent requests run as one batch per model: --max-seqs sequences at once (default 16 on the\n"
     "CPU, 64 on a GPU; a request with n > 1 takes n), each step at most --max-batch-tokens tokens (default:\n"
     "the prefill chunk), decode tokens first, so a long prompt delays running streams by one piece;\n"
+    "--kv-cache-mb bounds the running sequences' KV cache and recurrent state, each counted at its\n"
+    "longest (prompt + max_tokens): new requests wait while it is full (default 0: no bound);\n"
     "--max-queue more requests wait (default 16), beyond that 429.\n"
     "--prefill-chunk sets the prompt tokens per forward (default: the model's, 512 on the CPU, 4096 on a\n"
     "GPU): smaller pieces bound a prefill's scratch memory, larger ones spend less per forward.\n"
@@ -130,7 +133,7 @@ server::ListenerSecurity listener_security(const Args& args) {
 int run_serve(int argc, char** argv) {
   // clang-format off
   Args args(argc, argv,
-            {"model", "host", "port", "max-queue", "max-seqs", "max-batch-tokens", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
+            {"model", "host", "port", "max-queue", "max-seqs", "max-batch-tokens", "kv-cache-mb", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
              "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kDeviceFlag, kTuneFlag,
@@ -160,6 +163,9 @@ int run_serve(int argc, char** argv) {
   };
   opt.max_queue = static_cast<size_t>(positive("max-queue", 16));
   opt.max_seqs = static_cast<int>(std::min<long long>(positive("max-seqs", opt.device == Device::cuda ? 64 : 16), 4096));
+  const long long kv_mb = args.get_int("kv-cache-mb", 0);
+  check(kv_mb >= 0, ErrorKind::invalid_argument, "--kv-cache-mb must be >= 0");
+  opt.state_bytes = static_cast<size_t>(kv_mb) << 20;
   if (args.has("max-batch-tokens")) opt.max_batch_tokens = std::min<long long>(positive("max-batch-tokens", 0), 1 << 20);
   opt.stream_flush_tokens = static_cast<int>(positive("stream-flush-tokens", 1));
   opt.body_limit = static_cast<size_t>(positive("body-limit", 8 << 20));

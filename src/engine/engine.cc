@@ -96,6 +96,10 @@ Engine::Engine(std::string name, std::unique_ptr<Model> model, EngineOptions opt
   check(options_.max_seqs >= 1, ErrorKind::invalid_argument, "--max-seqs must be at least 1");
   if (options_.max_batch_tokens <= 0) options_.max_batch_tokens = model_->prefill_chunk();
   if (options_.prompt_cache_bytes > 0) prompt_cache_ = std::make_unique<PrefixCache>(options_.prompt_cache_bytes);
+  const ModelConfig& c = model_->config();
+  fixed_state_bytes_ = model_->new_state().bytes();
+  for (const LayerConfig& layer : c.layers)
+    if (layer.mixer == MixerKind::attention) kv_bytes_per_token_ += 2 * static_cast<size_t>(c.num_key_value_heads * c.head_dim) * sizeof(float);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -142,11 +146,21 @@ void Engine::loop() {
       stopping = stopping_;
       if (stopping && queue_.empty() && sequences_.empty()) return;  // pending idle work is dropped
       slots = 0;
+      size_t reserved = 0;
       for (const auto& s : sequences_)
-        if (s->choice == 0) slots += s->job->request->n;
-      // Admit while the batch has room for every choice of the next job (one job always fits an
-      // empty batch); the rest wait in the queue, in order.
-      while (!queue_.empty() && (slots == 0 || slots + queue_.front()->n <= options_.max_seqs)) {
+        if (s->choice == 0) {
+          slots += s->job->request->n;
+          reserved += reserve_bytes(*s->job->request);
+        }
+      // Admit while the batch has room for every choice of the next job, sequences and state bytes
+      // at their longest (one job always fits an empty batch); the rest wait in the queue, in order.
+      auto fits = [&](const InferenceJob& job) {
+        if (slots == 0) return true;
+        if (slots + job.n > options_.max_seqs) return false;
+        return options_.state_bytes == 0 || reserved + reserve_bytes(job) <= options_.state_bytes;
+      };
+      while (!queue_.empty() && fits(*queue_.front())) {
+        reserved += reserve_bytes(*queue_.front());
         slots += queue_.front()->n;
         arrivals.push_back(std::move(queue_.front()));
         queue_.pop_front();
@@ -404,6 +418,13 @@ void Engine::idle_step() {
   metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
   pending_snapshots_.pop_front();
   set_pending_count();
+}
+
+size_t Engine::reserve_bytes(const InferenceJob& job) const {
+  // KV rows grow in blocks (KvCache::kBlockTokens).
+  const int64_t tokens = static_cast<int64_t>(job.prompt.size()) + std::max(0, job.params.max_tokens);
+  const int64_t rows = (tokens + KvCache::kBlockTokens - 1) / KvCache::kBlockTokens * KvCache::kBlockTokens;
+  return static_cast<size_t>(job.n) * (fixed_state_bytes_ + kv_bytes_per_token_ * static_cast<size_t>(rows));
 }
 
 void Engine::set_pending_count() {

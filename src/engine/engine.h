@@ -72,6 +72,8 @@ struct EngineOptions {
   size_t prompt_cache_bytes = 0;  // the prompt-cache pool (0: no reuse across requests)
   int max_seqs = 16;              // sequences in the running batch
   int64_t max_batch_tokens = 0;   // tokens per forward step; 0: the model's prefill chunk
+  size_t state_bytes = 0;         // bound on the running sequences' KV cache and recurrent state at
+                                  // their longest (prompt + max_tokens); 0: none
 };
 
 class Engine {
@@ -120,6 +122,7 @@ class Engine {
   void idle_step();
   void set_pending_count();
   void set_gauges();
+  size_t reserve_bytes(const InferenceJob& job) const;  // the job's state at its longest, all choices
 
   std::string name_;
   std::unique_ptr<Model> model_;
@@ -134,6 +137,8 @@ class Engine {
   std::atomic<size_t> pending_count_{0};
   std::atomic<int64_t> snapshot_steps_{0}, snapshots_built_{0};
 
+  size_t fixed_state_bytes_ = 0;   // a sequence's recurrent state (GatedDeltaNet layers)
+  size_t kv_bytes_per_token_ = 0;  // its KV rows per token (attention layers)
   std::vector<std::unique_ptr<Sequence>> sequences_;  // the running batch, in admission order (engine thread only)
   std::atomic<size_t> running_count_{0};
   std::vector<BatchEntry> entries_;  // step_batch's, reused

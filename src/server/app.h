@@ -27,6 +27,7 @@ struct ServerOptions : ListenOptions {
   size_t max_queue = 16;          // waiting requests per model (the running batch not counted)
   int max_seqs = 16;              // --max-seqs: sequences in a model's running batch
   int64_t max_batch_tokens = 0;   // --max-batch-tokens: tokens per forward step; 0: the prefill chunk
+  size_t state_bytes = 0;         // --kv-cache-mb: the running sequences' state at their longest; 0: no bound
   int stream_flush_tokens = 1;
   double drain_timeout = 30.0;  // seconds in-flight requests get after SIGTERM
   int default_max_tokens = 512;

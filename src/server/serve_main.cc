@@ -60,6 +60,7 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
   engine.max_queue = options.max_queue;
   engine.prompt_cache_bytes = options.prompt_cache_bytes;
   engine.max_seqs = options.max_seqs;
+  engine.state_bytes = options.state_bytes;
   engine.max_batch_tokens = options.max_batch_tokens > 0 ? options.max_batch_tokens : options.prefill_chunk;
   m->engine = std::make_unique<Engine>(spec.id, std::move(model), engine, metrics.engine);
   return m;
