@@ -8,7 +8,7 @@ constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 }  // namespace
 
-std::optional<std::pair<std::string, std::string>> read_json_call(const nlohmann::json& call) {
+std::optional<std::pair<std::string, std::string>> read_json_call(const nlohmann::ordered_json& call) {
   if (!call.is_object()) return std::nullopt;
   auto name = call.find("name");
   if (name == call.end() || !name->is_string() || name->get<std::string>().empty()) return std::nullopt;
@@ -17,7 +17,7 @@ std::optional<std::pair<std::string, std::string>> read_json_call(const nlohmann
   if (args == call.end() || args->is_null()) return std::make_pair(name->get<std::string>(), std::string("{}"));
   if (args->is_object()) return std::make_pair(name->get<std::string>(), dump_json(*args));
   if (args->is_string()) {
-    nlohmann::json inner = parse_json_lenient(args->get<std::string>());
+    nlohmann::ordered_json inner = parse_json_lenient(args->get<std::string>());
     if (!inner.is_discarded() && inner.is_object()) return std::make_pair(name->get<std::string>(), dump_json(inner));
   }
   return std::nullopt;

@@ -17,6 +17,6 @@ class HermesParser : public ToolCallParser {
 };
 
 // {"name", "arguments"} -> (name, arguments as compact JSON text); nullopt when it is not a call.
-std::optional<std::pair<std::string, std::string>> read_json_call(const nlohmann::json& call);
+std::optional<std::pair<std::string, std::string>> read_json_call(const nlohmann::ordered_json& call);
 
 }  // namespace sanctum

@@ -47,16 +47,19 @@ JsonScan scan_json_container(std::string_view text) {
   return r;
 }
 
-nlohmann::json parse_json_lenient(std::string_view text) {
+nlohmann::ordered_json parse_json_lenient(std::string_view text) {
   const std::string_view t = trim_json_space(text);
   // Scalars have no depth; containers must close within the depth limit before the parser sees them.
   if (!t.empty() && (t.front() == '{' || t.front() == '[')) {
     const JsonScan s = scan_json_container(t);
-    if (s.state != JsonScan::State::complete || s.end != t.size()) return nlohmann::json(nlohmann::json::value_t::discarded);
+    if (s.state != JsonScan::State::complete || s.end != t.size())
+      return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
   }
-  return nlohmann::json::parse(t, nullptr, false);
+  return nlohmann::ordered_json::parse(t, nullptr, false);
 }
 
-std::string dump_json(const nlohmann::json& value) { return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string dump_json(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
 
 }  // namespace sanctum

@@ -20,10 +20,10 @@ inline constexpr int kMaxToolJsonDepth = 64;
 JsonScan scan_json_container(std::string_view text);
 
 // Parses `text` as JSON; discarded (is_discarded()) when invalid or nested past kMaxToolJsonDepth.
-nlohmann::json parse_json_lenient(std::string_view text);
+nlohmann::ordered_json parse_json_lenient(std::string_view text);
 
 // Compact JSON text; invalid UTF-8 becomes U+FFFD instead of throwing.
-std::string dump_json(const nlohmann::json& value);
+std::string dump_json(const nlohmann::ordered_json& value);
 
 bool is_json_space(char c);
 std::string_view trim_json_space(std::string_view s);

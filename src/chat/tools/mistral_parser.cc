@@ -96,7 +96,7 @@ bool MistralParser::step(bool at_end) {
         return true;
       }
       const std::string text = held_.substr(0, scan.end);
-      const nlohmann::json value = parse_json_lenient(text);
+      const nlohmann::ordered_json value = parse_json_lenient(text);
       std::vector<std::pair<std::string, std::string>> calls;
       if (state_ == State::arguments && value.is_object()) {
         calls.emplace_back(name_, dump_json(value));

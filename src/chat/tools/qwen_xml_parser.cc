@@ -27,7 +27,7 @@ bool starts_with_any(std::string_view type, std::initializer_list<std::string_vi
 }
 
 // The schema's type name; for a list of types the first that is not "null".
-std::string schema_type(const nlohmann::json& schema) {
+std::string schema_type(const nlohmann::ordered_json& schema) {
   if (!schema.is_object()) return "string";
   auto it = schema.find("type");
   if (it == schema.end()) return "string";
@@ -65,7 +65,7 @@ std::pair<size_t, int> nearest(std::string_view s, std::initializer_list<std::st
 
 }  // namespace
 
-nlohmann::json convert_parameter_value(const nlohmann::json& property_schema, std::string value) {
+nlohmann::ordered_json convert_parameter_value(const nlohmann::ordered_json& property_schema, std::string value) {
   const std::string type = schema_type(property_schema);
   if (type == "string" || type == "str" || type == "text" || type == "varchar" || type == "char" || type == "enum") return value;
   const std::string_view v = trim_json_space(value);
@@ -77,25 +77,25 @@ nlohmann::json convert_parameter_value(const nlohmann::json& property_schema, st
     return value;
   }
   if (starts_with_any(type, {"num", "float", "double"})) {
-    nlohmann::json n = parse_json_lenient(v);
-    return !n.is_discarded() && n.is_number() ? n : nlohmann::json(value);
+    nlohmann::ordered_json n = parse_json_lenient(v);
+    return !n.is_discarded() && n.is_number() ? n : nlohmann::ordered_json(value);
   }
   if (type == "boolean" || type == "bool" || type == "binary") {
     const std::string b = lower(v);
     if (b == "true" || b == "false") return b == "true";
     return value;
   }
-  nlohmann::json parsed = parse_json_lenient(v);  // object, array and types we do not know
-  return parsed.is_discarded() ? nlohmann::json(value) : parsed;
+  nlohmann::ordered_json parsed = parse_json_lenient(v);  // object, array and types we do not know
+  return parsed.is_discarded() ? nlohmann::ordered_json(value) : parsed;
 }
 
-QwenXmlParser::QwenXmlParser(ToolCallIds ids, const nlohmann::json& tools) : ToolCallParser(std::move(ids)) {
+QwenXmlParser::QwenXmlParser(ToolCallIds ids, const nlohmann::ordered_json& tools) : ToolCallParser(std::move(ids)) {
   if (!tools.is_array()) return;
   for (const auto& tool : tools) {
     if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object()) continue;
     const auto& f = tool["function"];
     if (!f.contains("name") || !f["name"].is_string()) continue;
-    nlohmann::json props = nlohmann::json::object();
+    nlohmann::ordered_json props = nlohmann::ordered_json::object();
     if (f.contains("parameters") && f["parameters"].is_object() && f["parameters"].contains("properties") &&
         f["parameters"]["properties"].is_object())
       props = f["parameters"]["properties"];
@@ -103,7 +103,7 @@ QwenXmlParser::QwenXmlParser(ToolCallIds ids, const nlohmann::json& tools) : Too
   }
 }
 
-nlohmann::json QwenXmlParser::convert(const std::string& key, std::string value) const {
+nlohmann::ordered_json QwenXmlParser::convert(const std::string& key, std::string value) const {
   auto f = properties_.find(function_);
   if (f == properties_.end() || !f->second.contains(key)) return value;  // no schema: keep the text
   return convert_parameter_value(f->second[key], std::move(value));
@@ -207,7 +207,7 @@ bool QwenXmlParser::step(bool at_end) {
       held_.erase(0, which < 0 ? held_.size() : pos + (which == 0 ? kParameterClose.size() : 0));
       if (value.starts_with('\n')) value.erase(0, 1);
       if (value.ends_with('\n')) value.pop_back();
-      const std::string member = dump_json(nlohmann::json(key_)) + ":" + dump_json(convert(key_, std::move(value)));
+      const std::string member = dump_json(nlohmann::ordered_json(key_)) + ":" + dump_json(convert(key_, std::move(value)));
       arguments((members_++ == 0 ? "{" : ",") + member);
       state_ = State::function_body;
       return true;

@@ -15,22 +15,22 @@ namespace sanctum {
 
 class QwenXmlParser : public ToolCallParser {
  public:
-  QwenXmlParser(ToolCallIds ids, const nlohmann::json& tools);
+  QwenXmlParser(ToolCallIds ids, const nlohmann::ordered_json& tools);
 
  private:
   enum class State { text, call_open, function_body, value, after_function };
   void consume(bool at_end) override;
   bool step(bool at_end);  // false: wait for more text
   void close_function();
-  nlohmann::json convert(const std::string& key, std::string value) const;
+  nlohmann::ordered_json convert(const std::string& key, std::string value) const;
 
-  std::map<std::string, nlohmann::json> properties_;  // function name -> its parameters' properties
+  std::map<std::string, nlohmann::ordered_json> properties_;  // function name -> its parameters' properties
   State state_ = State::text;
   std::string function_, key_;
   int members_ = 0;  // parameters emitted in the open call
 };
 
 // A parameter value as a JSON value of the schema's `type` (exposed for tests).
-nlohmann::json convert_parameter_value(const nlohmann::json& property_schema, std::string value);
+nlohmann::ordered_json convert_parameter_value(const nlohmann::ordered_json& property_schema, std::string value);
 
 }  // namespace sanctum

@@ -116,7 +116,7 @@ bool ToolCallParser::take_text_until(std::string_view tag, bool at_end) {
   return false;
 }
 
-std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolParserKind kind, const nlohmann::json& tools, uint64_t seed) {
+std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolParserKind kind, const nlohmann::ordered_json& tools, uint64_t seed) {
   ToolCallIds ids(kind, seed);
   switch (kind) {
     case ToolParserKind::qwen_xml: return std::make_unique<QwenXmlParser>(std::move(ids), tools);

@@ -80,7 +80,7 @@ class ToolCallParser {
 
 // tools: the request's validated `tools` array (argument types for the XML format come from it).
 // Returns nullptr for ToolParserKind::none.
-std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolParserKind kind, const nlohmann::json& tools, uint64_t seed);
+std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolParserKind kind, const nlohmann::ordered_json& tools, uint64_t seed);
 
 // Length of the longest tail of `s` that is a proper prefix of `tag` (a tag maybe still arriving).
 size_t partial_tag_tail(std::string_view s, std::string_view tag);
