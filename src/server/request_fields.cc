@@ -53,9 +53,11 @@ const std::vector<FieldRule> kChatOnly = {
     {"store", Kind::harmless, "false only: this server stores no completions"},
     {"service_tier", Kind::harmless, "\"auto\" or \"default\" only: the provider's billing tier, one tier here"},
     {"prompt_cache_key", Kind::harmless, "a routing hint for the provider's prompt cache; the prefix cache here needs none"},
-    {"prompt_cache_retention", Kind::harmless, "\"in_memory\" only: the prefix cache lives in memory"},
+    {"prompt_cache_retention", Kind::harmless, "a caching policy: it changes cost and latency, never the output"},
+    {"prompt_cache_options", Kind::harmless, "caching breakpoints and lifetime: they change cost and latency, never the output"},
     {"modalities", Kind::harmless, "[\"text\"] only: text is the one output modality"},
     {"audio", Kind::refused, "audio output is not supported"},
+    {"moderation", Kind::refused, "this server runs no moderation"},
     {"functions", Kind::refused, "the deprecated 'functions' is not supported; send 'tools'"},
     {"function_call", Kind::refused, "the deprecated 'function_call' is not supported; send 'tool_choice'"},
     {"prediction", Kind::refused, "predicted outputs are not supported"},
@@ -87,7 +89,8 @@ bool value_is_harmless(const std::string& field, const json& v, const json& body
   if (field == "store") return v.is_boolean() && !v.get<bool>();
   if (field == "service_tier") return v.is_string() && (v == "auto" || v == "default");
   if (field == "prompt_cache_key") return v.is_string();
-  if (field == "prompt_cache_retention") return v == "in_memory";
+  if (field == "prompt_cache_retention") return v == "in_memory" || v == "24h";
+  if (field == "prompt_cache_options") return v.is_object();
   if (field == "modalities") return v.is_array() && v.size() == 1 && v[0] == "text";
   if (field == "logit_bias") return v.is_object() && v.empty();
   if (field == "suffix") return v.is_string() && v.get<std::string>().empty();
