@@ -250,6 +250,21 @@ TEST(ChatToolParser, mistral_malformed_output_stays_content) {
   }
 }
 
+TEST(ChatToolParser, whitespace_that_ends_text_after_a_call_is_kept_at_every_split_point) {
+  // Found by the fuzzer: only whitespace right after a call is dropped, never the end of later text.
+  for (const auto& [kind, text] :
+       std::vector<std::pair<ToolParserKind, std::string>>{{ToolParserKind::mistral, "[TOOL_CALLS]search[ARGS]{}then text \n"},
+                                                           {ToolParserKind::hermes,
+                                                            "<tool_call>\n{\"name\": \"search\", \"arguments\": {}}\n</tool_call> done \n"},
+                                                           {ToolParserKind::qwen_xml,
+                                                            "<tool_call>\n<function=search>\n</function>\n</tool_call>\ndone \n"}}) {
+    const Parsed p = parse_whole(kind, kTools, text);
+    EXPECT_EQ(p.calls.size(), 1u) << text;
+    EXPECT_TRUE(p.content.ends_with(" \n")) << text;
+    expect_split_invariant(kind, kTools, text);
+  }
+}
+
 TEST(ChatToolParser, parser_names_round_trip_and_unknown_names_are_refused) {
   for (ToolParserKind k : {ToolParserKind::none, ToolParserKind::qwen_xml, ToolParserKind::hermes, ToolParserKind::mistral})
     EXPECT_EQ(tool_parser_from_name(tool_parser_name(k)), k);

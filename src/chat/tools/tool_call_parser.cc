@@ -64,6 +64,7 @@ std::vector<ToolCallEvent> ToolCallParser::finish() {
 
 void ToolCallParser::content(std::string_view text) {
   if (text.empty()) return;
+  after_call_ = false;
   if (!out_.empty() && out_.back().kind == ToolCallEvent::Kind::content) {
     out_.back().text.append(text);
     return;
@@ -95,19 +96,20 @@ void ToolCallParser::end_call() {
   e.kind = ToolCallEvent::Kind::call_end;
   e.index = calls_ - 1;
   out_.push_back(std::move(e));
+  after_call_ = true;
 }
 
 bool ToolCallParser::take_text_until(std::string_view tag, bool at_end) {
   const size_t pos = held_.find(tag);
   if (pos != std::string::npos) {
     const std::string_view before(held_.data(), pos);
-    if (calls_ == 0 || !trim_json_space(before).empty()) content(before);
+    if (!after_call_ || !trim_json_space(before).empty()) content(before);
     held_.erase(0, pos + tag.size());
     return true;
   }
   const size_t keep = at_end ? 0 : partial_tag_tail(held_, tag);
   const std::string_view ready(held_.data(), held_.size() - keep);
-  if (calls_ > 0 && trim_json_space(ready).empty()) {
+  if (after_call_ && trim_json_space(ready).empty()) {
     if (at_end) held_.clear();  // whitespace after the last call
     return false;               // else it may only separate two calls: hold it
   }

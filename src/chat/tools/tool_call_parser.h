@@ -66,7 +66,7 @@ class ToolCallParser {
   void arguments(std::string_view fragment);
   void end_call();
   // Emits the content before `tag` and drops it with the tag: true. Without the tag, emits what cannot
-  // be the tag's start and returns false. Once a call was made, whitespace alone (between calls, after
+  // be the tag's start and returns false. Whitespace alone right after a call (between calls, after
   // the last) is not content.
   bool take_text_until(std::string_view tag, bool at_end);
 
@@ -76,6 +76,7 @@ class ToolCallParser {
   ToolCallIds ids_;
   std::vector<ToolCallEvent> out_;
   int calls_ = 0;
+  bool after_call_ = false;  // a call ended and no content came since
 };
 
 // tools: the request's validated `tools` array (argument types for the XML format come from it).
