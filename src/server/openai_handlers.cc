@@ -54,6 +54,9 @@ void App::completions(Exchange& ex, bool chat) {
   OpenAiRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
   ServedModel& m = resolve_model(r.model);
   ex.model = m.id;
+  if (r.reasoning_effort && m.tokenizer->chat_template().find("reasoning_effort") == std::string::npos)
+    throw bad_request("model '" + m.id + "' has a chat template that does not read reasoning_effort; leave it out", "reasoning_effort",
+                      "unsupported_parameter");
   const bool parse_tools = chat && !r.tools.offered().is_null();
   if (parse_tools && m.tool_parser == ToolParserKind::none)
     throw bad_request("model '" + m.id + "' has no tool-call format (none was detected from its chat template, or --tool-parser none); " +

@@ -277,6 +277,7 @@ OpenAiRequest parse_chat_request(const json& body) {
     // A template variable (gpt-oss style templates read it), as vLLM passes it.
     if (!body["reasoning_effort"].is_string()) throw bad_request("'reasoning_effort' must be a string", "reasoning_effort");
     r.chat_template_kwargs["reasoning_effort"] = body["reasoning_effort"].get<std::string>();
+    r.reasoning_effort = true;
   }
   return r;
 }

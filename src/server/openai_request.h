@@ -26,7 +26,8 @@ struct OpenAiRequest {
   std::optional<std::string> prompt;  // completions: a text prompt ...
   std::vector<int32_t> prompt_ids;    // ... or token ids
   nlohmann::json chat_template_kwargs = nlohmann::json::object();
-  ToolRequest tools;  // chat: tools, tool_choice, parallel_tool_calls
+  ToolRequest tools;              // chat: tools, tool_choice, parallel_tool_calls
+  bool reasoning_effort = false;  // chat: `reasoning_effort` was given (it is in chat_template_kwargs)
 
   std::optional<int> max_tokens;
   SamplingParams sampling;

@@ -46,7 +46,7 @@ const std::vector<FieldRule> kChatOnly = {
     {"tool_choice", Kind::implemented, ""},
     {"parallel_tool_calls", Kind::implemented, ""},
     {"chat_template_kwargs", Kind::implemented, ""},
-    {"reasoning_effort", Kind::implemented, ""},  // a chat-template variable, as vLLM passes it
+    {"reasoning_effort", Kind::implemented, ""},  // a chat-template variable, as vLLM passes it (400 if the template reads none)
     {"response_format", Kind::implemented, ""},   // {"type": "text"} only, until constrained decoding lands
     {"safety_identifier", Kind::harmless, "an end-user id for the provider's abuse monitoring; it never changes the output"},
     {"metadata", Kind::harmless, "tags for stored completions; this server stores none"},

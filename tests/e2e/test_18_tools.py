@@ -102,7 +102,8 @@ CHAT_FIELDS = {
     "messages": ([USER], 200), "model": (MODEL, 200), "frequency_penalty": (0.5, 200), "presence_penalty": (0.5, 200),
     "logprobs": (True, 200), "top_logprobs": (2, 200), "max_tokens": (1, 200), "max_completion_tokens": (1, 200), "n": (2, 200),
     "seed": (3, 200), "stop": (["zz"], 200), "stream_options": (None, 200), "temperature": (0.5, 200), "top_p": (0.9, 200),
-    "tools": ([WEATHER], 200), "tool_choice": ("auto", 200), "parallel_tool_calls": (True, 200), "reasoning_effort": ("low", 200),
+    "tools": ([WEATHER], 200), "tool_choice": ("auto", 200), "parallel_tool_calls": (True, 200),
+    "reasoning_effort": ("low", 400),  # Qwen3's template reads no reasoning_effort: refused, not dropped
     "response_format": ({"type": "text"}, 200), "user": ("u-1", 200), "safety_identifier": ("s-1", 200),
     "metadata": ({"k": "v"}, 200), "store": (False, 200), "service_tier": ("auto", 200), "prompt_cache_key": ("k", 200),
     "prompt_cache_retention": ("in_memory", 200), "prompt_cache_options": ({"ttl": "30m"}, 200), "modalities": (["text"], 200),
