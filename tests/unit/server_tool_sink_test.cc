@@ -5,6 +5,9 @@
 // "tool_calls" only when a call was parsed.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "server/openai_response.h"
 #include "server/text_sink.h"
 #include "tokenizer/tokenizer.h"
@@ -17,6 +20,16 @@ using nlohmann::json;
 const Tokenizer& qwen3() {
   static const Tokenizer t = Tokenizer::load(SANCTUM_TEST_DATA_DIR "/tokenizers/qwen3");
   return t;
+}
+
+const Tokenizer& tekken() {
+  static const Tokenizer t = Tokenizer::load(SANCTUM_TEST_DATA_DIR "/tokenizers/tekken_nemo");
+  return t;
+}
+
+std::string read_template(const std::string& name) {
+  std::ifstream in(SANCTUM_TEST_DATA_DIR "/chat_templates/" + name + ".jinja");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 const nlohmann::ordered_json kTools = nlohmann::ordered_json::parse(R"([
@@ -33,8 +46,7 @@ struct SinkRun {
 // Feeds `output` token by token through a sink configured as the chat handler does, and renders
 // the result both ways.
 SinkRun run_sink(const std::string& output, ToolParserKind parser, FinishReason finish = FinishReason::stop, bool parallel = true,
-                 bool start_in_reasoning = false) {
-  const Tokenizer& tok = qwen3();
+                 bool start_in_reasoning = false, const Tokenizer& tok = qwen3(), bool skip_special_tokens = true) {
   const std::vector<int32_t> ids = tok.encode(output, /*add_special_tokens=*/false, /*parse_special=*/true);
   const ResponseMeta meta{"chatcmpl-test", 0, "m", "fp", true};
   SinkRun run;
@@ -42,6 +54,7 @@ SinkRun run_sink(const std::string& output, ToolParserKind parser, FinishReason 
   for (bool stream : {true, false}) {
     TextSinkOptions so;
     so.tokenizer = &tok;
+    so.skip_special_tokens = skip_special_tokens;
     so.flush_tokens = stream ? 1 : 1 << 30;
     so.split_reasoning = true;
     so.start_in_reasoning = start_in_reasoning;
@@ -203,6 +216,32 @@ TEST(ServerToolSink, without_a_parser_tags_are_plain_content) {
   const SinkRun r = run_sink(output, ToolParserKind::none);
   EXPECT_EQ(assemble(r.chunks).content, output);
   EXPECT_EQ(r.response["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(ServerToolSink, mistral_calls_need_control_tokens_kept_in_the_decoded_text) {
+  // [TOOL_CALLS] and [ARGS] are control tokens of the tekken vocabulary: the server decodes with
+  // special tokens kept whenever this parser is active; skipping them would leave bare text.
+  const std::string output = "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}";
+  ASSERT_GE(tekken().token_to_id("[TOOL_CALLS]"), 0);
+  const SinkRun kept = run_sink(output, ToolParserKind::mistral, FinishReason::stop, true, false, tekken(), /*skip_special_tokens=*/false);
+  const Assembled a = assemble(kept.chunks);
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0]["name"], "get_weather");
+  EXPECT_EQ(a.calls[0]["id"].get<std::string>().size(), 9u);
+  EXPECT_EQ(json::parse(a.calls[0]["arguments"].get<std::string>()), json::parse(R"({"city": "Rome"})"));
+  EXPECT_EQ(a.finish_reason, "tool_calls");
+
+  const SinkRun skipped = run_sink(output, ToolParserKind::mistral, FinishReason::stop, true, false, tekken(), true);
+  EXPECT_TRUE(assemble(skipped.chunks).calls.empty());
+}
+
+TEST(ServerToolSink, the_format_is_detected_from_the_template_and_vocabulary) {
+  EXPECT_EQ(detect_tool_parser(read_template("Qwen3.5-4B"), qwen3()), ToolParserKind::qwen_xml);
+  EXPECT_EQ(detect_tool_parser(read_template("Qwen3-Coder"), qwen3()), ToolParserKind::qwen_xml);
+  EXPECT_EQ(detect_tool_parser(read_template("Qwen-Qwen2.5-7B-Instruct"), qwen3()), ToolParserKind::hermes);
+  EXPECT_EQ(detect_tool_parser(qwen3().chat_template(), qwen3()), ToolParserKind::hermes);
+  EXPECT_EQ(detect_tool_parser(read_template("unsloth-mistral-Devstral-Small-2507"), tekken()), ToolParserKind::mistral);
+  EXPECT_EQ(detect_tool_parser(read_template("google-gemma-2-2b-it"), qwen3()), ToolParserKind::none);
 }
 
 }  // namespace
