@@ -27,6 +27,10 @@ TWO = {"role": "assistant", "content": "Checking both.", "tool_calls": [
     {"id": "abcDEF123", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
     {"id": "ghiJKL456", "type": "function", "function": {"name": "search", "arguments": "{\"query\": \"Paris events\"}"}}]}
 RESULT_B = {"role": "tool", "tool_call_id": "ghiJKL456", "content": "a concert"}
+# Nested values in an order a sorted parser would change: templates tojson them as the client wrote them.
+NESTED = {"role": "assistant", "content": "One moment.", "tool_calls": [
+    {"id": "abcDEF123", "type": "function", "function": {
+        "name": "get_weather", "arguments": "{\"zone\": {\"lon\": 2.35, \"lat\": 48.85}, \"hours\": [9, 12], \"city\": \"Par\u00eds\"}"}}]}
 EMPTY_ARGS = {"role": "assistant", "content": None, "tool_calls": [
     {"id": "abcDEF123", "type": "function", "function": {"name": "search", "arguments": ""}}]}
 
@@ -44,6 +48,7 @@ def requests():
     add("call_result_answer_next_turn", [SYS, USER, CALL, RESULT, {"role": "assistant", "content": "18 degrees."},
                                          {"role": "user", "content": "Thanks!"}], tools=[WEATHER])
     add("two_calls_two_results", [USER, TWO, RESULT, RESULT_B], tools=[WEATHER, SEARCH])
+    add("nested_arguments_keep_their_order", [USER, NESTED, RESULT], tools=[WEATHER])
     add("empty_arguments", [USER, EMPTY_ARGS, {"role": "tool", "tool_call_id": "abcDEF123", "content": "none"}], tools=[SEARCH])
     add("history_calls_without_tools", [USER, CALL, RESULT])
     return out
