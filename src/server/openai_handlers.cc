@@ -85,8 +85,9 @@ void App::completions(Exchange& ex, bool chat) {
   so.stop = r.stop;
   so.hidden_ids = r.stop_token_ids;
   if (!r.ignore_eos) so.hidden_ids.insert(so.hidden_ids.end(), m.eos_ids.begin(), m.eos_ids.end());
-  // Mistral's [TOOL_CALLS] and [ARGS] are control tokens: the parser must see them.
-  so.skip_special_tokens = r.skip_special_tokens && !(parse_tools && m.tool_parser == ToolParserKind::mistral);
+  // Call tags may be special tokens (Mistral's [TOOL_CALLS] and [ARGS] always are): the parser must
+  // see them, so with tools offered the text keeps special tokens, as vLLM does.
+  so.skip_special_tokens = r.skip_special_tokens && !parse_tools;
   if (parse_tools) {
     so.tool_parser = m.tool_parser;
     so.tools = r.tools.offered();

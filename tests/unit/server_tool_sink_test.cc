@@ -220,7 +220,7 @@ TEST(ServerToolSink, without_a_parser_tags_are_plain_content) {
 
 TEST(ServerToolSink, mistral_calls_need_control_tokens_kept_in_the_decoded_text) {
   // [TOOL_CALLS] and [ARGS] are control tokens of the tekken vocabulary: the server decodes with
-  // special tokens kept whenever this parser is active; skipping them would leave bare text.
+  // special tokens kept whenever tools are parsed; skipping them would leave bare text.
   const std::string output = "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}";
   ASSERT_GE(tekken().token_to_id("[TOOL_CALLS]"), 0);
   const SinkRun kept = run_sink(output, ToolParserKind::mistral, FinishReason::stop, true, false, tekken(), /*skip_special_tokens=*/false);
