@@ -1,5 +1,7 @@
 #include "chat/tools/mistral_parser.h"
 
+#include <algorithm>
+
 #include "chat/tools/hermes_parser.h"
 #include "chat/tools/json_scan.h"
 

@@ -1,6 +1,7 @@
 #include "chat/tools/qwen_xml_parser.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include "chat/tools/json_scan.h"
