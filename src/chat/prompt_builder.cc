@@ -20,17 +20,20 @@ PromptBuilder::PromptBuilder(const Tokenizer& tokenizer)
     : tokenizer_(&tokenizer), template_(tokenizer.chat_template()),
       thinking_(tokenizer.chat_template().find(kThinkOpen) != std::string::npos && tokenizer.token_to_id("</think>") >= 0) {}
 
-std::string PromptBuilder::render(const nlohmann::json& messages, const nlohmann::json& template_kwargs) const {
+std::string PromptBuilder::render(const nlohmann::ordered_json& messages, const nlohmann::json& template_kwargs,
+                                  const nlohmann::ordered_json& tools) const {
   ChatTemplateOptions options;
   options.add_generation_prompt = true;
   for (auto it = template_kwargs.begin(); it != template_kwargs.end(); ++it) options.extra[it.key()] = it.value();
   options.bos_token = tokenizer_->bos_token();
   options.eos_token = tokenizer_->eos_token();
-  return template_.render(nlohmann::ordered_json(messages), options);
+  options.tools = tools;
+  return template_.render(messages, options);
 }
 
-BuiltPrompt PromptBuilder::chat(const nlohmann::json& messages, const nlohmann::json& template_kwargs) const {
-  const std::string rendered = render(messages, template_kwargs);
+BuiltPrompt PromptBuilder::chat(const nlohmann::ordered_json& messages, const nlohmann::json& template_kwargs,
+                                const nlohmann::ordered_json& tools) const {
+  const std::string rendered = render(messages, template_kwargs, tools);
   BuiltPrompt p;
   p.start_in_reasoning = thinking_ && ends_inside_think(rendered);
   // The template wrote the special tokens (BOS included) as text: parse them, add none.

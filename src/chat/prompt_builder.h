@@ -33,10 +33,13 @@ class PromptBuilder {
   // into reasoning and content (chat/reasoning_splitter.h).
   bool thinking() const { return thinking_; }
 
-  // messages: [{"role", "content" (a string), ...}]; template_kwargs: extra template variables
-  // (enable_thinking, ...). Messages render with their keys in sorted order, as the server parses them.
-  std::string render(const nlohmann::json& messages, const nlohmann::json& template_kwargs) const;
-  BuiltPrompt chat(const nlohmann::json& messages, const nlohmann::json& template_kwargs) const;
+  // messages: [{"role", "content" (a string), ...}] with assistant `tool_calls` arguments as
+  // objects; template_kwargs: extra template variables (enable_thinking, ...); tools: the OpenAI
+  // `tools` array the template's `tools` variable holds, null for none. Keys keep their order.
+  std::string render(const nlohmann::ordered_json& messages, const nlohmann::json& template_kwargs,
+                     const nlohmann::ordered_json& tools = nullptr) const;
+  BuiltPrompt chat(const nlohmann::ordered_json& messages, const nlohmann::json& template_kwargs,
+                   const nlohmann::ordered_json& tools = nullptr) const;
 
  private:
   const Tokenizer* tokenizer_;

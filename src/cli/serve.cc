@@ -29,7 +29,7 @@ const char* kUsage =
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
     "                     [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N] [--threads N]\n"
     "                     [--prefill-chunk N] [--matmul-precision f32|int8|bf16] [--device cpu|cuda]\n"
-    "                     [--gpu-memory-limit-mb N] [--tune KEY=VALUE,...]\n"
+    "                     [--gpu-memory-limit-mb N] [--tune KEY=VALUE,...] [--tool-parser NAME|none]\n"
     "                     [--manifest M [--manifest-sig S] [--manifest-pubkey P]]\n"
     "                     [--tls-cert C --tls-key K --tls-client-ca CA [--tls-crl CRL] [--tls-host ADDR ...]\n"
     "                      [--tls-port N] [--no-plain]] [--auth-token-file F [--auth-loopback-bypass]]\n"
@@ -58,7 +58,10 @@ const char* kUsage =
     "on the plain listener (GET /health stays open); loopback clients skip it only with\n"
     "--auth-loopback-bypass.\n"
     "--device puts every --model on that device (default cpu); cuda fails at start-up when this binary\n"
-    "has no CUDA backend or no GPU is usable. --gpu-memory-limit-mb caps GPU memory (0: no cap).\n";
+    "has no CUDA backend or no GPU is usable. --gpu-memory-limit-mb caps GPU memory (0: no cap).\n"
+    "--tool-parser sets how tool calls are read from every model's output: qwen_xml (<function=...>),\n"
+    "hermes (JSON in <tool_call>), mistral ([TOOL_CALLS]) or none (requests with tools get a 400); by\n"
+    "default each model's is detected from its chat template and vocabulary.\n";
 
 // One "manifest_verify" check per --manifest, paired in order with --model.
 std::vector<server::PreBindCheck> manifest_checks(const Args& args, std::vector<server::ModelSpec>& models) {
@@ -137,7 +140,7 @@ int run_serve(int argc, char** argv) {
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
              "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kDeviceFlag, kTuneFlag,
-             kGpuMemoryLimitFlag},
+             kGpuMemoryLimitFlag, "tool-parser"},
             {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass", "no-ui"});
   // clang-format on
   if (args.has("help")) {
@@ -186,6 +189,13 @@ int run_serve(int argc, char** argv) {
   const long long cache_mb = args.get_int("prompt-cache-mb", 1024);
   check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
   opt.prompt_cache_bytes = static_cast<size_t>(cache_mb) << 20;
+
+  if (args.has("tool-parser")) {
+    const std::string name = *args.get("tool-parser");
+    opt.tool_parser = tool_parser_from_name(name);
+    check(opt.tool_parser.has_value(), ErrorKind::invalid_argument,
+          "--tool-parser " + name + ": expected qwen_xml, hermes, mistral or none");
+  }
 
   std::vector<server::ModelSpec> models;
   for (const std::string& m : args.get_all("model")) models.push_back(server::parse_model_spec(m));

@@ -15,6 +15,8 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/jsonl.h"
+#include "server/api_error.h"
+#include "server/openai_request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -28,7 +30,9 @@ void usage() {
                "  --bench N           encode stdin N times in-process; print bytes, tokens, best seconds\n"
                "  --chat [--template FILE]  each --jsonl line is {\"messages\": [...], \"tools\": ..., \n"
                "      \"add_generation_prompt\": bool, other template variables}; prints {\"text\", \"ids\"}\n"
-               "      rendered with the chat template (FILE, else the tokenizer's, else ChatML)\n");
+               "      rendered with the chat template (FILE, else the tokenizer's, else ChatML)\n"
+               "  --chat --openai  each line is {\"request\": an OpenAI chat request body, \"bos_token\", \"eos_token\"}:\n"
+               "      the prompt the server renders for it (validation, tools, call arguments as objects)\n");
 }
 
 // --chat --jsonl: render each request with the chat template, then tokenize without adding specials.
@@ -39,6 +43,28 @@ int run_chat(const sanctum::cli::Args& args) {
   if (auto file = args.get("template")) source = sanctum::read_file(*file);
   else if (tok) source = tok->chat_template();
   const sanctum::ChatTemplate tmpl(source);
+  if (args.has("openai")) {
+    return sanctum::cli::for_each_jsonl_line([&](const nlohmann::ordered_json& line) {
+      sanctum::check(line.is_object() && line.contains("request"), sanctum::ErrorKind::invalid_input,
+                     "each --openai line must be an object with \"request\"");
+      sanctum::server::OpenAiRequest r;
+      try {
+        r = sanctum::server::parse_chat_request(line["request"]);
+      } catch (const sanctum::server::ApiError& e) {
+        sanctum::fail(sanctum::ErrorKind::invalid_input, std::string("400 (") + e.param() + "): " + e.what());
+      }
+      sanctum::ChatTemplateOptions options;  // as the server's PromptBuilder sets them
+      options.add_generation_prompt = true;
+      options.tools = r.tools.offered();
+      for (auto it = r.chat_template_kwargs.begin(); it != r.chat_template_kwargs.end(); ++it) options.extra[it.key()] = it.value();
+      if (tok) options.bos_token = tok->bos_token(), options.eos_token = tok->eos_token();
+      if (line.contains("bos_token")) options.bos_token = line["bos_token"].get<std::string>();
+      if (line.contains("eos_token")) options.eos_token = line["eos_token"].get<std::string>();
+      nlohmann::ordered_json result;
+      result["text"] = tmpl.render(r.messages, options);
+      return result;
+    });
+  }
   return sanctum::cli::for_each_jsonl_line([&](const nlohmann::ordered_json& req) {
     sanctum::check(req.is_object() && req.contains("messages"), sanctum::ErrorKind::invalid_input,
                    "each --chat line must be an object with \"messages\"");
@@ -62,7 +88,8 @@ int run_chat(const sanctum::cli::Args& args) {
 }
 
 int run_tokenize(int argc, char** argv) {
-  sanctum::cli::Args args(argc, argv, {"tokenizer", "template", "bench"}, {"jsonl", "no-add-special", "no-parse-special", "chat", "help"});
+  sanctum::cli::Args args(argc, argv, {"tokenizer", "template", "bench"},
+                          {"jsonl", "no-add-special", "no-parse-special", "chat", "openai", "help"});
   if (args.has("help")) {
     usage();
     return 0;

@@ -10,7 +10,9 @@
 
 namespace sanctum::router {
 
-using nlohmann::json;
+// Order-preserving: a rewritten body keeps the client's key order (tool schemas and call arguments reach the
+// chat template in it).
+using json = nlohmann::ordered_json;
 using server::ApiError;
 
 namespace {

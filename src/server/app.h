@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "engine/spec/prompt_lookup.h"
 
 #include "chat/prompt_builder.h"
+#include "chat/tools/tool_call_parser.h"
 #include "server/exchange.h"
 #include "engine/engine.h"
 #include "server/openai_request.h"
@@ -32,13 +34,14 @@ struct ServerOptions : ListenOptions {
   double drain_timeout = 30.0;  // seconds in-flight requests get after SIGTERM
   int default_max_tokens = 512;
   double deep_health_timeout = 10.0;
-  bool speculate = true;                 // prompt-lookup speculation (exact; backs off when it does not pay)
-  spec::PromptLookupParams lookup;       // --pld-max-draft / --pld-ngram
-  size_t prompt_cache_bytes = 1u << 30;  // --prompt-cache-mb; 0 disables prompt-cache reuse
-  int prefill_chunk = 0;                 // --prefill-chunk: prompt tokens per forward; 0: the model's
-  Device device = Device::cpu;           // --device: where every served model's weights and state live
-  Tuning tuning;                         // --tune / SANCTUM_TUNE: every served model's optimizations
-  bool ui = true;                        // the chat page at GET / (--no-ui turns it off)
+  bool speculate = true;                      // prompt-lookup speculation (exact; backs off when it does not pay)
+  spec::PromptLookupParams lookup;            // --pld-max-draft / --pld-ngram
+  size_t prompt_cache_bytes = 1u << 30;       // --prompt-cache-mb; 0 disables prompt-cache reuse
+  int prefill_chunk = 0;                      // --prefill-chunk: prompt tokens per forward; 0: the model's
+  Device device = Device::cpu;                // --device: where every served model's weights and state live
+  Tuning tuning;                              // --tune / SANCTUM_TUNE: every served model's optimizations
+  std::optional<ToolParserKind> tool_parser;  // --tool-parser; unset: each model's is detected
+  bool ui = true;                             // the chat page at GET / (--no-ui turns it off)
 };
 
 struct ServedModel {
@@ -49,6 +52,7 @@ struct ServedModel {
   std::unique_ptr<PromptBuilder> prompts;  // over `tokenizer`: the checkpoint's chat template, or ChatML
   int64_t context_length = 0;
   std::vector<int32_t> eos_ids;
+  ToolParserKind tool_parser = ToolParserKind::none;  // the tool-call format its output is parsed with
   std::unique_ptr<Engine> engine;
 };
 

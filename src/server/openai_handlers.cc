@@ -3,6 +3,7 @@
 // waits, so a client that leaves cancels its generation within a step.
 #include <atomic>
 #include <ctime>
+#include <random>
 
 #include "server/app.h"
 #include "server/openai_response.h"
@@ -49,10 +50,18 @@ int resolve_max_tokens(const ServedModel& m, const OpenAiRequest& r, size_t prom
 
 void App::completions(Exchange& ex, bool chat) {
   if (draining()) throw unavailable("The server is shutting down", "draining");
-  json body = parse_body(ex.request().body);
+  const RequestJson body = parse_body(ex.request().body);
   OpenAiRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
   ServedModel& m = resolve_model(r.model);
   ex.model = m.id;
+  if (r.reasoning_effort && m.tokenizer->chat_template().find("reasoning_effort") == std::string::npos)
+    throw bad_request("model '" + m.id + "' has a chat template that does not read reasoning_effort; leave it out", "reasoning_effort",
+                      "unsupported_parameter");
+  const bool parse_tools = chat && !r.tools.offered().is_null();
+  if (parse_tools && m.tool_parser == ToolParserKind::none)
+    throw bad_request("model '" + m.id + "' has no tool-call format (none was detected from its chat template, or --tool-parser none); " +
+                          "start the server with --tool-parser qwen_xml|hermes|mistral, or send no 'tools'",
+                      "tools", "unsupported_parameter");
   BuiltPrompt prompt = request_prompt(*m.prompts, r, m.engine->model().vocab_size());
   ex.prompt_tokens = static_cast<int>(prompt.ids.size());
 
@@ -76,7 +85,15 @@ void App::completions(Exchange& ex, bool chat) {
   so.stop = r.stop;
   so.hidden_ids = r.stop_token_ids;
   if (!r.ignore_eos) so.hidden_ids.insert(so.hidden_ids.end(), m.eos_ids.begin(), m.eos_ids.end());
-  so.skip_special_tokens = r.skip_special_tokens;
+  // Call tags may be special tokens (Mistral's [TOOL_CALLS] and [ARGS] always are): the parser must
+  // see them, so with tools offered the text keeps special tokens, as vLLM does.
+  so.skip_special_tokens = r.skip_special_tokens && !parse_tools;
+  if (parse_tools) {
+    so.tool_parser = m.tool_parser;
+    so.tools = r.tools.offered();
+    so.parallel_tool_calls = r.tools.parallel;
+    so.tool_call_seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  }
   so.want_logprobs = r.logprobs;
   so.flush_tokens = r.stream ? std::max(1, options_.stream_flush_tokens) : 1 << 30;
   so.split_reasoning = chat && m.prompts->thinking();
@@ -140,6 +157,7 @@ void App::completions(Exchange& ex, bool chat) {
       if (!r.stream) {
         choices[i].content += d.content;
         choices[i].reasoning += d.reasoning;
+        add_tool_call_pieces(choices[i].tool_calls, d.tool_calls);
         choices[i].logprobs.insert(choices[i].logprobs.end(), d.logprobs.begin(), d.logprobs.end());
         if (d.finish_reason) {
           choices[i].finish_reason = *d.finish_reason;
@@ -149,10 +167,7 @@ void App::completions(Exchange& ex, bool chat) {
       }
       json lp = r.logprobs && !d.logprobs.empty() ? logprobs_json(*m.tokenizer, d.logprobs, chat, text_offsets[i]) : json();
       text_offsets[i] += utf8_chars(d.content);
-      if (!d.content.empty() || !d.reasoning.empty() || !lp.is_null())
-        send(chunk_json(meta, d.index, nullptr, d.content, d.reasoning, lp, d.finish_reason && !chat ? d.finish_reason : std::nullopt));
-      if (d.finish_reason && (chat || (d.content.empty() && d.reasoning.empty() && lp.is_null())))
-        send(chunk_json(meta, d.index, nullptr, "", "", json(), d.finish_reason));
+      for (const json& chunk : delta_chunks(meta, d, lp)) send(chunk);
     }
     if (job->cancelled && r.stream) {
       ex.set_close_after();

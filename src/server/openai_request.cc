@@ -5,10 +5,11 @@
 #include <limits>
 
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace sanctum::server {
 
-using nlohmann::json;
+using json = RequestJson;
 
 size_t find_invalid_utf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -160,9 +161,14 @@ json parse_messages(const json& body) {
       throw bad_request("unknown role '" + role + "'", message_param(i, "role"));
     json copy = m;
     copy["content"] = normalize_content(m.contains("content") ? m["content"] : json(), i);
+    const bool has_calls = role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null();
+    if (has_calls) copy["tool_calls"] = normalize_tool_calls(m["tool_calls"], i);
+    else copy.erase("tool_calls");  // null or on another role: templates test only for presence
+    if (role == "tool") check_tool_result(m, i);
     if (copy["content"].is_null()) {
       if (role != "assistant") throw bad_request("a " + role + " message needs 'content'", message_param(i, "content"));
-      copy["content"] = "";  // templates concatenate content: an assistant turn with only tool calls has none
+      // Templates concatenate content: an assistant turn with only tool calls has "" (as in vLLM).
+      copy["content"] = "";
     }
     out.push_back(std::move(copy));
   }
@@ -252,9 +258,11 @@ json parse_body(std::string_view body) {
 }
 
 OpenAiRequest parse_chat_request(const json& body) {
+  reject_unsupported_fields(body, true);
   OpenAiRequest r;
   r.chat = true;
   r.messages = parse_messages(body);
+  r.tools = parse_tool_request(body);
   parse_common(body, r);
   r.logprobs = get_bool(body, "logprobs", false);
   if (given(body, "top_logprobs")) {
@@ -265,10 +273,17 @@ OpenAiRequest parse_chat_request(const json& body) {
     if (!body["chat_template_kwargs"].is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     r.chat_template_kwargs = body["chat_template_kwargs"];
   }
+  if (given(body, "reasoning_effort")) {
+    // A template variable (gpt-oss style templates read it), as vLLM passes it.
+    if (!body["reasoning_effort"].is_string()) throw bad_request("'reasoning_effort' must be a string", "reasoning_effort");
+    r.chat_template_kwargs["reasoning_effort"] = body["reasoning_effort"].get<std::string>();
+    r.reasoning_effort = true;
+  }
   return r;
 }
 
 OpenAiRequest parse_completion_request(const json& body) {
+  reject_unsupported_fields(body, false);
   OpenAiRequest r;
   r.chat = false;
   if (!given(body, "prompt")) throw bad_request("'prompt' is required", "prompt");

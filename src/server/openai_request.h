@@ -1,7 +1,9 @@
 #pragma once
 // Parsing and validation of /v1/chat/completions and /v1/completions bodies. Every problem is an
-// ApiError 400 that names the offending parameter; unknown fields are ignored, null means "not given".
-// Nothing here touches a model: the result is checked against the model (vocab, context) later.
+// ApiError 400 that names the offending parameter, unsupported fields included (server/request_fields.h);
+// null means "not given". Bodies keep their key order (the chat template's tojson writes tools and
+// call arguments in the order the client sent them, as transformers does). Nothing here touches a
+// model: the result is checked against the model (vocab, context) later.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,16 +13,21 @@
 #include <nlohmann/json.hpp>
 
 #include "sampling/sampler.h"
+#include "server/tool_request.h"
 
 namespace sanctum::server {
+
+using RequestJson = nlohmann::ordered_json;
 
 struct OpenAiRequest {
   bool chat = true;
   std::string model;                  // empty: the server's default model
-  nlohmann::json messages;            // chat: [{role, content (string or null), ...}], text parts joined
+  RequestJson messages;               // chat: [{role, content (a string), ...}], text parts joined, call arguments as objects
   std::optional<std::string> prompt;  // completions: a text prompt ...
   std::vector<int32_t> prompt_ids;    // ... or token ids
   nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  ToolRequest tools;              // chat: tools, tool_choice, parallel_tool_calls
+  bool reasoning_effort = false;  // chat: `reasoning_effort` was given (it is in chat_template_kwargs)
 
   std::optional<int> max_tokens;
   SamplingParams sampling;
@@ -47,9 +54,9 @@ size_t find_invalid_utf8(std::string_view text);
 
 // Parses a request body into JSON: invalid UTF-8, nesting past kMaxJsonDepth, malformed JSON and a
 // non-object top level are 400s.
-nlohmann::json parse_body(std::string_view body);
+RequestJson parse_body(std::string_view body);
 
-OpenAiRequest parse_chat_request(const nlohmann::json& body);
-OpenAiRequest parse_completion_request(const nlohmann::json& body);
+OpenAiRequest parse_chat_request(const RequestJson& body);
+OpenAiRequest parse_completion_request(const RequestJson& body);
 
 }  // namespace sanctum::server

@@ -70,8 +70,14 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceText>& choi
     completion_tokens += c.completion_tokens;
     json lp = want_logprobs ? logprobs_json(tok, c.logprobs, meta.chat) : json();
     if (meta.chat) {
-      json message = {{"role", "assistant"}, {"content", c.content}};
+      json message = {{"role", "assistant"}, {"content", c.tool_calls.empty() || !c.content.empty() ? json(c.content) : json()}};
       if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+      if (!c.tool_calls.empty()) {
+        json calls = json::array();
+        for (const ToolCallText& t : c.tool_calls)
+          calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+        message["tool_calls"] = std::move(calls);
+      }
       out_choices.push_back({{"index", i}, {"message", message}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
     } else {
       out_choices.push_back({{"index", i}, {"text", c.content}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
@@ -86,14 +92,39 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceText>& choi
           {"usage", usage_json(prompt_tokens, completion_tokens)}};
 }
 
+void add_tool_call_pieces(std::vector<ToolCallText>& calls, const std::vector<ToolCallDelta>& pieces) {
+  for (const ToolCallDelta& p : pieces) {
+    if (static_cast<size_t>(p.index) >= calls.size()) calls.resize(static_cast<size_t>(p.index) + 1);
+    ToolCallText& t = calls[static_cast<size_t>(p.index)];
+    if (!p.id.empty()) t.id = p.id;
+    if (!p.name.empty()) t.name = p.name;
+    t.arguments += p.arguments;
+  }
+}
+
 json chunk_json(const ResponseMeta& meta, int index, const std::string* role, const std::string& content, const std::string& reasoning,
-                const json& logprobs, const std::optional<std::string>& finish_reason) {
+                const json& logprobs, const std::optional<std::string>& finish_reason, const std::vector<ToolCallDelta>& tool_calls) {
   json choice;
   if (meta.chat) {
     json delta = json::object();
     if (role) delta["role"] = *role;
     if (!content.empty() || role) delta["content"] = content;
     if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    if (!tool_calls.empty()) {
+      json calls = json::array();
+      for (const ToolCallDelta& t : tool_calls) {
+        json call = {{"index", t.index}};
+        if (!t.name.empty()) {
+          call["id"] = t.id;
+          call["type"] = "function";
+          call["function"] = {{"name", t.name}, {"arguments", t.arguments}};
+        } else {
+          call["function"] = {{"arguments", t.arguments}};
+        }
+        calls.push_back(std::move(call));
+      }
+      delta["tool_calls"] = std::move(calls);
+    }
     choice = {{"index", index}, {"delta", delta}};
   } else {
     choice = {{"index", index}, {"text", content}};
@@ -106,6 +137,16 @@ json chunk_json(const ResponseMeta& meta, int index, const std::string* role, co
           {"model", meta.model},
           {"system_fingerprint", meta.system_fingerprint},
           {"choices", json::array({choice})}};
+}
+
+std::vector<json> delta_chunks(const ResponseMeta& meta, const ChoiceDelta& d, const json& lp) {
+  std::vector<json> out;
+  const bool has_body = !d.content.empty() || !d.reasoning.empty() || !lp.is_null() || !d.tool_calls.empty();
+  if (has_body)
+    out.push_back(chunk_json(meta, d.index, nullptr, d.content, d.reasoning, lp,
+                             d.finish_reason && !meta.chat ? d.finish_reason : std::nullopt, d.tool_calls));
+  if (d.finish_reason && (meta.chat || !has_body)) out.push_back(chunk_json(meta, d.index, nullptr, "", "", json(), d.finish_reason));
+  return out;
 }
 
 json usage_chunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens) {

@@ -1,6 +1,6 @@
 #pragma once
 // OpenAI response shapes: chat.completion, chat.completion.chunk, text_completion (whole and
-// streamed), usage and logprobs.
+// streamed), usage, logprobs and tool calls (content is null when a message holds only calls).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,8 +23,13 @@ struct ResponseMeta {
 };
 
 // One choice accumulated for a non-streamed response.
+struct ToolCallText {
+  std::string id, name, arguments;
+};
+
 struct ChoiceText {
   std::string content, reasoning;
+  std::vector<ToolCallText> tool_calls;
   std::vector<TokenOutput> logprobs;
   std::string finish_reason = "stop";
   int completion_tokens = 0;
@@ -39,9 +44,19 @@ nlohmann::json logprobs_json(const Tokenizer& tok, const std::vector<TokenOutput
 nlohmann::json full_response(const ResponseMeta& meta, const std::vector<ChoiceText>& choices, int prompt_tokens, bool want_logprobs,
                              const Tokenizer& tok);
 
-// A stream chunk for one choice; `role` only on the first chat chunk.
+// Folds a delta's tool-call pieces into a choice's whole calls.
+void add_tool_call_pieces(std::vector<ToolCallText>& calls, const std::vector<ToolCallDelta>& pieces);
+
+// A stream chunk for one choice; `role` only on the first chat chunk. Tool-call pieces become
+// delta.tool_calls: index, id, type and name on a call's first piece, then arguments fragments.
 nlohmann::json chunk_json(const ResponseMeta& meta, int index, const std::string* role, const std::string& content,
-                          const std::string& reasoning, const nlohmann::json& logprobs, const std::optional<std::string>& finish_reason);
+                          const std::string& reasoning, const nlohmann::json& logprobs, const std::optional<std::string>& finish_reason,
+                          const std::vector<ToolCallDelta>& tool_calls = {});
+// The chunks one streamed delta becomes: its text, reasoning, tool calls and logprobs (if any),
+// then, on a choice's last delta, the chunk with finish_reason (completions fold it into the text
+// chunk when there is one).
+std::vector<nlohmann::json> delta_chunks(const ResponseMeta& meta, const ChoiceDelta& delta, const nlohmann::json& logprobs);
+
 // The include_usage chunk: empty choices, usage set.
 nlohmann::json usage_chunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens);
 

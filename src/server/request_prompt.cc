@@ -11,7 +11,7 @@ BuiltPrompt request_prompt(const PromptBuilder& builder, const OpenAiRequest& r,
   BuiltPrompt p;
   const char* param = r.chat ? "messages" : "prompt";
   try {
-    if (r.chat) p = builder.chat(r.messages, r.chat_template_kwargs);
+    if (r.chat) p = builder.chat(r.messages, r.chat_template_kwargs, r.tools.offered());
     else if (r.prompt) p.ids = text_prompt(builder.tokenizer(), *r.prompt);
     else p.ids = r.prompt_ids;
   } catch (const Error& e) {

@@ -8,14 +8,42 @@ TextSink::TextSink(TextSinkOptions options) : opt_(std::move(options)) {
   choices_.reserve(static_cast<size_t>(opt_.n));
   for (int i = 0; i < opt_.n; ++i) {
     choices_.push_back(Choice{std::make_unique<StreamingDecoder>(*opt_.tokenizer, opt_.skip_special_tokens), StopMatcher(opt_.stop),
-                              ReasoningSplitter(opt_.split_reasoning, opt_.start_in_reasoning), ChoiceDelta{}, 0, 0, false});
+                              ReasoningSplitter(opt_.split_reasoning, opt_.start_in_reasoning),
+                              make_tool_call_parser(opt_.tool_parser, opt_.tools, opt_.tool_call_seed + static_cast<uint64_t>(i)),
+                              ChoiceDelta{}, 0, 0, 0, false});
     choices_.back().pending.index = i;
   }
 }
 
+void TextSink::add_tool_events(Choice& c, const std::vector<ToolCallEvent>& events) {
+  for (const ToolCallEvent& e : events) {
+    if (e.kind == ToolCallEvent::Kind::content) {
+      c.pending.content += e.text;
+      continue;
+    }
+    if (!opt_.parallel_tool_calls && e.index > 0) continue;
+    if (e.kind == ToolCallEvent::Kind::call_begin) {
+      c.pending.tool_calls.push_back(ToolCallDelta{e.index, e.id, e.name, ""});
+      ++c.calls;
+    } else if (e.kind == ToolCallEvent::Kind::arguments) {
+      if (c.pending.tool_calls.empty() || c.pending.tool_calls.back().index != e.index)
+        c.pending.tool_calls.push_back(ToolCallDelta{e.index, "", "", ""});
+      c.pending.tool_calls.back().arguments += e.text;
+    }
+  }
+}
+
+void TextSink::add_content(Choice& c, std::string_view text) {
+  if (!c.tools) {
+    c.pending.content += text;
+    return;
+  }
+  if (!text.empty()) add_tool_events(c, c.tools->push(text));
+}
+
 void TextSink::append(Choice& c, const StopMatcher::Result& r) {
   ReasoningSplitter::Out out = c.reasoning.push(r.text);
-  c.pending.content += out.content;
+  add_content(c, out.content);
   c.pending.reasoning += out.reasoning;
 }
 
@@ -49,7 +77,8 @@ bool TextSink::on_token(int choice, const TokenOutput& token) {
     c.stopped = true;
     return false;
   }
-  if (++c.unflushed >= opt_.flush_tokens && (!c.pending.content.empty() || !c.pending.reasoning.empty() || !c.pending.logprobs.empty()))
+  if (++c.unflushed >= opt_.flush_tokens &&
+      (!c.pending.content.empty() || !c.pending.reasoning.empty() || !c.pending.logprobs.empty() || !c.pending.tool_calls.empty()))
     emit(c);
   return true;
 }
@@ -63,12 +92,14 @@ void TextSink::on_choice_end(int choice, const GenerationResult& result) {
     else append(c, StopMatcher::Result{c.stop.flush(), false});
   }
   ReasoningSplitter::Out tail = c.reasoning.flush();
-  c.pending.content += tail.content;
+  add_content(c, tail.content);
   c.pending.reasoning += tail.reasoning;
+  if (c.tools) add_tool_events(c, c.tools->finish());
   c.pending.completion_tokens = static_cast<int>(result.tokens.size());
   c.pending.prefill_seconds = result.prefill_seconds;
+  const bool stopped = c.stopped || result.finish == FinishReason::stop;
   if (result.finish == FinishReason::cancelled && !c.stopped) c.pending.cancelled = true;
-  else c.pending.finish_reason = (c.stopped || result.finish == FinishReason::stop) ? "stop" : "length";
+  else c.pending.finish_reason = !stopped ? "length" : c.calls > 0 ? "tool_calls" : "stop";
   emit(c);
 }
 

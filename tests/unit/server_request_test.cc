@@ -25,7 +25,7 @@ TEST(ServerRequest, parses_a_full_chat_request) {
   json j = parse_body(R"({"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":7,"temperature":0.5,
     "top_p":0.9,"top_k":40,"min_p":0.1,"repetition_penalty":1.2,"presence_penalty":0.5,"frequency_penalty":-0.5,
     "seed":3,"stop":["a","b"],"n":2,"stream":true,"stream_options":{"include_usage":true},"logprobs":true,
-    "top_logprobs":3,"chat_template_kwargs":{"enable_thinking":false},"unknown_field":[1,2]})");
+    "top_logprobs":3,"chat_template_kwargs":{"enable_thinking":false},"user":"u-1"})");
   OpenAiRequest r = parse_chat_request(j);
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(*r.max_tokens, 7);
