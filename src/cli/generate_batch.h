@@ -31,7 +31,7 @@ BatchPrompt parse_batch_line(const std::string& line);
 // Runs every prompt through an Engine with `max_seqs` sequences per forward and prints one line per
 // prompt in file order. `params` as for generate (prompt i samples with seed + i, choice c of it with
 // seed + i + c); `prompt_cache_bytes` 0: no prompt cache.
-void run_batched(std::unique_ptr<Model> model, const std::vector<BatchPrompt>& prompts, const GenerationParams& params,
-                 int max_seqs, size_t prompt_cache_bytes, bool timing);
+void run_batched(std::unique_ptr<Model> model, const std::vector<BatchPrompt>& prompts, const GenerationParams& params, int max_seqs,
+                 size_t prompt_cache_bytes, bool timing);
 
 }  // namespace sanctum::cli

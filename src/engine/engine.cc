@@ -82,8 +82,8 @@ struct Engine::Job {
 struct Engine::Sequence {
   std::shared_ptr<Job> job;
   int choice = 0;
-  LogitsQueue rows;            // logprobs: the raw rows of tokens not yet handed to the sink
-  bool sink_stopped = false;   // the sink ended the choice (a stop string): a stop, not a cancel
+  LogitsQueue rows;                           // logprobs: the raw rows of tokens not yet handed to the sink
+  bool sink_stopped = false;                  // the sink ended the choice (a stop string): a stop, not a cancel
   std::unique_ptr<PromptCacheUse> cache_use;  // choice 0 with the prompt cache on
   std::optional<SequenceRun> run;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -99,7 +99,8 @@ Engine::Engine(std::string name, std::unique_ptr<Model> model, EngineOptions opt
   const ModelConfig& c = model_->config();
   fixed_state_bytes_ = model_->new_state().bytes();
   for (const LayerConfig& layer : c.layers)
-    if (layer.mixer == MixerKind::attention) kv_bytes_per_token_ += 2 * static_cast<size_t>(c.num_key_value_heads * c.head_dim) * sizeof(float);
+    if (layer.mixer == MixerKind::attention)
+      kv_bytes_per_token_ += 2 * static_cast<size_t>(c.num_key_value_heads * c.head_dim) * sizeof(float);
   thread_ = std::thread([this] { loop(); });
 }
 

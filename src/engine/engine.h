@@ -131,14 +131,14 @@ class Engine {
   Gauge& queue_gauge_;
   Gauge& running_gauge_;
   Gauge& state_bytes_gauge_;
-  std::unique_ptr<PrefixCache> prompt_cache_;  // null when disabled
-  spec::SpeculationStats speculation_stats_;   // what drafting costs on this model (engine thread only)
+  std::unique_ptr<PrefixCache> prompt_cache_;                    // null when disabled
+  spec::SpeculationStats speculation_stats_;                     // what drafting costs on this model (engine thread only)
   std::deque<std::unique_ptr<TailSnapshot>> pending_snapshots_;  // newest first (engine thread only)
   std::atomic<size_t> pending_count_{0};
   std::atomic<int64_t> snapshot_steps_{0}, snapshots_built_{0};
 
-  size_t fixed_state_bytes_ = 0;   // a sequence's recurrent state (GatedDeltaNet layers)
-  size_t kv_bytes_per_token_ = 0;  // its KV rows per token (attention layers)
+  size_t fixed_state_bytes_ = 0;                      // a sequence's recurrent state (GatedDeltaNet layers)
+  size_t kv_bytes_per_token_ = 0;                     // its KV rows per token (attention layers)
   std::vector<std::unique_ptr<Sequence>> sequences_;  // the running batch, in admission order (engine thread only)
   std::atomic<size_t> running_count_{0};
   std::vector<BatchEntry> entries_;  // step_batch's, reused

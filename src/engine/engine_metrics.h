@@ -13,14 +13,14 @@ class EngineMetrics {
   Counter& completion_tokens_total;
   Counter& prompt_tokens_total;
   Histogram& inference_duration;
-  Histogram& tokens_per_sec;     // reaches 4096 tok/s (GPUs go far past the old 96)
-  Histogram& completion_tokens;  // 1 .. 4096 tokens
-  Family<Gauge>& queue_depth;    // {model}: requests waiting for the engine
-  Family<Gauge>& running_sequences;  // {model}: sequences in the running batch
-  Family<Gauge>& state_bytes;        // {model}: KV cache and recurrent state of the running sequences
-  Histogram& batch_sequences;        // sequences per forward step
-  Histogram& batch_tokens;           // tokens (rows) per forward step
-  Histogram& step_seconds;           // one scheduler step: forward, sampling, token hand-off
+  Histogram& tokens_per_sec;              // reaches 4096 tok/s (GPUs go far past the old 96)
+  Histogram& completion_tokens;           // 1 .. 4096 tokens
+  Family<Gauge>& queue_depth;             // {model}: requests waiting for the engine
+  Family<Gauge>& running_sequences;       // {model}: sequences in the running batch
+  Family<Gauge>& state_bytes;             // {model}: KV cache and recurrent state of the running sequences
+  Histogram& batch_sequences;             // sequences per forward step
+  Histogram& batch_tokens;                // tokens (rows) per forward step
+  Histogram& step_seconds;                // one scheduler step: forward, sampling, token hand-off
   Family<Counter>& prompt_cache_lookups;  // {result}: hit | miss
   Counter& prompt_cache_tokens;           // prompt tokens served from the cache
   Gauge& prompt_cache_bytes;              // held by cached snapshots

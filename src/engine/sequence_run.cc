@@ -87,7 +87,7 @@ SequenceRun::Step SequenceRun::plan(int64_t prompt_budget) {
   if (params_.speculate) {
     context_.push_back(token_);
     const int budget = params_.max_tokens - static_cast<int>(result_.tokens.size()) - 1;  // the bonus token needs one
-    const int room = spec::kMaxRows - 1 - static_cast<int>(replay_.size());              // rows whose cost is learned
+    const int room = spec::kMaxRows - 1 - static_cast<int>(replay_.size());               // rows whose cost is learned
     if (const int d = std::min(gate_.draft_length(), room); d > 0) {
       spec::PromptLookupParams lookup = params_.lookup;
       lookup.max_draft = d;

@@ -20,8 +20,7 @@ class SequenceRun {
  public:
   // `state` may already hold a prefix of the whole prompt (a prompt-cache hit); `prompt` is the rest,
   // to prefill, at least one token. Throws sanctum::Error on bad token ids or max_tokens.
-  SequenceRun(const Model& model, SequenceState state, std::vector<int32_t> prompt, GenerationParams params,
-              TokenCallback on_tokens = {});
+  SequenceRun(const Model& model, SequenceState state, std::vector<int32_t> prompt, GenerationParams params, TokenCallback on_tokens = {});
   SequenceRun(SequenceRun&&) = default;
 
   bool done() const { return done_; }
@@ -91,19 +90,19 @@ class SequenceRun {
   std::vector<float> prompt_row_;
 
   // Decode.
-  int32_t token_ = -1;             // sampled, not yet fed
-  std::vector<int32_t> pending_;   // tokens not yet handed to the callback
-  std::vector<int32_t> context_;   // prompt + generated: what prompt lookup searches
+  int32_t token_ = -1;                                   // sampled, not yet fed
+  std::vector<int32_t> pending_;                         // tokens not yet handed to the callback
+  std::vector<int32_t> context_;                         // prompt + generated: what prompt lookup searches
   std::unique_ptr<spec::SpeculationStats> local_stats_;  // when params_ brings none (kept put: gate_ refers to it)
   spec::DraftGate gate_;
   // Hybrid models: tokens of a partly rejected verification that the rewound state has not taken back
   // yet; they ride in front of the next forward (a recurrent state cannot be truncated, and a few more
   // rows cost less than another weight pass).
   std::vector<int32_t> replay_;
-  std::vector<int32_t> fed_;    // the planned decode step: replay, token, draft
-  std::vector<int32_t> draft_;  // its drafts
-  size_t first_ = 0;            // the row of token_ in fed_
-  int64_t base_length_ = 0;     // the state's length before the step
+  std::vector<int32_t> fed_;          // the planned decode step: replay, token, draft
+  std::vector<int32_t> draft_;        // its drafts
+  size_t first_ = 0;                  // the row of token_ in fed_
+  int64_t base_length_ = 0;           // the state's length before the step
   SequenceState::Checkpoint before_;  // its buffers are reused by every verification
   std::chrono::steady_clock::time_point t0_, t_decode_;
   bool started_ = false;

@@ -14,8 +14,8 @@
 
 #include "chat/prompt_builder.h"
 #include "chat/tools/tool_call_parser.h"
-#include "server/exchange.h"
 #include "engine/engine.h"
+#include "server/exchange.h"
 #include "server/openai_request.h"
 #include "server/request_handler.h"
 #include "server/route_table.h"
@@ -26,10 +26,10 @@
 namespace sanctum::server {
 
 struct ServerOptions : ListenOptions {
-  size_t max_queue = 16;          // waiting requests per model (the running batch not counted)
-  int max_seqs = 16;              // --max-seqs: sequences in a model's running batch
-  int64_t max_batch_tokens = 0;   // --max-batch-tokens: tokens per forward step; 0: the prefill chunk
-  size_t state_bytes = 0;         // --kv-cache-mb: the running sequences' state at their longest; 0: no bound
+  size_t max_queue = 16;         // waiting requests per model (the running batch not counted)
+  int max_seqs = 16;             // --max-seqs: sequences in a model's running batch
+  int64_t max_batch_tokens = 0;  // --max-batch-tokens: tokens per forward step; 0: the prefill chunk
+  size_t state_bytes = 0;        // --kv-cache-mb: the running sequences' state at their longest; 0: no bound
   int stream_flush_tokens = 1;
   double drain_timeout = 30.0;  // seconds in-flight requests get after SIGTERM
   int default_max_tokens = 512;

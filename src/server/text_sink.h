@@ -16,8 +16,8 @@
 
 #include "chat/reasoning_splitter.h"
 #include "chat/tools/tool_call_parser.h"
-#include "engine/stop_matcher.h"
 #include "engine/engine.h"
+#include "engine/stop_matcher.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 

@@ -37,8 +37,8 @@ void expect_batch_equals_solo(const std::string& dir, ops::MatmulPrecision preci
     size_t step;
     LogitsFor which;
   };
-  const std::vector<Case> cases = {{0, 37, LogitsFor::last}, {12, 1, LogitsFor::last}, {70, 5, LogitsFor::all},
-                                   {64, 64, LogitsFor::none}, {3, 1, LogitsFor::all}, {129, 130, LogitsFor::last}};
+  const std::vector<Case> cases = {{0, 37, LogitsFor::last},  {12, 1, LogitsFor::last}, {70, 5, LogitsFor::all},
+                                   {64, 64, LogitsFor::none}, {3, 1, LogitsFor::all},   {129, 130, LogitsFor::last}};
   std::vector<SequenceState> batched, alone;
   std::vector<std::vector<int32_t>> steps;
   for (const Case& c : cases) {
@@ -63,7 +63,8 @@ void expect_batch_equals_solo(const std::string& dir, ops::MatmulPrecision preci
     EXPECT_EQ(batched[i].length(), alone[i].length()) << dir << " sequence " << i;
     if (n == 0) continue;
     ASSERT_EQ(want.dim(0), n);
-    EXPECT_TRUE(same_bits(got.data() + at * vocab, want.data<float>(), n * vocab)) << dir << " sequence " << i << " differs from its solo run";
+    EXPECT_TRUE(same_bits(got.data() + at * vocab, want.data<float>(), n * vocab))
+        << dir << " sequence " << i << " differs from its solo run";
     at += n;
   }
   // And the states the batch left continue as the solo ones do.

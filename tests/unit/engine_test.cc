@@ -1,5 +1,6 @@
 // The engine against a fake model: queue bounds, cancellation within a step, n choices sharing one
-// prefill, concurrent requests in one batch up to --max-seqs, logprobs and shutdown. The fake's next token is (last + 1) % 7, so greedy output is predictable.
+// prefill, concurrent requests in one batch up to --max-seqs, logprobs and shutdown. The fake's next token is (last + 1) % 7, so greedy
+// output is predictable.
 #include <gtest/gtest.h>
 
 #include <cmath>

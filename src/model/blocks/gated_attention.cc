@@ -18,8 +18,8 @@ GatedAttentionBlock::GatedAttentionBlock(Checkpoint& ckpt, const std::string& pr
   k_norm_ = ckpt.tensor(prefix + "k_norm.weight", {s.head_dim});
 }
 
-void GatedAttentionBlock::forward(const BlockInput& x, const BatchRows& batch, size_t layer, const ops::RopeTable& rope,
-                                  Workspace& ws, const BlockOutput& out) const {
+void GatedAttentionBlock::forward(const BlockInput& x, const BatchRows& batch, size_t layer, const ops::RopeTable& rope, Workspace& ws,
+                                  const BlockOutput& out) const {
   const int64_t n = x.rows();
   const int64_t H = shape_.n_heads, KV = shape_.n_kv_heads, D = shape_.head_dim;
 
