@@ -137,7 +137,6 @@ void Engine::stop() {
 PrefixCacheStats Engine::prompt_cache_stats() const { return prompt_cache_ ? prompt_cache_->stats() : PrefixCacheStats{}; }
 
 void Engine::loop() {
-  int slots = 0;  // sequences the running jobs hold or will hold (forks to come included)
   for (;;) {
     std::vector<std::shared_ptr<InferenceJob>> arrivals;
     bool stopping = false;
@@ -146,13 +145,16 @@ void Engine::loop() {
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !sequences_.empty() || !pending_snapshots_.empty(); });
       stopping = stopping_;
       if (stopping && queue_.empty() && sequences_.empty()) return;  // pending idle work is dropped
-      slots = 0;
+      // Sequences the running jobs hold or will hold (choices still to fork included), and their
+      // state at its longest.
+      int slots = 0;
       size_t reserved = 0;
-      for (const auto& s : sequences_)
-        if (s->choice == 0) {
-          slots += s->job->request->n;
-          reserved += reserve_bytes(*s->job->request);
-        }
+      for (const auto& s : sequences_) {
+        const InferenceJob& job = *s->job->request;
+        const int held = 1 + (s->choice == 0 ? job.n - s->job->started : 0);
+        slots += held;
+        reserved += static_cast<size_t>(held) * reserve_bytes(job) / static_cast<size_t>(job.n);
+      }
       // Admit while the batch has room for every choice of the next job, sequences and state bytes
       // at their longest (one job always fits an empty batch); the rest wait in the queue, in order.
       auto fits = [&](const InferenceJob& job) {
@@ -381,6 +383,10 @@ void Engine::end_sequence(Sequence& s) {
   if (result.tokens.size() > 1 && result.decode_seconds > 0) metrics_.tokens_per_sec.observe((n_tokens - 1) / result.decode_seconds);
   request.sink->on_choice_end(s.choice, result);
   ++job.ended;
+  if (s.choice == 0 && !s.run->prompt_row_ready() && result.finish != FinishReason::cancelled) {
+    // Ended before its prefill (max_tokens 0): the other choices, which would fork from it, end the same way.
+    for (; job.started < request.n; ++job.started, ++job.ended) request.sink->on_choice_end(job.started, result);
+  }
   // Choices that never started (the job was cancelled before choice 0's prefill ended) never will.
   const bool no_more = job.started == request.n || request.cancelled.load() || result.finish == FinishReason::cancelled;
   if (job.ended == job.started && no_more) {

@@ -109,11 +109,11 @@ def test_image_parts_are_a_clear_400(server):
 
 
 def test_full_queue_is_429_with_retry_after(start_server):
-    s = start_server("--max-queue", "1")
+    s = start_server("--max-queue", "1", "--max-seqs", "1")
     long = sh.chat_body(MODEL, stream=True, max_tokens=4000, ignore_eos=True)
     running = sh.SseStream(s.port, "/v1/chat/completions", long)
     ev = running.events()
-    next(ev), next(ev)  # the worker is busy with this one
+    next(ev), next(ev)  # the one-sequence batch is full with this one
     queued = sh.SseStream(s.port, "/v1/chat/completions", long)  # waits in the queue (depth 1)
     time.sleep(0.2)
     code, headers, raw = sh.request(s.port, "POST", "/v1/chat/completions", sh.chat_body(MODEL))

@@ -74,3 +74,21 @@ def test_n_choices_come_back_together(server, client):
     r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], n=3, max_tokens=8, temperature=0)
     assert [c.index for c in r.choices] == [0, 1, 2]
     assert len({c.message.content for c in r.choices}) == 1  # greedy: one answer, three times
+
+
+def test_new_sequences_wait_while_the_state_bound_is_full(start_server):
+    # Each of these streams would hold more than 1 MB of KV at its longest: with --kv-cache-mb 1 the
+    # second waits in the queue until the first is gone, though --max-seqs has room.
+    s = start_server("--kv-cache-mb", "1", "--max-seqs", "8")
+    long = sh.chat_body(MODEL, stream=True, max_tokens=4000, ignore_eos=True)
+    first = sh.SseStream(s.port, "/v1/chat/completions", long)
+    ev = first.events()
+    next(ev)
+    second = sh.SseStream(s.port, "/v1/chat/completions", long)
+    time.sleep(0.5)
+    text = sh.request(s.port, "GET", "/metrics")[2].decode()
+    assert sh.metric_value(text, "sanctum_engine_running_sequences", {"model": MODEL}) == 1
+    assert sh.metric_value(text, "sanctum_mlx_inference_queue_depth", {"model": MODEL}) == 1
+    first.close()
+    assert next(second.events())  # admitted once the first has left
+    second.close()

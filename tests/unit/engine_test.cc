@@ -180,6 +180,16 @@ TEST(Engine, n_choices_share_one_prefill) {
   }
 }
 
+TEST(Engine, n_choices_of_zero_tokens_all_end) {
+  ServerMetrics metrics;
+  Engine engine("fake", std::make_unique<FakeModel>(), EngineOptions{4}, metrics.engine);
+  auto sink = std::make_shared<RecordingSink>();
+  auto done = sink->done.get_future();
+  engine.submit(make_job(sink, 0, 3));
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(sink->finishes.size(), 3u);
+}
+
 TEST(Engine, concurrent_requests_share_forwards_up_to_max_seqs) {
   ServerMetrics metrics;
   auto model = std::make_unique<FakeModel>();
