@@ -1,6 +1,7 @@
 #include "grammar/compiled_grammar.h"
 
 #include <algorithm>
+#include <mutex>
 #include <numeric>
 
 #include "grammar/stack_machine.h"
@@ -34,16 +35,17 @@ size_t PositionMask::memory_bytes() const {
   return ids.size() * sizeof(int32_t) + bits.size() * sizeof(uint32_t) + uncertain.size() * sizeof(uint32_t);
 }
 
-PositionMask compute_position_mask(const Grammar& grammar, const Vocabulary& vocab, uint32_t pos) {
+PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context) {
   StackMachine machine(grammar);
+  // The known parents, bottom first, over the context's end.
+  uint32_t parent = context.back() == kContextRoot ? kRootParent : kOpenParent;
+  for (size_t i = context.size() - 1; i-- > 1;) parent = machine.push_node(context[i], parent);
   std::vector<uint32_t> tops;
   StepFlags flags;
-  machine.start_at(pos, kOpenParent, tops, flags);
-  std::vector<uint32_t> all(vocab.sorted().size());
-  std::iota(all.begin(), all.end(), 0u);
+  machine.start_at(context[0], parent, tops, flags);
   std::vector<int32_t> accepted;
   PositionMask m;
-  walk_tokens(machine, vocab, tops, all, [&](uint32_t index, TokenClass c) {
+  walk_tokens(machine, vocab, tops, {}, true, [&](uint32_t index, TokenClass c) {
     if (c == TokenClass::accepted) accepted.push_back(vocab.sorted()[index]);
     if (c == TokenClass::uncertain) m.uncertain.push_back(index);
   });
@@ -73,22 +75,29 @@ CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::sh
     : impl_(std::make_shared<Impl>()) {
   impl_->grammar = std::move(grammar);
   impl_->vocab = std::move(vocab);
-  const size_t n = impl_->grammar->element_count();
-  impl_->once = std::make_unique<std::once_flag[]>(n);
-  impl_->masks.resize(n);
-  for (uint32_t pos = 0; pos < n; ++pos)
+  for (uint32_t pos = 0; pos < impl_->grammar->element_count(); ++pos)
     if (impl_->grammar->element(pos).kind == ElementKind::bytes) impl_->terminal_positions.push_back(pos);
 }
 
-const PositionMask& CompiledGrammar::mask_at(uint32_t pos) const {
-  std::call_once(impl_->once[pos], [&] {
-    impl_->masks[pos] = std::make_unique<PositionMask>(compute_position_mask(*impl_->grammar, *impl_->vocab, pos));
-  });
-  return *impl_->masks[pos];
+const PositionMask& CompiledGrammar::mask_for(std::span<const uint32_t> context) const {
+  const std::string key(reinterpret_cast<const char*>(context.data()), context.size_bytes());
+  {
+    std::shared_lock lock(impl_->mutex);
+    auto it = impl_->masks.find(key);
+    if (it != impl_->masks.end()) return *it->second;
+  }
+  // Computed outside the lock; two threads racing on one context both compute, the first one stays.
+  auto mask = std::make_unique<PositionMask>(compute_context_mask(*impl_->grammar, *impl_->vocab, context));
+  std::unique_lock lock(impl_->mutex);
+  auto [it, inserted] = impl_->masks.try_emplace(key, std::move(mask));
+  return *it->second;
 }
 
 size_t CompiledGrammar::precompute_all() const {
-  for (uint32_t pos : impl_->terminal_positions) mask_at(pos);
+  for (uint32_t pos : impl_->terminal_positions) {
+    const uint32_t context[2] = {pos, kContextOpen};
+    mask_for(context);
+  }
   return impl_->terminal_positions.size();
 }
 
@@ -97,10 +106,8 @@ CompileStats CompiledGrammar::stats() const {
   s.rules = impl_->grammar->rule_count();
   s.elements = impl_->grammar->element_count();
   s.terminals = impl_->terminal_positions.size();
-  for (uint32_t pos : impl_->terminal_positions) {
-    // Reading without call_once is safe only for masks already built; stats are for after a run.
-    const PositionMask* m = impl_->masks[pos].get();
-    if (!m) continue;
+  std::shared_lock lock(impl_->mutex);
+  for (const auto& [key, m] : impl_->masks) {
     ++s.masks_computed;
     s.mask_bytes += m->memory_bytes();
     s.uncertain_tokens += m->uncertain.size();

@@ -1,13 +1,16 @@
 #pragma once
-// A grammar bound to a vocabulary, with per-position token masks. For each byte terminal a stack top
-// can sit at, the tokens split into those accepted whatever lies below the top (context-independent:
-// stored), those rejected whatever lies below (dropped), and the few that run past the end of the
-// top's rule (checked against the real stack at each step). Masks are computed the first time a
-// position is reached, or all at once by precompute_all().
+// A grammar bound to a vocabulary, with cached token masks per stack context. A context is the
+// top's terminal position plus the return positions of the k stack nodes below it; for it the tokens
+// split into those accepted whatever lies further down (stored), those rejected whatever lies further
+// down (dropped), and the ones that run past the k known levels (walked against the real stack at
+// each step). k starts at 0 and grows while too many tokens stay uncertain: the top of a one-character
+// rule says little, its string rule says a lot. Masks are computed on first use, thread-safe.
 #include <cstdint>
 #include <memory>
-#include <mutex>
+#include <shared_mutex>
 #include <span>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -18,8 +21,8 @@ namespace sanctum::grammar {
 struct PositionMask {
   enum class Form : uint8_t { accepted_ids, all_but_ids, bitset };
   Form form = Form::accepted_ids;
-  std::vector<int32_t> ids;      // accepted_ids: the accepted ids; all_but_ids: ordinary ids not accepted
-  std::vector<uint32_t> bits;    // bitset: the accepted ids
+  std::vector<int32_t> ids;         // accepted_ids: the accepted ids; all_but_ids: ordinary ids not accepted
+  std::vector<uint32_t> bits;       // bitset: the accepted ids
   std::vector<uint32_t> uncertain;  // sorted-vocabulary indices, ascending
   size_t accepted_count = 0;
 
@@ -33,15 +36,20 @@ struct CompileStats {
   size_t masks_computed = 0, mask_bytes = 0, uncertain_tokens = 0;
 };
 
+// Context ends: the stack's bottom (the grammar completes there) or an unknown rest.
+constexpr uint32_t kContextRoot = 0xFFFFFFFF;
+constexpr uint32_t kContextOpen = 0xFFFFFFFE;
+
 class CompiledGrammar {
  public:
   CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab);
 
   const Grammar& grammar() const { return *impl_->grammar; }
   const Vocabulary& vocab() const { return *impl_->vocab; }
-  // The mask of a byte-terminal position, computed on first use (thread-safe).
-  const PositionMask& mask_at(uint32_t pos) const;
-  // Computes every position's mask now (so the first requests pay nothing); returns the count.
+  // The mask of a context: positions top-first, ending in kContextRoot or kContextOpen.
+  const PositionMask& mask_for(std::span<const uint32_t> context) const;
+  // Computes the masks of every terminal position with an open context (the k = 0 level) now, so
+  // that requests pay less on first use; returns the count.
   size_t precompute_all() const;
   CompileStats stats() const;
 
@@ -50,13 +58,13 @@ class CompiledGrammar {
     std::shared_ptr<const Grammar> grammar;
     std::shared_ptr<const Vocabulary> vocab;
     std::vector<uint32_t> terminal_positions;
-    std::unique_ptr<std::once_flag[]> once;
-    std::vector<std::unique_ptr<PositionMask>> masks;
+    mutable std::shared_mutex mutex;
+    std::unordered_map<std::string, std::unique_ptr<PositionMask>> masks;
   };
   std::shared_ptr<Impl> impl_;
 };
 
-// Builds a position's mask by walking the whole vocabulary from a lone stack top (exposed for tests).
-PositionMask compute_position_mask(const Grammar& grammar, const Vocabulary& vocab, uint32_t pos);
+// Builds a context's mask by walking the whole vocabulary (exposed for tests).
+PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context);
 
 }  // namespace sanctum::grammar

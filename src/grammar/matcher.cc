@@ -26,17 +26,13 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> bitmask) {
   std::fill(bitmask.begin(), bitmask.end(), 0u);
   if (is_terminated()) return;
   const auto current = tops();
-  positions_.clear();
-  for (uint32_t t : current) positions_.push_back(machine_.node(t).pos);
-  std::sort(positions_.begin(), positions_.end());
-  positions_.erase(std::unique(positions_.begin(), positions_.end()), positions_.end());
   uncertain_.clear();
-  for (uint32_t pos : positions_) {
-    const PositionMask& m = compiled_.mask_at(pos);
+  for (uint32_t t : current) {
+    const PositionMask& m = context_mask(t);
     m.apply(bitmask, vocab);
     uncertain_.insert(uncertain_.end(), m.uncertain.begin(), m.uncertain.end());
   }
-  if (positions_.size() > 1) {
+  if (current.size() > 1) {
     std::sort(uncertain_.begin(), uncertain_.end());
     uncertain_.erase(std::unique(uncertain_.begin(), uncertain_.end()), uncertain_.end());
   }
@@ -45,13 +41,29 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> bitmask) {
     const int32_t id = vocab.sorted()[index];
     return (bitmask[static_cast<size_t>(id) / 32] >> (id % 32)) & 1;
   });
-  walk_tokens(machine_, vocab, current, uncertain_, [&](uint32_t index, TokenClass c) {
+  walk_tokens(machine_, vocab, current, uncertain_, false, [&](uint32_t index, TokenClass c) {
     if (c != TokenClass::accepted) return;
     const int32_t id = vocab.sorted()[index];
     bitmask[static_cast<size_t>(id) / 32] |= uint32_t{1} << (id % 32);
   });
   if (can_end())
     for (int32_t id : vocab.eos_ids()) bitmask[static_cast<size_t>(id) / 32] |= uint32_t{1} << (id % 32);
+}
+
+const PositionMask& GrammarMatcher::context_mask(uint32_t top) {
+  // Deepen the context while many tokens still depend on what lies below it.
+  constexpr size_t kRefineAbove = 32;
+  constexpr size_t kMaxDepth = 8;
+  context_.assign(1, machine_.node(top).pos);
+  uint32_t below = machine_.node(top).parent;
+  for (;;) {
+    const bool at_root = below == kRootParent;
+    context_.push_back(at_root ? kContextRoot : kContextOpen);
+    const PositionMask& m = compiled_.mask_for(context_);
+    if (at_root || m.uncertain.size() <= kRefineAbove || context_.size() > kMaxDepth) return m;
+    context_.back() = machine_.node(below).pos;
+    below = machine_.node(below).parent;
+  }
 }
 
 bool GrammarMatcher::accept_bytes(std::string_view text) {

@@ -47,11 +47,13 @@ class GrammarMatcher {
     return std::span<const uint32_t>(tops_.data() + s.tops_begin, s.tops_end - s.tops_begin);
   }
 
+  const PositionMask& context_mask(uint32_t top);
+
   CompiledGrammar compiled_;
   StackMachine machine_;
   std::vector<uint32_t> tops_;  // every step's tops, back to back
   std::vector<Step> history_;
-  std::vector<uint32_t> scratch_, next_, positions_, uncertain_;
+  std::vector<uint32_t> scratch_, next_, uncertain_, context_;
 };
 
 }  // namespace sanctum::grammar

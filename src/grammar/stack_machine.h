@@ -37,6 +37,12 @@ class StackMachine {
   void advance(std::span<const uint32_t> tops, uint8_t b, std::vector<uint32_t>& out, StepFlags& flags);
   bool any_accepts(std::span<const uint32_t> tops, uint8_t b) const;
 
+  // Adds a node outside any step (a known context below a top); returns its id.
+  uint32_t push_node(uint32_t pos, uint32_t parent) {
+    nodes_.push_back(StackNode{pos, parent});
+    top_stamp_.push_back(0);
+    return static_cast<uint32_t>(nodes_.size() - 1);
+  }
   const StackNode& node(uint32_t id) const { return nodes_[id]; }
   size_t arena_size() const { return nodes_.size(); }
   // Forgets nodes created after `mark` (scratch walks, rollback).

@@ -18,12 +18,6 @@ enum class TokenClass : uint8_t {
   uncertain,  // a path reached the end of the start rule mid-token: the context decides (open walks)
 };
 
-// `indices` are positions in vocab.sorted(), ascending. Calls on_token(sorted_index, class) for each.
-// The machine's arena is restored afterwards.
-template <class OnToken>
-void walk_tokens(StackMachine& machine, const Vocabulary& vocab, std::span<const uint32_t> start_tops,
-                 std::span<const uint32_t> indices, OnToken&& on_token);
-
 struct WalkLevel {
   size_t tops_begin, tops_end;  // into the walk's tops buffer
   size_t arena_mark;
@@ -31,21 +25,29 @@ struct WalkLevel {
   bool ends_here;      // accept or open end at exactly this depth
 };
 
+// Walks the tokens at `indices` (positions in vocab.sorted(), ascending), or every token when
+// `indices` is empty and `all` is set, calling on_token(sorted_index, class) for each; with `all`,
+// rejected tokens behind a dead prefix are skipped without a call. The machine's arena is restored.
 template <class OnToken>
 void walk_tokens(StackMachine& machine, const Vocabulary& vocab, std::span<const uint32_t> start_tops,
-                 std::span<const uint32_t> indices, OnToken&& on_token) {
+                 std::span<const uint32_t> indices, bool all, OnToken&& on_token) {
   std::vector<uint32_t> tops(start_tops.begin(), start_tops.end());
   std::vector<uint32_t> next;
   std::vector<WalkLevel> levels;
   const size_t base_mark = machine.arena_size();
   levels.push_back(WalkLevel{0, tops.size(), base_mark, false, false});
   const std::string* prev = nullptr;
-  for (uint32_t index : indices) {
+  const size_t n = all ? vocab.sorted().size() : indices.size();
+  const auto& lcp = vocab.lcp();
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t index = all ? static_cast<uint32_t>(k) : indices[k];
     const std::string& s = vocab.bytes(vocab.sorted()[index]);
     size_t l = 0;
-    if (prev) {
-      const size_t n = std::min(prev->size(), s.size());
-      while (l < n && (*prev)[l] == s[l]) ++l;
+    if (all) {
+      l = k == 0 ? 0 : lcp[k];
+    } else if (prev) {
+      const size_t m = std::min(prev->size(), s.size());
+      while (l < m && (*prev)[l] == s[l]) ++l;
     }
     prev = &s;
     if (levels.size() > l + 1) {
@@ -57,8 +59,7 @@ void walk_tokens(StackMachine& machine, const Vocabulary& vocab, std::span<const
     while (d < s.size() && levels[d].tops_end > levels[d].tops_begin) {
       next.clear();
       StepFlags flags;
-      const WalkLevel& cur = levels[d];
-      machine.advance(std::span<const uint32_t>(tops.data() + cur.tops_begin, cur.tops_end - cur.tops_begin),
+      machine.advance(std::span<const uint32_t>(tops.data() + levels[d].tops_begin, levels[d].tops_end - levels[d].tops_begin),
                       static_cast<uint8_t>(s[d]), next, flags);
       const size_t begin = tops.size();
       tops.insert(tops.end(), next.begin(), next.end());
@@ -66,17 +67,21 @@ void walk_tokens(StackMachine& machine, const Vocabulary& vocab, std::span<const
       levels.push_back(WalkLevel{begin, tops.size(), machine.arena_size(), upto, flags.accept || flags.open_end});
       ++d;
     }
-    TokenClass c;
     const WalkLevel& last = levels[d];
     if (d == s.size() && (last.tops_end > last.tops_begin || last.ends_here)) {
-      c = TokenClass::accepted;
-    } else {
-      // Died at depth d (or reached the end with nothing left): an open end strictly inside the
-      // token, or at d when bytes remain, hands the rest to the context.
-      const bool open_before = d == s.size() ? (d > 0 && levels[d - 1].open_end_upto) : last.open_end_upto;
-      c = open_before ? TokenClass::uncertain : TokenClass::rejected;
+      on_token(index, TokenClass::accepted);
+      continue;
     }
-    on_token(index, c);
+    // Dead at depth d (or at the token's end with nothing left): an open end strictly inside the
+    // token, or at d with bytes remaining, hands the rest to the context.
+    const bool open_before = d == s.size() ? (d > 0 && levels[d - 1].open_end_upto) : last.open_end_upto;
+    if (open_before) {
+      on_token(index, TokenClass::uncertain);
+      continue;
+    }
+    on_token(index, TokenClass::rejected);
+    if (all && d < s.size())
+      while (k + 1 < n && lcp[k + 1] >= d) ++k;  // the same dead prefix
   }
   machine.truncate(base_mark);
 }

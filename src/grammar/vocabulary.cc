@@ -24,7 +24,16 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t
   std::sort(sorted_.begin(), sorted_.end(), [&](int32_t a, int32_t b) {
     return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
   });
-  for (size_t i = 0; i < sorted_.size(); ++i) sorted_index_[static_cast<size_t>(sorted_[i])] = static_cast<int32_t>(i);
+  lcp_.assign(sorted_.size(), 0);
+  for (size_t i = 0; i < sorted_.size(); ++i) {
+    sorted_index_[static_cast<size_t>(sorted_[i])] = static_cast<int32_t>(i);
+    if (i == 0) continue;
+    const std::string& a = bytes_[static_cast<size_t>(sorted_[i - 1])];
+    const std::string& b = bytes_[static_cast<size_t>(sorted_[i])];
+    size_t l = 0;
+    while (l < a.size() && l < b.size() && a[l] == b[l]) ++l;
+    lcp_[i] = static_cast<uint16_t>(std::min<size_t>(l, 65535));
+  }
 }
 
 bool Vocabulary::is_eos(int32_t id) const { return std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end(); }

@@ -31,6 +31,8 @@ class Vocabulary {
   // Ids with bytes, ascending by bytes; sorted_index(id) is the inverse (-1 for ids without bytes).
   const std::vector<int32_t>& sorted() const { return sorted_; }
   int32_t sorted_index(int32_t id) const { return sorted_index_[static_cast<size_t>(id)]; }
+  // lcp()[i]: bytes shared by sorted()[i] and sorted()[i - 1] (0 for i = 0), capped at 65535.
+  const std::vector<uint16_t>& lcp() const { return lcp_; }
   // One bit per id with bytes: the mask of "every ordinary token".
   const std::vector<uint32_t>& ordinary_mask() const { return ordinary_; }
 
@@ -39,6 +41,7 @@ class Vocabulary {
   std::vector<int32_t> eos_ids_;
   std::vector<int32_t> sorted_;
   std::vector<int32_t> sorted_index_;
+  std::vector<uint16_t> lcp_;
   std::vector<uint32_t> ordinary_;
 };
 
