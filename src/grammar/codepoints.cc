@@ -72,10 +72,8 @@ void CodepointSet::normalize() {
   std::vector<std::pair<char32_t, char32_t>> merged;
   for (auto [lo, hi] : ranges) {
     if (lo > hi) continue;
-    if (!merged.empty() && lo <= merged.back().second + 1)
-      merged.back().second = std::max(merged.back().second, hi);
-    else
-      merged.push_back({lo, hi});
+    if (!merged.empty() && lo <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, hi);
+    else merged.push_back({lo, hi});
   }
   ranges = std::move(merged);
 }

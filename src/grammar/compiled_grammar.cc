@@ -35,7 +35,8 @@ size_t PositionMask::memory_bytes() const {
   return ids.size() * sizeof(int32_t) + bits.size() * sizeof(uint32_t) + uncertain.size() * sizeof(uint32_t);
 }
 
-PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context) {
+PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context,
+                                  const PositionMask* base) {
   StackMachine machine(grammar);
   // The known parents, bottom first, over the context's end.
   uint32_t parent = context.back() == kContextRoot ? kRootParent : kOpenParent;
@@ -45,7 +46,10 @@ PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& voca
   machine.start_at(context[0], parent, tops, flags);
   std::vector<int32_t> accepted;
   PositionMask m;
-  walk_tokens(machine, vocab, tops, {}, true, [&](uint32_t index, TokenClass c) {
+  // A refinement only revisits what its shallower context left uncertain.
+  std::span<const uint32_t> indices;
+  if (base) indices = base->uncertain;
+  walk_tokens(machine, vocab, tops, indices, base == nullptr, [&](uint32_t index, TokenClass c) {
     if (c == TokenClass::accepted) accepted.push_back(vocab.sorted()[index]);
     if (c == TokenClass::uncertain) m.uncertain.push_back(index);
   });
@@ -79,7 +83,7 @@ CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::sh
     if (impl_->grammar->element(pos).kind == ElementKind::bytes) impl_->terminal_positions.push_back(pos);
 }
 
-const PositionMask& CompiledGrammar::mask_for(std::span<const uint32_t> context) const {
+const PositionMask& CompiledGrammar::mask_for(std::span<const uint32_t> context, const PositionMask* base) const {
   const std::string key(reinterpret_cast<const char*>(context.data()), context.size_bytes());
   {
     std::shared_lock lock(impl_->mutex);
@@ -87,7 +91,7 @@ const PositionMask& CompiledGrammar::mask_for(std::span<const uint32_t> context)
     if (it != impl_->masks.end()) return *it->second;
   }
   // Computed outside the lock; two threads racing on one context both compute, the first one stays.
-  auto mask = std::make_unique<PositionMask>(compute_context_mask(*impl_->grammar, *impl_->vocab, context));
+  auto mask = std::make_unique<PositionMask>(compute_context_mask(*impl_->grammar, *impl_->vocab, context, base));
   std::unique_lock lock(impl_->mutex);
   auto [it, inserted] = impl_->masks.try_emplace(key, std::move(mask));
   return *it->second;
@@ -96,7 +100,7 @@ const PositionMask& CompiledGrammar::mask_for(std::span<const uint32_t> context)
 size_t CompiledGrammar::precompute_all() const {
   for (uint32_t pos : impl_->terminal_positions) {
     const uint32_t context[2] = {pos, kContextOpen};
-    mask_for(context);
+    mask_for(context, nullptr);
   }
   return impl_->terminal_positions.size();
 }

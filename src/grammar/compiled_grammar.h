@@ -3,7 +3,8 @@
 // top's terminal position plus the return positions of the k stack nodes below it; for it the tokens
 // split into those accepted whatever lies further down (stored), those rejected whatever lies further
 // down (dropped), and the ones that run past the k known levels (walked against the real stack at
-// each step). k starts at 0 and grows while too many tokens stay uncertain: the top of a one-character
+// each step). k starts at 0 and grows while too many tokens stay uncertain (each level walks only the tokens
+// the level above left uncertain): the top of a one-character
 // rule says little, its string rule says a lot. Masks are computed on first use, thread-safe.
 #include <cstdint>
 #include <memory>
@@ -46,8 +47,10 @@ class CompiledGrammar {
 
   const Grammar& grammar() const { return *impl_->grammar; }
   const Vocabulary& vocab() const { return *impl_->vocab; }
-  // The mask of a context: positions top-first, ending in kContextRoot or kContextOpen.
-  const PositionMask& mask_for(std::span<const uint32_t> context) const;
+  // The mask of a context: positions top-first, ending in kContextRoot or kContextOpen. `base` is the
+  // mask of the same context one level shallower (null at level 0): a deeper mask holds only the
+  // tokens it adds, so a matcher applies every level it went through.
+  const PositionMask& mask_for(std::span<const uint32_t> context, const PositionMask* base) const;
   // Computes the masks of every terminal position with an open context (the k = 0 level) now, so
   // that requests pay less on first use; returns the count.
   size_t precompute_all() const;
@@ -64,7 +67,8 @@ class CompiledGrammar {
   std::shared_ptr<Impl> impl_;
 };
 
-// Builds a context's mask by walking the whole vocabulary (exposed for tests).
-PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context);
+// Builds a context's mask by walking the whole vocabulary, or only base's uncertain tokens.
+PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context,
+                                  const PositionMask* base);
 
 }  // namespace sanctum::grammar

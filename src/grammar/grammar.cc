@@ -17,8 +17,7 @@ void Grammar::define(uint32_t rule, const std::vector<Sequence>& alternatives) {
   defined_[rule] = true;
   for (const Sequence& seq : alternatives) {
     alts_[rule].push_back(static_cast<uint32_t>(elements_.size()));
-    for (const Item& item : seq)
-      elements_.push_back(Element{item.is_rule ? ElementKind::rule : ElementKind::bytes, item.arg});
+    for (const Item& item : seq) elements_.push_back(Element{item.is_rule ? ElementKind::rule : ElementKind::bytes, item.arg});
     elements_.push_back(Element{ElementKind::end, rule});
   }
   check_budget();
@@ -26,8 +25,8 @@ void Grammar::define(uint32_t rule, const std::vector<Sequence>& alternatives) {
 
 void Grammar::check_budget() const {
   if (elements_.size() > limits_.max_elements || names_.size() > limits_.max_rules)
-    throw GrammarError("size", "grammar: the compiled grammar passes " + std::to_string(limits_.max_elements) +
-                                   " elements or " + std::to_string(limits_.max_rules) +
+    throw GrammarError("size", "grammar: the compiled grammar passes " + std::to_string(limits_.max_elements) + " elements or " +
+                                   std::to_string(limits_.max_rules) +
                                    " rules; simplify it (fewer or smaller enums, repetition counts, nesting)");
 }
 
@@ -90,8 +89,8 @@ void Grammar::reject_left_recursion() const {
       }
       uint32_t next = left[r][i++];
       if (state[next] == 1)
-        throw GrammarError("left recursion", "grammar: rule '" + names_[next] +
-                                                 "' is left-recursive; write `a ::= b (c)*` instead of `a ::= a c | b`");
+        throw GrammarError("left recursion",
+                           "grammar: rule '" + names_[next] + "' is left-recursive; write `a ::= b (c)*` instead of `a ::= a c | b`");
       if (state[next] == 0) {
         state[next] = 1;
         stack.push_back({next, 0});
@@ -125,10 +124,8 @@ std::string Grammar::describe() const {
         for (int b = 0; b < 256; ++b)
           if (s.has(static_cast<uint8_t>(b))) ++count, only = b;
         char buf[32];
-        if (count == 1 && only >= 0x20 && only < 0x7f)
-          snprintf(buf, sizeof buf, " '%c'", only);
-        else
-          snprintf(buf, sizeof buf, " [%d bytes]", count);
+        if (count == 1 && only >= 0x20 && only < 0x7f) snprintf(buf, sizeof buf, " '%c'", only);
+        else snprintf(buf, sizeof buf, " [%d bytes]", count);
         out += buf;
       }
     }
@@ -152,11 +149,11 @@ uint32_t make_plus(Grammar& g, Item body, const std::string& name) {
 
 uint32_t make_repeat(Grammar& g, Item body, int64_t min, int64_t max, const std::string& name, int64_t max_count) {
   if (min < 0 || (max >= 0 && max < min))
-    throw GrammarError("repetition", "grammar: repetition {" + std::to_string(min) + "," + std::to_string(max) +
-                                         "} is empty; use min <= max");
+    throw GrammarError("repetition",
+                       "grammar: repetition {" + std::to_string(min) + "," + std::to_string(max) + "} is empty; use min <= max");
   if (min > max_count || max > max_count)
-    throw GrammarError("repetition", "grammar: repetition count " + std::to_string(std::max(min, max)) +
-                                         " is above the limit " + std::to_string(max_count) + "; lower it");
+    throw GrammarError("repetition", "grammar: repetition count " + std::to_string(std::max(min, max)) + " is above the limit " +
+                                         std::to_string(max_count) + "; lower it");
   // The optional tail nests, (x (x (x)?)?)?, so a string of n copies has one parse.
   Sequence seq;
   for (int64_t i = 0; i < min; ++i) seq.push_back(body);

@@ -112,8 +112,7 @@ uint32_t make_optional(Grammar& g, Item body, const std::string& name);
 uint32_t make_star(Grammar& g, Item body, const std::string& name);
 uint32_t make_plus(Grammar& g, Item body, const std::string& name);
 // body{min,max}; max < 0 means unbounded. Throws GrammarError past `max_count`.
-uint32_t make_repeat(Grammar& g, Item body, int64_t min, int64_t max, const std::string& name,
-                     int64_t max_count = 10'000);
+uint32_t make_repeat(Grammar& g, Item body, int64_t min, int64_t max, const std::string& name, int64_t max_count = 10'000);
 // Wraps a sequence as one item (a rule with one alternative), or returns its only item.
 Item as_item(Grammar& g, const Sequence& seq, const std::string& name);
 

@@ -45,8 +45,7 @@ class TextParser {
       if (s_[k] == '\n') ++line, col = 1;
       else ++col;
     }
-    throw GrammarError("syntax", "grammar: " + what + " at line " + std::to_string(line) + ", column " +
-                                     std::to_string(col));
+    throw GrammarError("syntax", "grammar: " + what + " at line " + std::to_string(line) + ", column " + std::to_string(col));
   }
 
   // Skips spaces and comments; newlines only when `newlines` (a rule body continues on the next line
@@ -214,7 +213,14 @@ class TextParser {
       case 'x': return parse_hex(2);
       case 'u': return parse_hex(4);
       case 'U': return parse_hex(8);
-      case '\\': case '"': case '\'': case '[': case ']': case '-': case '^': case '/': return static_cast<char32_t>(e);
+      case '\\':
+      case '"':
+      case '\'':
+      case '[':
+      case ']':
+      case '-':
+      case '^':
+      case '/': return static_cast<char32_t>(e);
       default: error(std::string("unknown escape '\\") + e + "'");
     }
   }
@@ -268,9 +274,7 @@ class TextParser {
 
 }  // namespace
 
-uint32_t add_grammar_text(Grammar& g, std::string_view text, const std::string& prefix) {
-  return TextParser(g, text, prefix).parse();
-}
+uint32_t add_grammar_text(Grammar& g, std::string_view text, const std::string& prefix) { return TextParser(g, text, prefix).parse(); }
 
 std::shared_ptr<const Grammar> parse_grammar_text(std::string_view text, GrammarLimits limits) {
   auto g = std::make_shared<Grammar>(limits);

@@ -12,17 +12,33 @@ namespace {
 constexpr int kMaxSchemaDepth = 64;
 
 // Keywords that only describe: ignored.
-const std::set<std::string> kAnnotations = {
-    "title",    "description", "default",  "examples",        "example",          "$schema", "$id",
-    "id",       "$comment",    "deprecated", "readOnly",      "writeOnly",        "$defs",   "definitions",
-    "$anchor",  "$vocabulary", "contentEncoding", "contentMediaType", "discriminator", "xml", "externalDocs"};
+const std::set<std::string> kAnnotations = {"title",           "description",      "default",       "examples",
+                                            "example",         "$schema",          "$id",           "id",
+                                            "$comment",        "deprecated",       "readOnly",      "writeOnly",
+                                            "$defs",           "definitions",      "$anchor",       "$vocabulary",
+                                            "contentEncoding", "contentMediaType", "discriminator", "xml",
+                                            "externalDocs"};
 
 // Validation keywords this compiler cannot enforce: a schema using them is refused, never loosened.
-const std::set<std::string> kUnsupported = {
-    "not",          "if",          "then",         "else",          "dependentRequired", "dependentSchemas",
-    "dependencies", "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
-    "contains",     "minContains", "maxContains",  "multipleOf",    "$dynamicRef",       "$recursiveRef",
-    "contentSchema", "additionalItems"};
+const std::set<std::string> kUnsupported = {"not",
+                                            "if",
+                                            "then",
+                                            "else",
+                                            "dependentRequired",
+                                            "dependentSchemas",
+                                            "dependencies",
+                                            "patternProperties",
+                                            "propertyNames",
+                                            "unevaluatedProperties",
+                                            "unevaluatedItems",
+                                            "contains",
+                                            "minContains",
+                                            "maxContains",
+                                            "multipleOf",
+                                            "$dynamicRef",
+                                            "$recursiveRef",
+                                            "contentSchema",
+                                            "additionalItems"};
 
 std::string json_type_of(const nlohmann::json& v) {
   if (v.is_null()) return "null";
@@ -82,8 +98,8 @@ void JsonBuilder::check_keywords(const nlohmann::json& schema, const std::string
     if (key == "multipleOf" && v.is_number() && v.get<double>() == 1.0) continue;
     unsupported(key, path, "keyword '" + key + "'");
   }
-  if (schema.value("uniqueItems", false) && !(schema.contains("maxItems") && schema["maxItems"].is_number() &&
-                                              schema["maxItems"].get<double>() <= 1))
+  if (schema.value("uniqueItems", false) &&
+      !(schema.contains("maxItems") && schema["maxItems"].is_number() && schema["maxItems"].get<double>() <= 1))
     unsupported("uniqueItems", path, "keyword 'uniqueItems'");
 }
 
@@ -126,9 +142,7 @@ nlohmann::json JsonBuilder::merge(const nlohmann::json& base, const nlohmann::js
         if (std::find(out[key].begin(), out[key].end(), r) == out[key].end()) out[key].push_back(r);
     } else if (key == "properties" && v.is_object() && out[key].is_object()) {
       for (const auto& [name, sub] : v.items())
-        out[key][name] = out[key].contains(name) && out[key][name] != sub
-                             ? nlohmann::json{{"allOf", {out[key][name], sub}}}
-                             : sub;
+        out[key][name] = out[key].contains(name) && out[key][name] != sub ? nlohmann::json{{"allOf", {out[key][name], sub}}} : sub;
     } else if (out[key] != v) {
       unsupported("allOf", path, "combining two different '" + key + "' constraints");
     }
@@ -136,10 +150,12 @@ nlohmann::json JsonBuilder::merge(const nlohmann::json& base, const nlohmann::js
   return out;
 }
 
-Item JsonBuilder::one_of(const nlohmann::json& schema, const nlohmann::json& siblings, const std::string& key,
-                         const std::string& path, int depth) {
+Item JsonBuilder::one_of(const nlohmann::json& schema, const nlohmann::json& siblings, const std::string& key, const std::string& path,
+                         int depth) {
   const auto& branches = schema[key];
-  if (!branches.is_array() || branches.empty()) throw GrammarError(key, "json schema: " + key + " at " + path + " must be a non-empty array");
+  if (!branches.is_array() || branches.empty())
+    throw GrammarError(key, "json schema: " + key + " at " + path + " must be a non-empty array");
+  if (branches.size() > 1024) unsupported(key, path, key + " with more than 1024 branches");
   std::vector<nlohmann::json> merged;
   for (const auto& b : branches) {
     nlohmann::json branch = b;
@@ -155,10 +171,12 @@ Item JsonBuilder::one_of(const nlohmann::json& schema, const nlohmann::json& sib
         if (!overlap)
           for (const auto& t : *a)
             if (type_allows(*b, t) || (t == "number" && b->count("integer"))) overlap = true;
-        if (overlap && a && b && a->size() == 1 && b->size() == 1 && merged[i].contains("enum") == false &&
-            merged[i].contains("const") && merged[j].contains("const") && merged[i]["const"] != merged[j]["const"])
+        if (overlap && a && b && a->size() == 1 && b->size() == 1 && merged[i].contains("enum") == false && merged[i].contains("const") &&
+            merged[j].contains("const") && merged[i]["const"] != merged[j]["const"])
           overlap = false;
-        if (overlap) unsupported("oneOf", path, "oneOf whose branches " + std::to_string(i) + " and " + std::to_string(j) + " can match the same value");
+        if (overlap)
+          unsupported("oneOf", path,
+                      "oneOf whose branches " + std::to_string(i) + " and " + std::to_string(j) + " can match the same value");
       }
   }
   std::vector<Sequence> alts;

@@ -27,8 +27,7 @@ class JsonBuilder {
   Item ref(const std::string& pointer, const std::string& path, int depth);
   const nlohmann::json& resolve(const std::string& pointer, const std::string& path) const;
   nlohmann::json merge(const nlohmann::json& base, const nlohmann::json& extra, const std::string& path) const;
-  Item one_of(const nlohmann::json& schema, const nlohmann::json& siblings, const std::string& key,
-              const std::string& path, int depth);
+  Item one_of(const nlohmann::json& schema, const nlohmann::json& siblings, const std::string& key, const std::string& path, int depth);
   Item typed(const std::string& type, const nlohmann::json& schema, const std::string& path, int depth);
   Item enum_item(const nlohmann::json& values, const nlohmann::json& schema, const std::string& path);
   Item literal(const std::string& text, const std::string& name);

@@ -94,8 +94,7 @@ Item JsonBuilder::any_value() {
   return *any_value_;
 }
 
-Item JsonBuilder::map_object(const nlohmann::json& value_schema, int64_t min, int64_t max, const std::string& path,
-                             int depth) {
+Item JsonBuilder::map_object(const nlohmann::json& value_schema, int64_t min, int64_t max, const std::string& path, int depth) {
   if (max >= 0 && min > max) throw GrammarError("minProperties", "json schema: minProperties > maxProperties at " + path);
   if (min > options_.max_repeat || max > options_.max_repeat)
     unsupported("maxProperties", path, "a property count over " + std::to_string(options_.max_repeat));
@@ -110,8 +109,8 @@ Item JsonBuilder::map_object(const nlohmann::json& value_schema, int64_t min, in
   body.push_back(ws_);
   if (max != 0) {
     const Item more = as_item(g_, {sep(), m}, "more_member");
-    Sequence list{m, Grammar::ref(make_repeat(g_, more, std::max<int64_t>(min - 1, 0), max < 0 ? -1 : max - 1, "members",
-                                              options_.max_repeat))};
+    Sequence list{m, Grammar::ref(
+                         make_repeat(g_, more, std::max<int64_t>(min - 1, 0), max < 0 ? -1 : max - 1, "members", options_.max_repeat))};
     const Item l = as_item(g_, list, "member_list");
     body.push_back(min > 0 ? l : Grammar::ref(make_optional(g_, l, "member_list_opt")));
     body.push_back(ws_);
@@ -129,9 +128,9 @@ Item JsonBuilder::object(const nlohmann::json& schema, const std::string& path, 
     for (const auto& r : schema["required"])
       if (r.is_string()) required.push_back(r);
   const int64_t min_props = count_of(schema, "minProperties", 0), max_props = count_of(schema, "maxProperties", -1);
-  if (props.empty() && required.empty()) return map_object(additional == false ? nlohmann::json(false) : additional,
-                                                           additional == false ? 0 : min_props,
-                                                           additional == false ? 0 : max_props, path, depth);
+  if (props.empty() && required.empty())
+    return map_object(additional == false ? nlohmann::json(false) : additional, additional == false ? 0 : min_props,
+                      additional == false ? 0 : max_props, path, depth);
   // Declared properties only, in the schema's key order; extra keys are not generated (a subset of
   // what additionalProperties allows, always valid). Required keys without a declared schema take
   // the additionalProperties schema.
@@ -140,8 +139,7 @@ Item JsonBuilder::object(const nlohmann::json& schema, const std::string& path, 
   for (const auto& r : required)
     if (!props.contains(r)) members.push_back({r, additional.is_object() ? additional : nlohmann::json(true)});
   std::vector<bool> is_required;
-  for (const auto& [name, sub] : members)
-    is_required.push_back(std::find(required.begin(), required.end(), name) != required.end());
+  for (const auto& [name, sub] : members) is_required.push_back(std::find(required.begin(), required.end(), name) != required.end());
   if (static_cast<int64_t>(required.size()) < min_props)
     unsupported("minProperties", path, "minProperties above the number of required properties");
   if (max_props >= 0 && static_cast<int64_t>(members.size()) > max_props)
@@ -211,8 +209,8 @@ Item JsonBuilder::array(const nlohmann::json& schema, const std::string& path, i
       const int64_t lo = std::max<int64_t>(min - k, 0), hi = max < 0 ? -1 : max - k;
       const Item more = as_item(g_, {sep(), rest_value()}, "more_item");
       if (lead) return {Grammar::ref(make_repeat(g_, more, lo, hi, "items", options_.max_repeat))};
-      Sequence s{rest_value(), Grammar::ref(make_repeat(g_, more, std::max<int64_t>(lo - 1, 0), hi < 0 ? -1 : hi - 1,
-                                                         "items", options_.max_repeat))};
+      Sequence s{rest_value(),
+                 Grammar::ref(make_repeat(g_, more, std::max<int64_t>(lo - 1, 0), hi < 0 ? -1 : hi - 1, "items", options_.max_repeat))};
       if (lo > 0) return s;
       return {Grammar::ref(make_optional(g_, as_item(g_, s, "item_list"), "item_list_opt"))};
     }

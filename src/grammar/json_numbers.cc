@@ -151,8 +151,7 @@ Item json_number_item(Grammar& g, const NumberBounds& bounds, const std::string&
     s.push_back(Grammar::ref(make_plus(g, digit_range(g, '0', '9'), name + "_frac_digits")));
     alts.push_back(s);
   }
-  if (alts.empty())
-    throw GrammarError("minimum", "json schema: number bounds at " + name + " admit no value; fix minimum/maximum");
+  if (alts.empty()) throw GrammarError("minimum", "json schema: number bounds at " + name + " admit no value; fix minimum/maximum");
   return Grammar::ref(g.add_rule(name, alts));
 }
 

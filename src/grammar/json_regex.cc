@@ -177,8 +177,7 @@ class RegexParser {
         if (in_class) return one('\b');
         unsupported("a word boundary \\b");
       default:
-        if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '1' && e <= '9'))
-          unsupported(std::string("the escape \\") + e);
+        if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '1' && e <= '9')) unsupported(std::string("the escape \\") + e);
         return one(static_cast<unsigned char>(e));
     }
   }
@@ -250,9 +249,8 @@ Item json_char_item(Grammar& g, const CodepointSet& set, const std::string& name
   std::vector<Sequence> alts;
   const CodepointSet raw = norm.minus(needs_escape);
   if (!raw.empty()) alts.push_back(Sequence{codepoint_item(g, raw, name + "_raw")});
-  const std::pair<char32_t, const char*> escapes[] = {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"},
-                                                       {'\t', "\\t"}, {'\r', "\\r"},  {'\b', "\\b"},
-                                                       {'\f', "\\f"}};
+  const std::pair<char32_t, const char*> escapes[] = {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\t', "\\t"},
+                                                      {'\r', "\\r"}, {'\b', "\\b"},  {'\f', "\\f"}};
   for (auto [cp, text] : escapes)
     if (norm.contains(cp)) {
       Sequence s;
@@ -264,8 +262,6 @@ Item json_char_item(Grammar& g, const CodepointSet& set, const std::string& name
   return Grammar::ref(g.add_rule(name, alts));
 }
 
-Item json_pattern_item(Grammar& g, std::string_view pattern, const std::string& name) {
-  return RegexParser(g, pattern, name).parse();
-}
+Item json_pattern_item(Grammar& g, std::string_view pattern, const std::string& name) { return RegexParser(g, pattern, name).parse(); }
 
 }  // namespace sanctum::grammar

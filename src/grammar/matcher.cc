@@ -6,8 +6,7 @@
 
 namespace sanctum::grammar {
 
-GrammarMatcher::GrammarMatcher(CompiledGrammar compiled)
-    : compiled_(std::move(compiled)), machine_(compiled_.grammar()) {
+GrammarMatcher::GrammarMatcher(CompiledGrammar compiled) : compiled_(std::move(compiled)), machine_(compiled_.grammar()) {
   StepFlags flags;
   machine_.start_root(tops_, flags);
   history_.push_back(Step{machine_.arena_size(), 0, tops_.size(), flags.accept, false});
@@ -28,8 +27,7 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> bitmask) {
   const auto current = tops();
   uncertain_.clear();
   for (uint32_t t : current) {
-    const PositionMask& m = context_mask(t);
-    m.apply(bitmask, vocab);
+    const PositionMask& m = apply_context_masks(t, bitmask);
     uncertain_.insert(uncertain_.end(), m.uncertain.begin(), m.uncertain.end());
   }
   if (current.size() > 1) {
@@ -50,17 +48,21 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> bitmask) {
     for (int32_t id : vocab.eos_ids()) bitmask[static_cast<size_t>(id) / 32] |= uint32_t{1} << (id % 32);
 }
 
-const PositionMask& GrammarMatcher::context_mask(uint32_t top) {
-  // Deepen the context while many tokens still depend on what lies below it.
+const PositionMask& GrammarMatcher::apply_context_masks(uint32_t top, std::span<uint32_t> bitmask) {
+  // Deepen the context while many tokens still depend on what lies below it; each level adds the
+  // tokens it settled.
   constexpr size_t kRefineAbove = 32;
   constexpr size_t kMaxDepth = 8;
   context_.assign(1, machine_.node(top).pos);
   uint32_t below = machine_.node(top).parent;
+  const PositionMask* base = nullptr;
   for (;;) {
     const bool at_root = below == kRootParent;
     context_.push_back(at_root ? kContextRoot : kContextOpen);
-    const PositionMask& m = compiled_.mask_for(context_);
+    const PositionMask& m = compiled_.mask_for(context_, base);
+    m.apply(bitmask, compiled_.vocab());
     if (at_root || m.uncertain.size() <= kRefineAbove || context_.size() > kMaxDepth) return m;
+    base = &m;
     context_.back() = machine_.node(below).pos;
     below = machine_.node(below).parent;
   }
@@ -103,8 +105,7 @@ bool GrammarMatcher::accept(int32_t token) {
 
 void GrammarMatcher::rollback(size_t n) {
   SANCTUM_CHECK(n <= history_size(), ErrorKind::invalid_argument,
-                "grammar: cannot roll back " + std::to_string(n) + " tokens; only " + std::to_string(history_size()) +
-                    " were accepted");
+                "grammar: cannot roll back " + std::to_string(n) + " tokens; only " + std::to_string(history_size()) + " were accepted");
   history_.resize(history_.size() - n);
   const Step& s = history_.back();
   tops_.resize(s.tops_end);

@@ -47,7 +47,9 @@ class GrammarMatcher {
     return std::span<const uint32_t>(tops_.data() + s.tops_begin, s.tops_end - s.tops_begin);
   }
 
-  const PositionMask& context_mask(uint32_t top);
+  // ORs in the masks of top's context, deepened as needed; returns the deepest (its uncertain tokens
+  // are left to walk).
+  const PositionMask& apply_context_masks(uint32_t top, std::span<uint32_t> bitmask);
 
   CompiledGrammar compiled_;
   StackMachine machine_;

@@ -1,10 +1,13 @@
 #include "grammar/stack_machine.h"
 
+#include <algorithm>
+
 namespace sanctum::grammar {
 
 namespace {
 // Nesting of rule expansions that consume no byte; a grammar past it is too deep to match.
 constexpr int kMaxExpandDepth = 4096;
+constexpr uint32_t kExpandedFlag = 0x80000000;  // element positions stay below 2^31 (GrammarLimits)
 }  // namespace
 
 StackMachine::StackMachine(const Grammar& grammar) : grammar_(grammar) {
@@ -54,26 +57,20 @@ uint32_t StackMachine::intern(uint32_t pos, uint32_t parent, bool* fresh) {
   values_[h] = static_cast<uint32_t>(nodes_.size());
   ++used_;
   nodes_.push_back(StackNode{pos, parent});
-  top_stamp_.push_back(0);
   if (fresh) *fresh = true;
   return values_[h];
 }
 
-void StackMachine::expand(uint32_t pos, uint32_t parent, uint32_t self, std::vector<uint32_t>& out, StepFlags& flags,
-                          int depth) {
+void StackMachine::expand(uint32_t pos, uint32_t parent, uint32_t self, std::vector<uint32_t>& out, StepFlags& flags, int depth) {
   if (depth > kMaxExpandDepth)
     throw GrammarError("nesting", "grammar: rules nest more than " + std::to_string(kMaxExpandDepth) +
                                       " levels without consuming a byte; flatten the grammar");
   const Element& e = grammar_.element(pos);
   switch (e.kind) {
-    case ElementKind::bytes: {
-      const uint32_t id = self != kRootParent ? self : intern(pos, parent);
-      if (top_stamp_[id] != step_) {
-        top_stamp_[id] = step_;
-        out.push_back(id);
-      }
+    case ElementKind::bytes:
+      // Duplicates are removed once per step (dedupe_tops): most steps have one top, no hashing.
+      out.push_back(self != kRootParent ? self : push_node(pos, parent));
       return;
-    }
     case ElementKind::end:
       if (parent == kRootParent) {
         flags.accept = true;
@@ -85,9 +82,10 @@ void StackMachine::expand(uint32_t pos, uint32_t parent, uint32_t self, std::vec
       }
       return;
     case ElementKind::rule: {
+      // Expanded already in this step? The mark lives beside the nodes under a flagged key.
       bool fresh = true;
-      intern(pos, parent, &fresh);
-      if (!fresh) return;  // already expanded in this step
+      intern(pos | kExpandedFlag, parent, &fresh);
+      if (!fresh) return;
       // A reference last in its sequence returns straight to the parent (no growth for x*).
       const uint32_t ret = grammar_.element(pos + 1).kind == ElementKind::end ? parent : intern(pos + 1, parent);
       for (uint32_t alt : grammar_.alternatives(e.arg)) expand(alt, ret, kRootParent, out, flags, depth + 1);
@@ -96,22 +94,43 @@ void StackMachine::expand(uint32_t pos, uint32_t parent, uint32_t self, std::vec
   }
 }
 
+void StackMachine::dedupe_tops(std::vector<uint32_t>& tops, size_t from) {
+  if (tops.size() - from < 2) return;
+  auto key = [&](uint32_t id) { return (uint64_t{nodes_[id].pos} << 32) | nodes_[id].parent; };
+  std::sort(tops.begin() + static_cast<std::ptrdiff_t>(from), tops.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
+  tops.erase(std::unique(tops.begin() + static_cast<std::ptrdiff_t>(from), tops.end(),
+                         [&](uint32_t a, uint32_t b) { return key(a) == key(b); }),
+             tops.end());
+}
+
 void StackMachine::start_root(std::vector<uint32_t>& tops, StepFlags& flags) {
   begin_step();
+  const size_t from = tops.size();
   for (uint32_t alt : grammar_.alternatives(grammar_.root())) expand(alt, kRootParent, kRootParent, tops, flags, 0);
+  dedupe_tops(tops, from);
 }
 
 void StackMachine::start_at(uint32_t pos, uint32_t parent, std::vector<uint32_t>& tops, StepFlags& flags) {
   begin_step();
+  const size_t from = tops.size();
   expand(pos, parent, kRootParent, tops, flags, 0);
+  dedupe_tops(tops, from);
 }
 
 void StackMachine::advance(std::span<const uint32_t> tops, uint8_t b, std::vector<uint32_t>& out, StepFlags& flags) {
   begin_step();
+  const size_t from = out.size();
   for (uint32_t t : tops) {
     const StackNode n = nodes_[t];
-    if (terminal_[n.pos]->has(b)) expand(n.pos + 1, n.parent, kRootParent, out, flags, 0);
+    if (!terminal_[n.pos]->has(b)) continue;
+    // Fast path: the next element is a terminal too (inside a literal).
+    if (terminal_[n.pos + 1]) {
+      out.push_back(push_node(n.pos + 1, n.parent));
+      continue;
+    }
+    expand(n.pos + 1, n.parent, kRootParent, out, flags, 0);
   }
+  dedupe_tops(out, from);
 }
 
 bool StackMachine::any_accepts(std::span<const uint32_t> tops, uint8_t b) const {

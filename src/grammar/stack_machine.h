@@ -21,7 +21,7 @@ struct StackNode {
 
 // What one step produced besides the new tops.
 struct StepFlags {
-  bool accept = false;  // a stack emptied: the grammar can end here
+  bool accept = false;    // a stack emptied: the grammar can end here
   bool open_end = false;  // a stack reached kOpenParent: the rest depends on the unknown context
 };
 
@@ -40,27 +40,23 @@ class StackMachine {
   // Adds a node outside any step (a known context below a top); returns its id.
   uint32_t push_node(uint32_t pos, uint32_t parent) {
     nodes_.push_back(StackNode{pos, parent});
-    top_stamp_.push_back(0);
     return static_cast<uint32_t>(nodes_.size() - 1);
   }
   const StackNode& node(uint32_t id) const { return nodes_[id]; }
   size_t arena_size() const { return nodes_.size(); }
   // Forgets nodes created after `mark` (scratch walks, rollback).
-  void truncate(size_t mark) {
-    nodes_.resize(mark);
-    top_stamp_.resize(mark);
-  }
+  void truncate(size_t mark) { nodes_.resize(mark); }
   const Grammar& grammar() const { return grammar_; }
 
  private:
   void begin_step();
+  void dedupe_tops(std::vector<uint32_t>& tops, size_t from);
   uint32_t intern(uint32_t pos, uint32_t parent, bool* fresh = nullptr);
   void expand(uint32_t pos, uint32_t parent, uint32_t self, std::vector<uint32_t>& out, StepFlags& flags, int depth);
 
   const Grammar& grammar_;
   std::vector<const ByteSet*> terminal_;  // per element: its byte set, or null
   std::vector<StackNode> nodes_;
-  std::vector<uint32_t> top_stamp_;  // per node: the step that last emitted it as a top
   // Per-step table (pos, parent) -> node id: equal stacks built in one step share one node.
   std::vector<uint64_t> keys_;
   std::vector<uint32_t> values_, stamps_;

@@ -29,8 +29,8 @@ struct WalkLevel {
 // `indices` is empty and `all` is set, calling on_token(sorted_index, class) for each; with `all`,
 // rejected tokens behind a dead prefix are skipped without a call. The machine's arena is restored.
 template <class OnToken>
-void walk_tokens(StackMachine& machine, const Vocabulary& vocab, std::span<const uint32_t> start_tops,
-                 std::span<const uint32_t> indices, bool all, OnToken&& on_token) {
+void walk_tokens(StackMachine& machine, const Vocabulary& vocab, std::span<const uint32_t> start_tops, std::span<const uint32_t> indices,
+                 bool all, OnToken&& on_token) {
   std::vector<uint32_t> tops(start_tops.begin(), start_tops.end());
   std::vector<uint32_t> next;
   std::vector<WalkLevel> levels;

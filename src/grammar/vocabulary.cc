@@ -21,9 +21,8 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t
       sorted_.push_back(static_cast<int32_t>(id));
       ordinary_[id / 32] |= uint32_t{1} << (id % 32);
     }
-  std::sort(sorted_.begin(), sorted_.end(), [&](int32_t a, int32_t b) {
-    return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
-  });
+  std::sort(sorted_.begin(), sorted_.end(),
+            [&](int32_t a, int32_t b) { return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)]; });
   lcp_.assign(sorted_.size(), 0);
   for (size_t i = 0; i < sorted_.size(); ++i) {
     sorted_index_[static_cast<size_t>(sorted_[i])] = static_cast<int32_t>(i);

@@ -2,15 +2,19 @@
 // vocabulary, then repeatedly take the mask, pick a random allowed token (seeded) and accept it
 // until the end token is taken. Writes one JSON line per schema (the output text, or the
 // unsupported feature); tests/grammar/test_json_schema_walk.py validates the outputs.
-//   grammar_walk --tokenizer DIR --schemas DIR --out FILE [--seed N] [--max-tokens N] [--tries N]
+//   grammar_walk --tokenizer DIR --schemas DIR --out FILE [--seed N] [--max-tokens N] [--tries N] [--threads N]
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,7 +64,7 @@ Walk random_walk(const CompiledGrammar& compiled, uint32_t seed, size_t max_toke
 int main(int argc, char** argv) {
   std::string tokenizer_dir, schemas_dir, out_path;
   uint32_t seed = 1;
-  size_t max_tokens = 2000, tries = 4;
+  size_t max_tokens = 2000, tries = 4, threads = std::max(1u, std::thread::hardware_concurrency());
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--tokenizer") tokenizer_dir = v;
@@ -69,6 +73,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = static_cast<uint32_t>(std::stoul(v));
     else if (a == "--max-tokens") max_tokens = std::stoul(v);
     else if (a == "--tries") tries = std::stoul(v);
+    else if (a == "--threads") threads = std::max<size_t>(1, std::stoul(v));
     else {
       std::cerr << "grammar_walk: unknown flag " << a << "\n";
       return 2;
@@ -84,39 +89,47 @@ int main(int argc, char** argv) {
   for (const auto& e : fs::directory_iterator(schemas_dir))
     if (e.path().extension() == ".json") files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  std::ofstream out(out_path);
-  for (const auto& file : files) {
-    nlohmann::json row = {{"file", file.filename().string()}};
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      std::ifstream in(file);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      const auto compiled = compile_json_schema(nlohmann::json::parse(ss.str()), vocab);
-      row["status"] = "unfinished";
-      for (size_t t = 0; t < tries; ++t) {
-        const Walk w = random_walk(compiled, seed + static_cast<uint32_t>(t), max_tokens);
-        if (!w.complete) continue;
-        row["status"] = "ok";
-        row["output"] = w.text;
-        row["tokens"] = w.tokens;
-        row["try"] = t;
-        break;
+  std::vector<std::string> rows(files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < files.size();) {
+      const fs::path& file = files[i];
+      nlohmann::json row = {{"file", file.filename().string()}};
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        std::ifstream in(file);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        const auto compiled = compile_json_schema(nlohmann::json::parse(ss.str()), vocab);
+        row["status"] = "unfinished";
+        for (size_t t = 0; t < tries; ++t) {
+          const Walk w = random_walk(compiled, seed + static_cast<uint32_t>(t), max_tokens);
+          if (!w.complete) continue;
+          row["status"] = "ok";
+          row["output"] = w.text;
+          row["tokens"] = w.tokens;
+          row["try"] = t;
+          break;
+        }
+        const auto s = compiled.stats();
+        row["positions"] = s.terminals;
+        row["masks_computed"] = s.masks_computed;
+      } catch (const GrammarError& e) {
+        row["status"] = "unsupported";
+        row["feature"] = e.feature();
+        row["error"] = e.what();
+      } catch (const std::exception& e) {
+        row["status"] = "error";
+        row["error"] = e.what();
       }
-      const auto s = compiled.stats();
-      row["positions"] = s.terminals;
-      row["masks_computed"] = s.masks_computed;
-    } catch (const GrammarError& e) {
-      row["status"] = "unsupported";
-      row["feature"] = e.feature();
-      row["error"] = e.what();
-    } catch (const std::exception& e) {
-      row["status"] = "error";
-      row["error"] = e.what();
+      row["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rows[i] = row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
-    row["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    out << row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    out.flush();
-  }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+  std::ofstream out(out_path);
+  for (const auto& r : rows) out << r << "\n";
   return 0;
 }

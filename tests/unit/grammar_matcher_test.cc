@@ -17,9 +17,9 @@ namespace {
 
 // A small vocabulary whose tokens straddle rule boundaries: `":`, `},`, `"a`, multi-byte UTF-8.
 std::shared_ptr<const Vocabulary> small_vocab() {
-  std::vector<std::string> tokens = {"<eos>", "{", "}", "\"", "\":", "},", "\"a", "a", "b", "ab", "abc", ",", ", ",
-                                     " ",     "0", "1", "12", "-", "[",  "]",  "[]", "é", "\xc3", "\xa9", "x",  "true",
-                                     "tr",    "ue", "null", ".", "e", "\n", "\"}", "{\"", "1,", "a\"", ":", "\\", "\\\""};
+  std::vector<std::string> tokens = {"<eos>", "{",  "}",    "\"", "\":", "},", "\"a", "a",   "b",  "ab",   "abc",  ",",  ", ",
+                                     " ",     "0",  "1",    "12", "-",   "[",  "]",   "[]",  "é",  "\xc3", "\xa9", "x",  "true",
+                                     "tr",    "ue", "null", ".",  "e",   "\n", "\"}", "{\"", "1,", "a\"",  ":",    "\\", "\\\""};
   return std::make_shared<const Vocabulary>(tokens, std::vector<int32_t>{0});
 }
 
@@ -41,8 +41,7 @@ std::vector<int32_t> allowed(const std::vector<uint32_t>& mask, size_t n) {
 }
 
 // Walks `walks` seeded random paths and checks fill_mask against the brute force at each step.
-void expect_masks_match(const std::string& grammar_text, const std::shared_ptr<const Vocabulary>& vocab, int walks,
-                        int max_steps) {
+void expect_masks_match(const std::string& grammar_text, const std::shared_ptr<const Vocabulary>& vocab, int walks, int max_steps) {
   CompiledGrammar compiled(parse_grammar_text(grammar_text), vocab);
   for (int seed = 0; seed < walks; ++seed) {
     std::mt19937 rng(static_cast<uint32_t>(seed));
@@ -51,8 +50,8 @@ void expect_masks_match(const std::string& grammar_text, const std::shared_ptr<c
     for (int step = 0; step < max_steps && !m.is_terminated(); ++step) {
       m.fill_mask(mask);
       const auto expected = brute_force_mask(m, *vocab);
-      ASSERT_EQ(allowed(mask, vocab->size()), allowed(expected, vocab->size()))
-          << "grammar:\n" << grammar_text << "\nseed " << seed << " step " << step;
+      ASSERT_EQ(allowed(mask, vocab->size()), allowed(expected, vocab->size())) << "grammar:\n"
+                                                                                << grammar_text << "\nseed " << seed << " step " << step;
       const auto ids = allowed(mask, vocab->size());
       if (ids.empty()) break;
       ASSERT_TRUE(m.accept(ids[rng() % ids.size()]));
@@ -81,6 +80,17 @@ b ::= "" | "x"{1,3}
 c ::= [0-9]{2,} | "é"+ "\""
 )",
                      small_vocab(), 40, 12);
+}
+
+TEST(GrammarMatcher, a_rule_after_a_skipped_nullable_rule_is_expanded) {
+  // The return node of `a` and the expansion of `b` share (position, parent) in one step.
+  auto vocab = small_vocab();
+  CompiledGrammar compiled(parse_grammar_text("root ::= a b c\na ::= \"x\"?\nb ::= \"y\"?\nc ::= \"a\" | \"b\""), vocab);
+  GrammarMatcher m(compiled);
+  EXPECT_TRUE(m.accept_bytes("y"));
+  EXPECT_TRUE(m.accept_bytes("a"));
+  EXPECT_TRUE(m.can_end());
+  expect_masks_match("root ::= a b c\na ::= \"x\"?\nb ::= \"\\\"\"?\nc ::= \"a\" | \"b\"", vocab, 10, 6);
 }
 
 TEST(GrammarMatcher, end_token_only_where_complete) {
