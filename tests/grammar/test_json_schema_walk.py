@@ -16,8 +16,10 @@ EXPECTED_UNSUPPORTED = Path(__file__).with_name("expected_unsupported.json")
 
 
 @pytest.fixture(scope="module")
-def walk_rows(tmp_path_factory, sanctum_bin):
-    walker = Path(os.environ.get("SANCTUM_GRAMMAR_WALK", Path(sanctum_bin).parent / "grammar_walk"))
+def walk_rows(tmp_path_factory):
+    # Beside the server binary (build/grammar_walk), or where SANCTUM_GRAMMAR_WALK says.
+    bin_dir = Path(os.environ.get("SANCTUM_BIN", ROOT / "build" / "sanctum")).parent
+    walker = Path(os.environ.get("SANCTUM_GRAMMAR_WALK", bin_dir / "grammar_walk"))
     if not walker.exists():
         pytest.fail(f"grammar_walk not found at {walker}: build the grammar_walk target")
     out = tmp_path_factory.mktemp("walk") / "walk.jsonl"
