@@ -2,7 +2,9 @@
 // computed on first use), then replay the same tokens on a fresh matcher of the same compiled
 // grammar and time each fill_mask (warm: the steady state of a served schema), plus applying the
 // mask to a logits row. Prints one JSON object with p50 / p99 / max per measure.
-//   grammar_bench --tokenizer DIR --schemas DIR [--vocab-size N] [--max-tokens N] [--limit N]
+//   grammar_bench --tokenizer DIR --schemas DIR [--vocab-size N] [--max-tokens N] [--limit N] [--dump DIR]
+// --dump writes the vocabulary (vocab.hex: one token's bytes in hex a line) and, per schema, the
+// walked tokens and every 8th step's mask (paths.jsonl) for bench/grammar/peers.py to compare.
 // --vocab-size above the tokenizer's pads the vocabulary with extra tokens made by joining two
 // existing ones (a larger BPE vocabulary of the same kind), to time masks at that width.
 #include <algorithm>
@@ -36,8 +38,8 @@ nlohmann::json summary(std::vector<double> v) {
   auto q = [&](double p) { return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))]; };
   double sum = 0;
   for (double x : v) sum += x;
-  return {{"n", v.size()}, {"p50", q(0.5)}, {"p90", q(0.9)}, {"p99", q(0.99)}, {"max", v.back()},
-          {"mean", sum / static_cast<double>(v.size())}};
+  return {{"n", v.size()},  {"p50", q(0.5)},   {"p90", q(0.9)},
+          {"p99", q(0.99)}, {"max", v.back()}, {"mean", sum / static_cast<double>(v.size())}};
 }
 
 std::shared_ptr<const Vocabulary> padded_vocab(const sanctum::Tokenizer& tok, size_t size) {
@@ -50,15 +52,15 @@ std::shared_ptr<const Vocabulary> padded_vocab(const sanctum::Tokenizer& tok, si
     if (!bytes[id].empty()) ordinary.push_back(static_cast<int32_t>(id));
   std::mt19937 rng(7);
   for (size_t id = base->size(); id < size; ++id)
-    bytes[id] = bytes[static_cast<size_t>(ordinary[rng() % ordinary.size()])] +
-                bytes[static_cast<size_t>(ordinary[rng() % ordinary.size()])];
+    bytes[id] =
+        bytes[static_cast<size_t>(ordinary[rng() % ordinary.size()])] + bytes[static_cast<size_t>(ordinary[rng() % ordinary.size()])];
   return std::make_shared<const Vocabulary>(std::move(bytes), base->eos_ids());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string tokenizer_dir, schemas_dir;
+  std::string tokenizer_dir, schemas_dir, dump_dir;
   size_t vocab_size = 0, max_tokens = 400, limit = 1'000'000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -67,6 +69,7 @@ int main(int argc, char** argv) {
     else if (a == "--vocab-size") vocab_size = std::stoul(v);
     else if (a == "--max-tokens") max_tokens = std::stoul(v);
     else if (a == "--limit") limit = std::stoul(v);
+    else if (a == "--dump") dump_dir = v;
   }
   if (tokenizer_dir.empty() || schemas_dir.empty()) {
     std::cerr << "usage: grammar_bench --tokenizer DIR --schemas DIR [--vocab-size N] [--max-tokens N] [--limit N]\n";
@@ -80,6 +83,18 @@ int main(int argc, char** argv) {
   std::sort(files.begin(), files.end());
   if (files.size() > limit) files.resize(limit);
 
+  std::ofstream paths;
+  if (!dump_dir.empty()) {
+    fs::create_directories(dump_dir);
+    std::ofstream hex(dump_dir + "/vocab.hex");
+    for (size_t id = 0; id < vocab->size(); ++id) {
+      static const char* digits = "0123456789abcdef";
+      for (unsigned char c : vocab->bytes(static_cast<int32_t>(id))) hex << digits[c >> 4] << digits[c & 15];
+      hex << "\n";
+    }
+    std::ofstream(dump_dir + "/meta.json") << nlohmann::json{{"eos_ids", vocab->eos_ids()}}.dump();
+    paths.open(dump_dir + "/paths.jsonl");
+  }
   std::vector<double> compile_us, cold_us, warm_us, apply_us;
   size_t compiled_count = 0, unsupported = 0, masks = 0;
   std::vector<uint32_t> mask(vocab->mask_words());
@@ -122,10 +137,13 @@ int main(int argc, char** argv) {
     }
     // Warm replay: the served steady state.
     GrammarMatcher m(compiled);
-    for (int32_t t : path) {
+    nlohmann::json samples = nlohmann::json::object();
+    for (size_t step = 0; step < path.size(); ++step) {
+      const int32_t t = path[step];
       t0 = Clock::now();
       m.fill_mask(mask);
       warm_us.push_back(us_since(t0));
+      if (paths.is_open() && step % 8 == 0) samples[std::to_string(step)] = mask;
       t0 = Clock::now();
       for (size_t id = 0; id < logits.size(); ++id)
         if (!(mask[id / 32] >> (id % 32) & 1)) logits[id] = -INFINITY;
@@ -133,16 +151,11 @@ int main(int argc, char** argv) {
       m.accept(t);
     }
     masks += compiled.stats().masks_computed;
+    if (paths.is_open()) paths << nlohmann::json{{"file", file.filename().string()}, {"path", path}, {"masks", samples}}.dump() << "\n";
   }
-  const nlohmann::json out = {{"vocab_size", vocab->size()},
-                              {"schemas", files.size()},
-                              {"compiled", compiled_count},
-                              {"unsupported", unsupported},
-                              {"masks_computed", masks},
-                              {"compile_us", summary(compile_us)},
-                              {"mask_cold_us", summary(cold_us)},
-                              {"mask_warm_us", summary(warm_us)},
-                              {"apply_us", summary(apply_us)}};
+  const nlohmann::json out = {{"vocab_size", vocab->size()},      {"schemas", files.size()},          {"compiled", compiled_count},
+                              {"unsupported", unsupported},       {"masks_computed", masks},          {"compile_us", summary(compile_us)},
+                              {"mask_cold_us", summary(cold_us)}, {"mask_warm_us", summary(warm_us)}, {"apply_us", summary(apply_us)}};
   std::cout << out.dump(2) << "\n";
   return 0;
 }

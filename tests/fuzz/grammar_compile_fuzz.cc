@@ -17,10 +17,11 @@
 namespace {
 
 std::shared_ptr<const sanctum::grammar::Vocabulary> vocab() {
-  static const auto v = std::make_shared<const sanctum::grammar::Vocabulary>(
-      std::vector<std::string>{"<eos>", "{", "}", "\"", "a", "1", ",", ":", " ", "[", "]", "true", "null", "\xc3\xa9",
-                               "\":", "\"a\"", "-", ".", "e"},
-      std::vector<int32_t>{0});
+  static const auto v =
+      std::make_shared<const sanctum::grammar::Vocabulary>(std::vector<std::string>{"<eos>", "{", "}", "\"", "a", "1", ",", ":", " ", "[",
+                                                                                    "]", "true", "null", "\xc3\xa9", "\":", "\"a\"", "-",
+                                                                                    ".", "e"},
+                                                           std::vector<int32_t>{0});
   return v;
 }
 
