@@ -26,6 +26,7 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> bitmask) {
   if (is_terminated()) return;
   const auto current = tops();
   uncertain_.clear();
+  applied_.clear();
   for (uint32_t t : current) {
     const PositionMask& m = apply_context_masks(t, bitmask);
     uncertain_.insert(uncertain_.end(), m.uncertain.begin(), m.uncertain.end());
@@ -51,8 +52,8 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> bitmask) {
 const PositionMask& GrammarMatcher::apply_context_masks(uint32_t top, std::span<uint32_t> bitmask) {
   // Deepen the context while many tokens still depend on what lies below it; each level adds the
   // tokens it settled.
-  constexpr size_t kRefineAbove = 32;
-  constexpr size_t kMaxDepth = 8;
+  constexpr size_t kRefineAbove = 4;
+  constexpr size_t kMaxDepth = 16;
   context_.assign(1, machine_.node(top).pos);
   uint32_t below = machine_.node(top).parent;
   const PositionMask* base = nullptr;
@@ -60,7 +61,11 @@ const PositionMask& GrammarMatcher::apply_context_masks(uint32_t top, std::span<
     const bool at_root = below == kRootParent;
     context_.push_back(at_root ? kContextRoot : kContextOpen);
     const PositionMask& m = compiled_.mask_for(context_, base);
-    m.apply(bitmask, compiled_.vocab());
+    // Tops often share contexts (alternatives after a value): apply each mask once per fill.
+    if (std::find(applied_.begin(), applied_.end(), &m) == applied_.end()) {
+      applied_.push_back(&m);
+      m.apply(bitmask, compiled_.vocab());
+    }
     if (at_root || m.uncertain.size() <= kRefineAbove || context_.size() > kMaxDepth) return m;
     base = &m;
     context_.back() = machine_.node(below).pos;

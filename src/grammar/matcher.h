@@ -56,6 +56,7 @@ class GrammarMatcher {
   std::vector<uint32_t> tops_;  // every step's tops, back to back
   std::vector<Step> history_;
   std::vector<uint32_t> scratch_, next_, uncertain_, context_;
+  std::vector<const PositionMask*> applied_;
 };
 
 }  // namespace sanctum::grammar
