@@ -2,7 +2,8 @@
 // computed on first use), then replay the same tokens on a fresh matcher of the same compiled
 // grammar and time each fill_mask (warm: the steady state of a served schema), plus applying the
 // mask to a logits row. Prints one JSON object with p50 / p99 / max per measure.
-//   grammar_bench --tokenizer DIR --schemas DIR [--vocab-size N] [--max-tokens N] [--limit N] [--dump DIR]
+//   grammar_bench --tokenizer DIR --schemas DIR [--vocab-size N] [--max-tokens N] [--limit N] [--max-whitespace N] [--dump DIR]
+// --max-whitespace N sets the JSON whitespace bound (default 4; 0 for compact output).
 // --dump writes the vocabulary (vocab.hex: one token's bytes in hex a line) and, per schema, the
 // walked tokens and every 8th step's mask (paths.jsonl) for bench/grammar/peers.py to compare.
 // --vocab-size above the tokenizer's pads the vocabulary with extra tokens made by joining two
@@ -61,6 +62,7 @@ std::shared_ptr<const Vocabulary> padded_vocab(const sanctum::Tokenizer& tok, si
 
 int main(int argc, char** argv) {
   std::string tokenizer_dir, schemas_dir, dump_dir;
+  JsonGrammarOptions options;
   size_t vocab_size = 0, max_tokens = 400, limit = 1'000'000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
     else if (a == "--max-tokens") max_tokens = std::stoul(v);
     else if (a == "--limit") limit = std::stoul(v);
     else if (a == "--dump") dump_dir = v;
+    else if (a == "--max-whitespace") options.max_whitespace = std::stoi(v);
   }
   if (tokenizer_dir.empty() || schemas_dir.empty()) {
     std::cerr << "usage: grammar_bench --tokenizer DIR --schemas DIR [--vocab-size N] [--max-tokens N] [--limit N]\n";
@@ -107,7 +110,7 @@ int main(int argc, char** argv) {
     std::shared_ptr<const Grammar> grammar;
     auto t0 = Clock::now();
     try {
-      grammar = json_schema_grammar(schema);
+      grammar = json_schema_grammar(schema, options);
     } catch (const GrammarError&) {
       ++unsupported;
       continue;

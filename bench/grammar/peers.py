@@ -14,6 +14,7 @@ not (expected: our property order, bounded whitespace and number subsets).
 import argparse
 import json
 import statistics
+import struct
 import time
 from pathlib import Path
 
@@ -53,10 +54,18 @@ class Vocab:
 
 
 def words_to_bits(words, n):
-    v = 0
-    for k, w in enumerate(words):
-        v |= (w & 0xFFFFFFFF) << (32 * k)
-    return v & ((1 << n) - 1)
+    return int.from_bytes(struct.pack(f"<{len(words)}I", *words), "little") & ((1 << n) - 1)
+
+
+def set_bits(v, limit):
+    out, data = [], v.to_bytes((v.bit_length() + 7) // 8, "little")
+    for i, byte in enumerate(data):
+        for b in range(8):
+            if byte >> b & 1:
+                out.append(8 * i + b)
+                if len(out) == limit:
+                    return out
+    return out
 
 
 def summary(xs):
@@ -80,7 +89,7 @@ def main():
     tokenizer_s = time.perf_counter() - t0
     compile_us, mask_us = [], []
     stats = {"schemas": 0, "peer_refused": 0, "diverged": 0, "compared_steps": 0, "steps_we_allow_more": 0,
-             "tokens_we_allow_peer_refuses": 0, "steps_peer_allows_more": 0}
+             "tokens_we_allow_peer_refuses": 0, "steps_peer_allows_more": 0, "steps_with_unexplained_extra": 0}
     findings = []
     rows = [json.loads(l) for l in (args.dump / "paths.jsonl").read_text().splitlines()][: args.limit]
     for row in rows:
@@ -97,6 +106,7 @@ def main():
             stats["peer_refused"] += 1
             continue
         compile_us.append((time.perf_counter() - t0) * 1e6)
+        prefix = ""
         for step, token in enumerate(row["path"]):
             t0 = time.perf_counter()
             theirs_bytes = m.compute_bitmask()
@@ -108,19 +118,25 @@ def main():
                 extra = ours & ~theirs
                 if extra:
                     stats["steps_we_allow_more"] += 1
-                    stats["tokens_we_allow_peer_refuses"] += bin(extra).count("1")
-                    if len(findings) < 20:
-                        ids = [i for i in range(n) if extra >> i & 1][:5]
-                        findings.append({"file": row["file"], "step": step,
-                                         "tokens": [vocab.tokens[i].decode(errors="replace") for i in ids]})
+                    stats["tokens_we_allow_peer_refuses"] += extra.bit_count()
+                    # Known policy differences: we allow raw DEL and the JSON escapes \/ and \uXXXX
+                    # (any hex case) in strings, which llguidance does not generate.
+                    other = [i for i in set_bits(extra, 1 << 30)
+                             if not any(p in vocab.tokens[i] for p in (b"\x7f", b"\\/", b"\\u"))]
+                    if other:
+                        stats["steps_with_unexplained_extra"] += 1
+                        if len(findings) < 20:
+                            findings.append({"file": row["file"], "step": step, "prefix": prefix[-60:],
+                                             "tokens": [vocab.tokens[i].decode(errors="replace") for i in other[:5]]})
                 if theirs & ~ours:
                     stats["steps_peer_allows_more"] += 1
             if not m.consume_token(token):
                 stats["diverged"] += 1
                 if len(findings) < 20:
-                    findings.append({"file": row["file"], "step": step, "peer_refused_our_token":
+                    findings.append({"file": row["file"], "step": step, "prefix": prefix[-60:], "peer_refused_our_token":
                                      vocab.tokens[token].decode(errors="replace")})
                 break
+            prefix += vocab.tokens[token].decode(errors="replace")
     print(json.dumps({"peer": f"llguidance {llguidance.__version__ if hasattr(llguidance, '__version__') else ''}",
                       "vocab_size": n, "tokenizer_setup_s": tokenizer_s, "compile_us": summary(compile_us),
                       "mask_us": summary(mask_us), **stats, "findings": findings}, indent=2))
