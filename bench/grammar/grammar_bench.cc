@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     std::ifstream in(file);
     std::stringstream ss;
     ss << in.rdbuf();
-    const auto schema = nlohmann::json::parse(ss.str());
+    const auto schema = nlohmann::ordered_json::parse(ss.str());
     std::shared_ptr<const Grammar> grammar;
     auto t0 = Clock::now();
     try {

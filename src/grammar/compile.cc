@@ -4,9 +4,13 @@
 
 namespace sanctum::grammar {
 
+CompiledGrammar compile_json_schema(const SchemaJson& schema, std::shared_ptr<const Vocabulary> vocab, const JsonGrammarOptions& options) {
+  return CompiledGrammar(json_schema_grammar(schema, options), std::move(vocab));
+}
+
 CompiledGrammar compile_json_schema(const nlohmann::json& schema, std::shared_ptr<const Vocabulary> vocab,
                                     const JsonGrammarOptions& options) {
-  return CompiledGrammar(json_schema_grammar(schema, options), std::move(vocab));
+  return compile_json_schema(SchemaJson(schema), std::move(vocab), options);
 }
 
 CompiledGrammar compile_json_object(std::shared_ptr<const Vocabulary> vocab, const JsonGrammarOptions& options) {

@@ -13,6 +13,9 @@
 
 namespace sanctum::grammar {
 
+CompiledGrammar compile_json_schema(const SchemaJson& schema, std::shared_ptr<const Vocabulary> vocab,
+                                    const JsonGrammarOptions& options = {});
+// The same for a schema parsed without key order (properties then come in sorted order).
 CompiledGrammar compile_json_schema(const nlohmann::json& schema, std::shared_ptr<const Vocabulary> vocab,
                                     const JsonGrammarOptions& options = {});
 CompiledGrammar compile_json_object(std::shared_ptr<const Vocabulary> vocab, const JsonGrammarOptions& options = {});

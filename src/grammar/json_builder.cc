@@ -40,7 +40,7 @@ const std::set<std::string> kUnsupported = {"not",
                                             "contentSchema",
                                             "additionalItems"};
 
-std::string json_type_of(const nlohmann::json& v) {
+std::string json_type_of(const SchemaJson& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "boolean";
   if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
@@ -56,7 +56,7 @@ bool type_allows(const std::set<std::string>& types, const std::string& t) {
 
 }  // namespace
 
-std::optional<std::set<std::string>> schema_types(const nlohmann::json& schema) {
+std::optional<std::set<std::string>> schema_types(const SchemaJson& schema) {
   if (!schema.is_object()) return std::nullopt;
   std::set<std::string> out;
   if (schema.contains("const")) return std::set<std::string>{json_type_of(schema["const"])};
@@ -74,7 +74,7 @@ std::optional<std::set<std::string>> schema_types(const nlohmann::json& schema) 
   return out;
 }
 
-JsonBuilder::JsonBuilder(Grammar& g, const nlohmann::json& document, const JsonGrammarOptions& options)
+JsonBuilder::JsonBuilder(Grammar& g, const SchemaJson& document, const JsonGrammarOptions& options)
     : g_(g), document_(document), options_(options) {
   ByteSet blank;
   blank.add(' '), blank.add('\t'), blank.add('\n');
@@ -90,7 +90,7 @@ void JsonBuilder::unsupported(const std::string& feature, const std::string& pat
                                   "without it");
 }
 
-void JsonBuilder::check_keywords(const nlohmann::json& schema, const std::string& path) const {
+void JsonBuilder::check_keywords(const SchemaJson& schema, const std::string& path) const {
   for (const auto& [key, v] : schema.items()) {
     if (!kUnsupported.count(key)) continue;
     // Forms that constrain nothing are harmless.
@@ -110,12 +110,12 @@ Item JsonBuilder::literal(const std::string& text, const std::string& name) {
   return as_item(g_, s, name);
 }
 
-const nlohmann::json& JsonBuilder::resolve(const std::string& pointer, const std::string& path) const {
+const SchemaJson& JsonBuilder::resolve(const std::string& pointer, const std::string& path) const {
   if (pointer == "#") return document_;
   if (!pointer.starts_with("#/")) unsupported("$ref", path, "$ref '" + pointer + "' (only references into this document)");
   try {
-    return document_.at(nlohmann::json::json_pointer(pointer.substr(1)));
-  } catch (const nlohmann::json::exception&) {
+    return document_.at(SchemaJson::json_pointer(pointer.substr(1)));
+  } catch (const SchemaJson::exception&) {
     throw GrammarError("$ref", "json schema: $ref '" + pointer + "' at " + path + " points nowhere; fix the reference");
   }
 }
@@ -123,7 +123,7 @@ const nlohmann::json& JsonBuilder::resolve(const std::string& pointer, const std
 Item JsonBuilder::ref(const std::string& pointer, const std::string& path, int depth) {
   auto it = refs_.find(pointer);
   if (it != refs_.end()) return Grammar::ref(it->second);
-  const nlohmann::json& target = resolve(pointer, path);
+  const SchemaJson& target = resolve(pointer, path);
   const uint32_t rule = g_.declare("ref" + std::to_string(refs_.size()));
   refs_[pointer] = rule;
   const Item body = value(target, pointer, depth + 1);
@@ -131,9 +131,9 @@ Item JsonBuilder::ref(const std::string& pointer, const std::string& path, int d
   return Grammar::ref(rule);
 }
 
-nlohmann::json JsonBuilder::merge(const nlohmann::json& base, const nlohmann::json& extra, const std::string& path) const {
+SchemaJson JsonBuilder::merge(const SchemaJson& base, const SchemaJson& extra, const std::string& path) const {
   if (!base.is_object() || !extra.is_object()) unsupported("allOf", path, "combining a boolean schema");
-  nlohmann::json out = base;
+  SchemaJson out = base;
   for (const auto& [key, v] : extra.items()) {
     if (!out.contains(key) || kAnnotations.count(key)) {
       out[key] = v;
@@ -142,7 +142,7 @@ nlohmann::json JsonBuilder::merge(const nlohmann::json& base, const nlohmann::js
         if (std::find(out[key].begin(), out[key].end(), r) == out[key].end()) out[key].push_back(r);
     } else if (key == "properties" && v.is_object() && out[key].is_object()) {
       for (const auto& [name, sub] : v.items())
-        out[key][name] = out[key].contains(name) && out[key][name] != sub ? nlohmann::json{{"allOf", {out[key][name], sub}}} : sub;
+        out[key][name] = out[key].contains(name) && out[key][name] != sub ? SchemaJson{{"allOf", {out[key][name], sub}}} : sub;
     } else if (out[key] != v) {
       unsupported("allOf", path, "combining two different '" + key + "' constraints");
     }
@@ -150,15 +150,14 @@ nlohmann::json JsonBuilder::merge(const nlohmann::json& base, const nlohmann::js
   return out;
 }
 
-Item JsonBuilder::one_of(const nlohmann::json& schema, const nlohmann::json& siblings, const std::string& key, const std::string& path,
-                         int depth) {
+Item JsonBuilder::one_of(const SchemaJson& schema, const SchemaJson& siblings, const std::string& key, const std::string& path, int depth) {
   const auto& branches = schema[key];
   if (!branches.is_array() || branches.empty())
     throw GrammarError(key, "json schema: " + key + " at " + path + " must be a non-empty array");
   if (branches.size() > 1024) unsupported(key, path, key + " with more than 1024 branches");
-  std::vector<nlohmann::json> merged;
+  std::vector<SchemaJson> merged;
   for (const auto& b : branches) {
-    nlohmann::json branch = b;
+    SchemaJson branch = b;
     if (branch.is_object() && branch.contains("$ref") && branch.size() == 1) branch = resolve(branch["$ref"], path);
     merged.push_back(siblings.empty() ? branch : merge(siblings, branch, path));
   }
@@ -184,8 +183,8 @@ Item JsonBuilder::one_of(const nlohmann::json& schema, const nlohmann::json& sib
   return Grammar::ref(g_.add_rule("anyof", alts));
 }
 
-Item JsonBuilder::enum_item(const nlohmann::json& values, const nlohmann::json& schema, const std::string& path) {
-  auto types = schema_types(nlohmann::json{{"type", schema.value("type", nlohmann::json())}});
+Item JsonBuilder::enum_item(const SchemaJson& values, const SchemaJson& schema, const std::string& path) {
+  auto types = schema_types(SchemaJson{{"type", schema.value("type", SchemaJson())}});
   std::vector<Sequence> alts;
   for (const auto& v : values) {
     if (schema.contains("type") && types && !type_allows(*types, json_type_of(v))) continue;
@@ -197,7 +196,7 @@ Item JsonBuilder::enum_item(const nlohmann::json& values, const nlohmann::json& 
   return Grammar::ref(g_.add_rule("enum", alts));
 }
 
-Item JsonBuilder::value(const nlohmann::json& schema, const std::string& path, int depth) {
+Item JsonBuilder::value(const SchemaJson& schema, const std::string& path, int depth) {
   if (depth > kMaxSchemaDepth)
     throw GrammarError("nesting", "json schema: nesting deeper than " + std::to_string(kMaxSchemaDepth) + " at " + path +
                                       " (or a $ref cycle that never reaches a value); flatten the schema");
@@ -209,19 +208,19 @@ Item JsonBuilder::value(const nlohmann::json& schema, const std::string& path, i
   check_keywords(schema, path);
   if (schema.contains("$ref")) {
     if (!schema["$ref"].is_string()) throw GrammarError("$ref", "json schema: $ref at " + path + " is not a string");
-    nlohmann::json siblings = schema;
+    SchemaJson siblings = schema;
     siblings.erase("$ref");
     for (const auto& k : kAnnotations) siblings.erase(k);
     if (siblings.empty()) return ref(schema["$ref"], path, depth);
     return value(merge(resolve(schema["$ref"], path), siblings, path), path, depth + 1);
   }
   if (schema.contains("allOf")) {
-    nlohmann::json merged = schema;
+    SchemaJson merged = schema;
     merged.erase("allOf");
     for (const auto& part : schema["allOf"]) {
-      nlohmann::json p = part;
+      SchemaJson p = part;
       if (p.is_object() && p.contains("$ref")) {
-        nlohmann::json rest = p;
+        SchemaJson rest = p;
         rest.erase("$ref");
         p = merge(resolve(p["$ref"], path), rest, path);
       }
@@ -231,13 +230,13 @@ Item JsonBuilder::value(const nlohmann::json& schema, const std::string& path, i
   }
   for (const char* key : {"anyOf", "oneOf"}) {
     if (!schema.contains(key)) continue;
-    nlohmann::json siblings = schema;
+    SchemaJson siblings = schema;
     siblings.erase(key);
     for (const auto& k : kAnnotations) siblings.erase(k);
     if (siblings.contains("anyOf") || siblings.contains("oneOf")) unsupported(key, path, "anyOf and oneOf together");
     return one_of(schema, siblings, key, path, depth);
   }
-  if (schema.contains("const")) return enum_item(nlohmann::json::array({schema["const"]}), schema, path);
+  if (schema.contains("const")) return enum_item(SchemaJson::array({schema["const"]}), schema, path);
   if (schema.contains("enum")) {
     if (!schema["enum"].is_array()) throw GrammarError("enum", "json schema: enum at " + path + " is not an array");
     return enum_item(schema["enum"], schema, path);
@@ -268,7 +267,7 @@ Item JsonBuilder::value(const nlohmann::json& schema, const std::string& path, i
   return Grammar::ref(g_.add_rule("types", alts));
 }
 
-Item JsonBuilder::typed(const std::string& type, const nlohmann::json& schema, const std::string& path, int depth) {
+Item JsonBuilder::typed(const std::string& type, const SchemaJson& schema, const std::string& path, int depth) {
   if (type == "object") return object(schema, path, depth);
   if (type == "array") return array(schema, path, depth);
   if (type == "string") return string(schema, path);

@@ -28,7 +28,7 @@ const std::map<std::string, std::string> kFormats = {
     {"uri", "^https?://[a-z0-9]{1,20}(\\.[a-z0-9]{1,20}){0,3}(/[a-zA-Z0-9._~-]{0,20}){0,5}$"},
 };
 
-int64_t count_of(const nlohmann::json& schema, const char* key, int64_t fallback) {
+int64_t count_of(const SchemaJson& schema, const char* key, int64_t fallback) {
   if (!schema.contains(key)) return fallback;
   const auto& v = schema[key];
   if (!v.is_number() || v.get<double>() < 0 || v.get<double>() != std::floor(v.get<double>()))
@@ -82,8 +82,8 @@ Item JsonBuilder::any_value() {
     const uint32_t value = g_.declare("value");
     any_value_ = Grammar::ref(value);
     const Item members = map_object(true, 0, -1, "#any", 0);
-    const Item elements = array(nlohmann::json::object(), "#any", 0);
-    std::vector<Sequence> alts = {{members}, {elements}, {string_any()}, {number(nlohmann::json::object(), false, "#any")}};
+    const Item elements = array(SchemaJson::object(), "#any", 0);
+    std::vector<Sequence> alts = {{members}, {elements}, {string_any()}, {number(SchemaJson::object(), false, "#any")}};
     for (const char* lit : {"true", "false", "null"}) {
       Sequence s;
       g_.append_literal(s, lit);
@@ -94,7 +94,7 @@ Item JsonBuilder::any_value() {
   return *any_value_;
 }
 
-Item JsonBuilder::map_object(const nlohmann::json& value_schema, int64_t min, int64_t max, const std::string& path, int depth) {
+Item JsonBuilder::map_object(const SchemaJson& value_schema, int64_t min, int64_t max, const std::string& path, int depth) {
   if (max >= 0 && min > max) throw GrammarError("minProperties", "json schema: minProperties > maxProperties at " + path);
   if (min > options_.max_repeat || max > options_.max_repeat)
     unsupported("maxProperties", path, "a property count over " + std::to_string(options_.max_repeat));
@@ -119,25 +119,25 @@ Item JsonBuilder::map_object(const nlohmann::json& value_schema, int64_t min, in
   return Grammar::ref(g_.add_rule("map", {body}));
 }
 
-Item JsonBuilder::object(const nlohmann::json& schema, const std::string& path, int depth) {
-  const nlohmann::json props = schema.value("properties", nlohmann::json::object());
+Item JsonBuilder::object(const SchemaJson& schema, const std::string& path, int depth) {
+  const SchemaJson props = schema.value("properties", SchemaJson::object());
   if (!props.is_object()) throw GrammarError("properties", "json schema: properties at " + path + " is not an object");
-  const nlohmann::json additional = schema.value("additionalProperties", nlohmann::json(true));
+  const SchemaJson additional = schema.value("additionalProperties", SchemaJson(true));
   std::vector<std::string> required;
   if (schema.contains("required") && schema["required"].is_array())
     for (const auto& r : schema["required"])
       if (r.is_string()) required.push_back(r);
   const int64_t min_props = count_of(schema, "minProperties", 0), max_props = count_of(schema, "maxProperties", -1);
   if (props.empty() && required.empty())
-    return map_object(additional == false ? nlohmann::json(false) : additional, additional == false ? 0 : min_props,
+    return map_object(additional == false ? SchemaJson(false) : additional, additional == false ? 0 : min_props,
                       additional == false ? 0 : max_props, path, depth);
   // Declared properties only, in the schema's key order; extra keys are not generated (a subset of
   // what additionalProperties allows, always valid). Required keys without a declared schema take
   // the additionalProperties schema.
-  std::vector<std::pair<std::string, nlohmann::json>> members;
+  std::vector<std::pair<std::string, SchemaJson>> members;
   for (const auto& [name, sub] : props.items()) members.push_back({name, sub});
   for (const auto& r : required)
-    if (!props.contains(r)) members.push_back({r, additional.is_object() ? additional : nlohmann::json(true)});
+    if (!props.contains(r)) members.push_back({r, additional.is_object() ? additional : SchemaJson(true)});
   std::vector<bool> is_required;
   for (const auto& [name, sub] : members) is_required.push_back(std::find(required.begin(), required.end(), name) != required.end());
   if (static_cast<int64_t>(required.size()) < min_props)
@@ -147,7 +147,7 @@ Item JsonBuilder::object(const nlohmann::json& schema, const std::string& path, 
   std::vector<Item> member_items;
   for (size_t i = 0; i < members.size(); ++i) {
     Sequence s;
-    g_.append_literal(s, nlohmann::json(members[i].first).dump());
+    g_.append_literal(s, SchemaJson(members[i].first).dump());
     s.push_back(ws_);
     g_.append_literal(s, ":");
     s.push_back(ws_);
@@ -175,15 +175,15 @@ Item JsonBuilder::object(const nlohmann::json& schema, const std::string& path, 
   return Grammar::ref(g_.add_rule("object", {body}));
 }
 
-Item JsonBuilder::array(const nlohmann::json& schema, const std::string& path, int depth) {
-  std::vector<nlohmann::json> prefix;
-  nlohmann::json rest = true;
+Item JsonBuilder::array(const SchemaJson& schema, const std::string& path, int depth) {
+  std::vector<SchemaJson> prefix;
+  SchemaJson rest = true;
   if (schema.contains("prefixItems")) {
     for (const auto& p : schema["prefixItems"]) prefix.push_back(p);
     if (schema.contains("items")) rest = schema["items"];
   } else if (schema.contains("items") && schema["items"].is_array()) {
     for (const auto& p : schema["items"]) prefix.push_back(p);
-    rest = schema.value("additionalItems", nlohmann::json(true));
+    rest = schema.value("additionalItems", SchemaJson(true));
   } else if (schema.contains("items")) {
     rest = schema["items"];
   }
@@ -232,7 +232,7 @@ Item JsonBuilder::array(const nlohmann::json& schema, const std::string& path, i
   return Grammar::ref(g_.add_rule("array", {body}));
 }
 
-Item JsonBuilder::string(const nlohmann::json& schema, const std::string& path) {
+Item JsonBuilder::string(const SchemaJson& schema, const std::string& path) {
   const bool has_length = schema.contains("minLength") || schema.contains("maxLength");
   std::string pattern;
   if (schema.contains("format")) {
@@ -265,7 +265,7 @@ Item JsonBuilder::string(const nlohmann::json& schema, const std::string& path) 
   return Grammar::ref(g_.add_rule("string_c", {s}));
 }
 
-Item JsonBuilder::number(const nlohmann::json& schema, bool integer, const std::string& path) {
+Item JsonBuilder::number(const SchemaJson& schema, bool integer, const std::string& path) {
   NumberBounds b;
   auto read = [&](const char* key) -> std::optional<double> {
     if (!schema.contains(key) || !schema[key].is_number()) return std::nullopt;

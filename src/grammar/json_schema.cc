@@ -7,7 +7,7 @@
 
 namespace sanctum::grammar {
 
-std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::json& schema, const JsonGrammarOptions& options) {
+std::shared_ptr<const Grammar> json_schema_grammar(const SchemaJson& schema, const JsonGrammarOptions& options) {
   auto g = std::make_shared<Grammar>(options.limits);
   JsonBuilder builder(*g, schema, options);
   const Item value = builder.value(schema, "#", 0);
@@ -18,7 +18,7 @@ std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::json& schema,
 
 std::shared_ptr<const Grammar> json_object_grammar(const JsonGrammarOptions& options) {
   auto g = std::make_shared<Grammar>(options.limits);
-  const nlohmann::json schema = {{"type", "object"}, {"additionalProperties", true}};
+  const SchemaJson schema = {{"type", "object"}, {"additionalProperties", true}};
   JsonBuilder builder(*g, schema, options);
   const Item value = builder.value(schema, "#", 0);
   const uint32_t root = g->add_rule("root", {{builder.ws(), value, builder.ws()}});

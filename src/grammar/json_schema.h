@@ -14,6 +14,11 @@
 
 namespace sanctum::grammar {
 
+// Schemas keep their key order: properties are generated in the order they are declared (a model
+// is trained to write them so). Parse with nlohmann::ordered_json to keep it; a nlohmann::json
+// schema has its keys sorted already.
+using SchemaJson = nlohmann::ordered_json;
+
 struct JsonGrammarOptions {
   // Whitespace allowed in each gap between tokens of JSON syntax (after '{', around ':' and ',',
   // before '}' ...): 0 means compact output. A bound keeps a model from emitting blanks forever.
@@ -23,7 +28,7 @@ struct JsonGrammarOptions {
   GrammarLimits limits;
 };
 
-std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::json& schema, const JsonGrammarOptions& options = {});
+std::shared_ptr<const Grammar> json_schema_grammar(const SchemaJson& schema, const JsonGrammarOptions& options = {});
 // Any JSON object (response_format json_object).
 std::shared_ptr<const Grammar> json_object_grammar(const JsonGrammarOptions& options = {});
 

@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size % 2 == 0) {
       walk(sanctum::grammar::CompiledGrammar(sanctum::grammar::parse_grammar_text(text, limits), vocab()));
     } else {
-      const auto schema = nlohmann::json::parse(text, nullptr, false);
+      const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
       if (schema.is_discarded()) return 0;
       sanctum::grammar::JsonGrammarOptions options;
       options.limits = limits;

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
         std::ifstream in(file);
         std::stringstream ss;
         ss << in.rdbuf();
-        const auto compiled = compile_json_schema(nlohmann::json::parse(ss.str()), vocab);
+        const auto compiled = compile_json_schema(nlohmann::ordered_json::parse(ss.str()), vocab);
         row["status"] = "unfinished";
         for (size_t t = 0; t < tries; ++t) {
           const Walk w = random_walk(compiled, seed + static_cast<uint32_t>(t), max_tokens);
