@@ -40,11 +40,12 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> bitmask) {
     const int32_t id = vocab.sorted()[index];
     return (bitmask[static_cast<size_t>(id) / 32] >> (id % 32)) & 1;
   });
-  walk_tokens(machine_, vocab, current, uncertain_, false, [&](uint32_t index, TokenClass c) {
-    if (c != TokenClass::accepted) return;
-    const int32_t id = vocab.sorted()[index];
-    bitmask[static_cast<size_t>(id) / 32] |= uint32_t{1} << (id % 32);
-  });
+  if (!uncertain_.empty())
+    walk_tokens(machine_, vocab, current, uncertain_, false, [&](uint32_t index, TokenClass c) {
+      if (c != TokenClass::accepted) return;
+      const int32_t id = vocab.sorted()[index];
+      bitmask[static_cast<size_t>(id) / 32] |= uint32_t{1} << (id % 32);
+    });
   if (can_end())
     for (int32_t id : vocab.eos_ids()) bitmask[static_cast<size_t>(id) / 32] |= uint32_t{1} << (id % 32);
 }
