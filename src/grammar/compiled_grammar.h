@@ -1,0 +1,74 @@
+#pragma once
+// A grammar bound to a vocabulary, with cached token masks per stack context. A context is the
+// top's terminal position plus the return positions of the k stack nodes below it; for it the tokens
+// split into those accepted whatever lies further down (stored), those rejected whatever lies further
+// down (dropped), and the ones that run past the k known levels (walked against the real stack at
+// each step). k starts at 0 and grows while too many tokens stay uncertain (each level walks only the tokens
+// the level above left uncertain): the top of a one-character
+// rule says little, its string rule says a lot. Masks are computed on first use, thread-safe.
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+#include "grammar/vocabulary.h"
+
+namespace sanctum::grammar {
+
+struct PositionMask {
+  enum class Form : uint8_t { accepted_ids, all_but_ids, bitset };
+  Form form = Form::accepted_ids;
+  std::vector<int32_t> ids;         // accepted_ids: the accepted ids; all_but_ids: ordinary ids not accepted
+  std::vector<uint32_t> bits;       // bitset: the accepted ids
+  std::vector<uint32_t> uncertain;  // sorted-vocabulary indices, ascending
+  size_t accepted_count = 0;
+
+  // ORs the context-independent accepted tokens into `mask`.
+  void apply(std::span<uint32_t> mask, const Vocabulary& vocab) const;
+  size_t memory_bytes() const;
+};
+
+struct CompileStats {
+  size_t rules = 0, elements = 0, terminals = 0;
+  size_t masks_computed = 0, mask_bytes = 0, uncertain_tokens = 0;
+};
+
+// Context ends: the stack's bottom (the grammar completes there) or an unknown rest.
+constexpr uint32_t kContextRoot = 0xFFFFFFFF;
+constexpr uint32_t kContextOpen = 0xFFFFFFFE;
+
+class CompiledGrammar {
+ public:
+  CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab);
+
+  const Grammar& grammar() const { return *impl_->grammar; }
+  const Vocabulary& vocab() const { return *impl_->vocab; }
+  // The mask of a context: positions top-first, ending in kContextRoot or kContextOpen. `base` is the
+  // mask of the same context one level shallower (null at level 0): a deeper mask holds only the
+  // tokens it adds, so a matcher applies every level it went through.
+  const PositionMask& mask_for(std::span<const uint32_t> context, const PositionMask* base) const;
+  // Computes the masks of every terminal position with an open context (the k = 0 level) now, so
+  // that requests pay less on first use; returns the count.
+  size_t precompute_all() const;
+  CompileStats stats() const;
+
+ private:
+  struct Impl {
+    std::shared_ptr<const Grammar> grammar;
+    std::shared_ptr<const Vocabulary> vocab;
+    std::vector<uint32_t> terminal_positions;
+    mutable std::shared_mutex mutex;
+    std::unordered_map<std::string, std::unique_ptr<PositionMask>> masks;
+  };
+  std::shared_ptr<Impl> impl_;
+};
+
+// Builds a context's mask by walking the whole vocabulary, or only base's uncertain tokens.
+PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context,
+                                  const PositionMask* base);
+
+}  // namespace sanctum::grammar

@@ -1,0 +1,48 @@
+#pragma once
+// The token vocabulary as the grammar sees it: each id's bytes (UTF-8 pieces after the byte-level
+// decoder), the ids that end generation, and the ids sorted by their bytes so that tokens sharing a
+// prefix are walked once (the sorted order is an implicit trie).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace sanctum {
+class Tokenizer;
+}
+
+namespace sanctum::grammar {
+
+class Vocabulary {
+ public:
+  // token_bytes[id] is the id's text; an empty entry is never allowed by a grammar (special tokens,
+  // unused padding ids). eos_ids are allowed only where the grammar is complete.
+  Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> eos_ids);
+  // Special tokens are excluded; `vocab_size` (the model's, often padded past the tokenizer's) sets
+  // the mask width, 0 for the tokenizer's own size.
+  static std::shared_ptr<const Vocabulary> from_tokenizer(const Tokenizer& tokenizer, size_t vocab_size = 0);
+
+  size_t size() const { return bytes_.size(); }
+  size_t mask_words() const { return (bytes_.size() + 31) / 32; }
+  const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  bool is_eos(int32_t id) const;
+  // Ids with bytes, ascending by bytes; sorted_index(id) is the inverse (-1 for ids without bytes).
+  const std::vector<int32_t>& sorted() const { return sorted_; }
+  int32_t sorted_index(int32_t id) const { return sorted_index_[static_cast<size_t>(id)]; }
+  // lcp()[i]: bytes shared by sorted()[i] and sorted()[i - 1] (0 for i = 0), capped at 65535.
+  const std::vector<uint16_t>& lcp() const { return lcp_; }
+  // One bit per id with bytes: the mask of "every ordinary token".
+  const std::vector<uint32_t>& ordinary_mask() const { return ordinary_; }
+
+ private:
+  std::vector<std::string> bytes_;
+  std::vector<int32_t> eos_ids_;
+  std::vector<int32_t> sorted_;
+  std::vector<int32_t> sorted_index_;
+  std::vector<uint16_t> lcp_;
+  std::vector<uint32_t> ordinary_;
+};
+
+}  // namespace sanctum::grammar
