@@ -127,7 +127,7 @@ def ensure_inputs(shape: str, bits: int) -> tuple[Path, Path]:
         test_py = ROOT / ".venv" / "bin" / "python"
         subprocess.run([str(test_py), str(ROOT / "bench" / "peers" / "checkpoints.py"), "--shape", shape, "--bits", str(bits)],
                        check=True)
-    gguf = ckpt.with_suffix(".gguf")
+    gguf = ckpt.parent / f"{ckpt.name}.gguf"
     if not gguf.exists():
         import mlx_to_gguf
         mlx_to_gguf.convert(ckpt, gguf)

@@ -35,7 +35,7 @@ def gguf_for(shape: str, bits: int) -> tuple[Path, Path]:
     ckpt = ROOT / "bench" / "out" / f"{shape}-q{bits}g64"
     if not (ckpt / "config.json").exists():
         raise FileNotFoundError(f"{ckpt}: build it first with .venv/bin/python bench/peers/checkpoints.py --shape {shape}")
-    out = ckpt.with_suffix(".gguf")
+    out = ckpt.parent / f"{ckpt.name}.gguf"
     if not out.exists():
         mlx_to_gguf.convert(ckpt, out)
     return ckpt, out
