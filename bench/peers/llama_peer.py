@@ -8,9 +8,27 @@ sequences (distinct seq_ids) per llama_decode, the way llama.cpp's server batche
 from __future__ import annotations
 
 import ctypes
+import sys
 import time
 
 import numpy as np
+
+
+_QUIET = None
+
+
+def quiet_logs() -> None:
+    """llama.cpp logs every tensor it loads; keep its errors only (they explain a failed load)."""
+    global _QUIET
+    import llama_cpp
+
+    if _QUIET is None:
+        @llama_cpp.llama_log_callback
+        def _log(level, text, _user):
+            if level == 4:  # GGML_LOG_LEVEL_ERROR
+                sys.stderr.write(text.decode(errors="replace"))
+        _QUIET = _log
+        llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p(0))
 
 
 def random_tokens(n: int, vocab: int, seed: int) -> list[int]:
@@ -23,6 +41,7 @@ class LlamaPeer:
         import llama_cpp
 
         self.ll = llama_cpp
+        quiet_logs()
         llama_cpp.llama_backend_init()
         mp = llama_cpp.llama_model_default_params()
         mp.n_gpu_layers = 0

@@ -125,7 +125,9 @@ def write_hparams(w, cfg: dict, arch: str, file_type: int) -> None:
         w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
 
 
-def convert(model_dir: Path, out: Path) -> dict:
+def convert(model_dir: Path, out: Path, float_type: str | None = None) -> dict:
+    """float_type "f32" or "f16" writes the dequantized weights unquantized (a diagnostic: llama.cpp
+    then computes on the very weights sanctum has, without block requantization)."""
     import gguf
     from gguf.quants import quantize
 
@@ -142,6 +144,9 @@ def convert(model_dir: Path, out: Path) -> dict:
     if qtype is None:
         raise ValueError(f"{model_dir}: expected an MLX 4- or 8-bit checkpoint, found bits={bits}")
     file_type = gguf.LlamaFileType.MOSTLY_Q4_0 if bits == 4 else gguf.LlamaFileType.MOSTLY_Q8_0
+    if float_type is not None:
+        qtype = gguf.GGMLQuantizationType.F32 if float_type == "f32" else gguf.GGMLQuantizationType.F16
+        file_type = gguf.LlamaFileType.ALL_F32 if float_type == "f32" else gguf.LlamaFileType.MOSTLY_F16
 
     tensors = safetensors_np.open_dir(model_dir)
     writer = gguf.GGUFWriter(str(out), arch)
@@ -166,8 +171,12 @@ def convert(model_dir: Path, out: Path) -> dict:
             data = data.reshape(-1)
         base = name.rsplit(".", 2)[-2]
         if data.ndim >= 2 and ".ssm_conv1d." not in name and base not in KEEP_F32:
-            packed = quantize(np.ascontiguousarray(data), qtype)
-            writer.add_tensor(name, packed, raw_dtype=qtype)
+            if float_type is None:
+                packed = quantize(np.ascontiguousarray(data), qtype)
+                writer.add_tensor(name, packed, raw_dtype=qtype)
+            else:
+                packed = np.ascontiguousarray(data, dtype=np.float32 if float_type == "f32" else np.float16)
+                writer.add_tensor(name, packed)
             quantized_bytes += packed.nbytes
             quantized_weights += data.size
         else:
@@ -183,8 +192,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("model_dir", type=Path)
     ap.add_argument("out", type=Path)
+    ap.add_argument("--float", choices=["f32", "f16"], help="write unquantized weights (diagnostic)")
     a = ap.parse_args()
-    info = convert(a.model_dir, a.out)
+    info = convert(a.model_dir, a.out, a.float)
     print(f"{a.out}: {info['arch']} {info['type']}, {info['bytes_per_weight']:.4f} bytes per quantized weight")
     return 0
 
