@@ -200,6 +200,8 @@ def main() -> int:
         report["shapes"][shape] = r
         tables.append(fmt_table(shape, a.bits, r, a))
         print(tables[-1] + "\n", flush=True)
+        if a.json:  # after every shape: a long run cut short keeps what it measured
+            a.json.write_text(json.dumps(report, indent=2))
     report["load_average_end"] = os.getloadavg()
     print(f"batched rows: {a.batch_prompt}-token prompts, {a.batch_gen} tokens each, aggregate output tok/s end to end "
           f"(prefills included); load average {report['load_average_start'][0]:.1f} at start, "
