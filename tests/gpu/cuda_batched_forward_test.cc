@@ -51,8 +51,8 @@ void expect_batch_close_to_solo(const std::string& dir) {
     size_t history, step;
     LogitsFor which;
   };
-  const std::vector<Case> cases = {{0, 37, LogitsFor::last}, {12, 1, LogitsFor::last}, {70, 5, LogitsFor::all},
-                                   {64, 64, LogitsFor::none}, {3, 1, LogitsFor::all},  {129, 130, LogitsFor::last}};
+  const std::vector<Case> cases = {{0, 37, LogitsFor::last},  {12, 1, LogitsFor::last}, {70, 5, LogitsFor::all},
+                                   {64, 64, LogitsFor::none}, {3, 1, LogitsFor::all},   {129, 130, LogitsFor::last}};
   std::vector<SequenceState> batched, alone;
   std::vector<std::vector<int32_t>> steps;
   for (const Case& c : cases) {
