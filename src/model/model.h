@@ -1,6 +1,6 @@
 #pragma once
 // The interface every architecture implements. A Model owns its weights (views into the mapped
-// checkpoint) and per-call scratch; one inference worker drives it at a time.
+// checkpoint) and per-call scratch; one engine thread drives it at a time.
 #include <cstdint>
 #include <deque>
 #include <memory>

@@ -6,7 +6,16 @@ import json
 import threading
 import urllib.request
 
-from deploy_harness import run_script
+import pytest
+from deploy_harness import Seat, run_script
+
+
+@pytest.fixture
+def full_seat(sanctum_bin, tmp_path):
+    """A seat whose running batch holds three sequences: three long generations fill it."""
+    s = Seat(sanctum_bin, tmp_path / "full_seat.log", extra=["--max-queue", "16", "--max-seqs", "3"])
+    yield s
+    s.stop()
 
 
 def guardian(seat_url: str, state, restarts, alerts, *extra: str):
@@ -25,14 +34,15 @@ def long_generation(url: str, done: list) -> None:
         done.append(json.loads(r.read())["usage"]["completion_tokens"])
 
 
-def test_busy_seat_does_not_trip_the_guardian(seat, tmp_path):
+def test_busy_seat_does_not_trip_the_guardian(full_seat, tmp_path):
+    seat = full_seat
     done: list = []
     load = [threading.Thread(target=long_generation, args=(seat.url, done)) for _ in range(3)]
     for t in load:
         t.start()
     try:
         # The load is real: a chat request (what a naive health probe would send) cannot get
-        # through within 1 s, because generations are serialized on the inference worker.
+        # through within 1 s, because the running batch is full and it waits in the queue.
         rc, out, _ = run_script("sanctum-canary", "--url", seat.url, "--state-dir", str(tmp_path / "canary"),
                                 "--timeout", "1")
         assert rc == 1 and "timed out" in out[0]["error"], out
