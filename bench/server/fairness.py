@@ -112,6 +112,8 @@ def main() -> int:
             return out
 
         before, during = gaps(arrive - 3.0, arrive), gaps(arrive, prefilled)
+        if not before or not during:
+            raise SystemExit("the streams produced no tokens before or during the long prompt's prefill: is the machine busy?")
         ms = lambda v: round(v * 1000, 1) if v is not None else None  # noqa: E731
         result = {
             "streams": args.streams, "long_prompt": args.long_prompt, "piece": args.piece, "threads": args.threads,
