@@ -2,10 +2,12 @@
 """Fairness of the batched engine: a long prompt arriving while streams decode delays each of their
 tokens by at most about one prefill piece (--max-batch-tokens tokens), not by the whole prefill.
 
-Starts `sanctum serve`, measures the time of one prefill piece alone (TTFT of a prompt of
---piece tokens with nothing else running), then runs --streams long streaming completions, sends one
---long-prompt token prompt once they are decoding, and reports the streams' inter-token latency
-p50/p99/max before it arrives and while it prefills.
+Starts `sanctum serve`, measures the long prompt's prefill alone (its TTFT with nothing else
+running, over its pieces: one piece's mean time, later pieces attending over more keys), then runs
+--streams long streaming completions, sends the --long-prompt token prompt once they are decoding,
+and reports the streams' inter-token latency p50/p99/max before it arrives and while it prefills,
+with the engine's own step time over that window (sanctum_engine_step_seconds): the gaps a client
+sees also hold the time its HTTP thread waits for a core.
 
   fairness.py --model DIR [--threads 2] [--streams 4] [--long-prompt 2048] [--piece 512] [--json OUT]
               [-- extra serve args]
@@ -81,14 +83,22 @@ def main() -> int:
                 time.sleep(0.2)
         rng = random.Random(0)
         ids = lambda n: [rng.randrange(100, 4000) for _ in range(n)]  # noqa: E731 (inside every vocabulary here)
-        # One piece alone: TTFT of a piece-long prompt (after a warm-up).
-        piece_times = []
-        for _ in range(3):
-            stamps = []
-            t0 = time.perf_counter()
-            stream(port, ids(args.piece), 1, stamps)
-            piece_times.append(stamps[0] - t0)
-        piece_s = min(piece_times)
+        # The long prompt alone (after a warm-up): its pieces' mean time.
+        stream(port, ids(args.piece), 1, [])
+        stamps = []
+        t0 = time.perf_counter()
+        stream(port, ids(args.long_prompt), 1, stamps)
+        pieces = -(-args.long_prompt // args.piece)
+        piece_s = (stamps[0] - t0) / pieces
+
+        def step_totals():
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            found = {}
+            for line in text.splitlines():
+                for key in ("sanctum_engine_step_seconds_sum", "sanctum_engine_step_seconds_count"):
+                    if line.startswith(key + " "):
+                        found[key] = float(line.split()[1])
+            return found
 
         stamps = [[] for _ in range(args.streams)]
         stop = threading.Event()
@@ -96,10 +106,12 @@ def main() -> int:
         for t in threads:
             t.start()
         time.sleep(4.0)  # the streams decode alone
+        steps_before = step_totals()
         arrive = time.perf_counter()
         long_stamps = []
         stream(port, ids(args.long_prompt), 1, long_stamps)
         prefilled = long_stamps[0]
+        steps_after = step_totals()
         time.sleep(1.0)
         stop.set()
         for t in threads:
@@ -117,7 +129,11 @@ def main() -> int:
         ms = lambda v: round(v * 1000, 1) if v is not None else None  # noqa: E731
         result = {
             "streams": args.streams, "long_prompt": args.long_prompt, "piece": args.piece, "threads": args.threads,
-            "piece_alone_ms": ms(piece_s), "long_prompt_ttft_ms": ms(prefilled - arrive),
+            "piece_alone_ms": ms(piece_s), "long_prompt_alone_ttft_ms": ms(piece_s * pieces),
+            "long_prompt_ttft_ms": ms(prefilled - arrive),
+            "engine_step_mean_ms": ms((steps_after["sanctum_engine_step_seconds_sum"] - steps_before["sanctum_engine_step_seconds_sum"]) /
+                                      max(1.0, steps_after["sanctum_engine_step_seconds_count"] -
+                                          steps_before["sanctum_engine_step_seconds_count"])),
             "itl_before_p50_ms": ms(percentile(before, 50)), "itl_before_p99_ms": ms(percentile(before, 99)),
             "itl_during_p50_ms": ms(percentile(during, 50)), "itl_during_p99_ms": ms(percentile(during, 99)),
             "itl_during_max_ms": ms(max(during) if during else None),
