@@ -107,10 +107,7 @@ SequenceRun::Step SequenceRun::plan(int64_t prompt_budget) {
 void SequenceRun::take(const Tensor& rows, double seconds) {
   if (done_) return;  // cancelled while the step ran
   if (prefilling()) {
-    fed_prompt_ = planned_prompt_;
-    if (params_.on_snapshot &&
-        std::find(params_.snapshot_at.begin(), params_.snapshot_at.end(), state_.length()) != params_.snapshot_at.end())
-      params_.on_snapshot(state_);
+    prompt_piece_done();
     if (prefilling()) return;
     std::span<float> row = row_of(rows, 0);
     if (keep_prompt_row_) prompt_row_.assign(row.begin(), row.end());
@@ -126,15 +123,22 @@ void SequenceRun::take(const Tensor& rows, double seconds) {
     if (!emit(token_)) end();
     return;
   }
-  // Verify: the rows of [replay.., token, d1..dk]; the row of d_j predicts what follows it. Each row
-  // picks the token a plain step would pick there, and its draft is kept when the two agree: with
-  // sampling that happens with probability p(draft), so the output is exactly a sample from p, and
-  // the same with or without drafts. Later rows see the accepted drafts as history.
+  verify([&](size_t j, const RecentTokens& trial) { return sampler_.sample(row_of(rows, static_cast<int64_t>(first_ + j)), trial); },
+         seconds);
+}
+
+// Verify: the rows of [replay.., token, d1..dk]; the row of d_j predicts what follows it. Each row
+// picks (pick(j, history)) the token a plain step would pick there, and its draft is kept when the
+// two agree: with sampling that happens with probability p(draft), so the output is exactly a sample
+// from p, and the same with or without drafts. Later rows see the accepted drafts as history.
+// Returns how many rows were picked.
+template <class Pick>
+size_t SequenceRun::verify(const Pick& pick, double seconds) {
   std::vector<int32_t> out;
   size_t accepted = 0;
   RecentTokens trial = recent_;
   for (size_t j = 0; j <= draft_.size(); ++j) {
-    const int32_t next = sampler_.sample(row_of(rows, static_cast<int64_t>(first_ + j)), trial);
+    const int32_t next = pick(j, trial);
     out.push_back(next);
     if (j == draft_.size() || next != draft_[j]) break;
     ++accepted;
@@ -142,6 +146,14 @@ void SequenceRun::take(const Tensor& rows, double seconds) {
     if (params_.sampling.has_penalties()) trial.push(next);
   }
   after_verification(out, accepted, seconds);
+  return out.size();
+}
+
+void SequenceRun::prompt_piece_done() {
+  fed_prompt_ = planned_prompt_;
+  if (params_.on_snapshot &&
+      std::find(params_.snapshot_at.begin(), params_.snapshot_at.end(), state_.length()) != params_.snapshot_at.end())
+    params_.on_snapshot(state_);
 }
 
 void SequenceRun::after_verification(const std::vector<int32_t>& out, size_t accepted, double seconds) {
@@ -261,10 +273,7 @@ void SequenceRun::step_alone(Model& model) {
   if (was_prefilling) {
     if (step.which == LogitsFor::last && on_device) {
       const int32_t token = model.forward_pick(step.tokens, state_, LogitsFor::last, pick_for(0))[0];
-      fed_prompt_ = planned_prompt_;
-      if (params_.on_snapshot &&
-          std::find(params_.snapshot_at.begin(), params_.snapshot_at.end(), state_.length()) != params_.snapshot_at.end())
-        params_.on_snapshot(state_);
+      prompt_piece_done();
       first_token(token);
       return;
     }
@@ -285,17 +294,8 @@ void SequenceRun::step_alone(Model& model) {
   if (!draft_.empty() && on_device && (params_.sampling.greedy() || fed_.size() <= static_cast<size_t>(ops::kMaxSampleRows))) {
     // Every row's pick in one small copy of ids.
     const std::span<const int32_t> ids = model.forward_pick(fed_, state_, LogitsFor::all, pick_for(draft_.size() + 1));
-    std::vector<int32_t> out;
-    size_t accepted = 0;
-    for (size_t j = 0; j <= draft_.size(); ++j) {
-      const int32_t next = ids[first_ + j];
-      out.push_back(next);
-      if (j == draft_.size() || next != draft_[j]) break;
-      ++accepted;
-      if (std::find(stops_.begin(), stops_.end(), next) != stops_.end()) break;
-    }
-    if (!params_.sampling.greedy()) sampler_.skip_uniforms(out.size());
-    after_verification(out, accepted, seconds_since(start));
+    const size_t picked = verify([&](size_t j, const RecentTokens&) { return ids[first_ + j]; }, seconds_since(start));
+    if (!params_.sampling.greedy()) sampler_.skip_uniforms(picked);
     return;
   }
   Tensor rows = model.forward(fed_, state_, step.which);

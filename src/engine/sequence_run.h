@@ -64,7 +64,10 @@ class SequenceRun {
   bool flush();
   std::span<float> row_of(const Tensor& rows, int64_t r);
   void first_token(int32_t token);
+  template <class Pick>
+  size_t verify(const Pick& pick, double seconds);
   void after_verification(const std::vector<int32_t>& out, size_t accepted, double seconds);
+  void prompt_piece_done();
   void end();
   bool picks_on_device(const Model& model) const;
   TokenPick pick_for(size_t rows_ahead);

@@ -65,6 +65,25 @@ class RecordingSink : public GenerationSink {
   std::promise<std::string> done;
 };
 
+// A sink that holds the engine thread at its job's first token until `release` is set, so that
+// later jobs queue up meanwhile; `started` is set once it holds.
+struct Holder {
+  std::promise<void> release, started;
+  std::shared_future<void> gate = release.get_future().share();
+  std::shared_ptr<RecordingSink> sink = std::make_shared<RecordingSink>();
+  bool first = true;
+  Holder() {
+    sink->on_each = [this](int, const TokenOutput&) {
+      if (first) {
+        first = false;
+        started.set_value();
+        gate.wait();
+      }
+      return true;
+    };
+  }
+};
+
 std::shared_ptr<InferenceJob> make_job(std::shared_ptr<RecordingSink> sink, int max_tokens, int n = 1) {
   auto job = std::make_shared<InferenceJob>();
   job->prompt = {1};
@@ -90,22 +109,10 @@ TEST(Engine, runs_a_job_and_reports_every_token) {
 
 TEST(Engine, full_queue_is_an_answer_not_a_wait) {
   ServerMetrics metrics;
+  Holder hold;  // outlives the engine, which may still call its sink while stopping
   Engine worker("fake", std::make_unique<FakeModel>(), EngineOptions{2}, metrics.engine);
-  std::promise<void> release;
-  std::shared_future<void> gate = release.get_future().share();
-  auto blocker = std::make_shared<RecordingSink>();
-  std::promise<void> started;
-  bool first = true;
-  blocker->on_each = [&](int, const TokenOutput&) {
-    if (first) {
-      first = false;
-      started.set_value();
-      gate.wait();
-    }
-    return true;
-  };
-  ASSERT_EQ(worker.submit(make_job(blocker, 2)), Engine::Admit::accepted);
-  started.get_future().wait();  // the worker is busy; the queue is empty
+  ASSERT_EQ(worker.submit(make_job(hold.sink, 2)), Engine::Admit::accepted);
+  hold.started.get_future().wait();  // the worker is busy; the queue is empty
   std::vector<std::shared_ptr<RecordingSink>> queued;
   for (int i = 0; i < 2; ++i) {
     queued.push_back(std::make_shared<RecordingSink>());
@@ -113,7 +120,7 @@ TEST(Engine, full_queue_is_an_answer_not_a_wait) {
   }
   EXPECT_EQ(worker.queued(), 2u);
   EXPECT_EQ(worker.submit(make_job(std::make_shared<RecordingSink>(), 1)), Engine::Admit::queue_full);
-  release.set_value();
+  hold.release.set_value();
   for (auto& s : queued) EXPECT_EQ(s->done.get_future().get(), "");
 }
 
@@ -197,27 +204,16 @@ TEST(Engine, concurrent_requests_share_forwards_up_to_max_seqs) {
   EngineOptions options;
   options.max_queue = 8;
   options.max_seqs = 3;
+  Holder hold;  // outlives the engine, which may still call its sink while stopping
   Engine engine("fake", std::move(model), options, metrics.engine);
-  std::promise<void> release, started;
-  std::shared_future<void> gate = release.get_future().share();
-  auto blocker = std::make_shared<RecordingSink>();
-  bool first = true;
-  blocker->on_each = [&](int, const TokenOutput&) {
-    if (first) {
-      first = false;
-      started.set_value();
-      gate.wait();
-    }
-    return true;
-  };
-  ASSERT_EQ(engine.submit(make_job(blocker, 3)), Engine::Admit::accepted);
-  started.get_future().wait();  // the engine waits in the sink: the next jobs queue up
+  ASSERT_EQ(engine.submit(make_job(hold.sink, 3)), Engine::Admit::accepted);
+  hold.started.get_future().wait();  // the engine waits in the sink: the next jobs queue up
   std::vector<std::shared_ptr<RecordingSink>> sinks;
   for (int i = 0; i < 5; ++i) {
     sinks.push_back(std::make_shared<RecordingSink>());
     ASSERT_EQ(engine.submit(make_job(sinks.back(), 6)), Engine::Admit::accepted);
   }
-  release.set_value();
+  hold.release.set_value();
   for (auto& s : sinks) {
     EXPECT_EQ(s->done.get_future().get(), "");
     std::vector<int32_t> ids;
