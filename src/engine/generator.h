@@ -1,11 +1,14 @@
 #pragma once
 // The generation loop for one sequence: prefill the prompt (in chunks), then decode token by token,
-// sampling each, until EOS, a stop id, max_tokens, or the callback asks to stop.
+// sampling each, until EOS, a stop id, max_tokens, a grammar that is complete, or the callback asks
+// to stop.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "engine/output_constraint.h"
 #include "engine/spec/prompt_lookup.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
@@ -33,6 +36,9 @@ struct GenerationParams {
   // prompt-cache keeps them).
   std::vector<int64_t> snapshot_at;
   std::function<void(const SequenceState& state)> on_snapshot;
+  // Optional: a grammar the output must follow and/or logit_bias (engine/output_constraint.h). A
+  // constrained run picks its tokens on the host, from the masked f32 rows.
+  std::shared_ptr<const OutputConstraint> constraint;
   // Optional: sees each row of raw logits (vocab) before penalties and sampling, e.g. for logprobs.
   std::function<void(std::span<const float> logits)> on_logits;
 };

@@ -15,7 +15,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 SequenceRun::SequenceRun(const Model& model, GenerationParams params, TokenCallback on_tokens)
     : model_(&model), params_(std::move(params)), on_tokens_(std::move(on_tokens)), sampler_(params_.sampling),
-      recent_(params_.sampling.penalty_window), local_stats_(std::make_unique<spec::SpeculationStats>()),
+      recent_(params_.sampling.penalty_window), constraint_(params_.constraint), local_stats_(std::make_unique<spec::SpeculationStats>()),
       gate_(params_.speculation_stats ? *params_.speculation_stats : *local_stats_, params_.speculate ? params_.lookup.max_draft : 0,
             params_.lookup.always) {
   check(params_.max_tokens >= 0, ErrorKind::invalid_argument, "generate: max_tokens must be >= 0");
@@ -61,7 +61,7 @@ SequenceRun SequenceRun::fork(GenerationParams params, TokenCallback on_tokens) 
   run.t0_ = std::chrono::steady_clock::now();
   std::vector<float> row = prompt_row_;
   if (run.params_.on_logits) run.params_.on_logits(row);
-  run.first_token(run.sampler_.sample(row, run.recent_));
+  run.first_token(run.pick(row, run.recent_));
   return run;
 }
 
@@ -92,6 +92,8 @@ SequenceRun::Step SequenceRun::plan(int64_t prompt_budget) {
       spec::PromptLookupParams lookup = params_.lookup;
       lookup.max_draft = d;
       draft_ = spec::propose(context_, lookup, budget);
+      // A draft token the grammar refuses would be rejected anyway: feed none from there on.
+      draft_.resize(constraint_.allowed_prefix(draft_));
     }
   }
   fed_ = std::move(replay_);
@@ -111,11 +113,11 @@ void SequenceRun::take(const Tensor& rows, double seconds) {
     if (prefilling()) return;
     std::span<float> row = row_of(rows, 0);
     if (keep_prompt_row_) prompt_row_.assign(row.begin(), row.end());
-    first_token(sampler_.sample(row, recent_));
+    first_token(pick(row, recent_));
     return;
   }
   if (draft_.empty()) {
-    token_ = sampler_.sample(row_of(rows, 0), recent_);
+    token_ = pick(row_of(rows, 0), recent_);
     if (params_.speculate) {
       if (fed_.size() == 1) gate_.on_plain_step(seconds);
       else gate_.on_replay_step(static_cast<int>(fed_.size()), seconds);
@@ -123,26 +125,25 @@ void SequenceRun::take(const Tensor& rows, double seconds) {
     if (!emit(token_)) end();
     return;
   }
-  verify([&](size_t j, const RecentTokens& trial) { return sampler_.sample(row_of(rows, static_cast<int64_t>(first_ + j)), trial); },
-         seconds);
+  verify([&](size_t j, const RecentTokens& trial) { return pick(row_of(rows, static_cast<int64_t>(first_ + j)), trial); }, seconds);
 }
 
 // Verify: the rows of [replay.., token, d1..dk]; the row of d_j predicts what follows it. Each row
-// picks (pick(j, history)) the token a plain step would pick there, and its draft is kept when the
+// picks (pick_row(j, history)) the token a plain step would pick there, and its draft is kept when the
 // two agree: with sampling that happens with probability p(draft), so the output is exactly a sample
-// from p, and the same with or without drafts. Later rows see the accepted drafts as history.
-// Returns how many rows were picked.
+// from p, and the same with or without drafts. Later rows see the accepted drafts as history (and
+// the grammar state after them: pick takes each picked token). Returns how many rows were picked.
 template <class Pick>
-size_t SequenceRun::verify(const Pick& pick, double seconds) {
+size_t SequenceRun::verify(const Pick& pick_row, double seconds) {
   std::vector<int32_t> out;
   size_t accepted = 0;
   RecentTokens trial = recent_;
   for (size_t j = 0; j <= draft_.size(); ++j) {
-    const int32_t next = pick(j, trial);
+    const int32_t next = pick_row(j, trial);
     out.push_back(next);
     if (j == draft_.size() || next != draft_[j]) break;
     ++accepted;
-    if (std::find(stops_.begin(), stops_.end(), next) != stops_.end()) break;
+    if (std::find(stops_.begin(), stops_.end(), next) != stops_.end() || constraint_.complete()) break;
     if (params_.sampling.has_penalties()) trial.push(next);
   }
   after_verification(out, accepted, seconds);
@@ -174,7 +175,7 @@ void SequenceRun::after_verification(const std::vector<int32_t>& out, size_t acc
   for (size_t j = 0; j < out.size(); ++j) {
     token_ = out[j];
     if (j + 1 < out.size()) context_.push_back(token_);  // the last one is pushed when it is fed
-    if (!emit(token_)) return end();
+    if (!emit(token_, j + 1 == out.size())) return end();
   }
 }
 
@@ -192,12 +193,15 @@ void SequenceRun::first_token(int32_t token) {
   if (!emit(token)) end();
 }
 
-// Records a sampled token; false when generation must end (stop token, cancel, max_tokens).
-bool SequenceRun::emit(int32_t token) {
+// Records a sampled token; false when generation must end (stop token, a complete grammar, cancel,
+// max_tokens). `latest`: the constraint's state is the one after this token (a verification picks
+// all its rows before emitting them; only its last can have completed the grammar).
+bool SequenceRun::emit(int32_t token, bool latest) {
   result_.tokens.push_back(token);
   pending_.push_back(token);
   if (params_.sampling.has_penalties()) recent_.push(token);
-  if (std::find(stops_.begin(), stops_.end(), token) != stops_.end()) {
+  // A complete grammar allows nothing more: the output ends as at an end token.
+  if (std::find(stops_.begin(), stops_.end(), token) != stops_.end() || (latest && constraint_.complete())) {
     result_.finish = FinishReason::stop;
     return false;
   }
@@ -224,6 +228,15 @@ void SequenceRun::end() {
   result_.decode_seconds = seconds_since(t_decode_);
 }
 
+// The row's token: logit_bias and the grammar's mask first, then the sampler (penalties,
+// temperature, filters); the constraint takes the token.
+int32_t SequenceRun::pick(std::span<float> row, const RecentTokens& recent) {
+  constraint_.apply(row);
+  const int32_t token = sampler_.sample(row, recent);
+  constraint_.accept(token);
+  return token;
+}
+
 std::span<float> SequenceRun::row_of(const Tensor& rows, int64_t r) {
   std::span<float> row(rows.data<float>() + r * rows.stride(0), static_cast<size_t>(model_->vocab_size()));
   if (params_.on_logits) params_.on_logits(row);
@@ -231,8 +244,8 @@ std::span<float> SequenceRun::row_of(const Tensor& rows, int64_t r) {
 }
 
 // Tokens picked where the logits are (a GPU: only ids cross to the host) when the model can and the
-// request needs nothing the device pick lacks: penalties and the raw rows (on_logits, for logprobs, or
-// a kept prompt row) sample on the host. Both follow the same seeded stream, so a seed gives one
+// request needs nothing the device pick lacks: penalties, a constraint (grammar mask, logit_bias) and
+// the raw rows (on_logits, for logprobs, or a kept prompt row) sample on the host. Both follow the same seeded stream, so a seed gives one
 // output. Top-k also samples on the host for now: the device sampler's top-k search (one block per
 // row) costs more than the row copy plus the host's partial sort (H200, vocab 248320: 2.5 ms against
 // 1.25 ms with top_p; vocab 4096: about 40 us slower per token), while greedy, temperature, top-p and
@@ -240,7 +253,8 @@ std::span<float> SequenceRun::row_of(const Tensor& rows, int64_t r) {
 bool SequenceRun::picks_on_device(const Model& model) const {
   const SamplingParams& sp = params_.sampling;
   const bool device_sampler_pays = sp.greedy() || sp.top_k == 0 || sp.top_k >= model.vocab_size();
-  return model.picks_on_device() && !params_.on_logits && !sp.has_penalties() && device_sampler_pays && !keep_prompt_row_;
+  return model.picks_on_device() && !params_.on_logits && !sp.has_penalties() && device_sampler_pays && !keep_prompt_row_ &&
+         !constraint_.active();
 }
 
 // The device pick of a step whose last `rows` rows are sampled (the rows before them, replayed

@@ -6,6 +6,12 @@
 // logits rows (take), from which the run samples, verifies drafts, rolls back, emits tokens and
 // decides whether it is done. generate() drives one run alone (step_alone, which also keeps a GPU's
 // device-side picks and chained steps); the engine drives many at once.
+//
+// A constrained run (GenerationParams::constraint) owns its ConstraintState: every row is biased and
+// masked under the state after the tokens emitted before it, then sampled, and the token taken by
+// the state. Prompt-lookup drafts are trimmed at their first token the grammar refuses, so a
+// verification row never goes to a draft that could not be kept; the output is the same with or
+// without drafts.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -60,16 +66,17 @@ class SequenceRun {
 
  private:
   SequenceRun(const Model& model, GenerationParams params, TokenCallback on_tokens);
-  bool emit(int32_t token);
+  bool emit(int32_t token, bool latest = true);
   bool flush();
   std::span<float> row_of(const Tensor& rows, int64_t r);
   void first_token(int32_t token);
   template <class Pick>
-  size_t verify(const Pick& pick, double seconds);
+  size_t verify(const Pick& pick_row, double seconds);
   void after_verification(const std::vector<int32_t>& out, size_t accepted, double seconds);
   void prompt_piece_done();
   void end();
   bool picks_on_device(const Model& model) const;
+  int32_t pick(std::span<float> row, const RecentTokens& recent);
   TokenPick pick_for(size_t rows_ahead);
   void chained_run(Model& model, int steps);
 
@@ -79,6 +86,7 @@ class SequenceRun {
   std::vector<int32_t> stops_;
   Sampler sampler_;
   RecentTokens recent_;
+  ConstraintState constraint_;
   SequenceState state_;
   GenerationResult result_;
   bool done_ = false;
