@@ -93,7 +93,7 @@ void ConstraintState::accept(int32_t token) {
                                        "needs text this tokenizer cannot write)");
 }
 
-bool ConstraintState::complete() const { return phase_ == Phase::grammar && matcher_->is_complete(); }
+bool ConstraintState::complete() const { return phase_ == Phase::grammar && matcher_ && matcher_->is_complete(); }
 
 size_t ConstraintState::allowed_prefix(std::span<const int32_t> draft) {
   if (!constraint_) return draft.size();

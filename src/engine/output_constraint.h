@@ -53,7 +53,7 @@ class ConstraintState {
   bool allows(int32_t token);  // advances like accept, or returns false and changes nothing
 
   std::shared_ptr<const OutputConstraint> constraint_;
-  Phase phase_ = Phase::grammar;
+  Phase phase_ = Phase::before_trigger;  // unconstrained: nothing to wait for
   std::optional<grammar::GrammarMatcher> matcher_;
   std::vector<uint32_t> mask_;  // (mask_words) bit i: token i allowed
 };
