@@ -37,16 +37,19 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t
 
 bool Vocabulary::is_eos(int32_t id) const { return std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end(); }
 
-std::shared_ptr<const Vocabulary> Vocabulary::from_tokenizer(const Tokenizer& tokenizer, size_t vocab_size) {
+std::shared_ptr<const Vocabulary> Vocabulary::from_tokenizer(const Tokenizer& tokenizer, size_t vocab_size, std::vector<int32_t> eos_ids,
+                                                             std::span<const int32_t> special_as_text) {
   const size_t n = std::max(vocab_size, tokenizer.vocab_size());
   std::vector<std::string> bytes(n);
   for (size_t id = 0; id < tokenizer.vocab_size(); ++id) {
     const auto tid = static_cast<int32_t>(id);
-    if (tokenizer.is_special(tid) || !tokenizer.id_to_token(tid)) continue;
+    if (!tokenizer.id_to_token(tid)) continue;
+    if (tokenizer.is_special(tid) && std::find(special_as_text.begin(), special_as_text.end(), tid) == special_as_text.end()) continue;
     bytes[id] = tokenizer.decode_raw(std::span<const int32_t>(&tid, 1));
   }
-  std::vector<int32_t> eos = tokenizer.eos_ids();
+  std::vector<int32_t> eos = eos_ids.empty() ? tokenizer.eos_ids() : std::move(eos_ids);
   if (eos.empty() && tokenizer.eos_id() >= 0) eos.push_back(tokenizer.eos_id());
+  std::erase_if(eos, [&](int32_t id) { return id < 0 || static_cast<size_t>(id) >= n; });
   return std::make_shared<const Vocabulary>(std::move(bytes), std::move(eos));
 }
 

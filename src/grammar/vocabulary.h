@@ -19,9 +19,12 @@ class Vocabulary {
   // token_bytes[id] is the id's text; an empty entry is never allowed by a grammar (special tokens,
   // unused padding ids). eos_ids are allowed only where the grammar is complete.
   Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> eos_ids);
-  // Special tokens are excluded; `vocab_size` (the model's, often padded past the tokenizer's) sets
-  // the mask width, 0 for the tokenizer's own size.
-  static std::shared_ptr<const Vocabulary> from_tokenizer(const Tokenizer& tokenizer, size_t vocab_size = 0);
+  // Special tokens are excluded, except those in `special_as_text` (a tool-call format whose tags
+  // are special tokens, like Mistral's [TOOL_CALLS]: the grammar writes them as their text);
+  // `vocab_size` (the model's, often padded past the tokenizer's) sets the mask width, 0 for the
+  // tokenizer's own size; `eos_ids` are the ids that end generation (empty: the tokenizer's).
+  static std::shared_ptr<const Vocabulary> from_tokenizer(const Tokenizer& tokenizer, size_t vocab_size = 0,
+                                                          std::vector<int32_t> eos_ids = {}, std::span<const int32_t> special_as_text = {});
 
   size_t size() const { return bytes_.size(); }
   size_t mask_words() const { return (bytes_.size() + 31) / 32; }

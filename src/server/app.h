@@ -16,6 +16,7 @@
 #include "chat/tools/tool_call_parser.h"
 #include "engine/engine.h"
 #include "server/exchange.h"
+#include "server/grammar_cache.h"
 #include "server/openai_request.h"
 #include "server/request_handler.h"
 #include "server/route_table.h"
@@ -53,6 +54,7 @@ struct ServedModel {
   int64_t context_length = 0;
   std::vector<int32_t> eos_ids;
   ToolParserKind tool_parser = ToolParserKind::none;  // the tool-call format its output is parsed with
+  std::unique_ptr<GrammarCache> grammars;             // over `tokenizer`: constrained output (server/request_constraint.h)
   std::unique_ptr<Engine> engine;
 };
 

@@ -7,6 +7,7 @@
 
 #include "server/app.h"
 #include "server/openai_response.h"
+#include "server/request_constraint.h"
 #include "server/request_prompt.h"
 #include "server/text_sink.h"
 
@@ -75,6 +76,7 @@ void App::completions(Exchange& ex, bool chat) {
   job->params.speculate = options_.speculate;
   job->params.lookup = options_.lookup;
   job->params.prefill_chunk = options_.prefill_chunk;
+  job->params.constraint = request_constraint(m, r, prompt);
   job->n = r.n;
   job->seed_given = r.seed_given;
   job->top_logprobs = r.logprobs ? r.top_logprobs : -1;

@@ -241,6 +241,8 @@ void parse_common(const json& body, OpenAiRequest& r) {
     if (!so.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
     r.include_usage = get_bool(so, "include_usage", false);
   }
+  r.format = parse_output_format(body, r.chat);
+  r.logit_bias = parse_logit_bias(body);
 }
 
 }  // namespace
@@ -285,7 +287,7 @@ OpenAiRequest parse_chat_request(const json& body) {
 OpenAiRequest parse_completion_request(const json& body) {
   reject_unsupported_fields(body, false);
   OpenAiRequest r;
-  r.chat = false;
+  r.chat = false;  // before parse_common: the endpoint decides which format fields exist
   if (!given(body, "prompt")) throw bad_request("'prompt' is required", "prompt");
   json p = body["prompt"];
   // A one-element batch is the same as its element.

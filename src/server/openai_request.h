@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sampling/sampler.h"
+#include "server/output_request.h"
 #include "server/tool_request.h"
 
 namespace sanctum::server {
@@ -41,6 +42,8 @@ struct OpenAiRequest {
   bool logprobs = false;
   int top_logprobs = 0;
   bool skip_special_tokens = true;
+  OutputFormat format;                                // response_format / grammar / json_schema
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id, bias
 };
 
 inline constexpr int kMaxChoices = 16;

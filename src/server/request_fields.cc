@@ -11,8 +11,6 @@ namespace {
 using Kind = FieldRule::Kind;
 using json = nlohmann::ordered_json;
 
-constexpr std::string_view kConstrained = "constrained decoding is not supported by this server yet";
-
 // Shared by both endpoints.
 const std::vector<FieldRule> kCommon = {
     {"model", Kind::implemented, ""},
@@ -35,7 +33,8 @@ const std::vector<FieldRule> kCommon = {
     {"ignore_eos", Kind::implemented, ""},
     {"skip_special_tokens", Kind::implemented, ""},
     {"user", Kind::harmless, "an end-user id for the provider's abuse monitoring; it never changes the output"},
-    {"logit_bias", Kind::refused, "logit_bias is not supported yet; an empty object is accepted"},
+    {"logit_bias", Kind::implemented, ""},
+    {"response_format", Kind::implemented, ""},  // text, json_object, json_schema (server/output_request.h)
 };
 
 const std::vector<FieldRule> kChatOnly = {
@@ -47,7 +46,6 @@ const std::vector<FieldRule> kChatOnly = {
     {"parallel_tool_calls", Kind::implemented, ""},
     {"chat_template_kwargs", Kind::implemented, ""},
     {"reasoning_effort", Kind::implemented, ""},  // a chat-template variable, as vLLM passes it (400 if the template reads none)
-    {"response_format", Kind::implemented, ""},   // {"type": "text"} only, until constrained decoding lands
     {"safety_identifier", Kind::harmless, "an end-user id for the provider's abuse monitoring; it never changes the output"},
     {"metadata", Kind::harmless, "tags for stored completions; this server stores none"},
     {"store", Kind::harmless, "false only: this server stores no completions"},
@@ -67,7 +65,9 @@ const std::vector<FieldRule> kChatOnly = {
 
 const std::vector<FieldRule> kCompletionsOnly = {
     {"prompt", Kind::implemented, ""},
-    {"echo", Kind::implemented, ""},  // false only; true is refused in the parser
+    {"echo", Kind::implemented, ""},         // false only; true is refused in the parser
+    {"grammar", Kind::implemented, ""},      // llama.cpp's name: a grammar in the text form of docs/grammar.md
+    {"json_schema", Kind::implemented, ""},  // llama.cpp's shorthand for response_format json_schema
     {"best_of", Kind::harmless, "equal to n only: the server returns every choice it generates"},
     {"suffix", Kind::refused, "'suffix' (fill-in-the-middle) is not supported; an empty suffix is accepted"},
 };
@@ -92,7 +92,6 @@ bool value_is_harmless(const std::string& field, const json& v, const json& body
   if (field == "prompt_cache_retention") return v == "in_memory" || v == "24h";
   if (field == "prompt_cache_options") return v.is_object();
   if (field == "modalities") return v.is_array() && v.size() == 1 && v[0] == "text";
-  if (field == "logit_bias") return v.is_object() && v.empty();
   if (field == "suffix") return v.is_string() && v.get<std::string>().empty();
   if (field == "best_of") {
     const json n = body.contains("n") && !body["n"].is_null() ? body["n"] : json(1);
@@ -129,15 +128,6 @@ void reject_unsupported_fields(const json& body, bool chat) {
     if (rule->kind == Kind::implemented) continue;
     if (value_is_harmless(field, value, body)) continue;
     refuse(field, rule->reason);
-  }
-  if (chat && body.contains("response_format") && !body["response_format"].is_null()) {
-    const json& rf = body["response_format"];
-    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
-      throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
-    if (rf["type"] != "text")
-      throw bad_request("response_format type '" + rf["type"].get<std::string>() + "' is not supported: " + std::string(kConstrained) +
-                            "; send {\"type\": \"text\"} or leave it out",
-                        "response_format", "unsupported_parameter");
   }
 }
 

@@ -56,6 +56,7 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
   for (int32_t id : m->tokenizer->eos_ids())
     if (std::find(m->eos_ids.begin(), m->eos_ids.end(), id) == m->eos_ids.end()) m->eos_ids.push_back(id);
   m->prompts = std::make_unique<PromptBuilder>(*m->tokenizer);
+  m->grammars = std::make_unique<GrammarCache>(*m->tokenizer, static_cast<size_t>(cfg.vocab_size), m->eos_ids);
   m->tool_parser = options.tool_parser ? *options.tool_parser : detect_tool_parser(m->tokenizer->chat_template(), *m->tokenizer);
   log::info("tool-call format", {{"model", spec.id},
                                  {"tool_parser", tool_parser_name(m->tool_parser)},

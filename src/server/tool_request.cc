@@ -41,17 +41,12 @@ json validate_tool(const json& tool, size_t i) {
     throw bad_request("'description' must be a string", where + ".function.description");
   if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
     throw bad_request("'parameters' must be a JSON Schema object", where + ".function.parameters");
-  if (f.contains("strict") && !f["strict"].is_null()) {
-    if (!f["strict"].is_boolean()) throw bad_request("'strict' must be a boolean", where + ".function.strict");
-    if (f["strict"].get<bool>())
-      throw bad_request(
-          "strict function calling is not supported yet: constrained tool calls need constrained decoding; send strict: false",
-          where + ".function.strict", "unsupported_parameter");
-  }
+  if (f.contains("strict") && !f["strict"].is_null() && !f["strict"].is_boolean())
+    throw bad_request("'strict' must be a boolean", where + ".function.strict");
   return tool;
 }
 
-ToolChoice parse_choice(const json& body, const json& tools) {
+ToolChoice parse_choice(const json& body, const json& tools, std::string& named) {
   if (!body.contains("tool_choice") || body["tool_choice"].is_null()) return ToolChoice::automatic;
   const json& c = body["tool_choice"];
   ToolChoice choice;
@@ -73,12 +68,8 @@ ToolChoice parse_choice(const json& body, const json& tools) {
     bool found = false;
     for (const json& t : tools) found = found || t["function"]["name"] == name;
     if (!found) throw bad_request("'tool_choice' names '" + name + "', which is not in 'tools'", "tool_choice.function.name");
+    named = name;
   }
-  if (choice == ToolChoice::required || choice == ToolChoice::named)
-    throw bad_request(
-        "constrained tool calls are not supported yet: tool_choice \"required\" or a named function needs constrained "
-        "decoding; send tool_choice \"auto\"",
-        "tool_choice", "unsupported_parameter");
   return choice;
 }
 
@@ -98,10 +89,14 @@ ToolRequest parse_tool_request(const json& body) {
     // An empty list offers nothing, as if it was left out.
     if (!tools.empty()) {
       r.tools = json::array();
-      for (size_t i = 0; i < tools.size(); ++i) r.tools.push_back(validate_tool(tools[i], i));
+      for (size_t i = 0; i < tools.size(); ++i) {
+        r.tools.push_back(validate_tool(tools[i], i));
+        const json& f = tools[i]["function"];
+        r.strict = r.strict || (f.contains("strict") && f["strict"] == true);
+      }
     }
   }
-  r.choice = parse_choice(body, r.tools);
+  r.choice = parse_choice(body, r.tools, r.named);
   if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null()) {
     if (!body["parallel_tool_calls"].is_boolean()) throw bad_request("'parallel_tool_calls' must be a boolean", "parallel_tool_calls");
     r.parallel = body["parallel_tool_calls"].get<bool>();

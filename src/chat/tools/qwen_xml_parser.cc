@@ -66,28 +66,42 @@ std::pair<size_t, int> nearest(std::string_view s, std::initializer_list<std::st
 
 }  // namespace
 
-nlohmann::ordered_json convert_parameter_value(const nlohmann::ordered_json& property_schema, std::string value) {
+ParameterKind parameter_kind(const nlohmann::ordered_json& property_schema) {
   const std::string type = schema_type(property_schema);
-  if (type == "string" || type == "str" || type == "text" || type == "varchar" || type == "char" || type == "enum") return value;
+  if (type == "string" || type == "str" || type == "text" || type == "varchar" || type == "char" || type == "enum")
+    return ParameterKind::text;
+  if (starts_with_any(type, {"int", "uint", "long", "short", "unsigned"})) return ParameterKind::integer;
+  if (starts_with_any(type, {"num", "float", "double"})) return ParameterKind::number;
+  if (type == "boolean" || type == "bool" || type == "binary") return ParameterKind::boolean;
+  return ParameterKind::json;  // object, array and types we do not know
+}
+
+nlohmann::ordered_json convert_parameter_value(const nlohmann::ordered_json& property_schema, std::string value) {
+  const ParameterKind kind = parameter_kind(property_schema);
+  if (kind == ParameterKind::text) return value;
   const std::string_view v = trim_json_space(value);
   if (lower(v) == "null") return nullptr;
-  if (starts_with_any(type, {"int", "uint", "long", "short", "unsigned"})) {
-    int64_t i = 0;
-    const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), i);
-    if (ec == std::errc() && ptr == v.data() + v.size() && !v.empty()) return i;
-    return value;
+  switch (kind) {
+    case ParameterKind::integer: {
+      int64_t i = 0;
+      const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), i);
+      if (ec == std::errc() && ptr == v.data() + v.size() && !v.empty()) return i;
+      return value;
+    }
+    case ParameterKind::number: {
+      nlohmann::ordered_json n = parse_json_lenient(v);
+      return !n.is_discarded() && n.is_number() ? n : nlohmann::ordered_json(value);
+    }
+    case ParameterKind::boolean: {
+      const std::string b = lower(v);
+      if (b == "true" || b == "false") return b == "true";
+      return value;
+    }
+    default: {
+      nlohmann::ordered_json parsed = parse_json_lenient(v);
+      return parsed.is_discarded() ? nlohmann::ordered_json(value) : parsed;
+    }
   }
-  if (starts_with_any(type, {"num", "float", "double"})) {
-    nlohmann::ordered_json n = parse_json_lenient(v);
-    return !n.is_discarded() && n.is_number() ? n : nlohmann::ordered_json(value);
-  }
-  if (type == "boolean" || type == "bool" || type == "binary") {
-    const std::string b = lower(v);
-    if (b == "true" || b == "false") return b == "true";
-    return value;
-  }
-  nlohmann::ordered_json parsed = parse_json_lenient(v);  // object, array and types we do not know
-  return parsed.is_discarded() ? nlohmann::ordered_json(value) : parsed;
 }
 
 QwenXmlParser::QwenXmlParser(ToolCallIds ids, const nlohmann::ordered_json& tools) : ToolCallParser(std::move(ids)) {

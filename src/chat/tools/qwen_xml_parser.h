@@ -30,6 +30,12 @@ class QwenXmlParser : public ToolCallParser {
   int members_ = 0;  // parameters emitted in the open call
 };
 
+// How a parameter's text becomes its value, from the schema's `type` (the first that is not "null";
+// none: text): kept as text, or read as an integer, a number, a boolean or any JSON, "null" reading
+// as null for all but text (a grammar for constrained calls writes values that read back exactly).
+enum class ParameterKind { text, integer, number, boolean, json };
+ParameterKind parameter_kind(const nlohmann::ordered_json& property_schema);
+
 // A parameter value as a JSON value of the schema's `type` (exposed for tests).
 nlohmann::ordered_json convert_parameter_value(const nlohmann::ordered_json& property_schema, std::string value);
 
