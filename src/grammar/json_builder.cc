@@ -4,6 +4,7 @@
 #include <set>
 
 #include "grammar/codepoints.h"
+#include "grammar/json_regex.h"
 
 namespace sanctum::grammar {
 
@@ -189,7 +190,7 @@ Item JsonBuilder::enum_item(const SchemaJson& values, const SchemaJson& schema, 
   for (const auto& v : values) {
     if (schema.contains("type") && types && !type_allows(*types, json_type_of(v))) continue;
     Sequence s;
-    g_.append_literal(s, v.dump());
+    g_.append_literal(s, escape_only(v.dump(), options_.escaped_only));
     alts.push_back(s);
   }
   if (alts.empty()) throw GrammarError("enum", "json schema: enum at " + path + " has no value of the declared type; fix the enum");

@@ -52,7 +52,7 @@ Item JsonBuilder::string_any() {
   if (!string_any_) {
     // Any decoded character, plus the escapes json_char_item does not produce (\/ and \uXXXX, no
     // surrogates so every escape is one character).
-    const Item raw = json_char_item(g_, CodepointSet{}.complement(), "char");
+    const Item raw = json_char_item(g_, CodepointSet{}.complement(), "char", options_.escaped_only);
     ByteSet hex, hex_no_d, d, low;
     hex.add_range('0', '9'), hex.add_range('a', 'f'), hex.add_range('A', 'F');
     hex_no_d = hex;
@@ -147,7 +147,7 @@ Item JsonBuilder::object(const SchemaJson& schema, const std::string& path, int 
   std::vector<Item> member_items;
   for (size_t i = 0; i < members.size(); ++i) {
     Sequence s;
-    g_.append_literal(s, SchemaJson(members[i].first).dump());
+    g_.append_literal(s, escape_only(SchemaJson(members[i].first).dump(), options_.escaped_only));
     s.push_back(ws_);
     g_.append_literal(s, ":");
     s.push_back(ws_);
@@ -251,14 +251,14 @@ Item JsonBuilder::string(const SchemaJson& schema, const std::string& path) {
   Sequence s;
   g_.append_literal(s, "\"");
   if (!pattern.empty()) {
-    s.push_back(json_pattern_item(g_, pattern, "pattern"));
+    s.push_back(json_pattern_item(g_, pattern, "pattern", options_.escaped_only));
   } else {
     const int64_t min = count_of(schema, "minLength", 0), max = count_of(schema, "maxLength", -1);
     if (max >= 0 && min > max) throw GrammarError("minLength", "json schema: minLength > maxLength at " + path);
     if (min > options_.max_repeat || max > options_.max_repeat)
       unsupported("maxLength", path, "a string length bound over " + std::to_string(options_.max_repeat));
     string_any();  // builds the shared character rule
-    const Item ch = json_char_item(g_, CodepointSet{}.complement(), "char");
+    const Item ch = json_char_item(g_, CodepointSet{}.complement(), "char", options_.escaped_only);
     s.push_back(Grammar::ref(make_repeat(g_, ch, min, max, "chars", options_.max_repeat)));
   }
   g_.append_literal(s, "\"");

@@ -17,7 +17,8 @@ CodepointSet ascii_without(const CodepointSet& s) { return CodepointSet{{{0, 0x7
 
 class RegexParser {
  public:
-  RegexParser(Grammar& g, std::string_view p, std::string name) : g_(g), p_(p), name_(std::move(name)) {}
+  RegexParser(Grammar& g, std::string_view p, std::string name, std::string_view escaped_only)
+      : g_(g), p_(p), name_(std::move(name)), escaped_only_(escaped_only) {}
 
   Item parse() {
     if (p_.size() > kMaxRegexBytes) unsupported("a pattern over 4096 bytes");
@@ -31,7 +32,7 @@ class RegexParser {
     std::vector<Sequence> alts = parse_alternatives(0);
     if (i_ != p_.size()) unsupported("an unbalanced ')'");
     Item core = alts.size() == 1 ? as_item(g_, alts[0], name_) : Grammar::ref(g_.add_rule(name_, alts));
-    const Item any = json_char_item(g_, CodepointSet{}.complement(), name_ + "_any");
+    const Item any = json_char_item(g_, CodepointSet{}.complement(), name_ + "_any", escaped_only_);
     Sequence seq;
     if (!anchored_start) seq.push_back(Grammar::ref(make_star(g_, any, name_ + "_pre")));
     seq.push_back(core);
@@ -103,7 +104,7 @@ class RegexParser {
     return v;
   }
 
-  Item char_item(const CodepointSet& set) { return json_char_item(g_, set, name_ + "_c"); }
+  Item char_item(const CodepointSet& set) { return json_char_item(g_, set, name_ + "_c", escaped_only_); }
 
   Item parse_atom(int depth) {
     const char c = p_[i_];
@@ -237,15 +238,18 @@ class RegexParser {
   Grammar& g_;
   std::string_view p_;
   std::string name_;
+  std::string_view escaped_only_;
   size_t i_ = 0;
 };
 
 }  // namespace
 
-Item json_char_item(Grammar& g, const CodepointSet& set, const std::string& name) {
+Item json_char_item(Grammar& g, const CodepointSet& set, const std::string& name, std::string_view escaped_only) {
   CodepointSet norm = set;
   norm.normalize();
   CodepointSet needs_escape{{{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}};
+  for (char c : escaped_only) needs_escape.add(static_cast<char32_t>(c), static_cast<char32_t>(c));
+  needs_escape.normalize();
   std::vector<Sequence> alts;
   const CodepointSet raw = norm.minus(needs_escape);
   if (!raw.empty()) alts.push_back(Sequence{codepoint_item(g, raw, name + "_raw")});
@@ -257,11 +261,35 @@ Item json_char_item(Grammar& g, const CodepointSet& set, const std::string& name
       g.append_literal(s, text);
       alts.push_back(s);
     }
+  for (char c : escaped_only)
+    if (norm.contains(static_cast<char32_t>(c)) && std::string_view("\"\\\n\t\r\b\f").find(c) == std::string_view::npos) {
+      Sequence s;
+      g.append_literal(s, escape_only(std::string(1, c), escaped_only));
+      alts.push_back(s);
+    }
   if (alts.empty()) alts.push_back(Sequence{g.bytes(ByteSet{})});  // an empty class matches nothing
   if (alts.size() == 1 && alts[0].size() == 1) return alts[0][0];
   return Grammar::ref(g.add_rule(name, alts));
 }
 
-Item json_pattern_item(Grammar& g, std::string_view pattern, const std::string& name) { return RegexParser(g, pattern, name).parse(); }
+Item json_pattern_item(Grammar& g, std::string_view pattern, const std::string& name, std::string_view escaped_only) {
+  return RegexParser(g, pattern, name, escaped_only).parse();
+}
+
+std::string escape_only(std::string json_text, std::string_view escaped_only) {
+  if (escaped_only.empty()) return json_text;
+  std::string out;
+  for (char c : json_text) {
+    if (escaped_only.find(c) == std::string_view::npos) {
+      out += c;
+      continue;
+    }
+    static const char kHex[] = "0123456789abcdef";
+    out += "\\u00";
+    out += kHex[(static_cast<unsigned char>(c) >> 4) & 15];
+    out += kHex[static_cast<unsigned char>(c) & 15];
+  }
+  return out;
+}
 
 }  // namespace sanctum::grammar

@@ -13,11 +13,16 @@
 
 namespace sanctum::grammar {
 
-// Matches one decoded character from `set`, as raw UTF-8 or as its JSON escape.
-Item json_char_item(Grammar& g, const CodepointSet& set, const std::string& name);
+// Matches one decoded character from `set`, as raw UTF-8 or as its JSON escape; the ASCII characters
+// of `escaped_only` only as their \u00xx escape.
+Item json_char_item(Grammar& g, const CodepointSet& set, const std::string& name, std::string_view escaped_only = {});
 
 // The inside of a JSON string (no quotes) whose value matches `pattern` with search semantics: an
 // unanchored side may carry any other characters.
-Item json_pattern_item(Grammar& g, std::string_view pattern, const std::string& name);
+Item json_pattern_item(Grammar& g, std::string_view pattern, const std::string& name, std::string_view escaped_only = {});
+
+// `json_text` (a JSON value's text) with the characters of `escaped_only` inside its strings
+// written as \u00xx (outside strings JSON text holds none of them).
+std::string escape_only(std::string json_text, std::string_view escaped_only);
 
 }  // namespace sanctum::grammar

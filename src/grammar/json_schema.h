@@ -25,6 +25,9 @@ struct JsonGrammarOptions {
   int max_whitespace = 4;
   // Repetition counts (maxItems, maxLength, {m,n}) above this are refused rather than expanded.
   int64_t max_repeat = 2000;
+  // ASCII characters that strings hold only as a \u00XX escape, never raw: a tool-call format whose
+  // parser ends a call at a tag ("</tool_call>") needs '<' out of the argument text.
+  std::string escaped_only;
   GrammarLimits limits;
 };
 

@@ -49,8 +49,7 @@ OutputFormat response_format(const json& rf) {
                       "response_format.json_schema");
   const json& js = rf["json_schema"];
   only_keys(js, {"name", "schema", "strict", "description"}, "response_format.json_schema");
-  if (given(js, "name") && !js["name"].is_string())
-    throw bad_request("'name' must be a string", "response_format.json_schema.name");
+  if (given(js, "name") && !js["name"].is_string()) throw bad_request("'name' must be a string", "response_format.json_schema.name");
   if (given(js, "description") && !js["description"].is_string())
     throw bad_request("'description' must be a string", "response_format.json_schema.description");
   if (given(js, "strict") && !js["strict"].is_boolean())
@@ -106,8 +105,7 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body) {
     for (char c : key) digits = digits && c >= '0' && c <= '9';
     const long long id = digits ? std::stoll(key) : -1;
     if (!digits || id > std::numeric_limits<int32_t>::max())
-      throw bad_request("Invalid key in 'logit_bias': '" + key + "'; keys are token ids (non-negative integers as strings)",
-                        "logit_bias");
+      throw bad_request("Invalid key in 'logit_bias': '" + key + "'; keys are token ids (non-negative integers as strings)", "logit_bias");
     if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100.0 || value.get<double>() > 100.0)
       throw bad_request("'logit_bias' value for token " + key + " must be a number from -100 to 100", "logit_bias");
     out.emplace_back(static_cast<int32_t>(id), static_cast<float>(value.get<double>()));

@@ -88,9 +88,10 @@ std::shared_ptr<const OutputConstraint> request_constraint(const ServedModel& m,
 
   const bool tools = wants_tool_grammar(r);
   if (tools && r.format.kind != OutputFormat::Kind::text)
-    throw bad_request("'response_format' cannot be combined with tool_choice \"required\", a named function or strict tools: the answer "
-                      "is a tool call; send one or the other",
-                      "response_format", "unsupported_parameter");
+    throw bad_request(
+        "'response_format' cannot be combined with tool_choice \"required\", a named function or strict tools: the answer "
+        "is a tool call; send one or the other",
+        "response_format", "unsupported_parameter");
   // A reasoning model thinks freely: the grammar starts after its reasoning block.
   if (r.chat && m.prompts->thinking() && (tools || r.format.kind != OutputFormat::Kind::text)) {
     c->close_reasoning = m.tokenizer->token_to_id("</think>");

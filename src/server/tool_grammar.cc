@@ -16,8 +16,8 @@ using json = nlohmann::ordered_json;
 using grammar::Grammar;
 using grammar::GrammarError;
 using grammar::Item;
-using grammar::Sequence;
 using grammar::SchemaJson;
+using grammar::Sequence;
 
 // Tags that end a parameter value in the XML parser: a text value must not contain them.
 const std::vector<std::string> kValueEnds = {"</parameter>", "<parameter=", "</function>"};
@@ -73,7 +73,8 @@ Item tag_free_text(Grammar& g) {
 // The value of a text parameter, as the raw text the parser keeps.
 Item text_value(Grammar& g, const Tool& t, const std::string& key, const SchemaJson& schema, Item free_text) {
   for (const auto& [k, v] : schema.items())
-    if (!kTextKeywords.count(k)) refuse(t, k, "parameter '" + key + "' is written as raw text in this model's call format; '" + k + "' cannot be enforced on it");
+    if (!kTextKeywords.count(k))
+      refuse(t, k, "parameter '" + key + "' is written as raw text in this model's call format; '" + k + "' cannot be enforced on it");
   const auto types = grammar::schema_types(schema);
   if (types && !types->count("string"))
     refuse(t, "type", "parameter '" + key + "' has no string type, but this model's call format writes its value as text");
@@ -144,7 +145,7 @@ Item xml_function(Grammar& g, const Tool& t, grammar::JsonBuilder* builder, Item
     p.push_back(free_text);
     g.append_literal(p, "\n</parameter>\n");
     body.push_back(Grammar::ref(grammar::make_star(g, grammar::as_item(g, p, "parameter"), "parameters")));
-  } else if (!t.parameters.empty()) {
+  } else if (!t.parameters.is_null()) {
     const SchemaJson& s = t.parameters;
     if (!s.contains("properties") || !s["properties"].is_object())
       refuse(t, "properties", "this model's call format writes parameters one by one: 'parameters' must declare 'properties'");
@@ -224,12 +225,14 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const ToolGrammarReque
     const std::string name = f["name"].get<std::string>();
     if (!r.only.empty() && name != r.only) continue;
     const bool strict = f.contains("strict") && f["strict"] == true;
+    // No parameters (null or absent): the function takes none, and its arguments are {}.
     SchemaJson params = f.contains("parameters") && f["parameters"].is_object() ? f["parameters"] : SchemaJson();
-    // No parameters: the function takes none.
-    if (params.is_null()) params = SchemaJson{{"type", "object"}, {"properties", SchemaJson::object()}, {"additionalProperties", false}};
     tools.push_back(Tool{i, name, std::move(params), !r.strict_only || strict});
   }
   grammar::JsonGrammarOptions options;
+  // The hermes and XML parsers end a call or a value at the first closing tag, even inside a JSON
+  // string: argument strings write '<' as \u003c.
+  if (r.format != ToolParserKind::mistral) options.escaped_only = "<";
   std::vector<std::unique_ptr<grammar::JsonBuilder>> builders;  // each reads its tool's parameters
   builders.reserve(tools.size());
   const SchemaJson any_object = {{"type", "object"}};
@@ -237,13 +240,17 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const ToolGrammarReque
   const Item free_text = r.format == ToolParserKind::qwen_xml ? tag_free_text(*g) : Item{};
   for (const Tool& t : tools) {
     try {
-      builders.push_back(std::make_unique<grammar::JsonBuilder>(*g, t.constrained ? t.parameters : any_object, options));
+      const bool own_schema = t.constrained && !t.parameters.is_null();
+      builders.push_back(std::make_unique<grammar::JsonBuilder>(*g, own_schema ? t.parameters : any_object, options));
       grammar::JsonBuilder& b = *builders.back();
       switch (r.format) {
         case ToolParserKind::qwen_xml: calls.push_back(xml_function(*g, t, &b, free_text)); break;
         case ToolParserKind::hermes:
         case ToolParserKind::mistral: {
-          const Item args = b.value(t.constrained ? t.parameters : any_object, "#", 0);
+          Sequence none;
+          g->append_literal(none, "{}");
+          const Item args = t.constrained && t.parameters.is_null() ? grammar::as_item(*g, none, "no_arguments")
+                                                                    : b.value(t.constrained ? t.parameters : any_object, "#", 0);
           if (r.format == ToolParserKind::mistral && r.mistral_args_tag) {
             Sequence s;
             g->append_literal(s, t.name + "[ARGS]");

@@ -32,14 +32,15 @@ constexpr int32_t kEos = 511;
 std::vector<std::string> token_texts() {
   std::vector<std::string> t;
   for (char c = 0x20; c < 0x7f; ++c) t.emplace_back(1, c);
-  for (const char* s : {"\n", "{\"", "\":", "\",", "\"}", "\": \"", "\", \"", "true", "false", "null", "name", "age", "tags",
-                        "\"name", "\"age", "\"tags", "red", "green", "blue", "\"red\"", "12", "34", "100", " \"", "\n  ", "{}",
-                        "[]", "[\"", "\"]", "],", "},", "ab", "cd", "\xc3\xa9", "\xc3", "\xa9", "\": ", ", ", "\"]}"})
+  for (const char* s :
+       {"\n",     "{\"",   "\":",    "\",", "\"}",   "\": \"", "\", \"",  "true",     "false", "null", "name", "age",  "tags",
+        "\"name", "\"age", "\"tags", "red", "green", "blue",   "\"red\"", "12",       "34",    "100",  " \"",  "\n  ", "{}",
+        "[]",     "[\"",   "\"]",    "],",  "},",    "ab",     "cd",      "\xc3\xa9", "\xc3",  "\xa9", "\": ", ", ",   "\"]}"})
     t.emplace_back(s);
   for (char a = 'a'; static_cast<int32_t>(t.size()) < kEos && a <= 'z'; ++a)
     for (char b = 'a'; static_cast<int32_t>(t.size()) < kEos && b <= 'z'; ++b) t.push_back(std::string{a, b, 'x'});
   while (static_cast<int32_t>(t.size()) < kEos) t.emplace_back();  // unused ids: never allowed
-  t.emplace_back();                                                 // kEos
+  t.emplace_back();                                                // kEos
   return t;
 }
 
@@ -55,7 +56,8 @@ std::vector<int32_t> encode(const std::string& text) {
   for (size_t i = 0; i < text.size();) {
     int32_t best = -1;
     for (int32_t id = 0; id < kEos; ++id)
-      if (!texts[static_cast<size_t>(id)].empty() && text.compare(i, texts[static_cast<size_t>(id)].size(), texts[static_cast<size_t>(id)]) == 0 &&
+      if (!texts[static_cast<size_t>(id)].empty() &&
+          text.compare(i, texts[static_cast<size_t>(id)].size(), texts[static_cast<size_t>(id)]) == 0 &&
           (best < 0 || texts[static_cast<size_t>(id)].size() > texts[static_cast<size_t>(best)].size()))
         best = id;
     EXPECT_GE(best, 0) << text.substr(i);
@@ -114,7 +116,9 @@ std::string output_text(std::vector<int32_t> tokens) {
   return decode(tokens);
 }
 
-std::vector<int32_t> prompt() { return encode("Write {\"name\": \"ab\", \"age\": 12, \"tags\": [\"red\"]} again: {\"name\": \"ab\", \"age\": 12}"); }
+std::vector<int32_t> prompt() {
+  return encode("Write {\"name\": \"ab\", \"age\": 12, \"tags\": [\"red\"]} again: {\"name\": \"ab\", \"age\": 12}");
+}
 
 GenerationParams constrained_params(float temperature, uint64_t seed) {
   GenerationParams p;

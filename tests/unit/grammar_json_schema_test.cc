@@ -91,6 +91,27 @@ TEST(GrammarJsonSchema, recursive_refs_and_enums) {
   EXPECT_FALSE(accepts(g, R"({"v":2})"));
 }
 
+TEST(GrammarJsonSchema, escaped_only_characters_appear_in_strings_only_as_escapes) {
+  JsonGrammarOptions options;
+  options.max_whitespace = 0;
+  options.escaped_only = "<";
+  struct Case {
+    const char *schema, *raw, *escaped;
+  };
+  const Case cases[] = {
+      {R"({"type":"string"})", R"("a<b")", R"("a\u003cb")"},
+      {R"({"type":"string","maxLength":9})", R"("a<b")", R"("a\u003cb")"},
+      {R"({"type":"string","pattern":"^a.*"})", R"("a<b")", R"("a\u003cb")"},
+      {R"({"enum":["a<b"]})", R"("a<b")", R"("a\u003cb")"},
+      {R"({"type":"object","properties":{"k<":{"type":"integer"}},"required":["k<"]})", R"({"k<":1})", R"({"k\u003c":1})"},
+  };
+  for (const Case& c : cases) {
+    const auto g = compile_json_schema(SchemaJson::parse(c.schema), bytes_vocab(), options);
+    EXPECT_FALSE(accepts(g, c.raw)) << c.schema;
+    EXPECT_TRUE(accepts(g, c.escaped)) << c.schema;
+  }
+}
+
 TEST(GrammarJsonSchema, unsupported_features_are_refused_by_name) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"not":{"type":"string"}})", "not"},
