@@ -34,8 +34,9 @@ const json kTools = json::parse(R"([
 std::shared_ptr<const grammar::Vocabulary> vocab() {
   std::vector<std::string> t;
   for (char c = 0x20; c < 0x7f; ++c) t.emplace_back(1, c);
-  for (const char* s : {"\n", "<tool_call>", "</tool_call>", "<function=", "<parameter=", "</parameter>", "</function>", "[TOOL_CALLS]",
-                        "[ARGS]", "{\"", "\": ", "\", \"", "city", "query", "get_weather", "search", "\n</", "\xc3\xa9", "</param", "<"})
+  for (const char* s :
+       {"\n",   "<tool_call>", "</tool_call>", "<function=", "<parameter=", "</parameter>", "</function>", "[TOOL_CALLS]", "[ARGS]",  "{\"",
+        "\": ", "\", \"",      "city",         "query",      "get_weather", "search",       "\n</",        "\xc3\xa9",     "</param", "<"})
     t.emplace_back(s);
   t.emplace_back();  // end
   return std::make_shared<const grammar::Vocabulary>(t, std::vector<int32_t>{static_cast<int32_t>(t.size() - 1)});
