@@ -1,5 +1,7 @@
 #include "server/request_constraint.h"
 
+#include <algorithm>
+
 #include "grammar/compile.h"
 #include "server/api_error.h"
 #include "server/grammar_cache.h"
@@ -36,6 +38,15 @@ grammar::CompiledGrammar format_grammar(const ServedModel& m, const OutputFormat
     throw bad_request("'" + f.param + "': " + what + " cannot be enforced (unsupported: " + e.feature() + "): " + e.what(), f.param,
                       "unsupported_schema");
   }
+}
+
+// The prompt closed an (empty) reasoning block itself, as templates do with enable_thinking false:
+// the answer starts now, with no block of its own.
+bool ends_with_closed_reasoning(const Tokenizer& tok, const std::vector<int32_t>& ids, int32_t close) {
+  const auto last = std::find(ids.rbegin(), ids.rend(), close);
+  if (last == ids.rend()) return false;
+  const std::string tail = tok.decode_raw(std::span<const int32_t>(last.base(), ids.end()));
+  return tail.find_first_not_of(" \t\r\n") == std::string::npos;
 }
 
 bool wants_tool_grammar(const OpenAiRequest& r) {
@@ -96,7 +107,8 @@ std::shared_ptr<const OutputConstraint> request_constraint(const ServedModel& m,
   if (r.chat && m.prompts->thinking() && (tools || r.format.kind != OutputFormat::Kind::text)) {
     c->close_reasoning = m.tokenizer->token_to_id("</think>");
     if (prompt.start_in_reasoning) c->in_reasoning = true;
-    else c->open_reasoning = m.tokenizer->token_to_id("<think>");
+    else if (!ends_with_closed_reasoning(*m.tokenizer, prompt.ids, c->close_reasoning))
+      c->open_reasoning = m.tokenizer->token_to_id("<think>");
   }
   if (tools) c->grammar = tools_grammar(m, r, c->in_reasoning, c->trigger);
   else if (r.format.kind != OutputFormat::Kind::text) c->grammar = format_grammar(m, r.format);

@@ -47,8 +47,7 @@ TEST(ServerOutputRequest, malformed_response_formats_name_their_path) {
   EXPECT_EQ(refused(chat(R"("response_format":"json")")), "response_format");
   EXPECT_EQ(refused(chat(R"("response_format":{"type":"yaml"})")), "response_format.type");
   EXPECT_EQ(refused(chat(R"("response_format":{"type":"json_schema"})")), "response_format.json_schema");
-  EXPECT_EQ(refused(chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"x"}})")),
-            "response_format.json_schema.schema");
+  EXPECT_EQ(refused(chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"x"}})")), "response_format.json_schema.schema");
   EXPECT_EQ(refused(chat(R"("response_format":{"type":"json_schema","json_schema":{"name":"x","schema":[]}})")),
             "response_format.json_schema.schema");
   // A misspelt key must not pass as "no schema".
@@ -80,8 +79,8 @@ TEST(ServerOutputRequest, logit_bias_takes_token_ids_and_biases_from_minus_to_pl
   EXPECT_EQ(r.logit_bias[1], (std::pair<int32_t, float>{7, -100.0f}));
   EXPECT_TRUE(parse(chat(R"("logit_bias":{})")).logit_bias.empty());
   EXPECT_EQ(parse(completion(R"("logit_bias":{"3":1.5})"), false).logit_bias.size(), 1u);
-  for (const char* bad : {R"({"abc":1})", R"({"-1":1})", R"({"1.5":1})", R"({"1":101})", R"({"1":-100.5})", R"({"1":"x"})",
-                          R"({"99999999999":1})", R"([1])"})
+  for (const char* bad :
+       {R"({"abc":1})", R"({"-1":1})", R"({"1.5":1})", R"({"1":101})", R"({"1":-100.5})", R"({"1":"x"})", R"({"99999999999":1})", R"([1])"})
     EXPECT_EQ(refused(chat(std::string(R"("logit_bias":)") + bad)), "logit_bias") << bad;
   try {
     parse(chat(R"("logit_bias":{"abc":1})"));
