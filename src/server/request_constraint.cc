@@ -49,10 +49,14 @@ bool ends_with_closed_reasoning(const Tokenizer& tok, const std::vector<int32_t>
   return tail.find_first_not_of(" \t\r\n") == std::string::npos;
 }
 
-bool wants_tool_grammar(const OpenAiRequest& r) {
-  if (!r.chat || r.tools.offered().is_null()) return false;
-  return r.tools.choice == ToolChoice::required || r.tools.choice == ToolChoice::named ||
-         (r.tools.choice == ToolChoice::automatic && r.tools.strict);
+bool forces_a_call(const OpenAiRequest& r) {
+  return r.chat && !r.tools.offered().is_null() && (r.tools.choice == ToolChoice::required || r.tools.choice == ToolChoice::named);
+}
+
+// Tools under "auto" with strict tools or a response_format: calls are constrained too.
+bool calls_under_auto(const OpenAiRequest& r) {
+  return r.chat && !r.tools.offered().is_null() && r.tools.choice == ToolChoice::automatic &&
+         (r.tools.strict || r.format.kind != OutputFormat::Kind::text);
 }
 
 // The tool-call grammar, and (strict tools under "auto") the token that opens a call.
@@ -64,7 +68,12 @@ grammar::CompiledGrammar tools_grammar(const ServedModel& m, const OpenAiRequest
   g.only = r.tools.choice == ToolChoice::named ? r.tools.named : "";
   g.parallel = r.tools.parallel;
   g.strict_only = r.tools.choice == ToolChoice::automatic;
-  g.opened = g.strict_only;
+  // With a response_format the answer is calls or the format's value from the first token; with
+  // strict tools alone the text is free until the model opens a call.
+  static const RequestJson kAnyObject = {{"type", "object"}, {"additionalProperties", true}};
+  if (r.format.kind == OutputFormat::Kind::json_object) g.answer_schema = &kAnyObject;
+  if (r.format.kind == OutputFormat::Kind::json_schema) g.answer_schema = &r.format.schema;
+  g.opened = g.strict_only && !g.answer_schema;
   g.lead_blank_lines = lead_blank_lines && !g.opened;
   g.mistral_args_tag = tok.token_to_id("[ARGS]") >= 0;
   const std::string open = tool_call_open_tag(g.format);
@@ -81,7 +90,7 @@ grammar::CompiledGrammar tools_grammar(const ServedModel& m, const OpenAiRequest
     if (const int32_t id = tok.token_to_id(tag); id >= 0 && tok.is_special(id)) specials.push_back(id);
   std::string key = "tools\n" + std::string(tool_parser_name(g.format)) + (g.parallel ? " parallel" : " one") +
                     (g.strict_only ? " strict" : " all") + (g.lead_blank_lines ? " lead" : "") + (g.mistral_args_tag ? " args" : "") +
-                    "\n" + g.only + "\n" + g.tools->dump();
+                    "\n" + g.only + "\n" + g.tools->dump() + "\n" + (g.answer_schema ? g.answer_schema->dump() : "");
   return m.grammars->get(key, [&] { return grammar::CompiledGrammar(tool_call_grammar(g), m.grammars->vocabulary(specials)); });
 }
 
@@ -97,12 +106,12 @@ std::shared_ptr<const OutputConstraint> request_constraint(const ServedModel& m,
                         "logit_bias");
   c->logit_bias = r.logit_bias;
 
-  const bool tools = wants_tool_grammar(r);
-  if (tools && r.format.kind != OutputFormat::Kind::text)
+  if (forces_a_call(r) && r.format.kind != OutputFormat::Kind::text)
     throw bad_request(
-        "'response_format' cannot be combined with tool_choice \"required\", a named function or strict tools: the answer "
-        "is a tool call; send one or the other",
+        "'response_format' cannot be combined with tool_choice \"required\" or a named function: the answer is a tool "
+        "call; send one or the other",
         "response_format", "unsupported_parameter");
+  const bool tools = forces_a_call(r) || calls_under_auto(r);
   // A reasoning model thinks freely: the grammar starts after its reasoning block.
   if (r.chat && m.prompts->thinking() && (tools || r.format.kind != OutputFormat::Kind::text)) {
     c->close_reasoning = m.tokenizer->token_to_id("</think>");

@@ -310,7 +310,20 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const ToolGrammarReque
       break;
     case ToolParserKind::none: break;
   }
-  g->finish(g->add_rule("root", {root}));
+  std::vector<Sequence> answers{root};
+  if (r.answer_schema) {
+    // Or no call: the response_format value, with the blanks JSON allows around it.
+    grammar::JsonGrammarOptions plain;
+    const SchemaJson& schema = *r.answer_schema;
+    try {
+      grammar::JsonBuilder b(*g, schema, plain);
+      answers.push_back({b.ws(), b.value(schema, "#", 0), b.ws()});
+    } catch (const GrammarError& e) {
+      throw bad_request("'response_format': the JSON schema cannot be enforced (unsupported: " + e.feature() + "): " + e.what(),
+                        "response_format", "unsupported_schema");
+    }
+  }
+  g->finish(g->add_rule("root", answers));
   return g;
 }
 

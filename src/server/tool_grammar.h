@@ -35,6 +35,9 @@ struct ToolGrammarRequest {
   // Up to two blank characters before the first call: the newlines a template writes after a
   // reasoning block (the reasoning split drops them; elsewhere they would be content).
   bool lead_blank_lines = false;
+  // response_format with tools under "auto": the answer is either calls or a JSON value of this
+  // schema (its errors name response_format). Null: calls only.
+  const nlohmann::ordered_json* answer_schema = nullptr;
 };
 
 // Throws ApiError 400 naming the tool's field (tools[i].function.parameters) and the schema feature

@@ -147,3 +147,26 @@ def test_unenforceable_tool_schemas_are_400s_naming_the_tool(family):
         ask(client, 0, tools=[WEATHER, bad], tool_choice="required")
     assert e.value.body["param"] == "tools[1].function.parameters"
     assert "unsupported: not" in e.value.body["message"]
+
+
+ANSWER = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}, "sure": {"type": "boolean"}},
+          "required": ["answer", "sure"], "additionalProperties": False}
+
+
+def test_with_a_response_format_an_auto_answer_is_calls_or_the_format(family):
+    name, client, _ = family
+    rf = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER}}
+    finished = 0
+    for seed in range(8):
+        c = ask(client, seed, tool_choice="auto", response_format=rf)
+        if c.finish_reason == "length":
+            continue
+        finished += 1
+        if c.finish_reason == "tool_calls":  # tools without strict: any JSON object as arguments
+            assert all(t.function.name in SCHEMAS and isinstance(json.loads(t.function.arguments), dict) for t in c.message.tool_calls)
+        else:
+            jsonschema.validate(json.loads(c.message.content), ANSWER)
+    assert finished >= 6, name
+    with pytest.raises(openai.BadRequestError) as e:  # a forced call has no room for the format
+        ask(client, 0, tool_choice="required", response_format=rf)
+    assert e.value.body["param"] == "response_format"

@@ -194,6 +194,37 @@ TEST(ToolGrammar, an_opened_call_starts_after_its_tag) {
   }
 }
 
+TEST(ToolGrammar, with_an_answer_schema_the_output_is_calls_or_that_value) {
+  const json answer = json::parse(R"({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})");
+  const auto v = vocab();
+  for (const Case& c : kCases) {
+    ToolGrammarRequest r;
+    r.format = c.format;
+    r.tools = &kTools;
+    r.strict_only = true;  // tool_choice "auto": no tool is strict here, so any arguments
+    r.answer_schema = &answer;
+    r.mistral_args_tag = c.args_tag;
+    const grammar::CompiledGrammar g(tool_call_grammar(r), v);
+    int answered = 0, called = 0;
+    for (uint32_t seed = 0; seed < 30; ++seed) {
+      const std::string text = walk(g, seed);
+      std::string content;
+      const std::vector<Call> calls = parse(c.format, text, content);
+      if (calls.empty()) {
+        const json value = json::parse(content, nullptr, false);
+        ASSERT_TRUE(value.is_object() && value.size() == 1 && value["ok"].is_boolean()) << text;
+        ++answered;
+        continue;
+      }
+      EXPECT_EQ(content, "") << text;
+      for (const Call& call : calls) EXPECT_TRUE(json::parse(call.arguments, nullptr, false).is_object()) << text;
+      ++called;
+    }
+    EXPECT_GT(answered, 0) << tool_parser_name(c.format);
+    EXPECT_GT(called, 0) << tool_parser_name(c.format);
+  }
+}
+
 TEST(ToolGrammar, an_xml_text_value_never_holds_a_tag_that_would_end_it) {
   ToolGrammarRequest r;
   r.format = ToolParserKind::qwen_xml;
