@@ -27,7 +27,7 @@ namespace sanctum::server {
 class GrammarCache {
  public:
   // `vocab_size`: the model's (the mask width); `eos_ids`: the ids that end its generation.
-  GrammarCache(const Tokenizer& tokenizer, size_t vocab_size, std::vector<int32_t> eos_ids, size_t capacity = 64);
+  GrammarCache(const Tokenizer& tokenizer, size_t vocab_size, std::vector<int32_t> eos_ids, size_t capacity = 32);
 
   // The vocabulary, with `special_as_text` special tokens written as their text (tool-call tags).
   std::shared_ptr<const grammar::Vocabulary> vocabulary(std::span<const int32_t> special_as_text = {});
