@@ -2,6 +2,7 @@
 
 #include <string_view>
 
+#include "chat/tools/json_scan.h"
 #include "server/request_fields.h"
 
 namespace sanctum::server {
@@ -136,11 +137,12 @@ class InputTranslator {
   }
 
   void call(const json& item, const std::string& at) {
+    const std::string& arguments = require_string(item, "arguments", at + ".arguments");
+    if (!trim_json_space(arguments).empty() && !parse_json_lenient(arguments).is_object())
+      throw bad_request("'arguments' must be a JSON object encoded as a string", at + ".arguments");
     json c = {{"id", require_string(item, "call_id", at + ".call_id")},
               {"type", "function"},
-              {"function",
-               {{"name", require_string(item, "name", at + ".name")},
-                {"arguments", require_string(item, "arguments", at + ".arguments")}}}};
+              {"function", {{"name", require_string(item, "name", at + ".name")}, {"arguments", arguments}}}};
     json& turn = assistant_turn(at);
     if (!turn.contains("tool_calls")) turn["tool_calls"] = json::array();
     turn["tool_calls"].push_back(std::move(c));
