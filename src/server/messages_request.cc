@@ -279,7 +279,9 @@ MessagesRequest translate_messages_request(const json& body) {
   check_fields(body);
   MessagesRequest r;
   ChatTranslation& t = r.chat;
-  t.fields = {{"stop", "stop_sequences"}, {"chat_template_kwargs", "thinking"}};
+  t.fields = {{"stop", "stop_sequences"},
+              {"chat_template_kwargs", "thinking"},
+              {"parallel_tool_calls", "tool_choice.disable_parallel_tool_use"}};
   t.tool_fields = {{"parameters", "input_schema"}};
   // Both are required by Anthropic's API: a client written for it always sends them.
   t.body["model"] = require_string(body, "model", "model");

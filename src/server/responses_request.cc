@@ -296,7 +296,10 @@ ResponsesRequest translate_responses_request(const json& body, const ResponseSto
   ResponsesRequest r;
   ChatTranslation& t = r.chat;
   t.messages_param = "input";
-  t.fields = {{"max_tokens", "max_output_tokens"}, {"response_format", "text.format"}, {"chat_template_kwargs", "reasoning"}};
+  t.fields = {{"max_tokens", "max_output_tokens"},
+              {"response_format.json_schema", "text.format"},  // the schema's fields sit on text.format itself
+              {"response_format", "text.format"},
+              {"chat_template_kwargs", "reasoning"}};
   if (is_given(body, "model")) t.body["model"] = require_string(body, "model", "model");
   if (is_given(body, "max_output_tokens")) t.body["max_tokens"] = body["max_output_tokens"];
   for (const char* key : {"temperature", "top_p", "stream"})

@@ -234,6 +234,10 @@ TEST(ServerResponses, previous_response_id_puts_the_stored_conversation_first) {
   EXPECT_EQ(m[3], json::parse(R"({"role": "user", "content": "Who am I?"})"));
   EXPECT_EQ(r.conversation.size(), 3u);
   EXPECT_EQ(r.chat.client_param("messages[1]"), "previous_response_id");
+  EXPECT_EQ(r.chat.client_param("messages[3].content"), "input.content");
+  EXPECT_EQ(r.chat.client_param("response_format.json_schema.schema"), "text.format.schema");
+  EXPECT_EQ(r.chat.client_param("response_format.type"), "text.format.type");
+  EXPECT_EQ(r.chat.client_param("max_tokens"), "max_output_tokens");
 
   try {
     translate_responses_request(json::parse(R"({"input": "x", "previous_response_id": "resp_unknown"})"), store);
