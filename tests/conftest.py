@@ -8,6 +8,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
+# The suites compare against independent references, so every sanctum they start runs the exact f32
+# path unless a test asks otherwise (--matmul-precision wins over this variable). The CPU's default
+# (int8 where the CPU has VNNI) has its own checks: tests/cli/test_default_precision.py.
+os.environ.setdefault("SANCTUM_MATMUL_PRECISION", "f32")
+
 
 @pytest.fixture(scope="session")
 def sanctum_bin() -> str:

@@ -70,6 +70,35 @@ def dequantize(words: np.ndarray, scales: np.ndarray, biases: np.ndarray, group_
     return w.reshape(*words.shape[:-1], n_in)
 
 
+def value_head_order(cfg: dict) -> np.ndarray:
+    """GatedDeltaNet with more value than key heads: transformers gives value head h key head
+    h // (Hv / Hk) (repeat_interleave), llama.cpp gives it key head h % Hk (its broadcast tiles). The
+    value heads are reordered so that llama.cpp's head i is transformers' head order[i]."""
+    hk, hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    ratio = hv // hk
+    return np.array([k * ratio + j for j in range(ratio) for k in range(hk)])
+
+
+def tile_value_heads(name: str, data: np.ndarray, cfg: dict) -> np.ndarray:
+    """Applies value_head_order to every tensor with a value-head axis (identity when Hv == Hk)."""
+    hk, hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    if hk == hv:
+        return data
+    order = value_head_order(cfg)
+    dv, v0 = cfg["linear_value_head_dim"], 2 * hk * cfg["linear_key_head_dim"]  # v rows follow q and k
+    rows = (order[:, None] * dv + np.arange(dv)).reshape(-1)
+    base = name.rsplit(".", 2)[-2] if name.count(".") >= 2 else name
+    if base in ("attn_qkv", "ssm_conv1d"):  # q, k, v rows (conv channels), v permuted in blocks of dv
+        return np.concatenate([data[:v0], data[v0:][rows]])
+    if base == "attn_gate":  # z: one block of dv rows per value head
+        return data[rows]
+    if base in ("ssm_beta", "ssm_alpha") or name.endswith((".ssm_a", ".ssm_dt.bias")):  # one per value head
+        return data[order]
+    if base == "ssm_out":  # columns: one block of dv per value head
+        return data[:, rows]
+    return data
+
+
 def gguf_name(key: str, arch: str) -> str:
     key = re.sub(r"^(language_model\.)?(model\.)?", "", key)
     if key == "embed_tokens.weight":
@@ -125,9 +154,10 @@ def write_hparams(w, cfg: dict, arch: str, file_type: int) -> None:
         w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
 
 
-def convert(model_dir: Path, out: Path, float_type: str | None = None) -> dict:
+def convert(model_dir: Path, out: Path, float_type: str | None = None, block_type: str | None = None) -> dict:
     """float_type "f32" or "f16" writes the dequantized weights unquantized (a diagnostic: llama.cpp
-    then computes on the very weights sanctum has, without block requantization)."""
+    then computes on the very weights sanctum has, without block requantization). block_type "q8_0" or
+    "q4_0" picks the block format instead of the one matching the checkpoint's bits."""
     import gguf
     from gguf.quants import quantize
 
@@ -136,14 +166,14 @@ def convert(model_dir: Path, out: Path, float_type: str | None = None) -> dict:
     if cfg["model_type"] not in ARCH:
         raise ValueError(f"model_type {cfg['model_type']!r}: the converter knows {sorted(ARCH)}")
     arch = ARCH[cfg["model_type"]]
-    if cfg["model_type"] != "qwen2" and cfg["linear_num_key_heads"] != cfg["linear_num_value_heads"]:
-        # llama.cpp wants V heads tiled, not grouped by K head; these shapes never need the reorder.
-        raise ValueError("linear attention with fewer K than V heads needs llama.cpp's V-head reorder; not implemented")
     bits = cfg.get("quantization", {}).get("bits", 0)
     qtype = {4: gguf.GGMLQuantizationType.Q4_0, 8: gguf.GGMLQuantizationType.Q8_0}.get(bits)
     if qtype is None:
         raise ValueError(f"{model_dir}: expected an MLX 4- or 8-bit checkpoint, found bits={bits}")
     file_type = gguf.LlamaFileType.MOSTLY_Q4_0 if bits == 4 else gguf.LlamaFileType.MOSTLY_Q8_0
+    if block_type is not None:
+        qtype = {"q4_0": gguf.GGMLQuantizationType.Q4_0, "q8_0": gguf.GGMLQuantizationType.Q8_0}[block_type]
+        file_type = gguf.LlamaFileType.MOSTLY_Q4_0 if block_type == "q4_0" else gguf.LlamaFileType.MOSTLY_Q8_0
     if float_type is not None:
         qtype = gguf.GGMLQuantizationType.F32 if float_type == "f32" else gguf.GGMLQuantizationType.F16
         file_type = gguf.LlamaFileType.ALL_F32 if float_type == "f32" else gguf.LlamaFileType.MOSTLY_F16
@@ -163,6 +193,7 @@ def convert(model_dir: Path, out: Path, float_type: str | None = None) -> dict:
         else:
             data = tensors[key].astype(np.float32)
         name = gguf_name(key, arch)
+        data = tile_value_heads(name, data, cfg) if arch != "qwen2" else data
         if name.endswith(".ssm_a"):
             data = -np.exp(data)  # llama.cpp stores A = -exp(A_log)
         elif ".ssm_conv1d." in name:
@@ -193,8 +224,9 @@ def main() -> int:
     ap.add_argument("model_dir", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--float", choices=["f32", "f16"], help="write unquantized weights (diagnostic)")
+    ap.add_argument("--block", choices=["q8_0", "q4_0"], help="block format (default: Q4_0 for 4-bit, Q8_0 for 8-bit)")
     a = ap.parse_args()
-    info = convert(a.model_dir, a.out, a.float)
+    info = convert(a.model_dir, a.out, a.float, a.block)
     print(f"{a.out}: {info['arch']} {info['type']}, {info['bytes_per_weight']:.4f} bytes per quantized weight")
     return 0
 

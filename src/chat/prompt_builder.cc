@@ -21,9 +21,9 @@ PromptBuilder::PromptBuilder(const Tokenizer& tokenizer)
       thinking_(tokenizer.chat_template().find(kThinkOpen) != std::string::npos && tokenizer.token_to_id("</think>") >= 0) {}
 
 std::string PromptBuilder::render(const nlohmann::ordered_json& messages, const nlohmann::json& template_kwargs,
-                                  const nlohmann::ordered_json& tools) const {
+                                  const nlohmann::ordered_json& tools, bool add_generation_prompt) const {
   ChatTemplateOptions options;
-  options.add_generation_prompt = true;
+  options.add_generation_prompt = add_generation_prompt;
   for (auto it = template_kwargs.begin(); it != template_kwargs.end(); ++it) options.extra[it.key()] = it.value();
   options.bos_token = tokenizer_->bos_token();
   options.eos_token = tokenizer_->eos_token();
@@ -32,8 +32,8 @@ std::string PromptBuilder::render(const nlohmann::ordered_json& messages, const 
 }
 
 BuiltPrompt PromptBuilder::chat(const nlohmann::ordered_json& messages, const nlohmann::json& template_kwargs,
-                                const nlohmann::ordered_json& tools) const {
-  const std::string rendered = render(messages, template_kwargs, tools);
+                                const nlohmann::ordered_json& tools, bool add_generation_prompt) const {
+  const std::string rendered = render(messages, template_kwargs, tools, add_generation_prompt);
   BuiltPrompt p;
   p.start_in_reasoning = thinking_ && ends_inside_think(rendered);
   // The template wrote the special tokens (BOS included) as text: parse them, add none.

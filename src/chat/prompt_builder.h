@@ -36,10 +36,12 @@ class PromptBuilder {
   // messages: [{"role", "content" (a string), ...}] with assistant `tool_calls` arguments as
   // objects; template_kwargs: extra template variables (enable_thinking, ...); tools: the OpenAI
   // `tools` array the template's `tools` variable holds, null for none. Keys keep their order.
+  // Without the generation prompt the ids end with the last message (a client counting a
+  // conversation's tokens, POST /tokenize).
   std::string render(const nlohmann::ordered_json& messages, const nlohmann::json& template_kwargs,
-                     const nlohmann::ordered_json& tools = nullptr) const;
+                     const nlohmann::ordered_json& tools = nullptr, bool add_generation_prompt = true) const;
   BuiltPrompt chat(const nlohmann::ordered_json& messages, const nlohmann::json& template_kwargs,
-                   const nlohmann::ordered_json& tools = nullptr) const;
+                   const nlohmann::ordered_json& tools = nullptr, bool add_generation_prompt = true) const;
 
  private:
   const Tokenizer* tokenizer_;

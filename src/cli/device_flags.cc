@@ -13,6 +13,7 @@ Device apply_device_flags(const Args& args) {
   check(limit >= 0, ErrorKind::invalid_argument, "--gpu-memory-limit-mb must be >= 0 (0: no limit)");
   if (name == "cpu") {
     check(!args.has(kGpuMemoryLimitFlag), ErrorKind::invalid_argument, "--gpu-memory-limit-mb needs --device cuda");
+    if (!ops::matmul_precision_chosen()) ops::set_matmul_precision(ops::default_cpu_matmul_precision());
     return Device::cpu;
   }
   check(device_memory::cuda_available(), ErrorKind::unsupported, "--device cuda: " + device_memory::cuda_unavailable_reason());

@@ -14,8 +14,9 @@ inline constexpr const char* kGpuMemoryLimitFlag = "gpu-memory-limit-mb";
 inline constexpr const char* kTuneFlag = "tune";
 inline constexpr const char* kDeviceUsage = "[--device cpu|cuda] [--gpu-memory-limit-mb N] [--tune KEY=VALUE,...]";
 
-// Parses the flags (cpu when absent), applies the GPU memory cap, and on cuda makes bf16 tensor-core
-// prefill the matmul precision unless one was chosen (--matmul-precision or the environment).
+// Parses the flags (cpu when absent), applies the GPU memory cap, and unless a matmul precision was
+// chosen (--matmul-precision or the environment) picks the device's fast one: bf16 tensor-core prefill
+// on cuda, int8 activations on a CPU with VNNI (ops::default_cpu_matmul_precision).
 // Throws Error(invalid_argument) for an unknown device, Error(unsupported) when cuda is not usable.
 Device apply_device_flags(const Args& args);
 

@@ -18,7 +18,13 @@ StopMatcher::Result StopMatcher::push(std::string_view piece) {
   }
   // The earliest match wins, so text before it is exactly what a whole-string search would keep.
   size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, held_.find(s));
+  for (const std::string& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < first) {
+      first = at;
+      matched_ = s;
+    }
+  }
   if (first != std::string::npos) {
     r.text = held_.substr(0, first);
     r.stopped = stopped_ = true;

@@ -22,11 +22,14 @@ class StopMatcher {
   // Generation ended without a match: releases whatever was held back.
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that matched (the first listed of those matching earliest); empty before a match.
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace sanctum

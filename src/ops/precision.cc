@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/cpu/kernels.h"
 
 namespace sanctum::ops {
 
@@ -38,6 +39,8 @@ const char* matmul_precision_name(MatmulPrecision precision) {
     default: return "f32";
   }
 }
+
+MatmulPrecision default_cpu_matmul_precision() { return cpu::int8_vnni_available() ? MatmulPrecision::int8 : MatmulPrecision::f32; }
 
 MatmulPrecision parse_matmul_precision(std::string_view name) {
   if (name == "f32") return MatmulPrecision::f32;

@@ -1,10 +1,12 @@
 #pragma once
 // Process-wide precision of quantized matmuls (ops::matmul with an MLX-quantized weight).
-//   f32  (default): activations stay f32; exact against ops::ref::matmul up to f32 summation.
+//   f32  (the library's default): activations stay f32; exact against ops::ref::matmul up to f32
+//         summation.
 //   int8: each x row is quantized per weight group (symmetric int8, one f32 scale per group) and
 //         multiplied with the integer weight codes (AVX-512 VNNI where the CPU has it). Faster,
 //         approximate: see matmul_int8.cc for the numerics and tests/ops/matmul_int8_test.cc for
-//         the error bound. Dense weights are unaffected.
+//         the error bound. Dense weights are unaffected. The command-line tools' CPU default where
+//         the CPU has VNNI (default_cpu_matmul_precision).
 //   bf16: on the GPU, matmuls over more than a few rows (prefill) run on bf16 tensor cores (weights
 //         dequantized to bf16, activations rounded to bf16, f32 accumulation); decode mat-vecs stay
 //         f32. The CPU computes bf16 like f32. The GPU default when nothing is set.
@@ -28,5 +30,11 @@ const char* matmul_precision_name(MatmulPrecision precision);
 bool matmul_precision_chosen();
 // "f32", "int8" or "bf16"; throws Error(invalid_argument) naming the accepted values otherwise.
 MatmulPrecision parse_matmul_precision(std::string_view name);
+
+// What the command-line tools run on the CPU when neither --matmul-precision nor the environment
+// chooses: int8 where this CPU has the VNNI int8 kernels (2-4x f32's speed at a quality cost measured
+// in bench/RESULTS.md, "int8 activations: quality"), f32 elsewhere (the portable int8 loops are no
+// faster than f32 there).
+MatmulPrecision default_cpu_matmul_precision();
 
 }  // namespace sanctum::ops

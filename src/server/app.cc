@@ -24,7 +24,11 @@ App::App(ServerOptions options, ServerMetrics& metrics) : options_(std::move(opt
       .add("GET", "/v1/models", [this](Exchange& ex, std::string_view) { list_models(ex); })
       .add("GET", "/v1/models/{model}", [this](Exchange& ex, std::string_view id) { get_model(ex, std::string(id)); })
       .add("POST", "/v1/chat/completions", [this](Exchange& ex, std::string_view) { completions(ex, true); })
-      .add("POST", "/v1/completions", [this](Exchange& ex, std::string_view) { completions(ex, false); });
+      .add("POST", "/v1/completions", [this](Exchange& ex, std::string_view) { completions(ex, false); })
+      .add("POST", "/v1/messages", [this](Exchange& ex, std::string_view) { messages(ex); })
+      .add("POST", "/v1/responses", [this](Exchange& ex, std::string_view) { responses(ex); })
+      .add("POST", "/tokenize", [this](Exchange& ex, std::string_view) { tokenize(ex); })
+      .add("POST", "/detokenize", [this](Exchange& ex, std::string_view) { detokenize(ex); });
   if (options_.ui) ui::add_routes(routes_);
 }
 

@@ -4,6 +4,7 @@
 // the model's Engine.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,8 +20,10 @@
 #include "server/grammar_cache.h"
 #include "server/openai_request.h"
 #include "server/request_handler.h"
+#include "server/response_store.h"
 #include "server/route_table.h"
 #include "server/server_metrics.h"
+#include "server/text_sink.h"
 #include "tensor/dtype.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,6 +61,14 @@ struct ServedModel {
   std::unique_ptr<Engine> engine;
 };
 
+// A chat or completion job submitted to its model's engine, and what its handler follows it with.
+struct Generation {
+  ServedModel* model = nullptr;
+  std::shared_ptr<InferenceJob> job;
+  std::shared_ptr<TextSink> sink;
+  int completion_tokens = 0;  // every choice's, once followed to the end
+};
+
 class App : public RequestHandler {
  public:
   App(ServerOptions options, ServerMetrics& metrics);
@@ -83,6 +94,17 @@ class App : public RequestHandler {
   void list_models(Exchange& ex);
   void get_model(Exchange& ex, const std::string& id);
   void completions(Exchange& ex, bool chat);
+  void messages(Exchange& ex);   // server/messages_handlers.cc
+  void responses(Exchange& ex);  // server/responses_handlers.cc
+  void tokenize(Exchange& ex);   // server/tokenize_handlers.cc
+  void detokenize(Exchange& ex);
+  // The chat and completions path that the other APIs translate their requests into
+  // (server/openai_handlers.cc): checks the request against its model, builds the prompt and
+  // submits the job. follow() then hands each choice's deltas to `on_delta` until the job ends;
+  // false when the client left (the job is cancelled, the exchange answered or closed). `error`
+  // is set on an internal fault.
+  Generation start_generation(Exchange& ex, const OpenAiRequest& r);
+  bool follow(Exchange& ex, Generation& g, bool stream, const std::function<void(ChoiceDelta&)>& on_delta, std::string& error);
   ServedModel& resolve_model(const std::string& name);
   nlohmann::json model_card(const ServedModel& m) const;
 
@@ -90,6 +112,7 @@ class App : public RequestHandler {
   ServerMetrics& metrics_;
   std::vector<std::unique_ptr<ServedModel>> models_;
   RouteTable<> routes_;
+  ResponseStore stored_responses_;  // /v1/responses kept for previous_response_id
   std::atomic<bool> draining_{false};
   std::atomic<int> inflight_{0};
 };

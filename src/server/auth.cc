@@ -92,10 +92,11 @@ bool BearerAuth::token_matches(std::string_view presented) const {
 }
 
 BearerAuth::Decision BearerAuth::decide(std::string_view method, std::string_view path, std::string_view authorization,
-                                        bool peer_is_loopback) const {
+                                        bool peer_is_loopback, std::string_view x_api_key) const {
   if (method == "GET" && (path == "/health" || path == "/" || path.starts_with("/ui/"))) return Decision::allow_open_route;
   if (loopback_bypass_ && peer_is_loopback) return Decision::allow_loopback;
-  const std::optional<std::string_view> token = bearer_token(authorization);
+  std::optional<std::string_view> token = bearer_token(authorization);
+  if (!token && !trim(x_api_key).empty()) token = trim(x_api_key);
   if (!token) return Decision::deny_missing;
   return token_matches(*token) ? Decision::allow_token : Decision::deny_wrong;
 }

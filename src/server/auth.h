@@ -39,8 +39,10 @@ class BearerAuth {
   BearerAuth(std::string_view token, bool loopback_bypass);
 
   enum class Decision { allow_open_route, allow_loopback, allow_token, deny_missing, deny_wrong };
-  // authorization: the Authorization header's value ("" when absent).
-  Decision decide(std::string_view method, std::string_view path, std::string_view authorization, bool peer_is_loopback) const;
+  // authorization: the Authorization header's value ("" when absent). x_api_key: the X-Api-Key
+  // header's value, the same token as Anthropic's clients send it; used when there is no bearer token.
+  Decision decide(std::string_view method, std::string_view path, std::string_view authorization, bool peer_is_loopback,
+                  std::string_view x_api_key = {}) const;
   static bool allowed(Decision d) { return d == Decision::allow_open_route || d == Decision::allow_loopback || d == Decision::allow_token; }
 
   // Constant-time check of a presented token.

@@ -269,9 +269,11 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
     const std::string_view target(target_bv.data(), target_bv.size());
     const auto method_bv = header.method_string();
     const auto authorization = header[http::field::authorization];
+    const auto api_key = header["x-api-key"];
     const BearerAuth::Decision decision =
         security_.auth->decide(std::string_view(method_bv.data(), method_bv.size()), target.substr(0, target.find('?')),
-                               std::string_view(authorization.data(), authorization.size()), info.loopback);
+                               std::string_view(authorization.data(), authorization.size()), info.loopback,
+                               std::string_view(api_key.data(), api_key.size()));
     if (!BearerAuth::allowed(decision)) {
       const bool missing = decision == BearerAuth::Decision::deny_missing;
       req.method = std::string(method_bv);
@@ -281,7 +283,7 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
       const auto rid = header["x-request-id"];
       req.request_id = request_id_from(std::string_view(rid.data(), rid.size()));
       const ApiError error(401, "invalid_request_error",
-                           missing ? "Missing bearer token: send the header Authorization: Bearer <token>"
+                           missing ? "Missing bearer token: send the header Authorization: Bearer <token> (or X-Api-Key: <token>)"
                                    : "Incorrect bearer token provided",
                            "", "invalid_api_key");
       Exchange ex(stream, req);

@@ -1,6 +1,7 @@
 // POST /v1/chat/completions and /v1/completions: parse, build the prompt, queue the job, then
 // either stream SSE chunks or collect one body. The connection thread watches the socket while it
-// waits, so a client that leaves cancels its generation within a step.
+// waits, so a client that leaves cancels its generation within a step. start_generation() and
+// follow() are the path the Messages and Responses APIs translate into as well.
 #include <atomic>
 #include <ctime>
 #include <random>
@@ -49,10 +50,9 @@ int resolve_max_tokens(const ServedModel& m, const OpenAiRequest& r, size_t prom
 
 }  // namespace
 
-void App::completions(Exchange& ex, bool chat) {
+Generation App::start_generation(Exchange& ex, const OpenAiRequest& r) {
   if (draining()) throw unavailable("The server is shutting down", "draining");
-  const RequestJson body = parse_body(ex.request().body);
-  OpenAiRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
+  const bool chat = r.chat;
   ServedModel& m = resolve_model(r.model);
   ex.model = m.id;
   if (r.reasoning_effort && m.tokenizer->chat_template().find("reasoning_effort") == std::string::npos)
@@ -111,37 +111,19 @@ void App::completions(Exchange& ex, bool chat) {
     case Engine::Admit::stopped: throw unavailable("The model is not serving", "draining");
     case Engine::Admit::accepted: break;
   }
+  return Generation{&m, std::move(job), std::move(sink), 0};
+}
 
-  ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), m.id, kFingerprint, chat};
-  std::vector<ChoiceText> choices(static_cast<size_t>(r.n));
-  std::vector<size_t> text_offsets(static_cast<size_t>(r.n), 0);
-  int completion_tokens = 0;
+bool App::follow(Exchange& ex, Generation& g, bool stream, const std::function<void(ChoiceDelta&)>& on_delta, std::string& error) {
   bool done = false;
-  std::string error;
-
-  if (r.stream) {
-    if (!ex.begin_stream()) {
-      job->cancelled = true;
-      return;
-    }
-    if (chat) {
-      const std::string role = "assistant";
-      for (int i = 0; i < r.n; ++i)
-        if (!ex.send_event(dump(chunk_json(meta, i, &role, "", "", json(), std::nullopt)))) job->cancelled = true;
-    }
-  }
-  auto send = [&](const json& chunk) {
-    if (!job->cancelled && !ex.send_event(dump(chunk))) job->cancelled = true;
-  };
-
   while (!done) {
-    std::vector<SinkEvent> events = sink->take(kPollSlice);
+    std::vector<SinkEvent> events = g.sink->take(kPollSlice);
     if (events.empty()) {
-      if (ex.peer_closed()) job->cancelled = true;
-      if (job->cancelled) {
+      if (ex.peer_closed()) g.job->cancelled = true;
+      if (g.job->cancelled) {
         ex.set_close_after();
         if (!ex.responded()) ex.respond_error(ApiError(499, "invalid_request_error", "client closed the request"));
-        return;  // the engine drops the job at its next step; the sink outlives us through the job
+        return false;  // the engine drops the job at its next step; the sink outlives us through the job
       }
       continue;
     }
@@ -153,30 +135,57 @@ void App::completions(Exchange& ex, bool chat) {
       }
       ChoiceDelta& d = e.delta;
       if (d.cancelled) continue;
-      const size_t i = static_cast<size_t>(d.index);
-      completion_tokens += d.completion_tokens;
+      g.completion_tokens += d.completion_tokens;
       if (d.finish_reason && d.index == 0) ex.prefill_ms = d.prefill_seconds * 1000.0;
-      if (!r.stream) {
-        choices[i].content += d.content;
-        choices[i].reasoning += d.reasoning;
-        add_tool_call_pieces(choices[i].tool_calls, d.tool_calls);
-        choices[i].logprobs.insert(choices[i].logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-        if (d.finish_reason) {
-          choices[i].finish_reason = *d.finish_reason;
-          choices[i].completion_tokens = d.completion_tokens;
-        }
-        continue;
-      }
-      json lp = r.logprobs && !d.logprobs.empty() ? logprobs_json(*m.tokenizer, d.logprobs, chat, text_offsets[i]) : json();
-      text_offsets[i] += utf8_chars(d.content);
-      for (const json& chunk : delta_chunks(meta, d, lp)) send(chunk);
+      on_delta(d);
     }
-    if (job->cancelled && r.stream) {
+    if (g.job->cancelled && stream) {
       ex.set_close_after();
-      return;
+      return false;
     }
   }
-  ex.completion_tokens = completion_tokens;
+  ex.completion_tokens = g.completion_tokens;
+  return true;
+}
+
+void App::completions(Exchange& ex, bool chat) {
+  if (draining()) throw unavailable("The server is shutting down", "draining");
+  const RequestJson body = parse_body(ex.request().body);
+  const OpenAiRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
+  Generation g = start_generation(ex, r);
+  const ServedModel& m = *g.model;
+
+  ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), m.id, kFingerprint, chat};
+  std::vector<ChoiceText> choices(static_cast<size_t>(r.n));
+  std::vector<size_t> text_offsets(static_cast<size_t>(r.n), 0);
+
+  if (r.stream) {
+    if (!ex.begin_stream()) {
+      g.job->cancelled = true;
+      return;
+    }
+    if (chat) {
+      const std::string role = "assistant";
+      for (int i = 0; i < r.n; ++i)
+        if (!ex.send_event(dump(chunk_json(meta, i, &role, "", "", json(), std::nullopt)))) g.job->cancelled = true;
+    }
+  }
+  auto send = [&](const json& chunk) {
+    if (!g.job->cancelled && !ex.send_event(dump(chunk))) g.job->cancelled = true;
+  };
+
+  std::string error;
+  const bool finished = follow(
+      ex, g, r.stream,
+      [&](ChoiceDelta& d) {
+        const size_t i = static_cast<size_t>(d.index);
+        if (!r.stream) return accumulate(choices[i], d);
+        json lp = r.logprobs && !d.logprobs.empty() ? logprobs_json(*m.tokenizer, d.logprobs, chat, text_offsets[i]) : json();
+        text_offsets[i] += utf8_chars(d.content);
+        for (const json& chunk : delta_chunks(meta, d, lp)) send(chunk);
+      },
+      error);
+  if (!finished) return;
   if (!r.stream) {
     if (!error.empty()) throw internal_error(ex.request().request_id);
     ex.respond_json(200, full_response(meta, choices, ex.prompt_tokens, r.logprobs, *m.tokenizer));
@@ -185,9 +194,9 @@ void App::completions(Exchange& ex, bool chat) {
   if (!error.empty()) {
     send(json::parse(error_body(internal_error(ex.request().request_id))));
   } else if (r.include_usage) {
-    send(usage_chunk(meta, ex.prompt_tokens, completion_tokens));
+    send(usage_chunk(meta, ex.prompt_tokens, g.completion_tokens));
   }
-  if (!job->cancelled) ex.send_event("[DONE]");
+  if (!g.job->cancelled) ex.send_event("[DONE]");
   ex.end_stream();
 }
 

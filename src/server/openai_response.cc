@@ -102,6 +102,18 @@ void add_tool_call_pieces(std::vector<ToolCallText>& calls, const std::vector<To
   }
 }
 
+void accumulate(ChoiceText& c, const ChoiceDelta& d) {
+  c.content += d.content;
+  c.reasoning += d.reasoning;
+  add_tool_call_pieces(c.tool_calls, d.tool_calls);
+  c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+  if (d.finish_reason) {
+    c.finish_reason = *d.finish_reason;
+    c.stop_string = d.stop_string;
+    c.completion_tokens = d.completion_tokens;
+  }
+}
+
 json chunk_json(const ResponseMeta& meta, int index, const std::string* role, const std::string& content, const std::string& reasoning,
                 const json& logprobs, const std::optional<std::string>& finish_reason, const std::vector<ToolCallDelta>& tool_calls) {
   json choice;

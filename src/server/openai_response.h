@@ -32,8 +32,12 @@ struct ChoiceText {
   std::vector<ToolCallText> tool_calls;
   std::vector<TokenOutput> logprobs;
   std::string finish_reason = "stop";
+  std::string stop_string;  // the stop string that ended it, if one did
   int completion_tokens = 0;
 };
+
+// Adds one delta of a choice to the whole choice.
+void accumulate(ChoiceText& choice, const ChoiceDelta& delta);
 
 nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
 

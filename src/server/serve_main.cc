@@ -11,6 +11,7 @@
 #include "base/tuning.h"
 #include "base/version.h"
 #include "model/model.h"
+#include "ops/precision.h"
 #include "server/listener.h"
 #include "server/process_lifecycle.h"
 
@@ -87,6 +88,7 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
                          {"commit", build::commit()},
                          {"cuda", build::cuda_built() ? "on" : "off"},
                          {"device", device_name(options.device)},
+                         {"matmul_precision", ops::matmul_precision_name(ops::matmul_precision())},
                          {"tuning", options.tuning == Tuning{} ? "defaults" : options.tuning.differences()}});
   ServerMetrics metrics;
   metrics.model_loaded.set(0);

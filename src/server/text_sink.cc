@@ -95,6 +95,7 @@ void TextSink::on_choice_end(int choice, const GenerationResult& result) {
   add_content(c, tail.content);
   c.pending.reasoning += tail.reasoning;
   if (c.tools) add_tool_events(c, c.tools->finish());
+  if (c.stop.stopped()) c.pending.stop_string = c.stop.matched();
   c.pending.completion_tokens = static_cast<int>(result.tokens.size());
   c.pending.prefill_seconds = result.prefill_seconds;
   const bool stopped = c.stopped || result.finish == FinishReason::stop;

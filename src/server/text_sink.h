@@ -37,6 +37,7 @@ struct ChoiceDelta {
   std::vector<ToolCallDelta> tool_calls;
   std::vector<TokenOutput> logprobs;         // tokens whose text is in this delta (when asked for)
   std::optional<std::string> finish_reason;  // "stop" | "length" | "tool_calls" on a choice's last delta
+  std::string stop_string;                   // on the last delta: the stop string that ended the choice, if one did
   bool cancelled = false;                    // the choice ended because the job was cancelled
   int completion_tokens = 0;                 // on the last delta: every token generated for the choice
   double prefill_seconds = 0.0;              // on the last delta: in-process prefill + first sample

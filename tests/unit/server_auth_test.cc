@@ -48,6 +48,17 @@ TEST(ServerAuth, fails_closed_without_a_valid_token) {
   EXPECT_TRUE(BearerAuth::allowed(D::allow_token));
 }
 
+TEST(ServerAuth, x_api_key_carries_the_token_when_there_is_no_bearer) {
+  BearerAuth auth("tok", false);
+  EXPECT_EQ(auth.decide("POST", "/v1/messages", "", false, "tok"), D::allow_token);
+  EXPECT_EQ(auth.decide("POST", "/v1/messages", "", false, " tok "), D::allow_token);
+  EXPECT_EQ(auth.decide("POST", "/v1/messages", "", false, "nope"), D::deny_wrong);
+  EXPECT_EQ(auth.decide("POST", "/v1/messages", "", false, "  "), D::deny_missing);
+  // A bearer token, when sent, is the one checked.
+  EXPECT_EQ(auth.decide("POST", "/v1/messages", "Bearer nope", false, "tok"), D::deny_wrong);
+  EXPECT_EQ(auth.decide("POST", "/v1/messages", "Bearer tok", false, "nope"), D::allow_token);
+}
+
 TEST(ServerAuth, loopback_skips_the_check_only_when_enabled) {
   BearerAuth strict("tok", false), bypass("tok", true);
   EXPECT_EQ(strict.decide("GET", "/v1/models", "", true), D::deny_missing);

@@ -33,6 +33,21 @@ TEST(ServerText, earliest_of_several_stop_strings_wins) {
   EXPECT_EQ(out, "hel");
 }
 
+TEST(ServerText, the_matched_stop_string_is_the_one_that_matched_earliest) {
+  for (size_t step = 1; step <= 6; ++step) {
+    StopMatcher m({"world", "lo w", "xyz"});
+    const std::string text = "hello world";
+    for (size_t i = 0; i < text.size() && !m.stopped(); i += step) m.push(text.substr(i, step));
+    EXPECT_EQ(m.matched(), "lo w") << step;
+  }
+  StopMatcher tie({"ab", "a"});
+  EXPECT_TRUE(tie.push("xab").stopped);
+  EXPECT_EQ(tie.matched(), "ab");  // both match at 1: the first listed
+  StopMatcher none({"q"});
+  none.push("abc");
+  EXPECT_EQ(none.matched(), "");
+}
+
 TEST(ServerText, partial_match_at_the_end_is_released_on_flush) {
   auto [out, stopped] = run_stop({"STOP"}, "ends with ST", 1);
   EXPECT_FALSE(stopped);

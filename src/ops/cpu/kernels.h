@@ -14,6 +14,8 @@ void matmul_dense(const Tensor& x, const Weight& w, Tensor& y);
 void matmul_quantized(const Tensor& x, const Weight& w, Tensor& y);
 // MatmulPrecision::int8: x quantized to int8 per weight group, integer dot products (matmul_int8.cc).
 void matmul_quantized_int8(const Tensor& x, const Weight& w, Tensor& y);
+// This CPU runs the VNNI int8 kernels (the portable loops elsewhere are no faster than f32).
+bool int8_vnni_available();
 void prepare_weight(Weight& w);
 // For MatmulPrecision::int8: copies a quantized weight into the layout the int8 kernels read
 // (int8_weight.h, in w.packed) where this CPU runs those (VNNI) kernels, and releases the

@@ -667,6 +667,8 @@ HWY_EXPORT(ReadsInt8Repack);
 
 void matmul_quantized_int8(const Tensor& x, const Weight& w, Tensor& y) { HWY_DYNAMIC_DISPATCH(MatmulQuantizedInt8)(x, w, y); }
 
+bool int8_vnni_available() { return HWY_DYNAMIC_DISPATCH(ReadsInt8Repack)(); }
+
 namespace {
 // The repacked form of int8_weight.h; loads as the kernels' Shape8 counts them: 64-byte steps covering
 // whole units of max(512 / bits, G) values.
