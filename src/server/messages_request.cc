@@ -53,17 +53,9 @@ bool value_is_harmless(const std::string& field, const json& v) {
 }
 
 void check_fields(const json& body) {
-  for (const auto& [field, value] : body.items()) {
-    if (value.is_null()) continue;
-    const FieldRule* rule = nullptr;
-    for (const FieldRule& r : kMessagesFields)
-      if (r.name == field) rule = &r;
-    if (!rule)
-      throw bad_request("'" + field + "' is not a field this server implements for /v1/messages; remove it", field,
-                        "unsupported_parameter");
-    if (rule->kind == Kind::implemented || (rule->kind == Kind::harmless && value_is_harmless(field, value))) continue;
-    refuse_field(field, rule->reason);
-  }
+  check_request_fields(body, kMessagesFields, "/v1/messages", [](const FieldRule& rule, const std::string& field, const json& value) {
+    return rule.kind == Kind::harmless && value_is_harmless(field, value);
+  });
 }
 
 // Text of a text block; other block types are the caller's.

@@ -11,6 +11,15 @@ namespace sanctum::server {
 
 using json = RequestJson;
 
+std::string type_name(const RequestJson& v) {
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
 size_t find_invalid_utf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   size_t n = s.size(), i = 0;
@@ -63,15 +72,6 @@ int max_depth(std::string_view s) {
 bool given(const json& body, const char* key) {
   auto it = body.find(key);
   return it != body.end() && !it->is_null();
-}
-
-std::string type_name(const json& v) {
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
 }
 
 bool get_bool(const json& body, const char* key, bool fallback) {

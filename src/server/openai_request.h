@@ -62,4 +62,7 @@ RequestJson parse_body(std::string_view body);
 OpenAiRequest parse_chat_request(const RequestJson& body);
 OpenAiRequest parse_completion_request(const RequestJson& body);
 
+// What a JSON value is, for error messages: "a string", "an array", ...
+std::string type_name(const RequestJson& v);
+
 }  // namespace sanctum::server

@@ -72,16 +72,6 @@ const std::vector<FieldRule> kCompletionsOnly = {
     {"suffix", Kind::refused, "'suffix' (fill-in-the-middle) is not supported; an empty suffix is accepted"},
 };
 
-const FieldRule* find_rule(std::string_view name, bool chat) {
-  for (const auto& rule : request_field_rules(chat))
-    if (rule.name == name) return &rule;
-  return nullptr;
-}
-
-[[noreturn]] void refuse(const std::string& field, std::string_view why) {
-  throw bad_request("'" + field + "' is not supported: " + std::string(why), field, "unsupported_parameter");
-}
-
 // Harmless or refused fields that are fine with some values.
 bool value_is_harmless(const std::string& field, const json& v, const json& body) {
   if (field == "user" || field == "safety_identifier") return v.is_string();
@@ -117,18 +107,26 @@ const std::vector<FieldRule>& request_field_rules(bool chat) {
 }
 
 void reject_unsupported_fields(const json& body, bool chat) {
+  check_request_fields(body, request_field_rules(chat), chat ? "/v1/chat/completions" : "/v1/completions",
+                       [&body](const FieldRule&, const std::string& field, const json& value) {
+                         return value_is_harmless(field, value, body);
+                       });
+}
+
+void check_request_fields(const json& body, const std::vector<FieldRule>& rules, std::string_view endpoint, const AcceptedValue& accepted) {
   for (const auto& [field, value] : body.items()) {
     if (value.is_null()) continue;  // null means "not given"
-    const FieldRule* rule = find_rule(field, chat);
-    if (!rule) {
-      throw bad_request("'" + field + "' is not a field this server implements for " + (chat ? "/v1/chat/completions" : "/v1/completions") +
-                            "; remove it",
-                        field, "unsupported_parameter");
-    }
-    if (rule->kind == Kind::implemented) continue;
-    if (value_is_harmless(field, value, body)) continue;
-    refuse(field, rule->reason);
+    const auto rule = std::find_if(rules.begin(), rules.end(), [&field = field](const FieldRule& r) { return r.name == field; });
+    if (rule == rules.end())
+      throw bad_request("'" + field + "' is not a field this server implements for " + std::string(endpoint) + "; remove it", field,
+                        "unsupported_parameter");
+    if (rule->kind == Kind::implemented || accepted(*rule, field, value)) continue;
+    refuse_field(field, rule->reason);
   }
+}
+
+void refuse_field(const std::string& param, std::string_view why) {
+  throw bad_request("'" + param + "' is not supported: " + std::string(why), param, "unsupported_parameter");
 }
 
 }  // namespace sanctum::server

@@ -59,17 +59,9 @@ bool value_is_harmless(const std::string& field, const json& v) {
 }
 
 void check_fields(const json& body) {
-  for (const auto& [field, value] : body.items()) {
-    if (value.is_null()) continue;
-    const FieldRule* rule = nullptr;
-    for (const FieldRule& r : kResponsesFields)
-      if (r.name == field) rule = &r;
-    if (!rule)
-      throw bad_request("'" + field + "' is not a field this server implements for /v1/responses; remove it", field,
-                        "unsupported_parameter");
-    if (rule->kind == Kind::implemented || (rule->kind == Kind::harmless && value_is_harmless(field, value))) continue;
-    refuse_field(field, rule->reason);
-  }
+  check_request_fields(body, kResponsesFields, "/v1/responses", [](const FieldRule& rule, const std::string& field, const json& value) {
+    return rule.kind == Kind::harmless && value_is_harmless(field, value);
+  });
 }
 
 // Message content: a string, or text parts joined by newlines.

@@ -56,15 +56,6 @@ OpenAiRequest parse_translated(const ChatTranslation& t) {
   }
 }
 
-std::string type_name(const RequestJson& v) {
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
 bool is_given(const RequestJson& obj, std::string_view key) {
   auto it = obj.find(key);
   return it != obj.end() && !it->is_null();
@@ -89,10 +80,6 @@ bool optional_bool(const RequestJson& obj, std::string_view key, bool fallback, 
   const RequestJson& v = obj.at(key);
   if (!v.is_boolean()) throw bad_request("'" + std::string(key) + "' must be a boolean, not " + type_name(v), param);
   return v.get<bool>();
-}
-
-void refuse_field(const std::string& param, std::string_view why) {
-  throw bad_request("'" + param + "' is not supported: " + std::string(why), param, "unsupported_parameter");
 }
 
 std::string index_suffix(size_t i) {

@@ -34,13 +34,10 @@ OpenAiRequest parse_translated(const ChatTranslation& t);
 
 // Checks for the translated APIs' own fields (the chat path's live in openai_request.cc), each
 // throwing a 400 that names `param`.
-std::string type_name(const RequestJson& v);                  // "a string", "an array", ...
 bool is_given(const RequestJson& obj, std::string_view key);  // present and not null
 const std::string& require_string(const RequestJson& obj, std::string_view key, const std::string& param);
 const RequestJson& require_array(const RequestJson& obj, std::string_view key, const std::string& param);
 bool optional_bool(const RequestJson& obj, std::string_view key, bool fallback, const std::string& param);
-// A request field that only some values make harmless: 400 naming it otherwise.
-[[noreturn]] void refuse_field(const std::string& param, std::string_view why);
 
 // "[i]" (built by appending: gcc 12 misreports `"[" + std::to_string(i)` under -Wrestrict).
 std::string index_suffix(size_t i);
