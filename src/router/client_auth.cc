@@ -1,6 +1,8 @@
 #include "router/client_auth.h"
 
 #include <cstdlib>
+#include <optional>
+#include <string_view>
 
 #include "base/error.h"
 
@@ -34,7 +36,9 @@ ClientAuth::Result ClientAuth::authenticate(const server::HttpRequest& req) cons
     // A loopback client that does present a valid token is still known by its name.
     if (tokens_.empty() || req.path == "/health") return r;
   }
-  const auto presented = server::bearer_token(req.authorization);
+  // Bearer first; Anthropic clients send the same token as X-Api-Key.
+  std::optional<std::string_view> presented = server::bearer_token(req.authorization);
+  if (!presented && !req.x_api_key.empty()) presented = std::string_view(req.x_api_key);
   if (!presented) {
     r.missing = !r.allowed;
     return r;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
+#include "router/api_dialect.h"
 #include "router/upstream_attempt.h"
 #include "server/api_error.h"
 
@@ -21,6 +22,7 @@ namespace {
 ProxyRequest read_request(const RouterConfig& config, const server::HttpRequest& req) {
   ProxyRequest r;
   r.path = req.path;
+  r.dialect = dialect_of_path(req.path);
   r.body = req.body;
   r.arrived = req.arrived;
   json body = json::parse(req.body, nullptr, false);
@@ -34,7 +36,7 @@ ProxyRequest read_request(const RouterConfig& config, const server::HttpRequest&
   if (r.requested.empty()) throw server::bad_request("'model' is required", "model", "missing_model");
   r.model = config.resolve(r.requested);
   if (r.model.empty()) throw server::model_not_found(r.requested);
-  if (auto s = body.find("stream"); s != body.end() && s->is_boolean()) r.stream = s->get<bool>();
+  if (auto s = body.find("stream"); s != body.end() && s->is_boolean()) r.stream = s->get<bool>() && r.dialect != ApiDialect::tokens;
   if (r.model != r.requested || !body.contains("model")) {
     body["model"] = r.model;  // the upstream knows the served name, not the alias
     r.body = body.dump();
@@ -78,7 +80,8 @@ bool Proxy::admit_client(server::Exchange& ex, const std::string& identity, Cloc
   const ApiError e(429, "rate_limit_exceeded",
                    std::string("Budget exceeded for client '") + identity + "': " + v.exceeded + " per window; retry later", "",
                    "budget_exceeded");
-  ex.respond(429, "application/json", error_body(e), {{"Retry-After", std::to_string(v.retry_after_s)}});
+  ex.respond(429, "application/json", dialect_error_body(dialect_of_path(ex.request().path), e),
+             {{"Retry-After", std::to_string(v.retry_after_s)}});
   return false;
 }
 
@@ -156,7 +159,8 @@ void Proxy::answer_unanswered(server::Exchange& ex, const ProxyRequest& request,
     metrics_.requests.with({"-", "-", "429"}).inc();
     const ApiError e(429, "rate_limit_exceeded", "Budget exceeded for every backend serving '" + request.model + "'; retry later", "",
                      "budget_exceeded");
-    ex.respond(429, "application/json", error_body(e), {{"Retry-After", std::to_string(admission.budget_retry_after)}});
+    ex.respond(429, "application/json", dialect_error_body(request.dialect, e),
+               {{"Retry-After", std::to_string(admission.budget_retry_after)}});
     return;
   }
   std::string summary;
@@ -167,7 +171,7 @@ void Proxy::answer_unanswered(server::Exchange& ex, const ProxyRequest& request,
   metrics_.requests.with({outcome.backend, "-", std::to_string(status)}).inc();
   const ApiError e(status, "upstream_error", "No upstream for '" + request.model + "' gave a usable answer: " + summary, "",
                    status == 504 ? "upstream_timeout" : "upstream_failed");
-  ex.respond(status, "application/json", error_body(e), {{"Retry-After", "1"}});
+  ex.respond(status, "application/json", dialect_error_body(request.dialect, e), {{"Retry-After", "1"}});
 }
 
 }  // namespace sanctum::router

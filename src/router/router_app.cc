@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
+#include "router/api_dialect.h"
 #include "server/api_error.h"
 #include "server/auth.h"
 
@@ -36,7 +37,11 @@ RouterApp::RouterApp(const RouterConfig& config, RouterMetrics& metrics, Fleet& 
       .add("GET", "/v1/models", [this](Ex& ex, std::string_view, Id, ProxyOutcome&) { list_models(ex); })
       .add("GET", "/v1/models/{model}", [this](Ex& ex, std::string_view id, Id, ProxyOutcome&) { get_model(ex, std::string(id)); })
       .add("POST", "/v1/chat/completions", proxied)
-      .add("POST", "/v1/completions", proxied);
+      .add("POST", "/v1/completions", proxied)
+      .add("POST", "/v1/messages", proxied)
+      .add("POST", "/v1/responses", proxied)
+      .add("POST", "/tokenize", proxied)
+      .add("POST", "/detokenize", proxied);
 }
 
 void RouterApp::observe_refused(const std::string& route, int status) {
@@ -61,30 +66,35 @@ void RouterApp::handle(server::Exchange& ex) {
   metrics_.inflight.inc();
   ProxyOutcome outcome;
   std::string identity = "-";
+  const ApiDialect dialect = dialect_of_path(req.path);  // errors answer in the shape the client's SDK reads
   try {
     const ClientAuth::Result who = auth_.authenticate(req);
     identity = who.identity.empty() ? "-" : who.identity;
     if (!who.allowed) {
       ex.route = "unauthorized";
       const ApiError error(401, "invalid_request_error",
-                           who.missing ? "Missing bearer token: send the header Authorization: Bearer <token>"
+                           who.missing ? "Missing bearer token: send the header Authorization: Bearer <token> (or X-Api-Key: <token>)"
                                        : "Incorrect bearer token provided",
                            "", "invalid_api_key");
-      ex.respond(401, "application/json", error_body(error),
+      ex.respond(401, "application/json", dialect_error_body(dialect_of_path(req.path), error),
                  {{"WWW-Authenticate", who.missing ? "Bearer realm=\"sanctum\"" : "Bearer realm=\"sanctum\", error=\"invalid_token\""}});
       outcome.error = who.missing ? "missing bearer token" : "wrong bearer token";
     } else {
       routes_.dispatch(ex, who.identity, outcome);
     }
   } catch (const ApiError& e) {
-    if (!ex.responded()) ex.respond_error(e);
+    if (!ex.responded()) ex.respond_error(e, dialect_error_body(dialect, e));
     outcome.error = e.what();
   } catch (const std::exception& e) {
     log::error("internal error", {{"request_id", req.request_id}, {"route", ex.route}, {"error", e.what()}});
-    if (!ex.responded()) ex.respond_error(server::internal_error(req.request_id));
+    const ApiError internal = server::internal_error(req.request_id);
+    if (!ex.responded()) ex.respond_error(internal, dialect_error_body(dialect, internal));
     outcome.error = e.what();
   }
-  if (!ex.responded()) ex.respond_error(server::internal_error(req.request_id));
+  if (!ex.responded()) {
+    const ApiError internal = server::internal_error(req.request_id);
+    ex.respond_error(internal, dialect_error_body(dialect, internal));
+  }
   const double seconds = seconds_since(req.arrived);
   static const char* const kMethods[] = {"GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"};
   const bool known = std::find(std::begin(kMethods), std::end(kMethods), req.method) != std::end(kMethods);

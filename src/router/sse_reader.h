@@ -1,10 +1,7 @@
 #pragma once
 // Splits an upstream's SSE body into whole events as bytes arrive (an event ends at a blank line,
 // "\n\n" or "\r\n\r\n"), so the router forwards whole events only and can look at each one before
-// the client sees it. Also pulls out what the quality checks and budgets need from an OpenAI
-// stream: the text of choice 0, usage, an error event and the [DONE] marker.
-#include <cstdint>
-#include <optional>
+// the client sees it. What an event says is answer_reader.h.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,26 +23,7 @@ class SseSplitter {
   size_t scanned_ = 0;
 };
 
-struct SseEventInfo {
-  bool done = false;          // data: [DONE]
-  bool error = false;         // the data is an object with "error"
-  bool parse_failed = false;  // data that is not JSON
-  std::string text;           // choice 0's delta.content / text / reasoning_content
-  bool has_tool_call = false;
-  std::optional<int64_t> total_tokens;  // usage.total_tokens when present
-  std::string error_message;
-};
-
-// The joined data lines of one event (comments and other fields ignored), parsed.
-SseEventInfo inspect_sse_event(std::string_view event);
-
-// What a non-streamed completion body says (choices[*].message.content or .text).
-struct CompletionInfo {
-  bool parsed = false;
-  std::string text;   // all choices' text, joined (for the detectors)
-  bool empty = true;  // no choice carries text, reasoning or tool calls
-  std::optional<int64_t> total_tokens;
-};
-CompletionInfo inspect_completion_body(std::string_view body);
+// The joined data lines of one event (comments and other fields ignored).
+std::string sse_data(std::string_view event);
 
 }  // namespace sanctum::router

@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "base/utf8.h"
+#include "router/answer_reader.h"
 #include "router/sse_reader.h"
 
 namespace sanctum::router {
@@ -18,11 +19,6 @@ namespace {
 constexpr size_t kMaxBodyBytes = 64u << 20;  // a non-streamed completion larger than this is refused
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string error_event(const std::string& message, const std::string& code) {
-  json e = {{"error", {{"message", message}, {"type", "upstream_error"}, {"param", nullptr}, {"code", code}}}};
-  return "data: " + e.dump() + "\n\n";
-}
 
 // What the detectors say about a finished or growing text.
 QualityFlag check_text(const QualityConfig& q, const std::string& text, std::string& detail) {
@@ -42,14 +38,14 @@ struct BodyVerdict {
   std::optional<int64_t> total_tokens;  // set only for a body that passed
 };
 
-BodyVerdict judge_body(const QualityConfig& q, const std::string& answer) {
+BodyVerdict judge_body(const QualityConfig& q, const std::string& answer, ApiDialect dialect) {
   BodyVerdict v;
   if (q.utf8 && !utf8::is_valid(answer)) {
     v.flag = QualityFlag::utf8;
     v.detail = "invalid UTF-8 at byte " + std::to_string(utf8::find_invalid(answer));
     return v;
   }
-  const CompletionInfo info = inspect_completion_body(answer);
+  const CompletionInfo info = inspect_completion_body(answer, dialect);
   v.parsed = info.parsed;
   if (!info.parsed) return v;
   if (q.empty && info.empty) {
@@ -83,7 +79,8 @@ struct UpstreamAttempt::StreamRelay {
   bool saw_done = false;
   bool saw_content = false;
   int64_t content_events = 0;
-  std::optional<int64_t> usage;
+  std::optional<int64_t> usage;                        // a total the upstream reported
+  std::optional<int64_t> input_tokens, output_tokens;  // or its two parts, from different events
   QualityFlag flag = QualityFlag::none;
   std::string flag_detail;
   std::string broken;  // why the stream broke (empty: it did not)
@@ -135,7 +132,7 @@ AttemptResult UpstreamAttempt::relay_whole_body(int status) {
     return give_up(to_string(f.kind()), f.what());
   }
   if (status >= 200 && status < 300) {
-    const BodyVerdict v = judge_body(backend_.quality, answer);
+    const BodyVerdict v = judge_body(backend_.quality, answer, request_.dialect);
     if (!v.parsed) return give_up("bad_response", "the upstream's 2xx body is not a JSON object");
     if (v.flag != QualityFlag::none) return quality_failed(v.flag, v.detail);
     if (v.total_tokens) outcome_.tokens = *v.total_tokens;
@@ -159,7 +156,9 @@ AttemptResult UpstreamAttempt::relay_stream() {
   if (s.client_gone || s.broken_kind == FailureKind::cancelled) return client_left(s.started);
   if (!s.started) return end_unsent_stream(s);
   end_sent_stream(s);
-  outcome_.tokens = s.usage.value_or(s.content_events);
+  if (s.usage) outcome_.tokens = *s.usage;
+  else if (s.input_tokens || s.output_tokens) outcome_.tokens = s.input_tokens.value_or(0) + s.output_tokens.value_or(0);
+  else outcome_.tokens = s.content_events;
   return AttemptResult::done;
 }
 
@@ -204,10 +203,12 @@ void UpstreamAttempt::check_events(const std::vector<std::string>& events, Strea
       s.flag_detail = "invalid UTF-8 in a stream event";
       return;
     }
-    const SseEventInfo info = inspect_sse_event(event);
+    const SseEventInfo info = inspect_sse_event(event, request_.dialect);
     if (info.done) s.saw_done = true;
     if (info.error) s.upstream_error_event = true;
     if (info.total_tokens) s.usage = info.total_tokens;
+    if (info.input_tokens) s.input_tokens = info.input_tokens;
+    if (info.output_tokens) s.output_tokens = info.output_tokens;
     if (!info.text.empty() || info.has_tool_call) {
       s.saw_content = true;
       ++s.content_events;
@@ -238,7 +239,7 @@ AttemptResult UpstreamAttempt::end_unsent_stream(StreamRelay& s) {
   if (!s.broken.empty()) return give_up(s.broken_kind == FailureKind::timeout ? "timeout" : "stream_broken", s.broken);
   // Only [DONE] (or nothing but comments): relay it as it is.
   if (!ex_.begin_stream(client_headers(u_))) return AttemptResult::client_gone;
-  ex_.send_chunk("data: [DONE]\n\n");
+  if (request_.dialect == ApiDialect::openai) ex_.send_chunk("data: [DONE]\n\n");
   ex_.end_stream();
   fleet_.on_success(u_, call_.head_seconds(), since(started_));
   record("ok");
@@ -251,18 +252,19 @@ void UpstreamAttempt::end_sent_stream(StreamRelay& s) {
     fleet_.flag_quality(u_, s.flag, s.flag_detail);
     fleet_.on_abandon(u_);
     record("quality");
-    ex_.send_chunk(error_event("The upstream's output failed a quality check (" + std::string(to_string(s.flag)) + "): " + s.flag_detail +
-                                   "; the stream was cut",
-                               std::string("degenerate_output_") + to_string(s.flag)));
+    ex_.send_chunk(dialect_error_event(request_.dialect,
+                                       "The upstream's output failed a quality check (" + std::string(to_string(s.flag)) +
+                                           "): " + s.flag_detail + "; the stream was cut",
+                                       std::string("degenerate_output_") + to_string(s.flag)));
     ex_.end_stream();
     outcome_.error = std::string("quality: ") + to_string(s.flag);
   } else if (!s.broken.empty() || !s.saw_done) {
-    if (s.broken.empty()) s.broken = "the upstream ended the stream without [DONE]";
+    if (s.broken.empty()) s.broken = "the upstream ended the stream without its final event";
     fleet_.on_failure(u_, s.broken);
     record("stream_broken");
     log::warn("upstream stream broke after the client got data: ending it with an error event",
               {{"request_id", ex_.request().request_id}, {"backend", backend_.name}, {"upstream", u_.label}, {"error", s.broken}});
-    ex_.send_chunk(error_event("The upstream stream broke: " + s.broken, "upstream_stream_broken"));
+    ex_.send_chunk(dialect_error_event(request_.dialect, "The upstream stream broke: " + s.broken, "upstream_stream_broken"));
     ex_.end_stream();
     outcome_.error = "stream broken: " + s.broken;
   } else {

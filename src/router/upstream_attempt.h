@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "router/api_dialect.h"
 #include "router/fleet.h"
 #include "router/proxy.h"
 #include "router/quality.h"
@@ -25,6 +26,7 @@ struct ProxyRequest {
   std::string requested;  // the model the client named, or the default
   std::string model;      // the served name it resolves to
   std::string body;       // as sent upstream: `model` is the served name
+  ApiDialect dialect = ApiDialect::openai;
   bool stream = false;
   std::chrono::steady_clock::time_point arrived;
   std::vector<std::pair<std::string, std::string>> failures;  // (upstream, reason) for the final error

@@ -58,11 +58,13 @@ void Exchange::respond_json(int status, const nlohmann::json& body) {
   respond(status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
-void Exchange::respond_error(const ApiError& error) {
+void Exchange::respond_error(const ApiError& error) { respond_error(error, error_body(error)); }
+
+void Exchange::respond_error(const ApiError& error, std::string_view body) {
   std::vector<std::pair<std::string, std::string>> headers;
   if (error.status() == 429 || error.status() == 503) headers.emplace_back("Retry-After", "1");
   if (error.status() == 413 || error.status() == 503) close_after_ = true;
-  respond(error.status(), "application/json", error_body(error), headers);
+  respond(error.status(), "application/json", body, headers);
 }
 
 bool Exchange::begin_stream(const std::vector<std::pair<std::string, std::string>>& headers) {

@@ -21,6 +21,7 @@ struct HttpRequest {
   std::string client;  // "address:port"; the certificate CN once mTLS lands
   std::string request_id;
   std::string authorization;  // the Authorization header ("" when absent), for handlers that check their own tokens
+  std::string x_api_key;      // the X-Api-Key header (Anthropic clients send their token there)
   std::string if_none_match;  // the If-None-Match header, for the chat page's revalidation
   bool loopback = false;      // the peer is a loopback address
   bool tls = false;           // it came through the mTLS listener
@@ -39,6 +40,8 @@ class Exchange {
                const std::vector<std::pair<std::string, std::string>>& headers = {});
   void respond_json(int status, const nlohmann::json& body);
   void respond_error(const ApiError& error);
+  // The same status and headers with a body in another API's error shape (Anthropic's, say).
+  void respond_error(const ApiError& error, std::string_view body);
 
   // SSE: headers now, then events. send_event returns false once the peer is gone.
   bool begin_stream(const std::vector<std::pair<std::string, std::string>>& headers = {});

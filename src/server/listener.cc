@@ -326,6 +326,8 @@ void Listener::handle_one(SocketStream& stream, boost::beast::flat_buffer& buffe
   req.body = std::move(msg.body());
   const auto authorization = msg[http::field::authorization];
   req.authorization = std::string(authorization.data(), authorization.size());
+  const auto x_api_key = msg["x-api-key"];
+  req.x_api_key = std::string(x_api_key.data(), x_api_key.size());
   const auto if_none_match = msg[http::field::if_none_match];
   req.if_none_match = std::string(if_none_match.data(), if_none_match.size());
   req.loopback = info.loopback;

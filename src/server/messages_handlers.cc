@@ -11,11 +11,7 @@ namespace sanctum::server {
 namespace {
 
 void respond_anthropic_error(Exchange& ex, const ApiError& e) {
-  std::vector<std::pair<std::string, std::string>> headers;
-  if (e.status() == 429 || e.status() == 503) headers.emplace_back("Retry-After", "1");
-  if (e.status() == 413 || e.status() == 503) ex.set_close_after();
-  ex.respond(e.status(), "application/json", anthropic_error_json(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-             headers);
+  ex.respond_error(e, anthropic_error_json(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace
