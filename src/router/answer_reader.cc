@@ -222,7 +222,8 @@ CompletionInfo inspect_completion_body(std::string_view body, ApiDialect dialect
       break;
     }
     case ApiDialect::responses: responses_body(j, info); break;
-    case ApiDialect::tokens: info.empty = false; break;
+    case ApiDialect::tokens:
+    case ApiDialect::message_tokens: info.empty = false; break;
     default: openai_body(j, info); break;
   }
   return info;

@@ -12,11 +12,13 @@ ApiDialect dialect_of_path(std::string_view path) {
   if (path == "/v1/messages") return ApiDialect::messages;
   if (path == "/v1/responses") return ApiDialect::responses;
   if (path == "/tokenize" || path == "/detokenize") return ApiDialect::tokens;
+  if (path == "/v1/messages/count_tokens") return ApiDialect::message_tokens;
   return ApiDialect::openai;
 }
 
 std::string dialect_error_body(ApiDialect dialect, const server::ApiError& error) {
-  if (dialect == ApiDialect::messages) return server::anthropic_error_json(error).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (dialect == ApiDialect::messages || dialect == ApiDialect::message_tokens)
+    return server::anthropic_error_json(error).dump(-1, ' ', false, json::error_handler_t::replace);
   return error_body(error);
 }
 

@@ -10,10 +10,11 @@
 namespace sanctum::router {
 
 enum class ApiDialect {
-  openai,     // /v1/chat/completions, /v1/completions: choices[], data: [DONE]
-  messages,   // /v1/messages (Anthropic): content blocks, message_stop, Anthropic error shape
-  responses,  // /v1/responses: output items, response.completed
-  tokens,     // /tokenize, /detokenize: no text to judge, never streamed
+  openai,          // /v1/chat/completions, /v1/completions: choices[], data: [DONE]
+  messages,        // /v1/messages (Anthropic): content blocks, message_stop, Anthropic error shape
+  responses,       // /v1/responses: output items, response.completed
+  tokens,          // /tokenize, /detokenize: no text to judge, never streamed
+  message_tokens,  // /v1/messages/count_tokens: the same, with Anthropic's error shape
 };
 
 ApiDialect dialect_of_path(std::string_view path);

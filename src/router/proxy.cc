@@ -36,7 +36,8 @@ ProxyRequest read_request(const RouterConfig& config, const server::HttpRequest&
   if (r.requested.empty()) throw server::bad_request("'model' is required", "model", "missing_model");
   r.model = config.resolve(r.requested);
   if (r.model.empty()) throw server::model_not_found(r.requested);
-  if (auto s = body.find("stream"); s != body.end() && s->is_boolean()) r.stream = s->get<bool>() && r.dialect != ApiDialect::tokens;
+  if (auto s = body.find("stream"); s != body.end() && s->is_boolean())
+    r.stream = s->get<bool>() && r.dialect != ApiDialect::tokens && r.dialect != ApiDialect::message_tokens;
   if (r.model != r.requested || !body.contains("model")) {
     body["model"] = r.model;  // the upstream knows the served name, not the alias
     r.body = body.dump();

@@ -39,6 +39,7 @@ RouterApp::RouterApp(const RouterConfig& config, RouterMetrics& metrics, Fleet& 
       .add("POST", "/v1/chat/completions", proxied)
       .add("POST", "/v1/completions", proxied)
       .add("POST", "/v1/messages", proxied)
+      .add("POST", "/v1/messages/count_tokens", proxied)
       .add("POST", "/v1/responses", proxied)
       .add("POST", "/tokenize", proxied)
       .add("POST", "/detokenize", proxied);

@@ -26,7 +26,10 @@ App::App(ServerOptions options, ServerMetrics& metrics) : options_(std::move(opt
       .add("POST", "/v1/chat/completions", [this](Exchange& ex, std::string_view) { completions(ex, true); })
       .add("POST", "/v1/completions", [this](Exchange& ex, std::string_view) { completions(ex, false); })
       .add("POST", "/v1/messages", [this](Exchange& ex, std::string_view) { messages(ex); })
+      .add("POST", "/v1/messages/count_tokens", [this](Exchange& ex, std::string_view) { count_message_tokens(ex); })
       .add("POST", "/v1/responses", [this](Exchange& ex, std::string_view) { responses(ex); })
+      .add("GET", "/v1/responses/{id}", [this](Exchange& ex, std::string_view id) { get_response(ex, std::string(id)); })
+      .add("DELETE", "/v1/responses/{id}", [this](Exchange& ex, std::string_view id) { delete_response(ex, std::string(id)); })
       .add("POST", "/tokenize", [this](Exchange& ex, std::string_view) { tokenize(ex); })
       .add("POST", "/detokenize", [this](Exchange& ex, std::string_view) { detokenize(ex); });
   if (options_.ui) ui::add_routes(routes_);

@@ -94,9 +94,12 @@ class App : public RequestHandler {
   void list_models(Exchange& ex);
   void get_model(Exchange& ex, const std::string& id);
   void completions(Exchange& ex, bool chat);
-  void messages(Exchange& ex);   // server/messages_handlers.cc
+  void messages(Exchange& ex);  // server/messages_handlers.cc
+  void count_message_tokens(Exchange& ex);
   void responses(Exchange& ex);  // server/responses_handlers.cc
-  void tokenize(Exchange& ex);   // server/tokenize_handlers.cc
+  void get_response(Exchange& ex, const std::string& id);
+  void delete_response(Exchange& ex, const std::string& id);
+  void tokenize(Exchange& ex);  // server/tokenize_handlers.cc
   void detokenize(Exchange& ex);
   // The chat and completions path that the other APIs translate their requests into
   // (server/openai_handlers.cc): checks the request against its model, builds the prompt and

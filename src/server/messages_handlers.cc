@@ -5,6 +5,7 @@
 #include "server/app.h"
 #include "server/messages_request.h"
 #include "server/messages_response.h"
+#include "server/request_prompt.h"
 
 namespace sanctum::server {
 
@@ -68,6 +69,28 @@ void App::messages(Exchange& ex) {
     if (ex.responded()) throw;
     log::error("internal error", {{"request_id", ex.request().request_id}, {"route", ex.route}, {"error", e.what()}});
     respond_anthropic_error(ex, internal_error(ex.request().request_id));
+  }
+}
+
+// The prompt's token count exactly as POST /v1/messages would build it (template, tools, thinking).
+void App::count_message_tokens(Exchange& ex) {
+  try {
+    const MessagesRequest mr = translate_count_tokens_request(parse_body(ex.request().body));
+    const OpenAiRequest r = parse_translated(mr.chat);
+    try {
+      ServedModel& m = resolve_model(r.model);
+      ex.model = m.id;
+      if (mr.thinking == MessagesRequest::Thinking::enabled && !m.prompts->thinking())
+        throw bad_request("model '" + m.id + "' does not think (its chat template writes no <think> blocks); leave 'thinking' out",
+                          "thinking", "unsupported_parameter");
+      const BuiltPrompt prompt = request_prompt(*m.prompts, r, m.engine->model().vocab_size());
+      ex.prompt_tokens = static_cast<int>(prompt.ids.size());
+      ex.respond_json(200, {{"input_tokens", prompt.ids.size()}});
+    } catch (const ApiError& e) {
+      throw mr.chat.renamed(e);
+    }
+  } catch (const ApiError& e) {
+    respond_anthropic_error(ex, e);
   }
 }
 

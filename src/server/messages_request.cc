@@ -52,6 +52,18 @@ bool value_is_harmless(const std::string& field, const json& v) {
   return v.is_string();  // inference_geo, user_profile_id, workspace_id
 }
 
+// POST /v1/messages/count_tokens takes the prompt's fields only.
+const std::vector<FieldRule> kCountTokensFields = {
+    {"model", Kind::implemented, ""},
+    {"messages", Kind::implemented, ""},
+    {"system", Kind::implemented, ""},
+    {"tools", Kind::implemented, ""},
+    {"tool_choice", Kind::implemented, ""},
+    {"thinking", Kind::implemented, ""},
+    {"cache_control", Kind::harmless, "a prompt-caching hint; it never changes the count"},
+    {"mcp_servers", Kind::refused, "MCP servers are not supported; define the tools in 'tools'"},
+};
+
 void check_fields(const json& body) {
   check_request_fields(body, kMessagesFields, "/v1/messages", [](const FieldRule& rule, const std::string& field, const json& value) {
     return rule.kind == Kind::harmless && value_is_harmless(field, value);
@@ -266,6 +278,16 @@ void translate_thinking(MessagesRequest& r, const json& body) {
 }
 
 }  // namespace
+
+MessagesRequest translate_count_tokens_request(const json& body) {
+  check_request_fields(body, kCountTokensFields, "/v1/messages/count_tokens",
+                       [](const FieldRule& rule, const std::string& field, const json& value) {
+                         return rule.kind == Kind::harmless && value_is_harmless(field, value);
+                       });
+  json as_message = body;
+  as_message["max_tokens"] = 1;  // required by the generation request, irrelevant to the prompt
+  return translate_messages_request(as_message);
+}
 
 MessagesRequest translate_messages_request(const json& body) {
   check_fields(body);

@@ -18,5 +18,7 @@ struct MessagesRequest {
 };
 
 MessagesRequest translate_messages_request(const RequestJson& body);
+// The body of POST /v1/messages/count_tokens: the same prompt fields, no generation fields.
+MessagesRequest translate_count_tokens_request(const RequestJson& body);
 
 }  // namespace sanctum::server

@@ -50,7 +50,7 @@ void App::responses(Exchange& ex) {
         if (output.finished() && rr.store) {
           nlohmann::ordered_json conversation = rr.conversation;
           conversation.push_back(output.assistant_message());
-          stored_responses_.put(output.response()["id"].get<std::string>(), std::move(conversation));
+          stored_responses_.put(output.response()["id"].get<std::string>(), std::move(conversation), output.response());
         }
         if (r.stream) send(events);
       },
@@ -63,6 +63,26 @@ void App::responses(Exchange& ex) {
   }
   if (!error.empty()) send(output.fail(internal_error(ex.request().request_id).what()));
   ex.end_stream();
+}
+
+namespace {
+ApiError response_not_found(const std::string& id) {
+  return ApiError(404, "invalid_request_error", "No response with id '" + id + "' is stored here (never stored, deleted or evicted)",
+                  "response_id", "response_not_found");
+}
+}  // namespace
+
+// GET /v1/responses/{id}: a stored answer as it was answered.
+void App::get_response(Exchange& ex, const std::string& id) {
+  const auto response = stored_responses_.response(id);
+  if (!response) throw response_not_found(id);
+  ex.respond(200, "application/json", response->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+// DELETE /v1/responses/{id}: forgets it; a later previous_response_id naming it is a 400.
+void App::delete_response(Exchange& ex, const std::string& id) {
+  if (!stored_responses_.erase(id)) throw response_not_found(id);
+  ex.respond_json(200, {{"id", id}, {"object", "response"}, {"deleted", true}});
 }
 
 }  // namespace sanctum::server

@@ -124,6 +124,22 @@ def test_an_agent_loop_reaches_the_prompt_as_transformers_renders_it(claude, cli
         assert blocks(s.get_final_message()) == blocks(m)
 
 
+def test_count_tokens_counts_the_prompt_the_message_would_have(claude, hf):
+    hf_loop = json.loads(json.dumps(CHAT_LOOP))
+    hf_loop[1]["tool_calls"][0]["function"]["arguments"] = {"unit": "c", "city": "Paris"}
+    hf_loop.insert(0, {"role": "system", "content": "Be brief."})
+    expected = hf.apply_chat_template(hf_loop, tools=[CHAT_WEATHER], add_generation_prompt=True, tokenize=True, return_dict=False)
+    counted = claude.messages.count_tokens(model=MODEL, system="Be brief.", messages=LOOP, tools=[WEATHER])
+    assert counted.input_tokens == len(expected)
+    assert create(claude, system="Be brief.", messages=LOOP, tools=[WEATHER]).usage.input_tokens == counted.input_tokens
+    # Generation fields have no place here, and errors keep Anthropic's shape.
+    with pytest.raises(anthropic.BadRequestError) as e:
+        claude.messages.count_tokens(model=MODEL, messages=LOOP, extra_body={"max_tokens": 5})
+    assert e.value.body["type"] == "error" and "max_tokens" in e.value.body["error"]["message"]
+    with pytest.raises(anthropic.NotFoundError):
+        claude.messages.count_tokens(model="nope", messages=LOOP)
+
+
 def outcome(call):
     """("error", status, message) or ("ok", value) of a call, for comparing two APIs."""
     try:

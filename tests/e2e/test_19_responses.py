@@ -117,6 +117,30 @@ def test_an_unknown_or_unstored_previous_response_is_a_400(client):
     assert e.value.body["code"] == "previous_response_not_found"
 
 
+def test_a_stored_response_is_retrieved_as_answered_and_deleted(client):
+    for stream in (False, True):
+        if stream:
+            events = list(client.responses.create(model=MODEL, input="Hello there", max_output_tokens=6, stream=True))
+            answered = events[-1].response
+        else:
+            answered = create(client, input="Hello there", max_output_tokens=6)
+        got = client.responses.retrieve(answered.id)
+        assert got.model_dump() == answered.model_dump()
+        deleted = client.responses.delete(answered.id)  # the SDK returns None on success
+        assert deleted is None
+        with pytest.raises(openai.NotFoundError) as e:
+            client.responses.retrieve(answered.id)
+        assert e.value.body["code"] == "response_not_found"
+        with pytest.raises(openai.NotFoundError):
+            client.responses.delete(answered.id)
+        with pytest.raises(openai.BadRequestError) as e:
+            create(client, previous_response_id=answered.id, input="y")
+        assert e.value.body["code"] == "previous_response_not_found"
+    unstored = create(client, input="x", store=False, max_output_tokens=1)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(unstored.id)
+
+
 def test_an_agent_loop_reaches_the_prompt_as_transformers_renders_it(client, hf):
     r = create(client, input=LOOP, tools=[WEATHER])
     assert r.usage.input_tokens == len(hf_ids(hf, CHAT_LOOP, [CHAT_WEATHER]))

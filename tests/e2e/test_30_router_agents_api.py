@@ -60,6 +60,12 @@ def test_messages_through_the_router_equal_the_seat(router, seats):
         assert [c.model_dump() for c in via.content] == [c.model_dump() for c in direct.content]
         assert via.usage.input_tokens == direct.usage.input_tokens and via.usage.output_tokens == direct.usage.output_tokens
         assert via.stop_reason == direct.stop_reason
+    prompt = [{"role": "user", "content": "Hello there"}]
+    counted = claude(r.base).messages.count_tokens(model=MODEL, messages=prompt)
+    assert counted.input_tokens == claude(a.base).messages.count_tokens(model=MODEL, messages=prompt).input_tokens == direct.usage.input_tokens
+    with pytest.raises(anthropic.NotFoundError) as e:  # the router's own 404, in Anthropic's shape
+        claude(r.base).messages.count_tokens(model="nope", messages=prompt)
+    assert e.value.body["error"]["type"] == "not_found_error"
 
 
 def test_responses_and_tokenize_through_the_router_equal_the_seat(router, seats):
