@@ -221,6 +221,26 @@ void parse_layers(ModelConfig& c, const std::string& label) {
   }
 }
 
+// Which layers slide, as transformers decides it: "sliding_attention" in layer_types; qwen2's
+// use_sliding_window from layer max_window_layers on; mistral and mixtral everywhere once
+// sliding_window is set.
+void parse_attention_window(ModelConfig& c, const std::string& label) {
+  const json& raw = c.raw;
+  const json* w = find_key(raw, "sliding_window");
+  if (!w || w->is_null()) return;
+  if (!w->is_number_integer() || w->get<int64_t>() <= 0) wrong_type(label, "sliding_window", "a positive integer or null", *w);
+  bool slides = false;
+  if (const json* types = find_key(raw, "layer_types")) {
+    for (const json& t : *types) slides = slides || t == "sliding_attention";
+  } else if (c.model_type == "qwen2" || c.model_type == "qwen2_moe") {
+    slides = get_bool(raw, "use_sliding_window", label).value_or(false) &&
+             get_int(raw, "max_window_layers", label).value_or(c.num_hidden_layers) < c.num_hidden_layers;
+  } else {
+    slides = c.model_type == "mistral" || c.model_type == "mixtral";
+  }
+  if (slides) c.attention_window = w->get<int64_t>();
+}
+
 int64_t checked_dim(const ModelConfig& c, const std::string& label, const std::string& key, int64_t v, bool allow_zero) {
   check(v >= (allow_zero ? 0 : 1) && v <= (key == "vocab_size" || key == "max_position_embeddings" ? (int64_t{1} << 40) : kMaxDim),
         ErrorKind::invalid_input, label + ": key '" + key + "' = " + std::to_string(v) + " is out of range");
@@ -228,6 +248,11 @@ int64_t checked_dim(const ModelConfig& c, const std::string& label, const std::s
 }
 
 }  // namespace
+
+int64_t ModelConfig::context_limit() const {
+  if (attention_window <= 0) return max_position_embeddings;
+  return max_position_embeddings > 0 ? std::min(max_position_embeddings, attention_window) : attention_window;
+}
 
 int64_t ModelConfig::require_int(const std::string& key) const {
   const std::string label = label_for(dir);
@@ -305,6 +330,7 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
 
   parse_rope(c, label);
   parse_layers(c, label);
+  parse_attention_window(c, label);
 
   add_token_ids(raw, "eos_token_id", label, &c.eos_token_ids);
   if (auto bos = get_int(raw, "bos_token_id", label)) c.bos_token_id = static_cast<int32_t>(std::clamp<int64_t>(*bos, -1, INT32_MAX));

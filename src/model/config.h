@@ -46,6 +46,11 @@ struct ModelConfig {
   ops::RopeConfig rope;            // head_dim and rotary_dim filled in
   std::vector<int> mrope_section;  // empty unless the checkpoint declares multimodal RoPE
   bool mrope_interleaved = false;
+  // > 0: some layers attend to the last `attention_window` positions only (sliding-window attention).
+  // Within the window that is full attention, which is what runs here, so a sequence is capped at it.
+  int64_t attention_window = 0;
+  // The longest sequence this model runs exactly: max_position_embeddings, or the window when smaller.
+  int64_t context_limit() const;
 
   // Hybrid / MoE (filled when present; architectures validate what they need).
   std::vector<LayerConfig> layers;  // num_hidden_layers entries

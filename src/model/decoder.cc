@@ -164,6 +164,17 @@ class DecoderModel final : public Model {
   // activations stay within a few GB.
   int prefill_chunk() const override { return ws_.device() == Device::cuda ? 4096 : 512; }
 
+  // KV rows for a sequence about to hold `end` tokens. Past a sliding window, full attention (what
+  // runs here) would no longer be the checkpoint's attention: refused rather than answered wrongly.
+  void reserve_kv(SequenceState& state, int64_t end) {
+    const int64_t window = config_.attention_window;
+    check(window <= 0 || end <= window, ErrorKind::invalid_argument,
+          "a sequence of " + std::to_string(end) + " tokens passes this checkpoint's sliding window of " + std::to_string(window) +
+              " (config.json sliding_window): sliding-window attention is not implemented, so sequences are capped at the window");
+    for (size_t i = 0; i < layers_.size(); ++i)
+      if (!layers_[i].gdn) state.kv(i).reserve(end);
+  }
+
   // forward() with the logits left where they were computed (the kLogits scratch). chained: one token,
   // the one feed_pick left on the device (queue_pick with kPickedToken); tokens[0] is not read.
   Tensor forward_logits(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which, bool chained = false) {
@@ -173,8 +184,7 @@ class DecoderModel final : public Model {
     const int64_t pos0 = state.length();
     positions_.resize(static_cast<size_t>(n));
     std::iota(positions_.begin(), positions_.end(), static_cast<int32_t>(pos0));
-    for (size_t i = 0; i < layers_.size(); ++i)
-      if (!layers_[i].gdn) state.kv(i).reserve(pos0 + n);
+    reserve_kv(state, pos0 + n);
 
     if (config_.device == Device::cpu && which != LogitsFor::all && n > kPieceTokens) return forward_in_pieces(tokens, state, which);
     if (n == 1 && graphs_) {
@@ -209,8 +219,7 @@ class DecoderModel final : public Model {
       batch_tokens_.insert(batch_tokens_.end(), e.tokens.begin(), e.tokens.end());
       const int64_t pos0 = e.state->length();
       for (int64_t i = 0; i < n; ++i) positions_.push_back(static_cast<int32_t>(pos0 + i));
-      for (size_t i = 0; i < layers_.size(); ++i)
-        if (!layers_[i].gdn) e.state->kv(i).reserve(pos0 + n);
+      reserve_kv(*e.state, pos0 + n);
       sequences_.push_back({begin, begin + n, e.state});
       const auto rows = logits_rows(begin, begin + n, e.which);
       logits_ranges_.insert(logits_ranges_.end(), rows.begin(), rows.end());

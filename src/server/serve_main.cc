@@ -52,7 +52,13 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
   check(static_cast<int64_t>(m->tokenizer->vocab_size()) <= cfg.vocab_size, ErrorKind::invalid_input,
         spec.dir + ": the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) + " tokens but the model's vocab_size is " +
             std::to_string(cfg.vocab_size));
-  m->context_length = cfg.max_position_embeddings;
+  m->context_length = cfg.context_limit();
+  if (cfg.attention_window > 0 && cfg.context_limit() < cfg.max_position_embeddings)
+    log::warn("context capped at the sliding window",
+              {{"model", spec.id},
+               {"window", std::to_string(cfg.attention_window)},
+               {"max_position_embeddings", std::to_string(cfg.max_position_embeddings)},
+               {"why", "sliding-window attention is not implemented; within the window it is exact"}});
   m->eos_ids = cfg.eos_token_ids;
   for (int32_t id : m->tokenizer->eos_ids())
     if (std::find(m->eos_ids.begin(), m->eos_ids.end(), id) == m->eos_ids.end()) m->eos_ids.push_back(id);

@@ -339,5 +339,39 @@ TEST(ModelConfig, load_reads_both_files_from_a_directory) {
   expect_error([&] { load_model_config(dir.file("nowhere")); }, {"config.json", "not found"}, ErrorKind::not_found);
 }
 
+TEST(ModelConfig, sliding_windows_cap_the_context_where_a_layer_slides) {
+  ModelConfig plain = parse(qwen2());  // use_sliding_window false: nothing slides
+  EXPECT_EQ(plain.attention_window, 0);
+  EXPECT_EQ(plain.context_limit(), 32768);
+  json q = qwen2();
+  q["use_sliding_window"] = true;
+  q["max_window_layers"] = 24;  // every layer below it is full attention: still nothing slides
+  EXPECT_EQ(parse(q).attention_window, 0);
+  q["max_window_layers"] = 20;
+  q["sliding_window"] = 4096;
+  EXPECT_EQ(parse(q).attention_window, 4096);
+  EXPECT_EQ(parse(q).context_limit(), 4096);
+
+  json mistral = qwen2();
+  mistral["model_type"] = "mistral";
+  mistral.erase("use_sliding_window");
+  mistral["sliding_window"] = nullptr;  // recent Mistral checkpoints
+  EXPECT_EQ(parse(mistral).attention_window, 0);
+  mistral["sliding_window"] = 4096;  // Mistral-7B-v0.1
+  EXPECT_EQ(parse(mistral).context_limit(), 4096);
+  mistral["sliding_window"] = 65536;  // wider than the context: the context stays
+  EXPECT_EQ(parse(mistral).context_limit(), 32768);
+
+  json typed = qwen2();
+  typed["model_type"] = "qwen3";
+  typed["layer_types"] = json::array();
+  for (int i = 0; i < 24; ++i) typed["layer_types"].push_back(i % 2 ? "sliding_attention" : "full_attention");
+  typed["sliding_window"] = 128;
+  EXPECT_EQ(parse(typed).attention_window, 128);
+
+  mistral["sliding_window"] = "wide";
+  expect_error([&] { parse(mistral); }, {"sliding_window", "positive integer"}, ErrorKind::invalid_input);
+}
+
 }  // namespace
 }  // namespace sanctum
