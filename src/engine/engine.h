@@ -91,6 +91,9 @@ class Engine {
   const Model& model() const { return *model_; }
   const EngineOptions& options() const { return options_; }
   size_t queued() const;
+  // The state (KV rows and recurrent state) the job holds at its longest, all choices: what
+  // admission counts against EngineOptions::state_bytes.
+  size_t reserve_bytes(const InferenceJob& job) const;
   size_t running() const { return running_count_.load(); }  // sequences in the batch
   bool busy() const { return running() > 0; }
 
@@ -122,8 +125,6 @@ class Engine {
   void idle_step();
   void set_pending_count();
   void set_gauges();
-  size_t reserve_bytes(const InferenceJob& job) const;  // the job's state at its longest, all choices
-
   std::string name_;
   std::unique_ptr<Model> model_;
   EngineOptions options_;

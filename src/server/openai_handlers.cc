@@ -48,6 +48,30 @@ int resolve_max_tokens(const ServedModel& m, const OpenAiRequest& r, size_t prom
   return static_cast<int>(std::min<int64_t>(default_max, room));
 }
 
+// A job that could never be admitted under --kv-cache-mb, even alone, is a 400 now, not a wait or
+// an overrun of the bound. A max_tokens the client left to the server shrinks to what fits.
+void fit_state_bound(const Engine& engine, InferenceJob& job, bool max_tokens_given, const char* prompt_param) {
+  const size_t limit = engine.options().state_bytes;
+  if (limit == 0 || engine.reserve_bytes(job) <= limit) return;
+  if (!max_tokens_given) {
+    int lo = 0, hi = job.params.max_tokens;  // the most that fits lies in [lo, hi)
+    while (hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      job.params.max_tokens = mid;
+      (engine.reserve_bytes(job) <= limit ? lo : hi) = mid;
+    }
+    job.params.max_tokens = lo;
+    if (lo > 0) return;
+    job.params.max_tokens = 1;
+  }
+  const auto mib = [](size_t b) { return std::to_string((b + (size_t{1} << 20) - 1) >> 20); };
+  throw bad_request("this request needs " + mib(engine.reserve_bytes(job)) + " MiB of KV cache and state (" +
+                        std::to_string(job.prompt.size()) + " prompt tokens + max_tokens " + std::to_string(job.params.max_tokens) +
+                        (job.n > 1 ? ", n = " + std::to_string(job.n) : std::string()) + ") and the server's --kv-cache-mb is " +
+                        mib(limit) + "; send a shorter prompt, a smaller max_tokens or n, or raise --kv-cache-mb",
+                    max_tokens_given ? "max_tokens" : prompt_param, "context_length_exceeded");
+}
+
 }  // namespace
 
 Generation App::start_generation(Exchange& ex, const OpenAiRequest& r) {
@@ -106,6 +130,7 @@ Generation App::start_generation(Exchange& ex, const OpenAiRequest& r) {
   auto sink = std::make_shared<TextSink>(so);
   job->sink = sink;
 
+  fit_state_bound(*m.engine, *job, r.max_tokens.has_value(), chat ? "messages" : "prompt");
   switch (m.engine->submit(job)) {
     case Engine::Admit::queue_full: throw queue_full(m.id);
     case Engine::Admit::stopped: throw unavailable("The model is not serving", "draining");

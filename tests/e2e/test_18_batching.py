@@ -77,10 +77,11 @@ def test_n_choices_come_back_together(server, client):
 
 
 def test_new_sequences_wait_while_the_state_bound_is_full(start_server):
-    # Each of these streams would hold more than 1 MB of KV at its longest: with --kv-cache-mb 1 the
-    # second waits in the queue until the first is gone, though --max-seqs has room.
+    # Each of these streams holds 640 KiB of KV at its longest (5 blocks of 256 tokens x 512 bytes):
+    # with --kv-cache-mb 1 the second waits in the queue until the first is gone, though --max-seqs
+    # has room.
     s = start_server("--kv-cache-mb", "1", "--max-seqs", "8")
-    long = sh.chat_body(MODEL, stream=True, max_tokens=4000, ignore_eos=True)
+    long = sh.chat_body(MODEL, stream=True, max_tokens=1200, ignore_eos=True)
     first = sh.SseStream(s.port, "/v1/chat/completions", long)
     ev = first.events()
     next(ev)
@@ -92,3 +93,13 @@ def test_new_sequences_wait_while_the_state_bound_is_full(start_server):
     first.close()
     assert next(second.events())  # admitted once the first has left
     second.close()
+
+
+def test_a_request_that_cannot_fit_the_state_bound_alone_is_a_400(start_server):
+    s = start_server("--kv-cache-mb", "1", "--default-max-tokens", "4000")
+    status, _, body = sh.post_json(s.port, "/v1/chat/completions", sh.chat_body(MODEL, max_tokens=4000))
+    assert status == 400 and body["error"]["code"] == "context_length_exceeded" and body["error"]["param"] == "max_tokens"
+    assert "needs 2 MiB" in body["error"]["message"] and "--kv-cache-mb is 1" in body["error"]["message"]
+    # Left to the server, max_tokens shrinks to what fits: 8 blocks of 256 tokens, the prompt included.
+    status, _, body = sh.post_json(s.port, "/v1/completions", {"model": MODEL, "prompt": [5] * 100, "ignore_eos": True})
+    assert status == 200 and body["usage"]["completion_tokens"] == 2048 - 100
