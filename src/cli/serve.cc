@@ -23,6 +23,7 @@ namespace {
 const char* kUsage =
     "usage: sanctum serve [--model [NAME=]DIR ...] [--host ADDR ...] [--port N] [--allow-unspecified]\n"
     "                     [--max-queue N] [--max-seqs N] [--max-batch-tokens N] [--kv-cache-mb N]\n"
+    "                     [--memory-limit-mb N]\n"
     "                     [--stream-flush-tokens N]\n"
     "                     [--drain-timeout S] [--body-limit BYTES]\n"
     "                     [--default-max-tokens N] [--deep-health-timeout S] [--max-connections N]\n"
@@ -47,6 +48,9 @@ const char* kUsage =
     "--kv-cache-mb bounds the running sequences' KV cache and recurrent state, each counted at its\n"
     "longest (prompt + max_tokens): new requests wait while it is full, one that cannot fit even alone\n"
     "is a 400, and a max_tokens left to the server shrinks to fit (default 0: no bound);\n"
+    "--memory-limit-mb bounds the whole: what each model's weights and scratch leave goes a quarter to\n"
+    "its prompt cache and the rest to --kv-cache-mb, unless those are given; startup fails when the\n"
+    "weights alone do not fit. The plan is logged (\"memory plan\") and shown on /health.\n"
     "--max-queue more requests wait (default 16), beyond that 429.\n"
     "--prefill-chunk sets the prompt tokens per forward (default: the model's, 512 on the CPU, 4096 on a\n"
     "GPU): smaller pieces bound a prefill's scratch memory, larger ones spend less per forward.\n"
@@ -141,7 +145,7 @@ server::ListenerSecurity listener_security(const Args& args) {
 int run_serve(int argc, char** argv) {
   // clang-format off
   Args args(argc, argv,
-            {"model", "host", "port", "max-queue", "max-seqs", "max-batch-tokens", "kv-cache-mb", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
+            {"model", "host", "port", "max-queue", "max-seqs", "max-batch-tokens", "kv-cache-mb", "memory-limit-mb", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
              "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kDeviceFlag, kTuneFlag,
@@ -174,6 +178,10 @@ int run_serve(int argc, char** argv) {
   const long long kv_mb = args.get_int("kv-cache-mb", 0);
   check(kv_mb >= 0, ErrorKind::invalid_argument, "--kv-cache-mb must be >= 0");
   opt.state_bytes = static_cast<size_t>(kv_mb) << 20;
+  opt.state_bytes_given = args.has("kv-cache-mb");
+  const long long limit_mb = args.get_int("memory-limit-mb", 0);
+  check(limit_mb >= 0, ErrorKind::invalid_argument, "--memory-limit-mb must be >= 0");
+  opt.memory_limit_bytes = static_cast<size_t>(limit_mb) << 20;
   if (args.has("max-batch-tokens")) opt.max_batch_tokens = std::min<long long>(positive("max-batch-tokens", 0), 1 << 20);
   opt.stream_flush_tokens = static_cast<int>(positive("stream-flush-tokens", 1));
   opt.body_limit = static_cast<size_t>(positive("body-limit", 8 << 20));
@@ -194,6 +202,7 @@ int run_serve(int argc, char** argv) {
   const long long cache_mb = args.get_int("prompt-cache-mb", 1024);
   check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
   opt.prompt_cache_bytes = static_cast<size_t>(cache_mb) << 20;
+  opt.prompt_cache_given = args.has("prompt-cache-mb");
 
   if (args.has("tool-parser")) {
     const std::string name = *args.get("tool-parser");

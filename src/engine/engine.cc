@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "engine/memory_plan.h"
 #include "engine/sequence_run.h"
 
 namespace sanctum {
@@ -96,11 +97,9 @@ Engine::Engine(std::string name, std::unique_ptr<Model> model, EngineOptions opt
   check(options_.max_seqs >= 1, ErrorKind::invalid_argument, "--max-seqs must be at least 1");
   if (options_.max_batch_tokens <= 0) options_.max_batch_tokens = model_->prefill_chunk();
   if (options_.prompt_cache_bytes > 0) prompt_cache_ = std::make_unique<PrefixCache>(options_.prompt_cache_bytes);
-  const ModelConfig& c = model_->config();
-  fixed_state_bytes_ = model_->new_state().bytes();
-  for (const LayerConfig& layer : c.layers)
-    if (layer.mixer == MixerKind::attention)
-      kv_bytes_per_token_ += 2 * static_cast<size_t>(c.num_key_value_heads * c.head_dim) * sizeof(float);
+  const MemoryPlan plan = plan_memory(*model_, options_.state_bytes, options_.prompt_cache_bytes, options_.max_batch_tokens);
+  fixed_state_bytes_ = plan.recurrent_per_sequence;
+  kv_bytes_per_token_ = plan.kv_per_token;
   thread_ = std::thread([this] { loop(); });
 }
 

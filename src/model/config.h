@@ -62,6 +62,7 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;  // union of config.json and generation_config.json
   int32_t bos_token_id = -1;
   QuantConfig quant;
+  size_t checkpoint_bytes = 0;  // the safetensors files' bytes (set by load_model)
 
   // Typed access to raw keys with errors that name the key.
   int64_t require_int(const std::string& key) const;

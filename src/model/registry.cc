@@ -33,6 +33,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, Device device, const T
   for (const auto& a : architectures()) {
     if (config.model_type != a.model_type) continue;
     Checkpoint checkpoint(dir, verified);
+    config.checkpoint_bytes = checkpoint.file_bytes();
     checkpoint.set_device(device);
     checkpoint.set_tuning(tuning);
     auto model = a.make(std::move(config), checkpoint);

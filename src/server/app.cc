@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/process_memory.h"
 #include "base/version.h"
 #include "server/auth.h"
 #include "server/ui/ui_routes.h"
@@ -93,8 +94,16 @@ void App::health(Exchange& ex) {
     ex.respond_json(503, {{"status", "draining"}});
     return;
   }
-  ex.respond_json(200,
-                  {{"status", "ok"}, {"version", build::version()}, {"commit", build::commit()}, {"device", device_name(options_.device)}});
+  // The memory plans are fixed at startup and the live figures are atomics: nothing here waits on an engine.
+  nlohmann::json memory = {{"limit_mib",
+                            options_.memory_limit_bytes ? nlohmann::json(options_.memory_limit_bytes >> 20) : nlohmann::json(nullptr)},
+                           {"resident_mib", static_cast<double>(resident_bytes()) / double(1 << 20)}};
+  for (const auto& m : models_) memory["models"][m->id] = m->memory.to_json();
+  ex.respond_json(200, {{"status", "ok"},
+                        {"version", build::version()},
+                        {"commit", build::commit()},
+                        {"device", device_name(options_.device)},
+                        {"memory", memory}});
 }
 
 namespace {

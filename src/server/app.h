@@ -16,6 +16,7 @@
 #include "chat/prompt_builder.h"
 #include "chat/tools/tool_call_parser.h"
 #include "engine/engine.h"
+#include "engine/memory_plan.h"
 #include "server/exchange.h"
 #include "server/grammar_cache.h"
 #include "server/openai_request.h"
@@ -41,6 +42,9 @@ struct ServerOptions : ListenOptions {
   bool speculate = true;                      // prompt-lookup speculation (exact; backs off when it does not pay)
   spec::PromptLookupParams lookup;            // --pld-max-draft / --pld-ngram
   size_t prompt_cache_bytes = 1u << 30;       // --prompt-cache-mb; 0 disables prompt-cache reuse
+  size_t memory_limit_bytes = 0;              // --memory-limit-mb: the bounds above are fitted under it; 0: none
+  bool state_bytes_given = false;             // --kv-cache-mb was given (--memory-limit-mb leaves it)
+  bool prompt_cache_given = false;            // --prompt-cache-mb was given
   int prefill_chunk = 0;                      // --prefill-chunk: prompt tokens per forward; 0: the model's
   Device device = Device::cpu;                // --device: where every served model's weights and state live
   Tuning tuning;                              // --tune / SANCTUM_TUNE: every served model's optimizations
@@ -59,6 +63,7 @@ struct ServedModel {
   ToolParserKind tool_parser = ToolParserKind::none;  // the tool-call format its output is parsed with
   std::unique_ptr<GrammarCache> grammars;             // over `tokenizer`: constrained output (server/request_constraint.h)
   std::unique_ptr<Engine> engine;
+  MemoryPlan memory;  // engine/memory_plan.h: what its memory is made of
 };
 
 // A chat or completion job submitted to its model's engine, and what its handler follows it with.

@@ -67,8 +67,9 @@ void fit_state_bound(const Engine& engine, InferenceJob& job, bool max_tokens_gi
   const auto mib = [](size_t b) { return std::to_string((b + (size_t{1} << 20) - 1) >> 20); };
   throw bad_request("this request needs " + mib(engine.reserve_bytes(job)) + " MiB of KV cache and state (" +
                         std::to_string(job.prompt.size()) + " prompt tokens + max_tokens " + std::to_string(job.params.max_tokens) +
-                        (job.n > 1 ? ", n = " + std::to_string(job.n) : std::string()) + ") and the server's --kv-cache-mb is " +
-                        mib(limit) + "; send a shorter prompt, a smaller max_tokens or n, or raise --kv-cache-mb",
+                        (job.n > 1 ? ", n = " + std::to_string(job.n) : std::string()) +
+                        ") and the server bounds the running sequences' state at " + mib(limit) +
+                        " MiB (--kv-cache-mb, or what --memory-limit-mb leaves); send a shorter prompt, a smaller max_tokens or n",
                     max_tokens_given ? "max_tokens" : prompt_param, "context_length_exceeded");
 }
 

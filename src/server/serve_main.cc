@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -40,7 +42,14 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const ServerOptions& options, ServerMetrics& metrics) {
+// A model loaded, with everything but its engine: the engines start once every model's memory
+// is planned.
+struct LoadedModel {
+  std::unique_ptr<ServedModel> served;
+  std::unique_ptr<Model> model;
+};
+
+LoadedModel load_served_model(const ModelSpec& spec, const ServerOptions& options) {
   auto m = std::make_unique<ServedModel>();
   m->id = spec.id;
   m->dir = spec.dir;
@@ -68,14 +77,38 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
   log::info("tool-call format", {{"model", spec.id},
                                  {"tool_parser", tool_parser_name(m->tool_parser)},
                                  {"source", options.tool_parser ? "--tool-parser" : "chat template"}});
+  return {std::move(m), std::move(model)};
+}
+
+// Every model's memory plan under the flags; with --memory-limit-mb, the bounds fitted under it.
+void plan_memory(std::vector<LoadedModel>& loaded, const ServerOptions& options) {
+  std::vector<MemoryPlan> plans;
+  for (const LoadedModel& l : loaded) {
+    const int64_t piece = options.prefill_chunk > 0 ? options.prefill_chunk : l.model->prefill_chunk();
+    plans.push_back(sanctum::plan_memory(*l.model, options.state_bytes, options.prompt_cache_bytes, piece));
+  }
+  if (options.memory_limit_bytes > 0)
+    fit_memory_limit(plans, options.memory_limit_bytes, options.state_bytes_given, options.prompt_cache_given);
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    loaded[i].served->memory = plans[i];
+    log::info("memory plan", {{"model", loaded[i].served->id}, {"plan", plans[i].to_json().dump()}});
+  }
+}
+
+void start_engine(LoadedModel& l, const ServerOptions& options, ServerMetrics& metrics) {
+  ServedModel& m = *l.served;
   EngineOptions engine;
   engine.max_queue = options.max_queue;
-  engine.prompt_cache_bytes = options.prompt_cache_bytes;
+  engine.prompt_cache_bytes = m.memory.prompt_cache;
   engine.max_seqs = options.max_seqs;
-  engine.state_bytes = options.state_bytes;
+  engine.state_bytes = m.memory.state_bound;
   engine.max_batch_tokens = options.max_batch_tokens > 0 ? options.max_batch_tokens : options.prefill_chunk;
-  m->engine = std::make_unique<Engine>(spec.id, std::move(model), engine, metrics.engine);
-  return m;
+  m.engine = std::make_unique<Engine>(m.id, std::move(l.model), engine, metrics.engine);
+  for (const auto& [part, bytes] : {std::pair<const char*, size_t>{"weights", m.memory.weights},
+                                    {"state_bound", m.memory.state_bound},
+                                    {"prompt_cache", m.memory.prompt_cache},
+                                    {"scratch", m.memory.scratch}})
+    metrics.memory_plan.with({m.id, part}).set(static_cast<double>(bytes));
 }
 
 }  // namespace
@@ -106,14 +139,20 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
   }
 
   App app(options, metrics);
+  std::vector<LoadedModel> loaded;
   for (const ModelSpec& spec : models) {
     const auto t0 = std::chrono::steady_clock::now();
-    app.add_model(load_served_model(spec, options, metrics));
+    loaded.push_back(load_served_model(spec, options));
     metrics.startup_seconds.with({"model_load"}).observe(seconds_since(t0));
     log::info("model loaded", {{"model", spec.id},
                                {"dir", spec.dir},
                                {"device", device_name(options.device)},
                                {"seconds", std::to_string(seconds_since(t0))}});
+  }
+  plan_memory(loaded, options);
+  for (LoadedModel& l : loaded) {
+    start_engine(l, options, metrics);
+    app.add_model(std::move(l.served));
   }
 
   std::shared_ptr<TlsContext> tls = security.tls;

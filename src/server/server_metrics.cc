@@ -15,6 +15,8 @@ ServerMetrics::ServerMetrics()
       startup_seconds(registry.histogram("sanctum_mlx_startup_seconds", "Start-up phase durations in seconds.",
                                          {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}, {"phase"})),
       model_loaded(registry.gauge("sanctum_mlx_model_loaded", "1 when every configured model is loaded and serving.").with({})),
+      memory_plan(registry.gauge("sanctum_memory_plan_bytes", "A served model's planned memory by part (0 state_bound: unbounded).",
+                                 {"model", "part"})),
       time_to_first_token(registry
                               .histogram("sanctum_mlx_inference_time_to_first_token_seconds",
                                          "Time from request arrival to the first generated token.",

@@ -19,6 +19,7 @@ class ServerMetrics {
   Gauge& http_inflight;
   Family<Histogram>& startup_seconds;  // {phase}: manifest_verify | model_load
   Gauge& model_loaded;
+  Family<Gauge>& memory_plan;  // {model, part}: weights | state_bound | prompt_cache | scratch, bytes
   Histogram& time_to_first_token;
   EngineMetrics engine;  // the inference series
 

@@ -12,7 +12,7 @@ def test_health_is_ok_json(server):
     assert status == 200
     health = json.loads(body)
     assert health["status"] == "ok"
-    assert set(health) == {"status", "version", "commit", "device"}  # test_13_version checks the values
+    assert set(health) == {"status", "version", "commit", "device", "memory"}  # test_13_version and test_22_memory_plan check the values
     assert headers["content-type"] == "application/json"
 
 

@@ -99,7 +99,7 @@ def test_a_request_that_cannot_fit_the_state_bound_alone_is_a_400(start_server):
     s = start_server("--kv-cache-mb", "1", "--default-max-tokens", "4000")
     status, _, body = sh.post_json(s.port, "/v1/chat/completions", sh.chat_body(MODEL, max_tokens=4000))
     assert status == 400 and body["error"]["code"] == "context_length_exceeded" and body["error"]["param"] == "max_tokens"
-    assert "needs 2 MiB" in body["error"]["message"] and "--kv-cache-mb is 1" in body["error"]["message"]
+    assert "needs 2 MiB" in body["error"]["message"] and "state at 1 MiB (--kv-cache-mb" in body["error"]["message"]
     # Left to the server, max_tokens shrinks to what fits: 8 blocks of 256 tokens, the prompt included.
     status, _, body = sh.post_json(s.port, "/v1/completions", {"model": MODEL, "prompt": [5] * 100, "ignore_eos": True})
     assert status == 200 and body["usage"]["completion_tokens"] == 2048 - 100

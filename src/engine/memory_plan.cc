@@ -1,0 +1,72 @@
+#include "engine/memory_plan.h"
+
+#include <algorithm>
+#include <string>
+
+#include "base/error.h"
+#include "model/model.h"
+
+namespace sanctum {
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kMiB); }
+std::string mib_text(size_t bytes) { return std::to_string((bytes + kMiB - 1) / kMiB) + " MiB"; }
+
+// f32 activations of `piece` tokens through one layer (the widest of attention and feed-forward
+// buffers, a few of each alive at once) plus the logits of the rows that need them.
+size_t scratch_estimate(const ModelConfig& c, int64_t piece) {
+  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  const int64_t linear = c.linear_num_key_heads * c.linear_key_head_dim * 2 + c.linear_num_value_heads * c.linear_value_head_dim * 2;
+  const int64_t ffn = std::max(c.intermediate_size, c.moe_intermediate_size * std::max<int64_t>(1, c.num_experts_per_tok) +
+                                                        c.shared_expert_intermediate_size);
+  const int64_t per_token = 4 * c.hidden_size + std::max(2 * q + 2 * kv, linear) + 3 * ffn;
+  return static_cast<size_t>(piece * per_token + c.vocab_size) * sizeof(float);
+}
+
+}  // namespace
+
+nlohmann::json MemoryPlan::to_json() const {
+  nlohmann::json j = {{"weights_mib", mib(weights)},
+                      {"kv_per_token_kib", static_cast<double>(kv_per_token) / 1024.0},
+                      {"recurrent_per_sequence_mib", mib(recurrent_per_sequence)},
+                      {"prompt_cache_mib", mib(prompt_cache)},
+                      {"scratch_mib", mib(scratch)}};
+  j["state_bound_mib"] = bounded() ? nlohmann::json(mib(state_bound)) : nlohmann::json(nullptr);
+  j["total_mib"] = bounded() ? nlohmann::json(mib(total())) : nlohmann::json(nullptr);
+  return j;
+}
+
+MemoryPlan plan_memory(const Model& model, size_t state_bound, size_t prompt_cache, int64_t piece) {
+  const ModelConfig& c = model.config();
+  MemoryPlan p;
+  p.weights = c.checkpoint_bytes;
+  p.recurrent_per_sequence = model.new_state().bytes();
+  for (const LayerConfig& layer : c.layers)
+    if (layer.mixer == MixerKind::attention) p.kv_per_token += 2 * static_cast<size_t>(c.num_key_value_heads * c.head_dim) * sizeof(float);
+  p.state_bound = state_bound;
+  p.prompt_cache = prompt_cache;
+  p.scratch = scratch_estimate(c, piece);
+  return p;
+}
+
+void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given) {
+  size_t fixed = 0;
+  for (const MemoryPlan& p : plans) fixed += p.weights + p.scratch + (state_given ? p.state_bound : 0) + (cache_given ? p.prompt_cache : 0);
+  check(fixed < limit, ErrorKind::invalid_argument,
+        "--memory-limit-mb " + mib_text(limit) + ": the weights and scratch" + (state_given || cache_given ? " and the given bounds" : "") +
+            " alone need " + mib_text(fixed) + "; raise the limit" + (state_given || cache_given ? " or lower --kv-cache-mb / --prompt-cache-mb" : ""));
+  const size_t share = (limit - fixed) / plans.size();
+  for (MemoryPlan& p : plans) {
+    if (!cache_given) p.prompt_cache = state_given ? share : share / 4;
+    if (!state_given) p.state_bound = share - (cache_given ? 0 : p.prompt_cache);
+    // A bound that cannot hold one sequence of a single token's state is no bound at all.
+    check(p.state_bound >= p.recurrent_per_sequence + 256 * p.kv_per_token, ErrorKind::invalid_argument,
+          "--memory-limit-mb " + mib_text(limit) + " leaves " + mib_text(p.state_bound) +
+              " for the running sequences' state, less than one sequence needs; raise the limit");
+  }
+}
+
+}  // namespace sanctum

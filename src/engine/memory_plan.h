@@ -1,0 +1,37 @@
+#pragma once
+// What a served model's memory is made of, computed at startup from its shapes and the serve
+// flags (printed, and exposed on /health and /metrics), and --memory-limit-mb: the bounds of the
+// prompt caches and of the running sequences' state that a whole-process limit leaves room for.
+#include <cstddef>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sanctum {
+
+class Model;
+
+struct MemoryPlan {
+  size_t weights = 0;                 // the checkpoint's tensors (mapped on the CPU, uploaded to a GPU)
+  size_t kv_per_token = 0;            // one sequence's KV cache per token (f32 rows)
+  size_t recurrent_per_sequence = 0;  // one sequence's GatedDeltaNet conv + recurrent state
+  size_t state_bound = 0;             // the running sequences' state at their longest (0: unbounded)
+  size_t prompt_cache = 0;            // the prompt cache's bound (0: off)
+  size_t scratch = 0;                 // estimated activations of one forward of a prefill piece
+
+  // All parts; meaningless while the state is unbounded (bounded() false).
+  size_t total() const { return weights + state_bound + prompt_cache + scratch; }
+  bool bounded() const { return state_bound > 0; }
+  nlohmann::json to_json() const;  // MiB per part, for logs and /health
+};
+
+// The plan of a loaded model under the given bounds; `piece` is the prompt tokens per forward.
+MemoryPlan plan_memory(const Model& model, size_t state_bound, size_t prompt_cache, int64_t piece);
+
+// --memory-limit-mb: shares what the weights and scratch of every model leave under `limit` between
+// the prompt caches (a quarter, unless given) and the state bounds (the rest, unless given), equally
+// among the models. Throws invalid_argument naming the numbers when the weights and scratch alone
+// do not fit, or when the given bounds pass the limit.
+void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given);
+
+}  // namespace sanctum

@@ -1,0 +1,87 @@
+"""The memory plan: each served model's weights, KV bytes per token, recurrent state per sequence, the
+bounds on running sequences' state and on the prompt cache, and the scratch estimate, logged at startup and
+shown on /health and /metrics (computed here from the checkpoint's files and config, not read back from the
+server). --memory-limit-mb fits those bounds under a whole-process limit, refuses to start when the weights
+alone pass it, and a request that cannot fit what it leaves is a 400."""
+import json
+import subprocess
+
+import pytest
+
+import server_harness as sh
+from server_harness import MODEL
+
+MIB = 1 << 20
+
+
+def plan_of(server):
+    status, _, body = sh.request(server.port, "GET", "/health")
+    assert status == 200
+    health = json.loads(body)
+    return health["memory"], health["memory"]["models"][MODEL]
+
+
+def expected_kv_per_token(model_dir):
+    c = json.loads((model_dir / "config.json").read_text())
+    head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    return 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * head_dim * 4  # K and V, f32, every layer attends
+
+
+@pytest.fixture
+def serve(sanctum_bin, tiny_model, tmp_path):
+    started = []
+
+    def start(*extra):
+        s = sh.Server(sanctum_bin, [f"{MODEL}={tiny_model}"], tmp_path / f"s{len(started)}.log", extra=["--threads", "1", *extra])
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.terminate()
+
+
+def test_the_plan_is_logged_and_shown_from_the_checkpoint_and_flags(serve, tiny_model):
+    s = serve()
+    memory, plan = plan_of(s)
+    weights = sum(f.stat().st_size for f in tiny_model.glob("*.safetensors"))
+    assert plan["weights_mib"] == pytest.approx(weights / MIB)
+    assert plan["kv_per_token_kib"] == pytest.approx(expected_kv_per_token(tiny_model) / 1024)
+    assert plan["recurrent_per_sequence_mib"] == 0  # qwen2: no GatedDeltaNet layers
+    assert plan["prompt_cache_mib"] == 1024 and plan["state_bound_mib"] is None and plan["total_mib"] is None
+    assert memory["limit_mib"] is None and memory["resident_mib"] > plan["weights_mib"]
+    logged = [r for r in s.log_records() if r.get("msg") == "memory plan"]
+    assert len(logged) == 1 and json.loads(logged[0]["plan"]) == plan
+    metrics = sh.request(s.port, "GET", "/metrics")[2].decode()
+    assert sh.metric_value(metrics, "sanctum_memory_plan_bytes", {"model": MODEL, "part": "weights"}) == weights
+
+
+def test_a_memory_limit_shares_what_the_weights_leave(serve):
+    s = serve("--memory-limit-mb", "40")
+    memory, plan = plan_of(s)
+    assert memory["limit_mib"] == 40
+    assert plan["total_mib"] == pytest.approx(40, abs=1 / 1024)
+    left = 40 - plan["weights_mib"] - plan["scratch_mib"]
+    assert plan["prompt_cache_mib"] == pytest.approx(left / 4, abs=1 / 1024)
+    assert plan["state_bound_mib"] == pytest.approx(left - left / 4, abs=1 / 1024)
+    # A request larger than that bound, even alone, is refused with the numbers.
+    choices = int(plan["state_bound_mib"] * 1024 / (plan["kv_per_token_kib"] * 4096)) + 1  # each holds 4,096 tokens at its longest
+    status, _, body = sh.post_json(s.port, "/v1/completions", {"model": MODEL, "prompt": [5] * 10, "max_tokens": 4000, "n": choices})
+    assert status == 400 and body["error"]["code"] == "context_length_exceeded" and "--memory-limit-mb" in body["error"]["message"]
+    # Given bounds stay; the prompt cache takes the rest.
+    s2 = serve("--memory-limit-mb", "40", "--kv-cache-mb", "8")
+    _, plan2 = plan_of(s2)
+    assert plan2["state_bound_mib"] == 8
+    assert plan2["prompt_cache_mib"] == pytest.approx(40 - 8 - plan2["weights_mib"] - plan2["scratch_mib"], abs=1 / 1024)
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--memory-limit-mb", "1"], ["--memory-limit-mb 1 MiB", "alone need"]),
+    (["--memory-limit-mb", "40", "--kv-cache-mb", "64"], ["the given bounds", "--kv-cache-mb"]),
+])
+def test_a_limit_the_weights_or_given_bounds_pass_stops_startup(sanctum_bin, tiny_model, flags, words):
+    run = subprocess.run([sanctum_bin, "serve", "--model", f"{MODEL}={tiny_model}", "--port", str(sh.free_port()), *flags],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    for w in words:
+        assert w in run.stderr, run.stderr
