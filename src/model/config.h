@@ -46,6 +46,7 @@ struct ModelConfig {
   ops::RopeConfig rope;            // head_dim and rotary_dim filled in
   std::vector<int> mrope_section;  // empty unless the checkpoint declares multimodal RoPE
   bool mrope_interleaved = false;
+  bool has_vision = false;  // set by the loader when a vision tower's weights load (Model::has_vision)
 
   // Hybrid / MoE (filled when present; architectures validate what they need).
   std::vector<LayerConfig> layers;  // num_hidden_layers entries

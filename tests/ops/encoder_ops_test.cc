@@ -89,7 +89,8 @@ TEST(FullAttention, every_query_sees_every_key_as_the_ref_does) {
         ops::full_attention(q, k, v, scale, out);
         ops::ref::full_attention(q, k, v, scale, ref);
         // Outputs are convex combinations of v: normalised by the whole output, not per row.
-        expect_close(out.reshape({1, n * heads * d}), ref.reshape({1, n * heads * d}), 2e-5f, "n=" + std::to_string(n) + " d=" + std::to_string(d));
+        expect_close(out.reshape({1, n * heads * d}), ref.reshape({1, n * heads * d}), 2e-5f,
+                     "n=" + std::to_string(n) + " d=" + std::to_string(d));
       }
     }
   }
