@@ -49,8 +49,8 @@ std::vector<GridThw> parse_grids(const std::string& text) {
 
 int run_vision(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "pixels", "grids", "embeddings-out", "prompt-ids", "out", "split", "greedy", "threads", "matmul-precision", kDeviceFlag,
-             kGpuMemoryLimitFlag, kTuneFlag},
+            {"model", "pixels", "grids", "embeddings-out", "prompt-ids", "out", "split", "greedy", "threads", "matmul-precision",
+             kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag},
             {"help"});
   if (args.has("help") || !args.has("model") || !args.has("pixels") || !args.has("grids")) {
     std::fputs(
@@ -112,7 +112,8 @@ int run_vision(int argc, char** argv) {
                   static_cast<size_t>(vocab) * sizeof(float));
   };
   keep(model->forward_images(std::span<const int32_t>(prompt).first(static_cast<size_t>(split)), state, LogitsFor::all, placed), 0);
-  for (int64_t i = split; i < n; ++i) keep(model->forward(std::span<const int32_t>(prompt).subspan(static_cast<size_t>(i), 1), state, LogitsFor::all), i);
+  for (int64_t i = split; i < n; ++i)
+    keep(model->forward(std::span<const int32_t>(prompt).subspan(static_cast<size_t>(i), 1), state, LogitsFor::all), i);
   if (args.has("out")) write_npy(*args.get("out"), out, n, vocab);
 
   if (const int64_t steps = args.get_int("greedy", 0); steps > 0) {

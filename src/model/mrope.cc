@@ -31,7 +31,8 @@ MropeTables mrope_tables(const ops::RopeTable& text, std::span<const int> sectio
 }
 
 PromptLayout layout_prompt(int64_t pos0, int64_t delta, int64_t n, std::span<const PromptImage> images, int64_t hidden) {
-  check(pos0 + n + std::abs(delta) + 1 < std::numeric_limits<int32_t>::max(), ErrorKind::invalid_argument, "forward_images: positions overflow");
+  check(pos0 + n + std::abs(delta) + 1 < std::numeric_limits<int32_t>::max(), ErrorKind::invalid_argument,
+        "forward_images: positions overflow");
   PromptLayout l;
   const size_t count = static_cast<size_t>(n);
   l.t.resize(count);

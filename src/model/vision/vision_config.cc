@@ -19,7 +19,8 @@ int64_t int_key(const json& obj, const char* key, int64_t fallback, const std::s
   }
   check(it->is_number_integer(), ErrorKind::invalid_input, label + ": key 'vision_config." + key + "' must be an integer");
   const int64_t v = it->get<int64_t>();
-  check(v > 0 && v <= kMaxDim, ErrorKind::invalid_input, label + ": key 'vision_config." + key + "' = " + std::to_string(v) + " is out of range");
+  check(v > 0 && v <= kMaxDim, ErrorKind::invalid_input,
+        label + ": key 'vision_config." + key + "' = " + std::to_string(v) + " is out of range");
   return v;
 }
 
