@@ -1,5 +1,11 @@
 // Bidirectional attention, one (query, head) pair per work item, two-pass softmax in f32: a pair's
 // result depends only on its own inputs, whatever the thread count.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/full_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -7,36 +13,79 @@
 #include "base/thread_pool.h"
 #include "ops/cpu/encoder_kernels.h"
 
+HWY_BEFORE_NAMESPACE();
 namespace sanctum::ops::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+HWY_INLINE float EncoderDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t d) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+  int64_t c = 0;
+  for (; c + 2 * N <= d; c += 2 * N) {
+    acc0 = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc0);
+    acc1 = hn::MulAdd(hn::LoadU(df, a + c + N), hn::LoadU(df, b + c + N), acc1);
+  }
+  for (; c + N <= d; c += N) acc0 = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc0);
+  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
+  for (; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
+
+// Work items [i0, i1) of (query, head) pairs, head fastest.
+void FullAttentionItems(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, int64_t i0, int64_t i1) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t heads = q.dim(1), d = q.dim(2), m = k.dim(0), group = heads / k.dim(1);
+  std::vector<float> p(static_cast<size_t>(m + N)), acc(static_cast<size_t>(d));
+  for (int64_t item = i0; item < i1; ++item) {
+    const int64_t i = item / heads, h = item % heads, kvh = h / group;
+    const float* qi = q.data<const float>() + i * q.stride(0) + h * q.stride(1);
+    const float* kb = k.data<const float>() + kvh * k.stride(1);
+    const float* vb = v.data<const float>() + kvh * v.stride(1);
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < m; ++j) {
+      const float s = EncoderDot(qi, kb + j * k.stride(0), d) * scale;
+      p[static_cast<size_t>(j)] = s;
+      mx = std::max(mx, s);
+    }
+    // exp(s - max) over whole vectors; the padding lanes are -inf and give 0.
+    const int64_t padded = (m + N - 1) / N * N;
+    for (int64_t j = m; j < padded; ++j) p[static_cast<size_t>(j)] = -INFINITY;
+    const auto vm = hn::Set(df, mx);
+    auto vsum = hn::Zero(df);
+    for (int64_t j = 0; j < padded; j += N) {
+      const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p.data() + j), vm));
+      vsum = hn::Add(vsum, e);
+      hn::StoreU(e, df, p.data() + j);
+    }
+    const float inv_sum = 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum));
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t j = 0; j < m; ++j) {
+      const float* vj = vb + j * v.stride(0);
+      const auto pj = hn::Set(df, p[static_cast<size_t>(j)]);
+      int64_t c = 0;
+      for (; c + N <= d; c += N) hn::StoreU(hn::MulAdd(pj, hn::LoadU(df, vj + c), hn::LoadU(df, acc.data() + c)), df, acc.data() + c);
+      for (; c < d; ++c) acc[static_cast<size_t>(c)] += p[static_cast<size_t>(j)] * vj[c];
+    }
+    float* o = out.data<float>() + i * out.stride(0) + h * out.stride(1);
+    for (int64_t c = 0; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] * inv_sum;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace sanctum::ops::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace sanctum::ops::cpu {
+HWY_EXPORT(FullAttentionItems);
 
 void full_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
-  const int64_t n = q.dim(0), heads = q.dim(1), d = q.dim(2), m = k.dim(0), group = heads / k.dim(1);
-  compute_pool().parallel_for(n * heads, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> p(static_cast<size_t>(m)), acc(static_cast<size_t>(d));
-    for (int64_t item = i0; item < i1; ++item) {
-      const int64_t i = item / heads, h = item % heads, kvh = h / group;
-      const float* qi = q.data<const float>() + i * q.stride(0) + h * q.stride(1);
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < m; ++j) {
-        const float* kj = k.data<const float>() + j * k.stride(0) + kvh * k.stride(1);
-        float s = 0.0f;
-        for (int64_t c = 0; c < d; ++c) s += qi[c] * kj[c];
-        p[static_cast<size_t>(j)] = s * scale;
-        mx = std::max(mx, p[static_cast<size_t>(j)]);
-      }
-      float sum = 0.0f;
-      for (int64_t j = 0; j < m; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < m; ++j) {
-        const float* vj = v.data<const float>() + j * v.stride(0) + kvh * v.stride(1);
-        const float pj = p[static_cast<size_t>(j)];
-        for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += pj * vj[c];
-      }
-      float* o = out.data<float>() + i * out.stride(0) + h * out.stride(1);
-      const float inv = 1.0f / sum;
-      for (int64_t c = 0; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] * inv;
-    }
-  });
+  compute_pool().parallel_for(q.dim(0) * q.dim(1), 4,
+                              [&](int64_t i0, int64_t i1) { HWY_DYNAMIC_DISPATCH(FullAttentionItems)(q, k, v, scale, out, i0, i1); });
 }
 
 }  // namespace sanctum::ops::cpu
+#endif
