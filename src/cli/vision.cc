@@ -5,6 +5,7 @@
 // image_token_id placeholders (a prompt with none runs as text). --split K prefills the first K tokens (images included) and feeds the
 // rest one token at a time, as decode does after an image.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -75,7 +76,10 @@ int run_vision(int argc, char** argv) {
   const int64_t cols = static_cast<int64_t>(bytes.size() / sizeof(float)) / patches;
   Tensor pixels = Tensor::zeros({patches, cols}, DType::f32);
   std::memcpy(pixels.raw(), bytes.data(), bytes.size());
+  const auto t0 = std::chrono::steady_clock::now();
   const std::vector<ImageEmbeddings> images = model->encode_images(pixels, grids);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "vision tower: %zu images, %lld patches, %.3f s\n", images.size(), static_cast<long long>(patches), seconds);
 
   const int64_t hidden = model->config().hidden_size;
   if (args.has("embeddings-out")) {
