@@ -21,11 +21,12 @@ PATCH_VALUES = 3 * 2 * 4 * 4
 FORMATS = {"bf16": (0, False), "q4g64": (4, False), "q4g64-tower": (4, True)}
 MODELS = ("qwen3_5", "qwen3_5_moe")
 
-# Patch grids (t, h, w): square, wide, tall, larger than the 8 x 8 learned grid, and pairs.
+# Patch grids (t, h, w): square, wide, tall, larger than the 8 x 8 learned grid, past 256 patches, and pairs.
 IMAGE_CASES = {
     "square": ([[1, 4, 4]], [[1, 2, 3], 0, [4, 5, 6]]),
     "wide": ([[1, 4, 10]], [[7], 0, [8, 9]]),
     "tall-large": ([[1, 12, 6]], [[10, 11], 0, [12]]),
+    "many-patches": ([[1, 16, 20]], [[24], 0, [25]]),  # 320 patches: the tower's attention by matmul
     "two-images": ([[1, 6, 4], [1, 4, 8]], [[13], 0, 1, [14, 15]]),
     "image-text-image": ([[1, 4, 6], [1, 8, 8]], [[16, 17], 0, [18, 19, 20, 21], 1, [22, 23]]),
 }

@@ -1,5 +1,8 @@
-// Bidirectional attention, one (query, head) pair per work item, two-pass softmax in f32: a pair's
-// result depends only on its own inputs, whatever the thread count.
+// Bidirectional attention. Long sequences (an image's thousands of patches) go head by head through
+// the dense matmul kernel: scores = q_h · k_hᵀ, a softmax per row, out_h = p · v_h, with k_h and v_hᵀ
+// copied contiguous once per kv head, so the keys stream from cache rather than from rows strided
+// across every head. Short ones run one (query, head) pair per work item. Either way softmax is in
+// f32 with max subtraction, and a row's result does not depend on the thread count.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/full_attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -12,6 +15,8 @@
 
 #include "base/thread_pool.h"
 #include "ops/cpu/encoder_kernels.h"
+#include "ops/cpu/kernels.h"
+#include "tensor/weight.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace sanctum::ops::cpu {
@@ -74,6 +79,43 @@ void FullAttentionItems(const Tensor& q, const Tensor& k, const Tensor& v, float
   }
 }
 
+// Rows [r0, r1) of scores (n, m) contiguous: p = softmax(scale * s), in place.
+void SoftmaxScaledRows(Tensor& scores, float scale, int64_t r0, int64_t r1) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), m = scores.dim(1);
+  const auto vscale = hn::Set(df, scale);
+  HWY_ALIGN float tail[hn::MaxLanes(df)];
+  for (int64_t r = r0; r < r1; ++r) {
+    float* row = scores.data<float>() + r * m;
+    auto vmax = hn::Set(df, -INFINITY);
+    int64_t j = 0;
+    for (; j + N <= m; j += N) {
+      const auto x = hn::Mul(hn::LoadU(df, row + j), vscale);
+      hn::StoreU(x, df, row + j);
+      vmax = hn::Max(vmax, x);
+    }
+    float mx = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    for (int64_t t = j; t < m; ++t) mx = std::max(mx, row[t] *= scale);
+    const auto vm = hn::Set(df, mx);
+    auto vsum = hn::Zero(df);
+    for (j = 0; j + N <= m; j += N) {
+      const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, row + j), vm));
+      vsum = hn::Add(vsum, e);
+      hn::StoreU(e, df, row + j);
+    }
+    if (j < m) {  // the tail through one padded vector: -inf lanes give 0
+      for (int64_t t = 0; t < N; ++t) tail[t] = j + t < m ? row[j + t] : -INFINITY;
+      const auto e = hn::Exp(df, hn::Sub(hn::Load(df, tail), vm));
+      vsum = hn::Add(vsum, e);
+      hn::Store(e, df, tail);
+      for (int64_t t = 0; j + t < m; ++t) row[j + t] = tail[t];
+    }
+    const auto vinv = hn::Set(df, 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum)));
+    for (j = 0; j + N <= m; j += N) hn::StoreU(hn::Mul(hn::LoadU(df, row + j), vinv), df, row + j);
+    for (; j < m; ++j) row[j] *= hn::GetLane(vinv);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace sanctum::ops::cpu
 HWY_AFTER_NAMESPACE();
@@ -81,8 +123,45 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace sanctum::ops::cpu {
 HWY_EXPORT(FullAttentionItems);
+HWY_EXPORT(SoftmaxScaledRows);
+
+namespace {
+// Below this many keys the pairs run directly: the copies and the (n, m) scores would cost more than
+// the strided reads they save.
+constexpr int64_t kMatmulKeys = 256;
+
+void full_attention_by_matmul(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
+  const int64_t n = q.dim(0), heads = q.dim(1), d = q.dim(2), m = k.dim(0), kv_heads = k.dim(1), group = heads / kv_heads;
+  Tensor kh = Tensor::zeros({m, d}, DType::f32), vt = Tensor::zeros({d, m}, DType::f32);  // k_h and v_hᵀ, contiguous
+  Tensor qh = Tensor::zeros({n, d}, DType::f32), oh = Tensor::zeros({n, d}, DType::f32);
+  Tensor scores = Tensor::zeros({n, m}, DType::f32);
+  for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
+    for (int64_t j = 0; j < m; ++j) {
+      const float* kj = k.data<const float>() + j * k.stride(0) + kvh * k.stride(1);
+      const float* vj = v.data<const float>() + j * v.stride(0) + kvh * v.stride(1);
+      std::copy(kj, kj + d, kh.data<float>() + j * d);
+      for (int64_t c = 0; c < d; ++c) vt.data<float>()[c * m + j] = vj[c];
+    }
+    const Weight kw = dense_weight(kh), vw = dense_weight(vt);
+    for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float* qi = q.data<const float>() + i * q.stride(0) + h * q.stride(1);
+        std::copy(qi, qi + d, qh.data<float>() + i * d);
+      }
+      matmul_dense(qh, kw, scores);
+      compute_pool().parallel_for(n, 4, [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(SoftmaxScaledRows)(scores, scale, r0, r1); });
+      matmul_dense(scores, vw, oh);
+      for (int64_t i = 0; i < n; ++i) {
+        const float* oi = oh.data<const float>() + i * d;
+        std::copy(oi, oi + d, out.data<float>() + i * out.stride(0) + h * out.stride(1));
+      }
+    }
+  }
+}
+}  // namespace
 
 void full_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
+  if (k.dim(0) >= kMatmulKeys) return full_attention_by_matmul(q, k, v, scale, out);
   compute_pool().parallel_for(q.dim(0) * q.dim(1), 4,
                               [&](int64_t i0, int64_t i1) { HWY_DYNAMIC_DISPATCH(FullAttentionItems)(q, k, v, scale, out, i0, i1); });
 }
