@@ -29,10 +29,11 @@ if [ "${1:-}" != "--no-venv" ]; then
   # Debian's own python3, so the venv is the same on every machine.
   if [ ! -x .venv/bin/python ]; then /usr/bin/python3 -m venv .venv; fi
   stamp=.venv/.requirements.sha256
-  want=$(sha256sum tools/requirements-test.txt | cut -d' ' -f1)
+  want=$(cat tools/requirements-test.txt tools/requirements-test-nodeps.txt | sha256sum | cut -d' ' -f1)
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q -r tools/requirements-test.txt
+    .venv/bin/pip install -q --no-deps -r tools/requirements-test-nodeps.txt
     echo "$want" > "$stamp"
   fi
 fi

@@ -242,7 +242,13 @@ void Engine::start_choice(const std::shared_ptr<Job>& job, int choice) {
   };
   ++job->started;
   try {
-    if (choice == 0) {
+    if (choice == 0 && !request.images.empty()) {
+      SequenceState state = model_->new_state();
+      const int64_t through = prefill_images(request, state);
+      s->run.emplace(*model_, std::move(state), std::vector<int32_t>(request.prompt.begin() + through, request.prompt.end()), params,
+                     on_tokens);
+      if (request.n > 1) s->run->keep_prompt_row();
+    } else if (choice == 0) {
       SequenceState state;
       s->cache_use = std::make_unique<PromptCacheUse>(*model_, prompt_cache_.get(), request.prompt, state, params);
       const int64_t reused = s->cache_use->reused();
@@ -266,6 +272,22 @@ void Engine::start_choice(const std::shared_ptr<Job>& job, int choice) {
   }
   s->run->limit_chained_steps(kChainLimit);
   sequences_.push_back(std::move(s));
+}
+
+// A job's prompt through its last image, in one forward: the images' rows in place of their
+// placeholders, at their multimodal positions. Returns the tokens it took; at least one is left for
+// the run, whose first logits row it needs.
+int64_t Engine::prefill_images(const InferenceJob& job, SequenceState& state) {
+  std::vector<PromptImage> placed;
+  for (const JobImage& image : job.images) {
+    check(image.embeddings != nullptr, ErrorKind::invalid_argument, "job image without embeddings");
+    placed.push_back({image.offset, image.embeddings.get()});
+  }
+  const int64_t through = placed.back().offset + placed.back().image->tokens();
+  check(through < static_cast<int64_t>(job.prompt.size()), ErrorKind::invalid_argument,
+        "a prompt must go on past its last image (the chat template closes it with a vision end token)");
+  model_->forward_images(std::span<const int32_t>(job.prompt).first(static_cast<size_t>(through)), state, LogitsFor::none, placed);
+  return through;
 }
 
 // Choices 1.. of a job start once choice 0 has prefilled the prompt.

@@ -55,9 +55,19 @@ class GenerationSink {
   virtual void on_done(const std::string& error) = 0;
 };
 
+// An image in a job's prompt (vision-language models): its encoded rows (ImageEmbeddingCache) and
+// the index of its first placeholder token.
+struct JobImage {
+  int64_t offset = 0;
+  std::shared_ptr<const ImageEmbeddings> embeddings;
+};
+
 struct InferenceJob {
   std::string request_id;
   std::vector<int32_t> prompt;
+  // In prompt order. A job with images prefills through its last image at admission
+  // (Model::forward_images) and leaves the prompt cache alone: its token ids do not identify the images.
+  std::vector<JobImage> images;
   GenerationParams params;
   int n = 1;  // choices: n sequences that share the prompt's prefill
   bool seed_given = false;
@@ -116,6 +126,7 @@ class Engine {
   void loop();
   void start(std::shared_ptr<InferenceJob> job);
   void start_choice(const std::shared_ptr<Job>& job, int choice);
+  int64_t prefill_images(const InferenceJob& job, SequenceState& state);
   void fork_choices(Sequence& parent);
   void step();
   void step_batch();

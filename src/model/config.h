@@ -51,6 +51,7 @@ struct ModelConfig {
   int64_t attention_window = 0;
   // The longest sequence this model runs exactly: max_position_embeddings, or the window when smaller.
   int64_t context_limit() const;
+  bool has_vision = false;  // set by the loader when a vision tower's weights load (Model::has_vision)
 
   // Hybrid / MoE (filled when present; architectures validate what they need).
   std::vector<LayerConfig> layers;  // num_hidden_layers entries

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "base/error.h"
@@ -12,6 +13,8 @@
 #include "model/blocks/gated_attention.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/workspace.h"
+#include "model/mrope.h"
+#include "model/vision/vision_tower.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "tensor/device_memory.h"
@@ -20,6 +23,16 @@
 namespace sanctum {
 
 namespace {
+
+// A forward's multimodal rows (PromptLayout), or a piece of them.
+struct MultimodalView {
+  std::span<const int32_t> t, h, w;
+  std::span<const float* const> image_row;
+  static MultimodalView of(const PromptLayout& l) { return {l.t, l.h, l.w, l.image_row}; }
+  MultimodalView sub(size_t begin, size_t count) const {
+    return {t.subspan(begin, count), h.subspan(begin, count), w.subspan(begin, count), image_row.subspan(begin, count)};
+  }
+};
 
 class DecoderModel final : public Model {
  public:
@@ -68,6 +81,7 @@ class DecoderModel final : public Model {
       layers_.push_back(std::move(layer));
     }
     rope_ = ops::RopeTable(c.rope);
+    if (c.mrope_section.size() == 3 && options.gated_attention) mrope_ = mrope_tables(rope_, c.mrope_section, c.mrope_interleaved);
     ws_ = Workspace(c.device);
     const Tuning& t = c.tuning;
     graphs_ = c.device == Device::cuda && t.on(Knob::cuda_graphs);
@@ -103,6 +117,41 @@ class DecoderModel final : public Model {
     if (!logits || logits.device() == Device::cpu) return logits;
     Tensor host = ws_.host(kLogits, logits.dim(0), config_.vocab_size);
     host.copy_from(logits);  // waits for the step to finish
+    return host;
+  }
+
+  std::vector<ImageEmbeddings> encode_images(const Tensor& pixel_values, std::span<const GridThw> grids) override {
+    if (!options_.vision) return Model::encode_images(pixel_values, grids);
+    const ScopedTuning use(config_.tuning);
+    const Tensor rows = options_.vision->encode(pixel_values, grids);
+    const int64_t m = options_.vision->config().spatial_merge_size;
+    std::vector<ImageEmbeddings> out;
+    int64_t at = 0;
+    for (const GridThw& g : grids) {
+      ImageEmbeddings e{Tensor{}, g.t, g.h / m, g.w / m};
+      e.rows = rows.slice(0, at, at + e.tokens());
+      at += e.tokens();
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+
+  Tensor forward_images(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which,
+                        std::span<const PromptImage> images) override {
+    if (images.empty()) return forward(tokens, state, which);  // a rope_delta the state carries is applied there
+    check(mrope_.has_value(), ErrorKind::unsupported,
+          config_.dir +
+              "/config.json: image input needs multimodal RoPE (rope_parameters.mrope_section with 3 entries) and "
+              "gated attention (qwen3_5)");
+    const ScopedTuning use(config_.tuning);
+    const PromptLayout layout =
+        layout_prompt(state.length(), state.rope_delta(), static_cast<int64_t>(tokens.size()), images, config_.hidden_size);
+    const MultimodalView view = MultimodalView::of(layout);
+    Tensor logits = forward_logits(tokens, state, which, false, &view);
+    state.set_rope_delta(layout.next_delta);
+    if (!logits || logits.device() == Device::cpu) return logits;
+    Tensor host = ws_.host(kLogits, logits.dim(0), config_.vocab_size);
+    host.copy_from(logits);
     return host;
   }
 
@@ -177,34 +226,62 @@ class DecoderModel final : public Model {
 
   // forward() with the logits left where they were computed (the kLogits scratch). chained: one token,
   // the one feed_pick left on the device (queue_pick with kPickedToken); tokens[0] is not read.
-  Tensor forward_logits(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which, bool chained = false) {
+  Tensor forward_logits(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which, bool chained = false,
+                        const MultimodalView* mm = nullptr) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     check(n > 0, ErrorKind::invalid_argument, "forward: no tokens");
     chain_state_ = nullptr;  // the device's next input is no longer a queued step's pick
     const int64_t pos0 = state.length();
+    // Text after an image: rotary positions offset from the cache rows by the state's rope_delta.
+    PromptLayout text_layout;
+    MultimodalView text_view;
+    if (mm == nullptr && state.rope_delta() != 0) {
+      check(mrope_.has_value(), ErrorKind::internal, "a rope_delta on a model without multimodal RoPE");
+      text_layout = layout_prompt(pos0, state.rope_delta(), n, {}, config_.hidden_size);
+      text_view = MultimodalView::of(text_layout);
+      mm = &text_view;
+    }
     positions_.resize(static_cast<size_t>(n));
     std::iota(positions_.begin(), positions_.end(), static_cast<int32_t>(pos0));
     reserve_kv(state, pos0 + n);
 
-    if (config_.device == Device::cpu && which != LogitsFor::all && n > kPieceTokens) return forward_in_pieces(tokens, state, which);
-    if (n == 1 && graphs_) {
+    if (config_.device == Device::cpu && which != LogitsFor::all && n > kPieceTokens) return forward_in_pieces(tokens, state, which, mm);
+    if (n == 1 && graphs_ && mm == nullptr) {
       decode_recorded(tokens[0], state, which, chained);
     } else {
+      if (n == 1 && graphs_ && !chained && chained_) write_step(tokens[0], pos0);  // feed_pick's base, as a recorded step writes it
       Tensor h = ws_.get(kHidden, n, config_.hidden_size);
       if (chained) ops::embedding(embed_, step_.slice(0, 0, 1), h);  // recording was given up mid-chain
       else ops::embedding(embed_, tokens, h);
+      BatchRows rows{{}, {positions_, nullptr}, {}};
       const SequenceRows one{0, n, &state};
-      run_layers(h, BatchRows{{&one, 1}, {positions_, nullptr}}, logits_rows(0, n, which));
+      rows.sequences = {&one, 1};
+      if (mm != nullptr) {
+        put_image_rows(*mm, h);
+        rows.mrope = {mm->t, mm->h, mm->w, &*mrope_};
+      }
+      run_layers(h, rows, logits_rows(0, n, which));
     }
     state.advance(n);
     if (which == LogitsFor::none) return Tensor{};
     return ws_.get(kLogits, which == LogitsFor::last ? 1 : n, config_.vocab_size);
   }
 
+  // Image placeholders' rows of h (n, hidden) replaced by their image rows (host f32).
+  void put_image_rows(const MultimodalView& mm, Tensor& h) const {
+    for (size_t i = 0; i < mm.image_row.size(); ++i) {
+      if (mm.image_row[i] == nullptr) continue;
+      Tensor row = h.slice(0, static_cast<int64_t>(i), static_cast<int64_t>(i) + 1);
+      row.copy_from(Tensor::view_of(mm.image_row[i], {1, config_.hidden_size}, DType::f32, nullptr, Device::cpu));
+    }
+  }
+
   // The batch's rows through the layers together (batch_rows.h); a batch of one is forward() with
   // everything that path has (recorded steps, pieces).
   Tensor forward_batch(std::span<const BatchEntry> batch) override {
     if (batch.size() == 1) return forward(batch[0].tokens, *batch[0].state, batch[0].which);
+    for (const BatchEntry& e : batch)  // a sequence with an image: its rotary positions go one sequence at a time
+      if (e.state->rope_delta() != 0) return Model::forward_batch(batch);
     const ScopedTuning use(config_.tuning);
     chain_state_ = nullptr;
     batch_tokens_.clear();
@@ -227,7 +304,7 @@ class DecoderModel final : public Model {
     const int64_t n = static_cast<int64_t>(batch_tokens_.size());
     Tensor h = ws_.get(kHidden, n, config_.hidden_size);
     ops::embedding(embed_, batch_tokens_, h);
-    run_layers(h, BatchRows{sequences_, {positions_, nullptr}}, logits_ranges_);
+    run_layers(h, BatchRows{sequences_, {positions_, nullptr}, {}}, logits_ranges_);
     for (const SequenceRows& s : sequences_) s.state->advance(s.end - s.begin);
     int64_t rows = 0;
     for (const RowRange& r : logits_ranges_) rows += r.end - r.begin;
@@ -270,12 +347,18 @@ class DecoderModel final : public Model {
   // GatedDeltaNet chunk, so every layer sees the same chunks and the numbers do not change.
   static constexpr int64_t kPieceTokens = 128;
   static_assert(kPieceTokens % GatedDeltaNetBlock::kChunk == 0, "pieces must not split GatedDeltaNet chunks differently");
-  Tensor forward_in_pieces(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) {
+  Tensor forward_in_pieces(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which, const MultimodalView* mm) {
     Tensor logits;
     for (size_t done = 0; done < tokens.size();) {
       const int64_t pos = state.length();
       const size_t m = std::min(tokens.size() - done, static_cast<size_t>(kPieceTokens - pos % kPieceTokens));
-      logits = forward(tokens.subspan(done, m), state, done + m == tokens.size() ? which : LogitsFor::none);
+      const LogitsFor piece_which = done + m == tokens.size() ? which : LogitsFor::none;
+      if (mm != nullptr) {
+        const MultimodalView piece = mm->sub(done, m);
+        logits = forward_logits(tokens.subspan(done, m), state, piece_which, false, &piece);
+      } else {
+        logits = forward(tokens.subspan(done, m), state, piece_which);
+      }
       done += m;
     }
     return logits;
@@ -399,7 +482,7 @@ class DecoderModel final : public Model {
       Tensor h = ws_.get(kHidden, 1, config_.hidden_size);
       ops::embedding(embed_, ids, h);
       const SequenceRows one{0, 1, &state};
-      run_layers(h, BatchRows{{&one, 1}, {positions_, &position}}, logits_rows(0, 1, which));
+      run_layers(h, BatchRows{{&one, 1}, {positions_, &position}, {}}, logits_rows(0, 1, which));
     };
     recording_key(state, which, current_key_);
     if (current_key_ != recorded_key_) {
@@ -464,6 +547,7 @@ class DecoderModel final : public Model {
   Tensor final_norm_;
   std::vector<Layer> layers_;
   ops::RopeTable rope_;
+  std::optional<MropeTables> mrope_;  // multimodal RoPE's tables (qwen3_5 declaring mrope_section)
   Workspace ws_;
   std::vector<int32_t> positions_;
   // forward_batch's buffers, reused.

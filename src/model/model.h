@@ -12,6 +12,7 @@
 #include "base/pinned_file.h"
 #include "model/config.h"
 #include "model/state.h"
+#include "model/vision/image_input.h"
 #include "ops/sampling.h"
 #include "tensor/tensor.h"
 
@@ -40,6 +41,30 @@ class Model {
   virtual ~Model() = default;
   const ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return config_.vocab_size; }
+
+  // A vision-language checkpoint whose vision tower loaded: encode_images and forward_images work.
+  bool has_vision() const { return config_.has_vision; }
+
+  // Runs the vision tower over pixel_values (sum of patches, C * temporal_patch * patch * patch) f32
+  // on the host, the images' rows one after another in the processor's layout, one grid each; returns
+  // each image's embeddings. Throws unsupported for a model without a tower.
+  virtual std::vector<ImageEmbeddings> encode_images(const Tensor& pixel_values, std::span<const GridThw> grids) {
+    (void)pixel_values;
+    (void)grids;
+    fail(ErrorKind::unsupported, config_.dir + ": this model has no vision tower; load a vision-language checkpoint for image input");
+  }
+
+  // forward() with images: each image's placeholder tokens take its rows in place of their token
+  // embeddings, and positions follow the multimodal RoPE (an image's tokens at its (t, h, w) grid
+  // offset by the text before it, text after it continuing past the grid's largest extent; the state
+  // carries the offset on to later forwards). With no images and no image earlier in the sequence
+  // this is forward(), bit for bit.
+  virtual Tensor forward_images(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which,
+                                std::span<const PromptImage> images) {
+    check(images.empty() && state.rope_delta() == 0, ErrorKind::unsupported,
+          config_.dir + ": this model takes no images; load a vision-language checkpoint for image input");
+    return forward(tokens, state, which);
+  }
 
   // A fresh, empty state for one sequence.
   virtual SequenceState new_state() const = 0;

@@ -142,6 +142,7 @@ void SequenceState::truncate(int64_t n) {
 std::shared_ptr<const SequenceState> SequenceState::snapshot() const {
   auto s = std::make_shared<SequenceState>();
   s->length_ = length_;
+  s->rope_delta_ = rope_delta_;
   for (const auto& kv : kv_) s->kv_.push_back(kv.share_prefix(length_));
   for (const auto& l : linear_) s->linear_.push_back({l.conv ? l.conv.clone() : Tensor{}, l.recurrent ? l.recurrent.clone() : Tensor{}});
   return s;
@@ -160,6 +161,7 @@ void SequenceState::restore(const SequenceState& snap, int64_t length) {
   check(length == snap.length_ || !snap.has_recurrent_state(), ErrorKind::unsupported,
         "restore: a recurrent (GatedDeltaNet) state can only be restored at its own length");
   length_ = length;
+  rope_delta_ = snap.rope_delta_;
   for (size_t i = 0; i < kv_.size(); ++i) kv_[i] = snap.kv_[i].share_prefix(length);
   for (size_t i = 0; i < linear_.size(); ++i)
     linear_[i] = {snap.linear_[i].conv ? snap.linear_[i].conv.clone() : Tensor{},
@@ -174,6 +176,7 @@ SequenceState::Checkpoint SequenceState::checkpoint() const {
 
 void SequenceState::checkpoint(Checkpoint& into) const {
   into.length = length_;
+  into.rope_delta = rope_delta_;
   into.linear.resize(linear_.size());
   auto keep = [](Tensor& dst, const Tensor& src) {  // reuse dst when it has src's shape: no allocation
     if (!src) {
@@ -195,6 +198,7 @@ void SequenceState::rewind(const Checkpoint& c) {
   check(c.linear.size() == linear_.size() && c.length <= length_, ErrorKind::invalid_argument,
         "rewind: checkpoint belongs to another sequence or lies ahead of it");
   length_ = c.length;
+  rope_delta_ = c.rope_delta;
   for (auto& kv : kv_) kv.set_rows(c.length);
   for (size_t i = 0; i < linear_.size(); ++i) {
     if (!c.linear[i].recurrent) continue;

@@ -88,6 +88,10 @@ class SequenceState {
 
   int64_t length() const { return length_; }  // tokens already processed
   void advance(int64_t n);                    // called by the model after a forward
+  // Multimodal RoPE: the next text token's rotary position minus its index (0 until an image's
+  // grid positions end short of its token count; Qwen's rope_deltas). Set by the model.
+  int64_t rope_delta() const { return rope_delta_; }
+  void set_rope_delta(int64_t delta) { rope_delta_ = delta; }
   KvCache& kv(size_t layer) { return kv_[layer]; }
   LinearAttentionState& linear(size_t layer) { return linear_[layer]; }
   bool has_recurrent_state() const;
@@ -111,6 +115,7 @@ class SequenceState {
   // restored — the cheap rollback for rejected speculative drafts (no KV copy).
   struct Checkpoint {
     int64_t length = 0;
+    int64_t rope_delta = 0;
     std::vector<LinearAttentionState> linear;
   };
   Checkpoint checkpoint() const;
@@ -130,6 +135,7 @@ class SequenceState {
   std::vector<KvCache> kv_;
   std::vector<LinearAttentionState> linear_;
   int64_t length_ = 0;
+  int64_t rope_delta_ = 0;
 };
 
 }  // namespace sanctum

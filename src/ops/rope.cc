@@ -85,6 +85,14 @@ RopeTable::RopeTable(const RopeConfig& c) {
   }
 }
 
+RopeTable RopeTable::from_inv_freq(std::vector<float> inv_freq) {
+  SANCTUM_REQUIRE(!inv_freq.empty(), kOp, "from_inv_freq needs at least one frequency");
+  RopeTable t;
+  t.rotary_dim_ = static_cast<int>(2 * inv_freq.size());
+  t.inv_freq_ = std::move(inv_freq);
+  return t;
+}
+
 Device check_rope(const Tensor& x, size_t n_positions, const RopeTable& table) {
   detail::require_defined(kOp, "x", x);
   const Device device = detail::require_one_device(kOp, {{"x", &x}});

@@ -28,6 +28,11 @@ class RopeTable {
  public:
   RopeTable() = default;
   explicit RopeTable(const RopeConfig& config);
+  // A table over rotary_dim = 2 * inv_freq.size() with these frequencies, magnitude 1. A zero
+  // frequency leaves its pair exactly as it is (cos 0 = 1, sin 0 = 0), so rotations whose frequencies
+  // are split over several tables, one position array each (multimodal and 2-D RoPE), compose to the
+  // rotation with each pair at its own position.
+  static RopeTable from_inv_freq(std::vector<float> inv_freq);
   int rotary_dim() const { return rotary_dim_; }
   const std::vector<float>& inv_freq() const { return inv_freq_; }  // rotary_dim / 2 entries
   float magnitude() const { return magnitude_; }

@@ -145,6 +145,13 @@ Tensor Checkpoint::tensor(const std::string& name) {
   return it->second;
 }
 
+Tensor Checkpoint::flat_tensor(const std::string& name) {
+  entry(name);  // throws not_found
+  const auto& [fi, ei] = index_.at(name);
+  used_.insert(name);
+  return files_[fi]->view_flat(ei);
+}
+
 Tensor Checkpoint::tensor(const std::string& name, std::initializer_list<int64_t> expected_shape) {
   Tensor t = tensor(name);
   bool same = t.ndim() == static_cast<int>(expected_shape.size());

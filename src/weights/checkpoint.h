@@ -49,6 +49,9 @@ class Checkpoint {
 
   // The tensor `name`; marks it used. Throws not_found naming it (and the directory) if absent.
   Tensor tensor(const std::string& name);
+  // The tensor `name` of any rank as a 1-D view of its elements on the host (entry() gives the
+  // shape): for ranks above a Tensor's, such as a Conv3d kernel; marks it used.
+  Tensor flat_tensor(const std::string& name);
   // Same, and checks the shape; throws invalid_input "tensor X: expected (a, b), got (c, d) bf16".
   Tensor tensor(const std::string& name, std::initializer_list<int64_t> expected_shape);
 

@@ -183,4 +183,12 @@ Tensor SafetensorsFile::view(size_t i) const {
                          std::static_pointer_cast<const void>(shared_from_this()));
 }
 
+Tensor SafetensorsFile::view_flat(size_t i) const {
+  check(i < entries_.size(), ErrorKind::internal, path() + ": entry index out of range");
+  const SafetensorsEntry& e = entries_[i];
+  int64_t n = 1;
+  for (int64_t d : e.shape) n *= d;
+  return Tensor::view_of(data_begin_ + e.begin, {n}, e.dtype, std::static_pointer_cast<const void>(shared_from_this()));
+}
+
 }  // namespace sanctum

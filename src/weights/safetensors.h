@@ -49,6 +49,8 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // A view of entry i that keeps this file mapped.
   Tensor view(size_t i) const;
+  // Entry i as a 1-D view of all its elements, whatever its rank (entries() has the shape).
+  Tensor view_flat(size_t i) const;
 
  private:
   SafetensorsFile(const std::string& path, const PinnedFile* pinned);

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "model/arch/llama_like.h"
 #include "model/decoder.h"
+#include "model/vision/vision_tower.h"
 
 namespace sanctum {
 
@@ -17,6 +18,20 @@ std::unique_ptr<Model> make_qwen3_5(ModelConfig config, Checkpoint& ckpt) {
     o.lm_head = "language_model.lm_head";
   } else if (ckpt.has("model.language_model.embed_tokens.weight")) {
     o.prefix = "model.language_model.";
+  }
+  // The vision tower, when its weights are there (a VL config alone, as text-only conversions keep
+  // it, loads the text model only).
+  for (const char* tower : {"model.visual.", "vision_tower."}) {
+    if (!ckpt.has(std::string(tower) + "patch_embed.proj.weight")) continue;
+    const VisionConfig vc = parse_vision_config(c.raw, c.dir + "/config.json");
+    check(vc.out_hidden_size == c.hidden_size, ErrorKind::invalid_input,
+          c.dir + "/config.json: vision_config.out_hidden_size (" + std::to_string(vc.out_hidden_size) +
+              ") must equal the text hidden_size (" + std::to_string(c.hidden_size) + ")");
+    o.vision = std::make_shared<const VisionTower>(ckpt, tower, vc, c.quant);
+    config.has_vision = true;
+    // transformers' Qwen3.5 text rotary always interleaves its sections (mrope_interleaved or not).
+    config.mrope_interleaved = true;
+    break;
   }
   for (const char* ignored : {"model.visual.", "vision_tower.", "visual.", "mtp.", "model.mtp."}) ckpt.ignore_prefix(ignored);
 

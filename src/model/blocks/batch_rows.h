@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "model/mrope.h"
 #include "model/state.h"
 #include "ops/positions.h"
 
@@ -20,6 +21,9 @@ struct SequenceRows {
 struct BatchRows {
   std::span<const SequenceRows> sequences;
   ops::Positions positions;  // of every row; .device only for a one-sequence batch (a recorded step)
+  // Multimodal rotary positions of every row (one-sequence batches only); tables null: the rotary
+  // positions are `positions` (text, no image earlier in the sequence).
+  MropeRows mrope;
 
   // Row range [begin, end)'s positions, as the position-dependent ops take them.
   ops::Positions positions_of(const SequenceRows& s) const {

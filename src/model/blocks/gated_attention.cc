@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "base/error.h"
 #include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
 
@@ -63,8 +64,23 @@ void GatedAttentionBlock::forward(const BlockInput& x, const BatchRows& batch, s
     Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
     Tensor qg_s = qg3.slice(0, s.begin, s.end), q_s = q3.slice(0, s.begin, s.end), k_s = k3.slice(0, s.begin, s.end);
     Tensor attn_s = attn3.slice(0, s.begin, s.end);
-    ops::norm_rope_and_store(qg_s.slice(2, 0, D).reshape({rows * H, D}), q_norm_, k_norm_, eps_, norm_offset_, q_s, k_s,
-                             v.slice(0, s.begin, s.end), positions, rope, cached_k, cached_v);
+    if (batch.mrope.tables == nullptr) {
+      ops::norm_rope_and_store(qg_s.slice(2, 0, D).reshape({rows * H, D}), q_norm_, k_norm_, eps_, norm_offset_, q_s, k_s,
+                               v.slice(0, s.begin, s.end), positions, rope, cached_k, cached_v);
+    } else {  // images: the same steps op by op, with one rotation per position component
+      check(batch.sequences.size() == 1, ErrorKind::internal, "multimodal positions in a batch of several sequences");
+      Tensor q_rows = q_s.reshape({rows * H, D}), k_rows = k_s.reshape({rows * KV, D});
+      ops::rms_norm(qg_s.slice(2, 0, D).reshape({rows * H, D}), q_norm_, eps_, q_rows, norm_offset_);
+      ops::rms_norm(k_rows, k_norm_, eps_, k_rows, norm_offset_);
+      const MropeTables& t = *batch.mrope.tables;
+      for (Tensor* x : {&q_s, &k_s}) {
+        ops::rope(*x, batch.mrope.t, t.t);
+        ops::rope(*x, batch.mrope.h, t.h);
+        ops::rope(*x, batch.mrope.w, t.w);
+      }
+      ops::store_rows(k_s.reshape({rows, KV * D}), cached_k, positions);
+      ops::store_rows(v.slice(0, s.begin, s.end), cached_v, positions);
+    }
     ops::gated_attention(q_s, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)),
                          qg_s.slice(2, D, 2 * D), attn_s);
   }

@@ -1,0 +1,170 @@
+// Bidirectional attention. Long sequences (an image's thousands of patches) go head by head through
+// the dense matmul kernel: scores = q_h · k_hᵀ, a softmax per row, out_h = p · v_h, with k_h and v_hᵀ
+// copied contiguous once per kv head, so the keys stream from cache rather than from rows strided
+// across every head. Short ones run one (query, head) pair per work item. Either way softmax is in
+// f32 with max subtraction, and a row's result does not depend on the thread count.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/full_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "ops/cpu/encoder_kernels.h"
+#include "ops/cpu/kernels.h"
+#include "tensor/weight.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace sanctum::ops::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+HWY_INLINE float EncoderDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t d) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+  int64_t c = 0;
+  for (; c + 2 * N <= d; c += 2 * N) {
+    acc0 = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc0);
+    acc1 = hn::MulAdd(hn::LoadU(df, a + c + N), hn::LoadU(df, b + c + N), acc1);
+  }
+  for (; c + N <= d; c += N) acc0 = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc0);
+  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
+  for (; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
+
+// Work items [i0, i1) of (query, head) pairs, head fastest.
+void FullAttentionItems(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, int64_t i0, int64_t i1) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t heads = q.dim(1), d = q.dim(2), m = k.dim(0), group = heads / k.dim(1);
+  std::vector<float> p(static_cast<size_t>(m + N)), acc(static_cast<size_t>(d));
+  for (int64_t item = i0; item < i1; ++item) {
+    const int64_t i = item / heads, h = item % heads, kvh = h / group;
+    const float* qi = q.data<const float>() + i * q.stride(0) + h * q.stride(1);
+    const float* kb = k.data<const float>() + kvh * k.stride(1);
+    const float* vb = v.data<const float>() + kvh * v.stride(1);
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < m; ++j) {
+      const float s = EncoderDot(qi, kb + j * k.stride(0), d) * scale;
+      p[static_cast<size_t>(j)] = s;
+      mx = std::max(mx, s);
+    }
+    // exp(s - max) over whole vectors; the padding lanes are -inf and give 0.
+    const int64_t padded = (m + N - 1) / N * N;
+    for (int64_t j = m; j < padded; ++j) p[static_cast<size_t>(j)] = -INFINITY;
+    const auto vm = hn::Set(df, mx);
+    auto vsum = hn::Zero(df);
+    for (int64_t j = 0; j < padded; j += N) {
+      const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p.data() + j), vm));
+      vsum = hn::Add(vsum, e);
+      hn::StoreU(e, df, p.data() + j);
+    }
+    const float inv_sum = 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum));
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t j = 0; j < m; ++j) {
+      const float* vj = vb + j * v.stride(0);
+      const auto pj = hn::Set(df, p[static_cast<size_t>(j)]);
+      int64_t c = 0;
+      for (; c + N <= d; c += N) hn::StoreU(hn::MulAdd(pj, hn::LoadU(df, vj + c), hn::LoadU(df, acc.data() + c)), df, acc.data() + c);
+      for (; c < d; ++c) acc[static_cast<size_t>(c)] += p[static_cast<size_t>(j)] * vj[c];
+    }
+    float* o = out.data<float>() + i * out.stride(0) + h * out.stride(1);
+    for (int64_t c = 0; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] * inv_sum;
+  }
+}
+
+// Rows [r0, r1) of scores (n, m) contiguous: p = softmax(scale * s), in place.
+void SoftmaxScaledRows(Tensor& scores, float scale, int64_t r0, int64_t r1) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), m = scores.dim(1);
+  const auto vscale = hn::Set(df, scale);
+  HWY_ALIGN float tail[hn::MaxLanes(df)];
+  for (int64_t r = r0; r < r1; ++r) {
+    float* row = scores.data<float>() + r * m;
+    auto vmax = hn::Set(df, -INFINITY);
+    int64_t j = 0;
+    for (; j + N <= m; j += N) {
+      const auto x = hn::Mul(hn::LoadU(df, row + j), vscale);
+      hn::StoreU(x, df, row + j);
+      vmax = hn::Max(vmax, x);
+    }
+    float mx = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    for (int64_t t = j; t < m; ++t) mx = std::max(mx, row[t] *= scale);
+    const auto vm = hn::Set(df, mx);
+    auto vsum = hn::Zero(df);
+    for (j = 0; j + N <= m; j += N) {
+      const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, row + j), vm));
+      vsum = hn::Add(vsum, e);
+      hn::StoreU(e, df, row + j);
+    }
+    if (j < m) {  // the tail through one padded vector: -inf lanes give 0
+      for (int64_t t = 0; t < N; ++t) tail[t] = j + t < m ? row[j + t] : -INFINITY;
+      const auto e = hn::Exp(df, hn::Sub(hn::Load(df, tail), vm));
+      vsum = hn::Add(vsum, e);
+      hn::Store(e, df, tail);
+      for (int64_t t = 0; j + t < m; ++t) row[j + t] = tail[t];
+    }
+    const auto vinv = hn::Set(df, 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum)));
+    for (j = 0; j + N <= m; j += N) hn::StoreU(hn::Mul(hn::LoadU(df, row + j), vinv), df, row + j);
+    for (; j < m; ++j) row[j] *= hn::GetLane(vinv);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace sanctum::ops::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace sanctum::ops::cpu {
+HWY_EXPORT(FullAttentionItems);
+HWY_EXPORT(SoftmaxScaledRows);
+
+namespace {
+// Below this many keys the pairs run directly: the copies and the (n, m) scores would cost more than
+// the strided reads they save.
+constexpr int64_t kMatmulKeys = 256;
+
+void full_attention_by_matmul(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
+  const int64_t n = q.dim(0), heads = q.dim(1), d = q.dim(2), m = k.dim(0), kv_heads = k.dim(1), group = heads / kv_heads;
+  Tensor kh = Tensor::zeros({m, d}, DType::f32), vt = Tensor::zeros({d, m}, DType::f32);  // k_h and v_hᵀ, contiguous
+  Tensor qh = Tensor::zeros({n, d}, DType::f32), oh = Tensor::zeros({n, d}, DType::f32);
+  Tensor scores = Tensor::zeros({n, m}, DType::f32);
+  for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
+    for (int64_t j = 0; j < m; ++j) {
+      const float* kj = k.data<const float>() + j * k.stride(0) + kvh * k.stride(1);
+      const float* vj = v.data<const float>() + j * v.stride(0) + kvh * v.stride(1);
+      std::copy(kj, kj + d, kh.data<float>() + j * d);
+      for (int64_t c = 0; c < d; ++c) vt.data<float>()[c * m + j] = vj[c];
+    }
+    const Weight kw = dense_weight(kh), vw = dense_weight(vt);
+    for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float* qi = q.data<const float>() + i * q.stride(0) + h * q.stride(1);
+        std::copy(qi, qi + d, qh.data<float>() + i * d);
+      }
+      matmul_dense(qh, kw, scores);
+      compute_pool().parallel_for(n, 4, [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(SoftmaxScaledRows)(scores, scale, r0, r1); });
+      matmul_dense(scores, vw, oh);
+      for (int64_t i = 0; i < n; ++i) {
+        const float* oi = oh.data<const float>() + i * d;
+        std::copy(oi, oi + d, out.data<float>() + i * out.stride(0) + h * out.stride(1));
+      }
+    }
+  }
+}
+}  // namespace
+
+void full_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
+  if (k.dim(0) >= kMatmulKeys) return full_attention_by_matmul(q, k, v, scale, out);
+  compute_pool().parallel_for(q.dim(0) * q.dim(1), 4,
+                              [&](int64_t i0, int64_t i1) { HWY_DYNAMIC_DISPATCH(FullAttentionItems)(q, k, v, scale, out, i0, i1); });
+}
+
+}  // namespace sanctum::ops::cpu
+#endif

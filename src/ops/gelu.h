@@ -1,0 +1,14 @@
+#pragma once
+#include "tensor/tensor.h"
+
+namespace sanctum::ops {
+
+// The two GELU forms checkpoints name: erf (exact, torch nn.GELU(), "gelu") and tanh
+// (approximate, "gelu_pytorch_tanh").
+enum class GeluKind { erf, tanh };
+
+// out = gelu(x), elementwise f32, out may alias x; x and out of one shape with contiguous rows.
+// CPU only for now: a GPU tensor raises "not on CUDA yet".
+void gelu(const Tensor& x, Tensor& out, GeluKind kind);
+
+}  // namespace sanctum::ops
