@@ -20,8 +20,8 @@ std::string mib_text(size_t bytes) { return std::to_string((bytes + kMiB - 1) / 
 size_t scratch_estimate(const ModelConfig& c, int64_t piece) {
   const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
   const int64_t linear = c.linear_num_key_heads * c.linear_key_head_dim * 2 + c.linear_num_value_heads * c.linear_value_head_dim * 2;
-  const int64_t ffn = std::max(c.intermediate_size, c.moe_intermediate_size * std::max<int64_t>(1, c.num_experts_per_tok) +
-                                                        c.shared_expert_intermediate_size);
+  const int64_t ffn = std::max(c.intermediate_size,
+                               c.moe_intermediate_size * std::max<int64_t>(1, c.num_experts_per_tok) + c.shared_expert_intermediate_size);
   const int64_t per_token = 4 * c.hidden_size + std::max(2 * q + 2 * kv, linear) + 3 * ffn;
   return static_cast<size_t>(piece * per_token + c.vocab_size) * sizeof(float);
 }
@@ -57,7 +57,8 @@ void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_g
   for (const MemoryPlan& p : plans) fixed += p.weights + p.scratch + (state_given ? p.state_bound : 0) + (cache_given ? p.prompt_cache : 0);
   check(fixed < limit, ErrorKind::invalid_argument,
         "--memory-limit-mb " + mib_text(limit) + ": the weights and scratch" + (state_given || cache_given ? " and the given bounds" : "") +
-            " alone need " + mib_text(fixed) + "; raise the limit" + (state_given || cache_given ? " or lower --kv-cache-mb / --prompt-cache-mb" : ""));
+            " alone need " + mib_text(fixed) + "; raise the limit" +
+            (state_given || cache_given ? " or lower --kv-cache-mb / --prompt-cache-mb" : ""));
   const size_t share = (limit - fixed) / plans.size();
   for (MemoryPlan& p : plans) {
     if (!cache_given) p.prompt_cache = state_given ? share : share / 4;
