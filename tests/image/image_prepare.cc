@@ -1,0 +1,82 @@
+// Runs sanctum's image path on files, for the parity tests (tests/image/test_*.py) and the bench
+// (bench/image_preprocess.py). It lives beside the server binary (build/image_prepare).
+//   image_prepare --config preprocessor_config.json [--threads N] [--repeat N] [--out PREFIX] IMAGE
+// Prints one JSON object: the decoded size, grid_thw, rows, cols, token count, content hash, and the
+// best of --repeat timings; with --out also writes PREFIX.rgb (decoded RGB) and PREFIX.f32
+// (pixel_values). A decode or limit error prints {"error", "kind"} and exits 2.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "image/decode.h"
+#include "image/preprocess.h"
+
+using namespace sanctum;
+
+int main(int argc, char** argv) {
+  std::string config_path, out_prefix, image_path;
+  int threads = 1, repeat = 1;
+  image::DecodeLimits limits;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--config") config_path = next();
+    else if (a == "--out") out_prefix = next();
+    else if (a == "--threads") threads = std::stoi(next());
+    else if (a == "--repeat") repeat = std::stoi(next());
+    else if (a == "--max-image-pixels") limits.max_pixels = std::stoll(next());
+    else image_path = a;
+  }
+  if (config_path.empty() || image_path.empty()) {
+    std::cerr << "usage: image_prepare --config preprocessor_config.json [--threads N] [--repeat N] [--out PREFIX] IMAGE\n";
+    return 1;
+  }
+  std::ifstream cf(config_path);
+  const image::ProcessorConfig config = image::parse_processor_config(nlohmann::json::parse(cf), config_path);
+  std::ifstream in(image_path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+
+  image::RgbImage rgb;
+  image::PreparedImage prepared;
+  double best = 1e30;
+  try {
+    for (int r = 0; r < repeat; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      rgb = image::decode_image(bytes, limits);
+      prepared = image::prepare_image(rgb, config, pool.get());
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  } catch (const Error& e) {
+    std::cout << nlohmann::json{{"error", e.what()}, {"kind", e.kind() == ErrorKind::invalid_argument ? "limit" : "invalid"}} << "\n";
+    return 2;
+  }
+  if (!out_prefix.empty()) {
+    std::ofstream(out_prefix + ".rgb", std::ios::binary).write(reinterpret_cast<const char*>(rgb.pixels.data()), rgb.pixels.size());
+    std::ofstream(out_prefix + ".f32", std::ios::binary)
+        .write(reinterpret_cast<const char*>(prepared.pixel_values.data()), prepared.pixel_values.size() * sizeof(float));
+  }
+  std::string hash;
+  for (uint8_t b : prepared.content_hash) {
+    char h[3];
+    std::snprintf(h, sizeof h, "%02x", b);
+    hash += h;
+  }
+  std::cout << nlohmann::json{{"width", rgb.width},       {"height", rgb.height},
+                              {"grid_thw", prepared.grid_thw}, {"rows", prepared.rows},
+                              {"cols", prepared.cols},    {"tokens", prepared.token_count()},
+                              {"hash", hash},             {"seconds", best}}
+            << "\n";
+  return 0;
+}
