@@ -18,7 +18,7 @@ inline constexpr int64_t kDefaultMaxImagePixels = int64_t{1} << 24;
 inline constexpr size_t kDefaultMaxImageBytes = size_t{20} << 20;
 
 struct DecodeLimits {
-  int64_t max_pixels = kDefaultMaxImagePixels;     // --max-image-pixels: declared width * height
+  int64_t max_pixels = kDefaultMaxImagePixels;       // --max-image-pixels: declared width * height
   size_t max_encoded_bytes = kDefaultMaxImageBytes;  // before base64
 };
 

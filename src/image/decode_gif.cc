@@ -92,7 +92,8 @@ RgbImage decode_gif(std::string_view bytes, const DecodeLimits& limits) {
   uint8_t palette[256][3] = {};
   for (int i = 0; i < 256; ++i) {
     if (!map) palette[i][0] = palette[i][1] = palette[i][2] = static_cast<uint8_t>(i);
-    else if (i < map->ColorCount) palette[i][0] = map->Colors[i].Red, palette[i][1] = map->Colors[i].Green, palette[i][2] = map->Colors[i].Blue;
+    else if (i < map->ColorCount)
+      palette[i][0] = map->Colors[i].Red, palette[i][1] = map->Colors[i].Green, palette[i][2] = map->Colors[i].Blue;
   }
   if (transparent >= 0) palette[transparent][0] = palette[transparent][1] = palette[transparent][2] = over_white(0, 0);
   RgbImage out{width, height, std::vector<uint8_t>(index.size() * 3)};

@@ -80,6 +80,13 @@ struct PngHandles {
 }  // namespace
 
 RgbImage decode_png(std::string_view bytes, const DecodeLimits& limits) {
+  // The limit comes before libpng reads further: IHDR is the first chunk (width, height big-endian at 16).
+  if (bytes.size() < 24 || bytes.substr(12, 4) != "IHDR") corrupt("PNG", "the IHDR chunk is missing");
+  auto be32 = [&](size_t at) {
+    const auto* b = reinterpret_cast<const uint8_t*>(bytes.data()) + at;
+    return int64_t{b[0]} << 24 | int64_t{b[1]} << 16 | int64_t{b[2]} << 8 | int64_t{b[3]};
+  };
+  check_size("PNG", be32(16), be32(20), limits);
   PngSource source{reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0, {}};
   PngHandles h;
   h.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &source, on_error, on_warning);

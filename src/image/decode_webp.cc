@@ -37,8 +37,8 @@ RgbImage decode_webp(std::string_view bytes, const DecodeLimits& limits) {
 
   const int64_t n = width * height;
   std::vector<uint8_t> rgba(static_cast<size_t>(n) * 4);
-  const uint8_t* decoded = WebPDecodeRGBAInto(d.iter.fragment.bytes, d.iter.fragment.size, rgba.data(), rgba.size(),
-                                             static_cast<int>(width * 4));
+  const uint8_t* decoded =
+      WebPDecodeRGBAInto(d.iter.fragment.bytes, d.iter.fragment.size, rgba.data(), rgba.size(), static_cast<int>(width * 4));
   if (!decoded) corrupt("WebP", "the bitstream does not decode");
   RgbImage out{width, height, std::vector<uint8_t>(static_cast<size_t>(n) * 3)};
   rgba_to_rgb(rgba.data(), out.pixels.data(), n);

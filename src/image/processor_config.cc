@@ -26,7 +26,8 @@ std::array<double, 3> triple(const nlohmann::json& j, const char* key, std::arra
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   if (it->is_number()) return {it->get<double>(), it->get<double>(), it->get<double>()};
-  if (!it->is_array() || it->size() != 3) fail(ErrorKind::invalid_input, origin + ": '" + key + "' must be a number or 3 numbers (R, G, B)");
+  if (!it->is_array() || it->size() != 3)
+    fail(ErrorKind::invalid_input, origin + ": '" + key + "' must be a number or 3 numbers (R, G, B)");
   std::array<double, 3> out{};
   for (size_t c = 0; c < 3; ++c) {
     if (!(*it)[c].is_number()) fail(ErrorKind::invalid_input, origin + ": '" + key + "' must hold numbers");

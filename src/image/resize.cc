@@ -53,8 +53,7 @@ Taps make_taps(int64_t in_size, int64_t out_size) {
     }
     for (int64_t x = 0; x < xmax; ++x) {
       double v = ww != 0.0 ? k[x] / ww : k[x];
-      t.weights[xx * t.ksize + x] =
-          static_cast<int32_t>(v < 0 ? -0.5 + v * (1 << kPrecisionBits) : 0.5 + v * (1 << kPrecisionBits));
+      t.weights[xx * t.ksize + x] = static_cast<int32_t>(v < 0 ? -0.5 + v * (1 << kPrecisionBits) : 0.5 + v * (1 << kPrecisionBits));
     }
     t.first[xx] = xmin;
     t.count[xx] = xmax;

@@ -73,10 +73,9 @@ int main(int argc, char** argv) {
     std::snprintf(h, sizeof h, "%02x", b);
     hash += h;
   }
-  std::cout << nlohmann::json{{"width", rgb.width},       {"height", rgb.height},
-                              {"grid_thw", prepared.grid_thw}, {"rows", prepared.rows},
-                              {"cols", prepared.cols},    {"tokens", prepared.token_count()},
-                              {"hash", hash},             {"seconds", best}}
+  std::cout << nlohmann::json{{"width", rgb.width},    {"height", rgb.height},  {"grid_thw", prepared.grid_thw},
+                              {"rows", prepared.rows}, {"cols", prepared.cols}, {"tokens", prepared.token_count()},
+                              {"hash", hash},          {"seconds", best}}
             << "\n";
   return 0;
 }
