@@ -46,8 +46,8 @@ namespace detail {
 
 void check_size(const char* format, int64_t width, int64_t height, const DecodeLimits& limits) {
   if (width <= 0 || height <= 0) corrupt(format, "it declares an empty size");
-  // Each side is at most 2^31 here, so the product cannot overflow int64.
-  if (width * height > limits.max_pixels)
+  // Divided, not multiplied: a header's sides may reach 2^32 - 1 each.
+  if (width > limits.max_pixels / height)
     fail(ErrorKind::invalid_argument, std::string("the ") + format + " image is " + std::to_string(width) + "x" + std::to_string(height) +
                                           " pixels, over the --max-image-pixels limit of " + std::to_string(limits.max_pixels) +
                                           "; send a smaller image");
