@@ -42,6 +42,8 @@ struct ModelConfig {
   int64_t head_dim = 0;             // explicit, or hidden_size / num_attention_heads
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
+  // The loaded model runs a vision tower: requests may carry images (set by the loader that loads one).
+  bool has_vision = false;
   int64_t max_position_embeddings = 0;
   ops::RopeConfig rope;            // head_dim and rotary_dim filled in
   std::vector<int> mrope_section;  // empty unless the checkpoint declares multimodal RoPE

@@ -16,6 +16,7 @@
 #include "chat/prompt_builder.h"
 #include "chat/tools/tool_call_parser.h"
 #include "engine/engine.h"
+#include "image/processor_config.h"
 #include "server/exchange.h"
 #include "server/grammar_cache.h"
 #include "server/openai_request.h"
@@ -46,6 +47,7 @@ struct ServerOptions : ListenOptions {
   Tuning tuning;                              // --tune / SANCTUM_TUNE: every served model's optimizations
   std::optional<ToolParserKind> tool_parser;  // --tool-parser; unset: each model's is detected
   bool ui = true;                             // the chat page at GET / (--no-ui turns it off)
+  ImageOptions images;                        // --max-image-pixels, --max-images-per-request, --allow-image-urls
 };
 
 struct ServedModel {
@@ -59,6 +61,7 @@ struct ServedModel {
   ToolParserKind tool_parser = ToolParserKind::none;  // the tool-call format its output is parsed with
   std::unique_ptr<GrammarCache> grammars;             // over `tokenizer`: constrained output (server/request_constraint.h)
   std::unique_ptr<Engine> engine;
+  std::optional<image::ProcessorConfig> processor;  // its preprocessor_config.json, when it has a vision tower
 };
 
 // A chat or completion job submitted to its model's engine, and what its handler follows it with.

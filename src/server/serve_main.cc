@@ -53,6 +53,7 @@ std::unique_ptr<ServedModel> load_served_model(const ModelSpec& spec, const Serv
         spec.dir + ": the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) + " tokens but the model's vocab_size is " +
             std::to_string(cfg.vocab_size));
   m->context_length = cfg.max_position_embeddings;
+  if (cfg.has_vision) m->processor = image::load_processor_config(spec.dir);
   m->eos_ids = cfg.eos_token_ids;
   for (int32_t id : m->tokenizer->eos_ids())
     if (std::find(m->eos_ids.begin(), m->eos_ids.end(), id) == m->eos_ids.end()) m->eos_ids.push_back(id);
