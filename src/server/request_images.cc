@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "image/preprocess.h"
 #include "server/api_error.h"
+#include "server/image_fetch.h"
 
 namespace sanctum::server {
 namespace {
@@ -31,7 +32,8 @@ std::string decode_base64(std::string_view in, const std::string& param) {
     if (c == '\n' || c == '\r' || c == ' ' || c == '\t') continue;
     if (c == '=') break;
     const int v = base64_value(c);
-    if (v < 0) throw bad_request("the image data is not valid base64 (a '" + std::string(1, c) + "' at offset " + std::to_string(i) + ")", param);
+    if (v < 0)
+      throw bad_request("the image data is not valid base64 (a '" + std::string(1, c) + "' at offset " + std::to_string(i) + ")", param);
     acc = (acc << 6) | static_cast<uint32_t>(v);
     bits += 6;
     if (bits >= 8) {
@@ -67,7 +69,9 @@ RequestImage image_from_url(const std::string& url, const std::string& param) {
   throw bad_request("an image URL must be a data: URL (data:image/png;base64,...) or http(s)", param);
 }
 
-RequestImage image_from_base64(const std::string& data, const std::string& param) { return RequestImage{decode_base64(data, param), "", param}; }
+RequestImage image_from_base64(const std::string& data, const std::string& param) {
+  return RequestImage{decode_base64(data, param), "", param};
+}
 
 std::vector<image::PreparedImage> prepare_request_images(const std::vector<RequestImage>& images, const ImageOptions& options,
                                                          const image::ProcessorConfig& config, ThreadPool* pool) {
@@ -77,17 +81,18 @@ std::vector<image::PreparedImage> prepare_request_images(const std::vector<Reque
                       images[static_cast<size_t>(options.max_images_per_request)].param, "too_many_images");
   std::vector<image::PreparedImage> out;
   out.reserve(images.size());
+  for (const RequestImage& im : images)
+    if (!im.url.empty() && !options.allow_urls)
+      throw bad_request(
+          "remote image URLs are off on this server (start it with --allow-image-urls); send the image inline as "
+          "data:image/...;base64,...",
+          im.param, "image_url_not_allowed");
   for (const RequestImage& im : images) {
-    if (!im.url.empty()) {
-      if (!options.allow_urls)
-        throw bad_request("remote image URLs are off on this server (start it with --allow-image-urls); send the image inline as "
-                          "data:image/...;base64,...",
-                          im.param, "image_url_not_allowed");
-      throw bad_request("fetching remote image URLs is not implemented in this build; send the image inline as data:image/...;base64,...",
-                        im.param, "not_implemented");
-    }
+    const std::string bytes = im.url.empty()
+                                  ? std::string()
+                                  : fetch_image_url(im.url, FetchLimits{options.limits.max_encoded_bytes, options.fetch_timeout}, im.param);
     try {
-      out.push_back(image::prepare_image(image::decode_image(im.bytes, options.limits), config, pool));
+      out.push_back(image::prepare_image(image::decode_image(im.url.empty() ? im.bytes : bytes, options.limits), config, pool));
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::internal) throw;
       throw bad_request(e.what(), im.param, e.kind() == ErrorKind::invalid_argument ? "image_too_large" : "invalid_image");

@@ -4,6 +4,7 @@
 // {"type": "image"} item where the image sat, as transformers hands content to a chat template. At
 // prompt time each image is checked against the server's limits, decoded and preprocessed with the
 // model's processor, and its single <|image_pad|> token expanded to the image's token count.
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct ImageOptions {
   image::DecodeLimits limits;  // --max-image-pixels, the encoded size limit
   int max_images_per_request = kDefaultMaxImagesPerRequest;
   bool allow_urls = false;  // --allow-image-urls
+  // A remote image's whole fetch (server/image_fetch.h); its body is capped at limits.max_encoded_bytes.
+  std::chrono::milliseconds fetch_timeout{10000};
 };
 
 struct RequestImage {

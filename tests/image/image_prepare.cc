@@ -1,6 +1,9 @@
 // Runs sanctum's image path on files, for the parity tests (tests/image/test_*.py) and the bench
 // (bench/image_preprocess.py). It lives beside the server binary (build/image_prepare).
-//   image_prepare --config preprocessor_config.json [--threads N] [--repeat N] [--out PREFIX] IMAGE
+//   image_prepare --config preprocessor_config.json [--threads N] [--repeat N] [--out PREFIX]
+//                 [--max-image-pixels N] [--max-image-bytes N] [--fetch-timeout-ms N] IMAGE
+// IMAGE is a file, or an http(s) URL fetched as --allow-image-urls fetches it (a failed fetch prints
+// {"error", "kind": "fetch", "code"}).
 // Prints one JSON object: the decoded size, grid_thw, rows, cols, token count, content hash, and each
 // of the --repeat runs' seconds (decode and preprocess, and decode alone); with --out also writes PREFIX.rgb (decoded RGB) and PREFIX.f32
 // (pixel_values). A decode or limit error prints {"error", "kind"} and exits 2.
@@ -19,12 +22,15 @@
 #include "base/thread_pool.h"
 #include "image/decode.h"
 #include "image/preprocess.h"
+#include "server/api_error.h"
+#include "server/image_fetch.h"
 
 using namespace sanctum;
 
 int main(int argc, char** argv) {
   std::string config_path, out_prefix, image_path;
   int threads = 1, repeat = 1;
+  std::chrono::milliseconds fetch_timeout{10000};
   image::DecodeLimits limits;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -37,6 +43,8 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoi(next());
     else if (a == "--repeat") repeat = std::stoi(next());
     else if (a == "--max-image-pixels") limits.max_pixels = std::stoll(next());
+    else if (a == "--max-image-bytes") limits.max_encoded_bytes = std::stoull(next());
+    else if (a == "--fetch-timeout-ms") fetch_timeout = std::chrono::milliseconds(std::stoll(next()));
     else image_path = a;
   }
   if (config_path.empty() || image_path.empty()) {
@@ -45,8 +53,18 @@ int main(int argc, char** argv) {
   }
   std::ifstream cf(config_path);
   const image::ProcessorConfig config = image::parse_processor_config(nlohmann::json::parse(cf), config_path);
-  std::ifstream in(image_path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  if (image_path.rfind("http://", 0) == 0 || image_path.rfind("https://", 0) == 0) {
+    try {
+      bytes = server::fetch_image_url(image_path, server::FetchLimits{limits.max_encoded_bytes, fetch_timeout}, "image");
+    } catch (const server::ApiError& e) {
+      std::cout << nlohmann::json{{"error", e.what()}, {"kind", "fetch"}, {"code", e.code()}} << "\n";
+      return 2;
+    }
+  } else {
+    std::ifstream in(image_path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
 
   image::RgbImage rgb;
@@ -77,7 +95,7 @@ int main(int argc, char** argv) {
   }
   std::cout << nlohmann::json{{"width", rgb.width},    {"height", rgb.height},  {"grid_thw", prepared.grid_thw},
                               {"rows", prepared.rows}, {"cols", prepared.cols}, {"tokens", prepared.token_count()},
-                              {"hash", hash},          {"seconds", runs}, {"decode_seconds", decode_runs}}
+                              {"hash", hash},          {"seconds", runs},       {"decode_seconds", decode_runs}}
             << "\n";
   return 0;
 }

@@ -35,10 +35,13 @@ std::string param_of(const std::function<void()>& f) {
 TEST(ImageRequest, chat_image_parts_become_image_items_in_order) {
   const OpenAiRequest r = chat(json::parse(R"([{"role": "user", "content": [
       {"type": "text", "text": "Compare"},
-      {"type": "image_url", "image_url": {"url": ")" + data_url(kHello) + R"(", "detail": "low"}},
+      {"type": "image_url", "image_url": {"url": ")" +
+                                           data_url(kHello) + R"(", "detail": "low"}},
       {"type": "text", "text": "with"},
-      {"type": "image_url", "image_url": ")" + data_url(kWorld) + R"("}]}])"));
-  const json want = json::parse(R"([{"type": "text", "text": "Compare"}, {"type": "image"}, {"type": "text", "text": "with"}, {"type": "image"}])");
+      {"type": "image_url", "image_url": ")" +
+                                           data_url(kWorld) + R"("}]}])"));
+  const json want =
+      json::parse(R"([{"type": "text", "text": "Compare"}, {"type": "image"}, {"type": "text", "text": "with"}, {"type": "image"}])");
   EXPECT_EQ(r.messages[0]["content"], want);
   ASSERT_EQ(r.images.size(), 2u);
   EXPECT_EQ(r.images[0].bytes, "hello");
@@ -47,16 +50,19 @@ TEST(ImageRequest, chat_image_parts_become_image_items_in_order) {
 }
 
 TEST(ImageRequest, text_only_content_stays_one_joined_string) {
-  const OpenAiRequest r = chat(json::parse(R"([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])"));
+  const OpenAiRequest r =
+      chat(json::parse(R"([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])"));
   EXPECT_EQ(r.messages[0]["content"], "a\nb");
   EXPECT_TRUE(r.images.empty());
 }
 
 TEST(ImageRequest, images_across_turns_keep_conversation_order) {
   const OpenAiRequest r = chat(json::parse(R"([
-      {"role": "user", "content": [{"type": "image_url", "image_url": {"url": ")" + data_url(kHello) + R"("}}, {"type": "text", "text": "?"}]},
+      {"role": "user", "content": [{"type": "image_url", "image_url": {"url": ")" +
+                                           data_url(kHello) + R"("}}, {"type": "text", "text": "?"}]},
       {"role": "assistant", "content": "red"},
-      {"role": "user", "content": [{"type": "image_url", "image_url": {"url": ")" + data_url(kWorld) + R"("}}]}])"));
+      {"role": "user", "content": [{"type": "image_url", "image_url": {"url": ")" +
+                                           data_url(kWorld) + R"("}}]}])"));
   ASSERT_EQ(r.images.size(), 2u);
   EXPECT_EQ(r.images[0].bytes, "hello");
   EXPECT_EQ(r.images[1].bytes, "world");
@@ -75,14 +81,16 @@ TEST(ImageRequest, bad_chat_image_parts_name_their_field) {
   EXPECT_EQ(with_part(R"({"type": "image_url", "image_url": {"url": "data:image/png,raw"}})"), "messages[0].content[1]");
   EXPECT_EQ(with_part(R"({"type": "image_url", "image_url": {"url": "ftp://host/a.png"}})"), "messages[0].content[1]");
   EXPECT_EQ(param_of([&] {
-              chat(json::parse(R"([{"role": "assistant", "content": [{"type": "image_url", "image_url": ")" + data_url(kHello) + R"("}]}])"));
+              chat(json::parse(R"([{"role": "assistant", "content": [{"type": "image_url", "image_url": ")" + data_url(kHello) +
+                               R"("}]}])"));
             }),
             "messages[0].content");
 }
 
 TEST(ImageRequest, messages_image_blocks_reach_the_chat_path) {
   const json body = json::parse(R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
-      {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": ")" + kHello + R"("}},
+      {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": ")" +
+                                kHello + R"("}},
       {"type": "text", "text": "and"},
       {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]}]})");
   const OpenAiRequest r = parse_translated(translate_messages_request(body).chat);
@@ -100,7 +108,8 @@ TEST(ImageRequest, responses_input_images_reach_the_chat_path) {
   ResponseStore store;
   const json body = json::parse(R"({"model": "m", "input": [{"role": "user", "content": [
       {"type": "input_text", "text": "what"},
-      {"type": "input_image", "image_url": ")" + data_url(kWorld) + R"(", "detail": "auto"}]}]})");
+      {"type": "input_image", "image_url": ")" +
+                                data_url(kWorld) + R"(", "detail": "auto"}]}]})");
   const OpenAiRequest r = parse_translated(translate_responses_request(body, store).chat);
   EXPECT_EQ(r.messages.back()["content"], json::parse(R"([{"type": "text", "text": "what"}, {"type": "image"}])"));
   ASSERT_EQ(r.images.size(), 1u);
@@ -112,6 +121,15 @@ TEST(ImageRequest, limits_and_url_policy_are_400s_naming_the_image) {
                                       image_from_url("https://example.com/a.png", "messages[0].content[1]")};
   ImageOptions options;
   image::ProcessorConfig config;
+  // The URL policy comes before any image is decoded or fetched.
+  try {
+    prepare_request_images(images, options, config, nullptr);
+    FAIL() << "took a remote URL without --allow-image-urls";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param(), "messages[0].content[1]");
+    EXPECT_NE(std::string(e.what()).find("--allow-image-urls"), std::string::npos);
+  }
+  images.pop_back();
   try {
     prepare_request_images(images, options, config, nullptr);
     FAIL() << "accepted bytes that are no image";
@@ -119,21 +137,13 @@ TEST(ImageRequest, limits_and_url_policy_are_400s_naming_the_image) {
     EXPECT_EQ(e.param(), "messages[0].content[0]");
     EXPECT_NE(std::string(e.what()).find("PNG, JPEG, WebP or GIF"), std::string::npos);
   }
-  images.erase(images.begin());
-  try {
-    prepare_request_images(images, options, config, nullptr);
-    FAIL() << "fetched a remote URL without --allow-image-urls";
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.param(), "messages[0].content[1]");
-    EXPECT_NE(std::string(e.what()).find("--allow-image-urls"), std::string::npos);
-  }
   options.max_images_per_request = 1;
-  images.push_back(images.front());
+  images.push_back(image_from_url(data_url(kWorld), "messages[0].content[2]"));
   try {
     prepare_request_images(images, options, config, nullptr);
     FAIL() << "accepted more images than --max-images-per-request";
   } catch (const ApiError& e) {
-    EXPECT_EQ(e.param(), "messages[0].content[1]");
+    EXPECT_EQ(e.param(), "messages[0].content[2]");
     EXPECT_NE(std::string(e.what()).find("--max-images-per-request limit of 1"), std::string::npos);
   }
 }
