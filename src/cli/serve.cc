@@ -44,7 +44,7 @@ const char* kUsage =
     "--prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n"
     "Images (vision models): each at most --max-image-pixels decoded pixels (default 16777216, the\n"
     "Qwen3-VL/Qwen3.5 processors' own bound), at most --max-images-per-request per request (default 8);\n"
-    "remote http(s) image URLs are refused unless --allow-image-urls.\n"
+    "remote http(s) image URLs are refused unless --allow-image-urls (then fetched, 10 s and 20 MiB each).\n"
     "Concurrent requests run as one batch per model: --max-seqs sequences at once (default 16 on the\n"
     "CPU, 64 on a GPU; a request with n > 1 takes n), each step at most --max-batch-tokens tokens (default:\n"
     "the prefill chunk), decode tokens first, so a long prompt delays running streams by one piece;\n"

@@ -131,10 +131,12 @@ std::string fetch_image_url(const std::string& url, const FetchLimits& limits, c
     const auto left = deadline - std::chrono::steady_clock::now();
     if (left > std::chrono::steady_clock::duration::zero()) ioc.run_for(left);
     if (!out.done)
-      throw bad_request("fetching the image URL took longer than " + std::to_string(limits.timeout.count()) + " ms", param, "image_fetch_failed");
+      throw bad_request("fetching the image URL took longer than " + std::to_string(limits.timeout.count()) + " ms", param,
+                        "image_fetch_failed");
     if (!out.error.empty()) {
       if (out.error.find("body limit") != std::string::npos)
-        throw bad_request("the image at the URL is over the limit of " + std::to_string(limits.max_bytes) + " bytes", param, "image_too_large");
+        throw bad_request("the image at the URL is over the limit of " + std::to_string(limits.max_bytes) + " bytes", param,
+                          "image_too_large");
       throw bad_request("fetching the image URL failed: " + out.error, param, "image_fetch_failed");
     }
     const unsigned status = out.response.result_int();

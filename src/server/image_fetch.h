@@ -10,7 +10,7 @@
 namespace sanctum::server {
 
 struct FetchLimits {
-  size_t max_bytes = size_t{20} << 20;  // the body; a larger Content-Length is refused before reading
+  size_t max_bytes = size_t{20} << 20;       // the body; a larger Content-Length is refused before reading
   std::chrono::milliseconds timeout{10000};  // resolve + connect + TLS + request + response, all redirects included
   int max_redirects = 3;
 };

@@ -77,3 +77,14 @@ def test_same_pixels_same_hash_whatever_the_encoding(tmp_path):
     other[0, 0, 0] ^= 1
     Image.fromarray(other).save(tmp_path / "d.png")
     assert run_prepare(tmp_path / "d.png", QWEN3_5_CONFIG)["hash"] not in hashes
+
+
+def test_aspect_ratio_past_200_is_refused_like_transformers(tmp_path):
+    from image_reference import run_prepare
+
+    path = tmp_path / "strip.png"
+    random_image(np.random.default_rng(9), 402, 2, "noise").save(path)
+    with Image.open(path) as im, pytest.raises(ValueError, match="aspect ratio"):
+        reference_processor(QWEN3_5_CONFIG)(images=[im], return_tensors="np")
+    out = run_prepare(path, QWEN3_5_CONFIG)
+    assert out["kind"] == "limit" and "aspect ratio is over 200" in out["error"]
