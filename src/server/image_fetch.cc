@@ -2,19 +2,12 @@
 
 #include <openssl/ssl.h>
 
-// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
-#include <utility>
-// clang-format off
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-// clang-format on
 #include <optional>
 #include <string_view>
 
@@ -26,7 +19,6 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using asio::use_awaitable;
 
 struct Url {
   bool tls = false;
@@ -73,46 +65,93 @@ struct Outcome {
   http::response<http::vector_body<char>> response;
 };
 
-template <class Stream>
-asio::awaitable<void> exchange(Stream& stream, const Url& u, size_t max_bytes, Outcome& out) {
-  http::request<http::empty_body> req{http::verb::get, u.target, 11};
-  req.set(http::field::host, u.host);
-  req.set(http::field::user_agent, "sanctum");
-  req.set(http::field::accept, "image/*");
-  co_await http::async_write(stream, req, use_awaitable);
-  beast::flat_buffer buffer;
-  http::response_parser<http::vector_body<char>> parser;
-  parser.body_limit(max_bytes);
-  parser.header_limit(64 * 1024);
-  co_await http::async_read_header(stream, buffer, parser, use_awaitable);
-  // Checked here as well as by the parser's body limit, which Beast 1.74 does not apply every time.
-  if (parser.content_length() && *parser.content_length() > max_bytes) throw std::runtime_error("body limit exceeded");
-  co_await http::async_read(stream, buffer, parser, use_awaitable);
-  out.response = parser.release();
-  if (out.response.body().size() > max_bytes) throw std::runtime_error("body limit exceeded");
-}
-
-asio::awaitable<void> get(asio::io_context& ioc, asio::ssl::context& tls, const Url& u, size_t max_bytes, Outcome& out) {
-  try {
-    asio::ip::tcp::resolver resolver(ioc);
-    auto endpoints = co_await resolver.async_resolve(u.host, u.port, use_awaitable);
-    if (!u.tls) {
-      beast::tcp_stream stream(ioc);
-      co_await stream.async_connect(endpoints, use_awaitable);
-      co_await exchange(stream, u, max_bytes, out);
-    } else {
-      beast::ssl_stream<beast::tcp_stream> stream(ioc, tls);
-      if (!SSL_set_tlsext_host_name(stream.native_handle(), u.host.c_str()) || !SSL_set1_host(stream.native_handle(), u.host.c_str()))
-        throw std::runtime_error("could not set the TLS host name");
-      co_await beast::get_lowest_layer(stream).async_connect(endpoints, use_awaitable);
-      co_await stream.async_handshake(asio::ssl::stream_base::client, use_awaitable);
-      co_await exchange(stream, u, max_bytes, out);
-    }
-  } catch (const std::exception& e) {
-    out.error = e.what();
+// One GET as a chain of asynchronous steps on the caller's io_context, so that run_for() bounds the
+// whole exchange (resolve included). The caller's stack owns it: at the deadline the streams close
+// with it and the io_context drops the pending handlers without running them.
+class Fetcher {
+ public:
+  Fetcher(asio::io_context& ioc, asio::ssl::context& tls, const Url& u, size_t max_bytes, Outcome& out)
+      : u_(u), max_bytes_(max_bytes), out_(out), resolver_(ioc), plain_(ioc) {
+    if (u.tls) secure_.emplace(ioc, tls);
+    request_.method(http::verb::get);
+    request_.target(u.target);
+    request_.set(http::field::host, u.host);
+    request_.set(http::field::user_agent, "sanctum");
+    request_.set(http::field::accept, "image/*");
+    parser_.body_limit(max_bytes);
+    parser_.header_limit(64 * 1024);
   }
-  out.done = true;
-}
+
+  void start() {
+    if (secure_ &&
+        (!SSL_set_tlsext_host_name(secure_->native_handle(), u_.host.c_str()) || !SSL_set1_host(secure_->native_handle(), u_.host.c_str())))
+      return finish("could not set the TLS host name");
+    resolver_.async_resolve(u_.host, u_.port, [this](beast::error_code ec, const asio::ip::tcp::resolver::results_type& endpoints) {
+      if (ec) return finish(ec.message());
+      beast::tcp_stream& socket = secure_ ? beast::get_lowest_layer(*secure_) : plain_;
+      socket.async_connect(endpoints, [this](beast::error_code ec, const asio::ip::tcp::endpoint&) {
+        if (ec) return finish(ec.message());
+        if (!secure_) return send();
+        secure_->async_handshake(asio::ssl::stream_base::client, [this](beast::error_code ec) {
+          if (ec) return finish(ec.message());
+          send();
+        });
+      });
+    });
+  }
+
+ private:
+  template <class F>
+  void with_stream(F&& f) {
+    if (secure_) f(*secure_);
+    else f(plain_);
+  }
+
+  void send() {
+    with_stream([this](auto& s) {
+      http::async_write(s, request_, [this](beast::error_code ec, size_t) {
+        if (ec) return finish(ec.message());
+        read_header();
+      });
+    });
+  }
+
+  void read_header() {
+    with_stream([this](auto& s) {
+      http::async_read_header(s, buffer_, parser_, [this](beast::error_code ec, size_t) {
+        if (ec) return finish(ec.message());
+        // Checked here as well as by the parser's body limit, which Beast 1.74 does not apply every time.
+        if (parser_.content_length() && *parser_.content_length() > max_bytes_) return finish("body limit exceeded");
+        read_body();
+      });
+    });
+  }
+
+  void read_body() {
+    with_stream([this](auto& s) {
+      http::async_read(s, buffer_, parser_, [this](beast::error_code ec, size_t) {
+        if (ec) return finish(ec.message());
+        out_.response = parser_.release();
+        finish(out_.response.body().size() > max_bytes_ ? "body limit exceeded" : "");
+      });
+    });
+  }
+
+  void finish(std::string error) {
+    out_.error = std::move(error);
+    out_.done = true;
+  }
+
+  const Url& u_;
+  size_t max_bytes_;
+  Outcome& out_;
+  asio::ip::tcp::resolver resolver_;
+  beast::tcp_stream plain_;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> secure_;
+  beast::flat_buffer buffer_;
+  http::request<http::empty_body> request_;
+  http::response_parser<http::vector_body<char>> parser_;
+};
 
 }  // namespace
 
@@ -127,7 +166,8 @@ std::string fetch_image_url(const std::string& url, const FetchLimits& limits, c
     tls.set_default_verify_paths();
     tls.set_verify_mode(asio::ssl::verify_peer);
     Outcome out;
-    asio::co_spawn(ioc, get(ioc, tls, *u, limits.max_bytes, out), asio::detached);
+    Fetcher fetcher(ioc, tls, *u, limits.max_bytes, out);
+    fetcher.start();
     const auto left = deadline - std::chrono::steady_clock::now();
     if (left > std::chrono::steady_clock::duration::zero()) ioc.run_for(left);
     if (!out.done)
