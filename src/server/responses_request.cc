@@ -100,10 +100,12 @@ json message_content(const json& content, const std::string& where) {
     const std::string at = where + index_suffix(k);
     const json& part = content[k];
     const std::string& type = require_string(part, "type", at + ".type");
-    if (type != "input_image") {
-      parts.push_back({{"type", "text"}, {"text", content_text(json::array({part}), at)}});
+    if (type == "input_text") {
+      parts.push_back({{"type", "text"}, {"text", require_string(part, "text", at + ".text")}});
       continue;
     }
+    if (type != "input_image")
+      throw bad_request("a message with images takes input_text and input_image parts, not '" + type + "'", at + ".type");
     if (is_given(part, "file_id")) throw bad_request("images by 'file_id' are not supported; send 'image_url'", at + ".file_id");
     json image = {{"url", require_string(part, "image_url", at + ".image_url")}};
     if (is_given(part, "detail")) image["detail"] = part["detail"];
