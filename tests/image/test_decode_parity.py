@@ -65,6 +65,10 @@ def cases():
         b = io.BytesIO()
         src.save(b, format="WEBP", **kw)
         yield f"webp_{name}", b.getvalue()
+    b = io.BytesIO()
+    moving = [Image.fromarray(np.roll(c, 3 * k, axis=0), "RGB") for k in range(3)]
+    moving[0].save(b, format="WEBP", save_all=True, append_images=moving[1:], duration=40, lossless=True)
+    yield "webp_animated", b.getvalue()
     pal = Image.fromarray(c, "RGB").quantize(colors=64)
     for name, kw in [("plain", {}), ("transparent", {"transparency": 5}), ("interlaced", {"interlace": True})]:
         b = io.BytesIO()
