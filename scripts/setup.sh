@@ -10,6 +10,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-dev time
   libboost-dev libicu-dev zlib1g-dev
   libyaml-cpp-dev systemd curl
+  libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev  # src/image decoders
   chromium chromium-driver  # tests/ui drive the chat page in headless Chromium
 )
 

@@ -30,6 +30,7 @@ const char* kUsage =
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
     "                     [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N] [--threads N]\n"
     "                     [--prefill-chunk N] [--matmul-precision f32|int8|bf16] [--device cpu|cuda]\n"
+    "                     [--max-image-pixels N] [--max-images-per-request N] [--allow-image-urls]\n"
     "                     [--gpu-memory-limit-mb N] [--tune KEY=VALUE,...] [--tool-parser NAME|none]\n"
     "                     [--manifest M [--manifest-sig S] [--manifest-pubkey P]]\n"
     "                     [--tls-cert C --tls-key K --tls-client-ca CA [--tls-crl CRL] [--tls-host ADDR ...]\n"
@@ -42,6 +43,9 @@ const char* kUsage =
     "SIGTERM/SIGINT drain in-flight requests (up to --drain-timeout seconds, default 30), then exit 0.\n"
     "Prompt-lookup speculation is on unless --no-pld (--pld-max-draft / --pld-ngram set its limits);\n"
     "--prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n"
+    "Images (vision models): each at most --max-image-pixels decoded pixels (default 16777216, the\n"
+    "Qwen3-VL/Qwen3.5 processors' own bound), at most --max-images-per-request per request (default 8);\n"
+    "remote http(s) image URLs are refused unless --allow-image-urls (then fetched, 10 s and 20 MiB each).\n"
     "Concurrent requests run as one batch per model: --max-seqs sequences at once (default 16 on the\n"
     "CPU, 64 on a GPU; a request with n > 1 takes n), each step at most --max-batch-tokens tokens (default:\n"
     "the prefill chunk), decode tokens first, so a long prompt delays running streams by one piece;\n"
@@ -149,8 +153,8 @@ int run_serve(int argc, char** argv) {
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
              "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kDeviceFlag, kTuneFlag,
-             kGpuMemoryLimitFlag, "tool-parser"},
-            {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass", "no-ui"});
+             kGpuMemoryLimitFlag, "tool-parser", "max-image-pixels", "max-images-per-request"},
+            {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass", "no-ui", "allow-image-urls"});
   // clang-format on
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -203,6 +207,10 @@ int run_serve(int argc, char** argv) {
   check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
   opt.prompt_cache_bytes = static_cast<size_t>(cache_mb) << 20;
   opt.prompt_cache_given = args.has("prompt-cache-mb");
+  opt.images.limits.max_pixels = positive("max-image-pixels", image::kDefaultMaxImagePixels);
+  opt.images.max_images_per_request =
+      static_cast<int>(std::min<long long>(positive("max-images-per-request", server::kDefaultMaxImagesPerRequest), 1 << 16));
+  opt.images.allow_urls = args.has("allow-image-urls");
 
   if (args.has("tool-parser")) {
     const std::string name = *args.get("tool-parser");

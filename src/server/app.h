@@ -17,6 +17,7 @@
 #include "chat/tools/tool_call_parser.h"
 #include "engine/engine.h"
 #include "engine/memory_plan.h"
+#include "image/processor_config.h"
 #include "server/exchange.h"
 #include "server/grammar_cache.h"
 #include "server/openai_request.h"
@@ -50,6 +51,7 @@ struct ServerOptions : ListenOptions {
   Tuning tuning;                              // --tune / SANCTUM_TUNE: every served model's optimizations
   std::optional<ToolParserKind> tool_parser;  // --tool-parser; unset: each model's is detected
   bool ui = true;                             // the chat page at GET / (--no-ui turns it off)
+  ImageOptions images;                        // --max-image-pixels, --max-images-per-request, --allow-image-urls
 };
 
 struct ServedModel {
@@ -64,6 +66,7 @@ struct ServedModel {
   std::unique_ptr<GrammarCache> grammars;             // over `tokenizer`: constrained output (server/request_constraint.h)
   std::unique_ptr<Engine> engine;
   MemoryPlan memory;  // engine/memory_plan.h: what its memory is made of
+  std::optional<image::ProcessorConfig> processor;  // its preprocessor_config.json, when it has a vision tower
 };
 
 // A chat or completion job submitted to its model's engine, and what its handler follows it with.

@@ -74,7 +74,8 @@ void check_fields(const json& body) {
 const std::string& block_text(const json& block, const std::string& where) { return require_string(block, "text", where + ".text"); }
 
 [[noreturn]] void unsupported_block(const std::string& type, const std::string& where) {
-  if (type == "image" || type == "document" || type == "search_result")
+  if (type == "image") throw bad_request("image blocks are accepted in user messages only", where + ".type", "unsupported_content");
+  if (type == "document" || type == "search_result")
     throw bad_request("'" + type + "' content is not supported by this server yet; send text blocks", where + ".type",
                       "unsupported_content");
   throw bad_request("unsupported content block type '" + type + "' here", where + ".type");
@@ -120,19 +121,44 @@ std::string tool_result_text(const json& block, const std::string& where) {
   return is_error ? "Error: " + text : text;
 }
 
+// An image block as the chat path's image part: {"type": "base64", "media_type", "data"} becomes a
+// data: URL, {"type": "url", "url"} passes its URL (remote ones meet --allow-image-urls there).
+json image_block(const json& block, const std::string& at) {
+  if (!is_given(block, "source") || !block["source"].is_object())
+    throw bad_request("an image block needs a 'source' object", at + ".source");
+  const json& s = block["source"];
+  const std::string& kind = require_string(s, "type", at + ".source.type");
+  std::string url;
+  if (kind == "base64") {
+    const std::string& media = require_string(s, "media_type", at + ".source.media_type");
+    url = "data:" + media + ";base64," + require_string(s, "data", at + ".source.data");
+  } else if (kind == "url") {
+    url = require_string(s, "url", at + ".source.url");
+  } else {
+    throw bad_request("an image source must be of type \"base64\" or \"url\"", at + ".source.type");
+  }
+  return {{"type", "image_url"}, {"image_url", {{"url", std::move(url)}}}};
+}
+
 void add_user_turn(ChatTranslation& t, const json& content, const std::string& where) {
   if (content.is_string()) return t.add_message({{"role", "user"}, {"content", content}}, where);
   json text = json::array();
+  bool has_image = false;
+  // Text alone joins into one string (the chat path's way); with images the parts stay as they are.
   auto flush_text = [&] {
     if (text.empty()) return;
-    t.add_message({{"role", "user"}, {"content", joined(text)}}, where);
+    t.add_message({{"role", "user"}, {"content", has_image ? text : json(joined(text))}}, where);
     text = json::array();
+    has_image = false;
   };
   for (size_t k = 0; k < content.size(); ++k) {
     const std::string at = where + ".content" + index_suffix(k);
     const std::string& type = block_type(content[k], at);
     if (type == "text") {
       text.push_back({{"type", "text"}, {"text", block_text(content[k], at)}});
+    } else if (type == "image") {
+      text.push_back(image_block(content[k], at));
+      has_image = true;
     } else if (type == "tool_result") {
       flush_text();
       const std::string& id = require_string(content[k], "tool_use_id", at + ".tool_use_id");

@@ -88,7 +88,8 @@ Generation App::start_generation(Exchange& ex, const OpenAiRequest& r) {
     throw bad_request("model '" + m.id + "' has no tool-call format (none was detected from its chat template, or --tool-parser none); " +
                           "start the server with --tool-parser qwen_xml|hermes|mistral, or send no 'tools'",
                       "tools", "unsupported_parameter");
-  BuiltPrompt prompt = request_prompt(*m.prompts, r, m.engine->model().vocab_size());
+  PromptImages images{m.id, m.processor ? &*m.processor : nullptr, &options_.images, {}};
+  BuiltPrompt prompt = request_prompt(*m.prompts, r, m.engine->model().vocab_size(), &images);
   ex.prompt_tokens = static_cast<int>(prompt.ids.size());
 
   auto job = std::make_shared<InferenceJob>();

@@ -119,13 +119,38 @@ std::string message_param(size_t i, const char* field = nullptr) {
   return p;
 }
 
-// Content as one string: a string, or text parts joined by newlines. Image parts are refused until
-// a vision model can take them.
-json normalize_content(const json& content, size_t index) {
+// An OpenAI image part: {"type": "image_url", "image_url": {"url", "detail"}} (the URL alone as a
+// string too, as vLLM takes it), or the Responses form {"type": "input_image", "image_url": "..."}.
+// `detail` is accepted and has no effect: the checkpoint's processor fixes the resolution.
+RequestImage image_part(const json& part, const std::string& where) {
+  const char* key = part.contains("image_url") ? "image_url" : "url";
+  if (!part.contains(key)) throw bad_request("an image part needs 'image_url'", where + ".image_url");
+  const json& v = part[key];
+  std::string url_param = where + "." + key;
+  const json* url = &v;
+  if (v.is_object()) {
+    if (v.contains("detail") && !v["detail"].is_null()) {
+      const json& d = v["detail"];
+      if (!d.is_string() || (d != "auto" && d != "low" && d != "high"))
+        throw bad_request("'detail' must be \"auto\", \"low\" or \"high\" (it does not change the processing here)", url_param + ".detail");
+    }
+    if (!v.contains("url")) throw bad_request("'image_url' needs a 'url'", url_param + ".url");
+    url = &v["url"];
+    url_param += ".url";
+  }
+  if (!url->is_string()) throw bad_request("the image URL must be a string, not " + type_name(*url), url_param);
+  return image_from_url(url->get<std::string>(), where);
+}
+
+// Content as one string (a string, or text parts joined by newlines), or, when the message holds
+// images, its parts with each image replaced by {"type": "image"} and moved to `images`.
+json normalize_content(const json& content, size_t index, std::vector<RequestImage>& images) {
   if (content.is_null() || content.is_string()) return content;
   if (!content.is_array())
     throw bad_request("message content must be a string or an array of content parts", message_param(index, "content"));
   std::string text;
+  json parts = json::array();
+  bool has_image = false;
   for (size_t k = 0; k < content.size(); ++k) {
     const json& part = content[k];
     std::string where = message_param(index, "content") + "[" + std::to_string(k) + "]";
@@ -137,16 +162,20 @@ json normalize_content(const json& content, size_t index) {
         throw bad_request("a text content part needs a string 'text'", where + ".text");
       if (!text.empty()) text += "\n";
       text += part["text"].get<std::string>();
-    } else if (type == "image_url" || type == "input_image" || type == "image") {
-      throw bad_request("image content is not supported by this server yet; send text parts only", where, "unsupported_content");
+      parts.push_back({{"type", "text"}, {"text", part["text"]}});
+    } else if (type == "image_url" || type == "input_image") {
+      images.push_back(image_part(part, where));
+      parts.push_back({{"type", "image"}});
+      has_image = true;
     } else {
       throw bad_request("unsupported content part type '" + type + "'", where);
     }
   }
+  if (has_image) return parts;
   return text;
 }
 
-json parse_messages(const json& body) {
+json parse_messages(const json& body, std::vector<RequestImage>& images) {
   if (!given(body, "messages")) throw bad_request("'messages' is required", "messages");
   const json& messages = body.at("messages");
   if (!messages.is_array()) throw bad_request("'messages' must be an array, not " + type_name(messages), "messages");
@@ -160,7 +189,9 @@ json parse_messages(const json& body) {
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
       throw bad_request("unknown role '" + role + "'", message_param(i, "role"));
     json copy = m;
-    copy["content"] = normalize_content(m.contains("content") ? m["content"] : json(), i);
+    copy["content"] = normalize_content(m.contains("content") ? m["content"] : json(), i, images);
+    if (copy["content"].is_array() && role != "user")
+      throw bad_request("images are accepted in user messages only, not in a " + role + " message", message_param(i, "content"));
     const bool has_calls = role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null();
     if (has_calls) copy["tool_calls"] = normalize_tool_calls(m["tool_calls"], i);
     else copy.erase("tool_calls");  // null or on another role: templates test only for presence
@@ -263,7 +294,7 @@ OpenAiRequest parse_chat_request(const json& body) {
   reject_unsupported_fields(body, true);
   OpenAiRequest r;
   r.chat = true;
-  r.messages = parse_messages(body);
+  r.messages = parse_messages(body, r.images);
   r.tools = parse_tool_request(body);
   parse_common(body, r);
   r.logprobs = get_bool(body, "logprobs", false);

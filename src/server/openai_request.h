@@ -14,6 +14,7 @@
 
 #include "sampling/sampler.h"
 #include "server/output_request.h"
+#include "server/request_images.h"
 #include "server/tool_request.h"
 
 namespace sanctum::server {
@@ -22,8 +23,12 @@ using RequestJson = nlohmann::ordered_json;
 
 struct OpenAiRequest {
   bool chat = true;
-  std::string model;                  // empty: the server's default model
-  RequestJson messages;               // chat: [{role, content (a string), ...}], text parts joined, call arguments as objects
+  std::string model;  // empty: the server's default model
+  // chat: [{role, content, ...}], call arguments as objects. content is a string (text parts joined by
+  // newlines) unless the message holds images: then its parts, text as {"type": "text", "text"} and
+  // each image as {"type": "image"}, the form transformers gives a chat template.
+  RequestJson messages;
+  std::vector<RequestImage> images;   // chat: the images, in the order the messages hold them
   std::optional<std::string> prompt;  // completions: a text prompt ...
   std::vector<int32_t> prompt_ids;    // ... or token ids
   nlohmann::json chat_template_kwargs = nlohmann::json::object();

@@ -77,13 +77,41 @@ std::string content_text(const json& content, const std::string& where) {
     const std::string* piece;
     if (type == "input_text" || type == "output_text") piece = &require_string(part, "text", at + ".text");
     else if (type == "refusal") piece = &require_string(part, "refusal", at + ".refusal");
-    else if (type == "input_image" || type == "input_file" || type == "input_audio")
+    else if (type == "input_image")
+      throw bad_request("image parts are accepted in user messages only", at + ".type", "unsupported_content");
+    else if (type == "input_file" || type == "input_audio")
       throw bad_request("'" + type + "' content is not supported by this server yet; send text parts", at + ".type", "unsupported_content");
     else throw bad_request("unsupported content part type '" + type + "'", at + ".type");
     if (k) text += "\n";
     text += *piece;
   }
   return text;
+}
+
+// A user or system message's content: content_text's string, or, when it holds input_image parts,
+// the chat path's parts ({"type": "text"} and {"type": "image_url"}), `detail` passed on.
+json message_content(const json& content, const std::string& where) {
+  bool has_image = false;
+  if (content.is_array())
+    for (const json& part : content) has_image |= part.is_object() && part.contains("type") && part["type"] == "input_image";
+  if (!has_image) return content_text(content, where);
+  json parts = json::array();
+  for (size_t k = 0; k < content.size(); ++k) {
+    const std::string at = where + index_suffix(k);
+    const json& part = content[k];
+    const std::string& type = require_string(part, "type", at + ".type");
+    if (type == "input_text") {
+      parts.push_back({{"type", "text"}, {"text", require_string(part, "text", at + ".text")}});
+      continue;
+    }
+    if (type != "input_image")
+      throw bad_request("a message with images takes input_text and input_image parts, not '" + type + "'", at + ".type");
+    if (is_given(part, "file_id")) throw bad_request("images by 'file_id' are not supported; send 'image_url'", at + ".file_id");
+    json image = {{"url", require_string(part, "image_url", at + ".image_url")}};
+    if (is_given(part, "detail")) image["detail"] = part["detail"];
+    parts.push_back({{"type", "image_url"}, {"image_url", std::move(image)}});
+  }
+  return parts;
 }
 
 // Builds the conversation from input items; consecutive assistant output (text, calls, the
@@ -121,8 +149,8 @@ class InputTranslator {
     if (role != "user" && role != "assistant" && role != "system" && role != "developer")
       throw bad_request("'role' must be \"user\", \"assistant\", \"system\" or \"developer\"", at + ".role");
     if (!is_given(item, "content")) throw bad_request("a message needs 'content'", at + ".content");
+    if (role != "assistant") return push({{"role", role}, {"content", message_content(item["content"], at + ".content")}}, at, false);
     std::string text = content_text(item["content"], at + ".content");
-    if (role != "assistant") return push({{"role", role}, {"content", std::move(text)}}, at, false);
     json& turn = assistant_turn(at);
     std::string& content = turn["content"].get_ref<std::string&>();
     content += content.empty() ? text : "\n" + text;

@@ -68,6 +68,7 @@ LoadedModel load_served_model(const ModelSpec& spec, const ServerOptions& option
                {"window", std::to_string(cfg.attention_window)},
                {"max_position_embeddings", std::to_string(cfg.max_position_embeddings)},
                {"why", "sliding-window attention is not implemented; within the window it is exact"}});
+  if (cfg.has_vision) m->processor = image::load_processor_config(spec.dir);
   m->eos_ids = cfg.eos_token_ids;
   for (int32_t id : m->tokenizer->eos_ids())
     if (std::find(m->eos_ids.begin(), m->eos_ids.end(), id) == m->eos_ids.end()) m->eos_ids.push_back(id);

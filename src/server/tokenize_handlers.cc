@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "server/app.h"
+#include "server/request_prompt.h"
 #include "server/translated_request.h"
 
 namespace sanctum::server {
@@ -55,10 +56,13 @@ void App::tokenize(Exchange& ex) {
     for (const char* key : {"tools", "chat_template_kwargs"})
       if (is_given(body, key)) chat_body[key] = body[key];
     const OpenAiRequest r = parse_chat_request(chat_body);
+    PromptImages images{m.id, m.processor ? &*m.processor : nullptr, &options_.images, {}};
+    if (!r.images.empty()) prepare_prompt_images(*m.prompts, r, &images);
     const bool generation_prompt = optional_bool(body, "add_generation_prompt", true, "add_generation_prompt");
     try {
       const std::string text = m.prompts->render(r.messages, r.chat_template_kwargs, r.tools.offered(), generation_prompt);
       ids = m.tokenizer->encode(text, add_special, /*parse_special=*/true);
+      if (!r.images.empty()) ids = expand_prompt_images(*m.prompts, ids, images);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::internal) throw;
       throw bad_request(std::string("could not render the conversation: ") + e.what(), "messages");

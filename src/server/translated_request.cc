@@ -50,7 +50,9 @@ ApiError ChatTranslation::renamed(const ApiError& e) const {
 
 OpenAiRequest parse_translated(const ChatTranslation& t) {
   try {
-    return parse_chat_request(t.body);
+    OpenAiRequest r = parse_chat_request(t.body);
+    for (RequestImage& im : r.images) im.param = t.client_param(im.param);  // later image errors name the client's field
+    return r;
   } catch (const ApiError& e) {
     throw t.renamed(e);
   }

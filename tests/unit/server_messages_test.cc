@@ -221,7 +221,7 @@ TEST(ServerMessages, errors_name_the_field_the_client_sent) {
   EXPECT_EQ(error_param(unknown_tool), "tool_choice.name");
   EXPECT_EQ(with("thinking", R"({"type": "sometimes"})"), "thinking.type");
   EXPECT_EQ(with("messages", R"([{"role": "system", "content": "x"}])"), "messages[0].role");
-  EXPECT_EQ(with("messages", R"([{"role": "user", "content": [{"type": "image", "source": {}}]}])"), "messages[0].content[0].type");
+  EXPECT_EQ(with("messages", R"([{"role": "user", "content": [{"type": "image", "source": {}}]}])"), "messages[0].content[0].source.type");
   EXPECT_EQ(with("messages", R"([{"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": []}]}])"),
             "messages[0].content[0].input");
   json no_max = base;

@@ -61,7 +61,8 @@ TEST(ServerRequest, bad_fields_name_their_param) {
   EXPECT_EQ(param_of(R"({"messages":[]})"), "messages");
   EXPECT_EQ(param_of(R"({"messages":[{"role":"user"}]})"), "messages[0].content");
   EXPECT_EQ(param_of(R"({"messages":[{"content":"x"}]})"), "messages[0].role");
-  EXPECT_EQ(param_of(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})"), "messages[0].content[0]");
+  EXPECT_EQ(param_of(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})"),
+            "messages[0].content[0].image_url.url");
   EXPECT_EQ(param_of(R"({"prompt":[[1],[2]]})", false), "prompt");
   EXPECT_EQ(param_of(R"({"prompt":""})", false), "prompt");
   EXPECT_EQ(param_of(R"({"prompt":[1,-2]})", false), "prompt");

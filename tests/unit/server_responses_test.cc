@@ -274,7 +274,7 @@ TEST(ServerResponses, errors_name_the_field_the_client_sent) {
   EXPECT_EQ(with("conversation", "\"c\""), "conversation");
   EXPECT_EQ(with("max_output_tokens", "0"), "max_output_tokens");
   EXPECT_EQ(with("input", "[]"), "input");
-  EXPECT_EQ(with("input", R"([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}])"), "input[0].content[0].type");
+  EXPECT_EQ(with("input", R"([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}])"), "input[0].content[0]");
   EXPECT_EQ(with("input", R"([{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{nope"}])"), "input[0].arguments");
   EXPECT_EQ(with("tools", R"([{"type": "web_search"}])"), "tools[0].type");
   EXPECT_EQ(with("tools", R"([{"type": "function", "name": "bad name"}])"), "tools[0].name");
