@@ -279,9 +279,14 @@ void Engine::start_choice(const std::shared_ptr<Job>& job, int choice) {
 // the run, whose first logits row it needs.
 int64_t Engine::prefill_images(const InferenceJob& job, SequenceState& state) {
   std::vector<PromptImage> placed;
+  ImageEmbeddingCache encoded(*model_);  // the job's images, one tower run per distinct content
   for (const JobImage& image : job.images) {
-    check(image.embeddings != nullptr, ErrorKind::invalid_argument, "job image without embeddings");
-    placed.push_back({image.offset, image.embeddings.get()});
+    if (image.embeddings) {
+      placed.push_back({image.offset, image.embeddings.get()});
+      continue;
+    }
+    check(image.pixel_values != nullptr, ErrorKind::invalid_argument, "a job image has neither embeddings nor pixel values");
+    placed.push_back({image.offset, &encoded.get(image.hash, *image.pixel_values, image.rows, image.cols, image.grid)});
   }
   const int64_t through = placed.back().offset + placed.back().image->tokens();
   check(through < static_cast<int64_t>(job.prompt.size()), ErrorKind::invalid_argument,

@@ -31,6 +31,7 @@
 #include "engine/generator.h"
 #include "engine/prefix_cache.h"
 #include "model/model.h"
+#include "model/vision/image_cache.h"
 
 namespace sanctum {
 
@@ -55,11 +56,16 @@ class GenerationSink {
   virtual void on_done(const std::string& error) = 0;
 };
 
-// An image in a job's prompt (vision-language models): its encoded rows (ImageEmbeddingCache) and
-// the index of its first placeholder token.
+// An image in a job's prompt (vision-language models): the index of its first placeholder token, and
+// its encoded rows, or the processor's output for the engine to encode at admission (the tower runs
+// on the compute pool, which only the engine's thread drives), once per distinct `hash` in the job.
 struct JobImage {
   int64_t offset = 0;
   std::shared_ptr<const ImageEmbeddings> embeddings;
+  ImageHash hash{};
+  std::shared_ptr<const std::vector<float>> pixel_values;  // (rows, cols) f32, the processor's layout
+  int64_t rows = 0, cols = 0;
+  GridThw grid;
 };
 
 struct InferenceJob {

@@ -65,7 +65,7 @@ struct ServedModel {
   ToolParserKind tool_parser = ToolParserKind::none;  // the tool-call format its output is parsed with
   std::unique_ptr<GrammarCache> grammars;             // over `tokenizer`: constrained output (server/request_constraint.h)
   std::unique_ptr<Engine> engine;
-  MemoryPlan memory;  // engine/memory_plan.h: what its memory is made of
+  MemoryPlan memory;                                // engine/memory_plan.h: what its memory is made of
   std::optional<image::ProcessorConfig> processor;  // its preprocessor_config.json, when it has a vision tower
 };
 

@@ -73,6 +73,33 @@ void fit_state_bound(const Engine& engine, InferenceJob& job, bool max_tokens_gi
                     max_tokens_given ? "max_tokens" : prompt_param, "context_length_exceeded");
 }
 
+// Each prepared image at its run of <|image_pad|> tokens (expanded to its token count, in prompt
+// order), for the engine to encode and place.
+std::vector<JobImage> job_images(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
+                                 std::vector<image::PreparedImage> prepared) {
+  std::vector<JobImage> out;
+  if (prepared.empty()) return out;
+  const int32_t pad = tokenizer.token_to_id("<|image_pad|>");
+  check(pad >= 0, ErrorKind::internal, "a prompt with images but no <|image_pad|> token in the vocabulary");
+  size_t at = 0;
+  for (image::PreparedImage& p : prepared) {
+    while (at < prompt.size() && prompt[at] != pad) ++at;
+    const size_t begin = at;
+    while (at < prompt.size() && prompt[at] == pad) ++at;
+    check(static_cast<int64_t>(at - begin) == p.token_count(), ErrorKind::internal,
+          "image placeholders: a run of " + std::to_string(at - begin) + " tokens for an image of " + std::to_string(p.token_count()));
+    JobImage j;
+    j.offset = static_cast<int64_t>(begin);
+    j.hash = p.content_hash;
+    j.rows = p.rows;
+    j.cols = p.cols;
+    j.grid = GridThw{p.grid_thw[0], p.grid_thw[1], p.grid_thw[2]};
+    j.pixel_values = std::make_shared<const std::vector<float>>(std::move(p.pixel_values));
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 }  // namespace
 
 Generation App::start_generation(Exchange& ex, const OpenAiRequest& r) {
@@ -107,6 +134,7 @@ Generation App::start_generation(Exchange& ex, const OpenAiRequest& r) {
   job->seed_given = r.seed_given;
   job->top_logprobs = r.logprobs ? r.top_logprobs : -1;
   job->prompt = std::move(prompt.ids);
+  job->images = job_images(*m.tokenizer, job->prompt, std::move(images.prepared));
 
   TextSinkOptions so;
   so.tokenizer = m.tokenizer.get();
