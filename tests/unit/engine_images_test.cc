@@ -65,7 +65,10 @@ struct Sink : GenerationSink {
 std::shared_ptr<InferenceJob> image_job(std::shared_ptr<Sink> sink, std::shared_ptr<const ImageEmbeddings> image) {
   auto job = std::make_shared<InferenceJob>();
   job->prompt = {1, 5, 5, 5, 5, 2, 3};  // tokens 1..4 are the image's placeholders
-  job->images = {{1, std::move(image)}};
+  JobImage placed;
+  placed.offset = 1;
+  placed.embeddings = std::move(image);
+  job->images = {std::move(placed)};
   job->params.max_tokens = 3;
   job->params.ignore_eos = true;
   job->sink = std::move(sink);
