@@ -1,0 +1,190 @@
+#include "weights/adapters/lora_merge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "base/error.h"
+#include "base/thread_pool.h"
+
+namespace sanctum {
+
+namespace {
+
+float round_to(float v, DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return bf16_to_f32(f32_to_bf16(v));
+    case DType::f16: return f16_to_f32(f32_to_f16(v));
+    default: return v;
+  }
+}
+
+void store(void* data, DType dtype, int64_t i, float v) {
+  switch (dtype) {
+    case DType::f32: static_cast<float*>(data)[i] = v; break;
+    case DType::bf16: static_cast<uint16_t*>(data)[i] = f32_to_bf16(v); break;
+    case DType::f16: static_cast<uint16_t*>(data)[i] = f32_to_f16(v); break;
+    default: fail(ErrorKind::internal, "lora merge: store into a non-float tensor");
+  }
+}
+
+void check_shape(bool ok, const LoraTarget& t, const std::string& what, const std::string& got) {
+  check(ok, ErrorKind::invalid_input,
+        what + " is " + got + ", but adapter tensors '" + t.a_name + "' / '" + t.b_name + "' are for (" +
+            (t.experts ? std::to_string(t.experts) + " experts, " : std::string()) + std::to_string(t.out) + " out, " +
+            std::to_string(t.in) + " in): the adapter was trained on a different model");
+}
+
+// DoRA's row scaling of the adapted rows v (rows [row0, row1) of expert 0): m / ||v||.
+void dora_scale_rows(const LoraTarget& t, int64_t row0, int64_t row1, int64_t cols, float* v) {
+  if (!t.magnitude) return;
+  const float* m = t.magnitude.data<float>();
+  for (int64_t r = row0; r < row1; ++r) {
+    float* row = v + (r - row0) * cols;
+    double ss = 0;
+    for (int64_t c = 0; c < cols; ++c) ss += static_cast<double>(row[c]) * row[c];
+    const float k = ss > 0 ? m[r] / static_cast<float>(std::sqrt(ss)) : 0.0f;
+    for (int64_t c = 0; c < cols; ++c) row[c] *= k;
+  }
+}
+
+constexpr int64_t kRowsPerTask = 16;
+
+}  // namespace
+
+void lora_delta_rows(const LoraTarget& t, int64_t expert, int64_t row0, int64_t row1, float* out) {
+  const float* a = t.a.data<float>() + expert * t.rank * t.in;   // (rank, in)
+  const float* b = t.b.data<float>() + expert * t.out * t.rank;  // (out, rank)
+  for (int64_t r = row0; r < row1; ++r) {
+    float* o = out + (r - row0) * t.in;
+    std::fill(o, o + t.in, 0.0f);
+    for (int64_t k = 0; k < t.rank; ++k) {
+      const float bk = t.scale * b[r * t.rank + k];
+      const float* ak = a + k * t.in;
+      for (int64_t c = 0; c < t.in; ++c) o[c] += bk * ak[c];
+    }
+  }
+}
+
+Tensor merge_dense(const Tensor& w, const LoraTarget& t, const std::string& what) {
+  const int64_t experts = t.experts ? t.experts : 1;
+  const bool shape_ok = t.experts ? w.ndim() == 3 && w.dim(0) == t.experts && w.dim(1) == t.out && w.dim(2) == t.in
+                                  : w.ndim() == 2 && w.dim(0) == t.out && w.dim(1) == t.in;
+  check_shape(shape_ok && is_float(w.dtype()) && w.is_contiguous(), t, what, w.shape_string());
+  Tensor out = w.ndim() == 3 ? Tensor::zeros({w.dim(0), w.dim(1), w.dim(2)}, w.dtype()) : Tensor::zeros({w.dim(0), w.dim(1)}, w.dtype());
+  const int64_t rows = t.out, cols = t.in;
+  compute_pool().parallel_for(experts * ((rows + kRowsPerTask - 1) / kRowsPerTask), 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> v(static_cast<size_t>(kRowsPerTask * cols));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t e = task / ((rows + kRowsPerTask - 1) / kRowsPerTask);
+      const int64_t r0 = (task % ((rows + kRowsPerTask - 1) / kRowsPerTask)) * kRowsPerTask, r1 = std::min(rows, r0 + kRowsPerTask);
+      lora_delta_rows(t, e, r0, r1, v.data());
+      const int64_t base = (e * rows + r0) * cols;
+      for (int64_t i = 0; i < (r1 - r0) * cols; ++i) v[static_cast<size_t>(i)] += load_as_f32(w.data<void>(), w.dtype(), base + i);
+      dora_scale_rows(t, r0, r1, cols, v.data());
+      for (int64_t i = 0; i < (r1 - r0) * cols; ++i) store(out.data<void>(), w.dtype(), base + i, v[static_cast<size_t>(i)]);
+    }
+  });
+  return out;
+}
+
+QuantizedWeight merge_quantized(const QuantizedWeight& w, int bits, int group_size, const LoraTarget& t, const std::string& what) {
+  const int64_t experts = t.experts ? t.experts : 1;
+  const int64_t rows = t.out, cols = t.in, words = cols * bits / 32, groups = cols / group_size;
+  const int nd = t.experts ? 3 : 2;
+  auto dims_ok = [&](const Tensor& x, int64_t last) {
+    return x.ndim() == nd && x.is_contiguous() && (!t.experts || x.dim(0) == t.experts) && x.dim(nd - 2) == rows && x.dim(nd - 1) == last;
+  };
+  check_shape(cols % group_size == 0 && dims_ok(w.data, words) && dims_ok(w.scales, groups) && dims_ok(w.biases, groups), t, what,
+              w.data.shape_string());
+  const DType sd = w.scales.dtype();
+  check(is_float(sd) && w.biases.dtype() == sd && w.data.dtype() == DType::u32, ErrorKind::invalid_input,
+        what + ": quantized weights need u32 codes and float scales/biases of one dtype");
+  QuantizedWeight out;
+  if (nd == 3) {
+    out.data = Tensor::zeros({experts, rows, words}, DType::u32);
+    out.scales = Tensor::zeros({experts, rows, groups}, sd);
+    out.biases = Tensor::zeros({experts, rows, groups}, sd);
+  } else {
+    out.data = Tensor::zeros({rows, words}, DType::u32);
+    out.scales = Tensor::zeros({rows, groups}, sd);
+    out.biases = Tensor::zeros({rows, groups}, sd);
+  }
+  const size_t ss = dtype_size(sd);
+  const int64_t tasks_per_expert = (rows + kRowsPerTask - 1) / kRowsPerTask;
+  compute_pool().parallel_for(experts * tasks_per_expert, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> delta(static_cast<size_t>(kRowsPerTask * cols)), row(static_cast<size_t>(cols));
+    std::vector<float> scales(static_cast<size_t>(groups)), biases(static_cast<size_t>(groups));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t e = task / tasks_per_expert;
+      const int64_t r0 = (task % tasks_per_expert) * kRowsPerTask, r1 = std::min(rows, r0 + kRowsPerTask);
+      lora_delta_rows(t, e, r0, r1, delta.data());
+      float* v = delta.data();
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t at = e * rows + r;
+        affine_dequantize_row(w.data.data<uint32_t>() + at * words, static_cast<const char*>(w.scales.data<void>()) + at * groups * ss,
+                              static_cast<const char*>(w.biases.data<void>()) + at * groups * ss, sd, cols, bits, group_size, row.data());
+        float* d = v + (r - r0) * cols;
+        // mlx-lm's fuse: the dequantized weight and the delta each in the scales' dtype, then their sum.
+        for (int64_t c = 0; c < cols; ++c) d[c] = round_to(round_to(row[static_cast<size_t>(c)], sd) + round_to(d[c], sd), sd);
+      }
+      dora_scale_rows(t, r0, r1, cols, v);
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t at = e * rows + r;
+        affine_quantize_row(v + (r - r0) * cols, cols, bits, group_size, out.data.data<uint32_t>() + at * words, scales.data(), biases.data());
+        for (int64_t g = 0; g < groups; ++g) {
+          store(out.scales.data<void>(), sd, at * groups + g, scales[static_cast<size_t>(g)]);
+          store(out.biases.data<void>(), sd, at * groups + g, biases[static_cast<size_t>(g)]);
+        }
+      }
+    }
+  });
+  return out;
+}
+
+void affine_quantize_row(const float* w, int64_t cols, int bits, int group_size, uint32_t* packed, float* scales, float* biases) {
+  const float n_bins = static_cast<float>((1 << bits) - 1);
+  const int per_word = 32 / bits;
+  std::fill(packed, packed + cols / per_word, 0u);
+  for (int64_t g = 0; g < cols / group_size; ++g) {
+    const float* x = w + g * group_size;
+    float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+    for (int j = 0; j < group_size; ++j) {
+      lo = std::min(lo, x[j]);
+      hi = std::max(hi, x[j]);
+    }
+    // The edge of larger magnitude is represented exactly (code 0): mlx picks the scale's sign so
+    // that edge maps to 0 and the other edge to n_bins.
+    const bool low_edge = std::abs(lo) > std::abs(hi);
+    float scale = std::max((hi - lo) / n_bins, 1e-7f);
+    scale = low_edge ? scale : -scale;
+    const float edge = low_edge ? lo : hi;
+    const float q0 = std::rint(edge / scale);
+    float bias = 0;
+    if (q0 != 0) {
+      scale = edge / q0;
+      bias = edge;
+    }
+    for (int j = 0; j < group_size; ++j) {
+      const float q = std::min(std::max(std::rint((x[j] - bias) / scale), 0.0f), n_bins);
+      const int64_t c = g * group_size + j;
+      packed[c / per_word] |= static_cast<uint32_t>(q) << ((c % per_word) * bits);
+    }
+    scales[g] = scale;
+    biases[g] = bias;
+  }
+}
+
+void affine_dequantize_row(const uint32_t* packed, const void* scales, const void* biases, DType dtype, int64_t cols, int bits,
+                           int group_size, float* out) {
+  const int per_word = 32 / bits;
+  const uint32_t mask = (1u << bits) - 1;
+  for (int64_t c = 0; c < cols; ++c) {
+    const uint32_t q = (packed[c / per_word] >> ((c % per_word) * bits)) & mask;
+    const int64_t g = c / group_size;
+    out[c] = load_as_f32(scales, dtype, g) * static_cast<float>(q) + load_as_f32(biases, dtype, g);
+  }
+}
+
+}  // namespace sanctum
