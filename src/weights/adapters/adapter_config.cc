@@ -53,7 +53,8 @@ std::regex compile(const std::string& pattern, const std::string& path, const st
   try {
     return std::regex(pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    fail(ErrorKind::invalid_input, field(path, name) + ": '" + pattern + "' is not a regular expression sanctum can read (" + e.what() + ")");
+    fail(ErrorKind::invalid_input,
+         field(path, name) + ": '" + pattern + "' is not a regular expression sanctum can read (" + e.what() + ")");
   }
 }
 

@@ -20,9 +20,9 @@ struct AdapterConfig {
   bool dora = false;
 
   // mlx-lm
-  int num_layers = -1;  // the last N transformer layers carry the adapter; -1: all
-  int rank = 0;         // also PEFT's r
-  float scale = 0;      // mlx-lm's scale; PEFT's is lora_alpha / r (or / sqrt(r)) per module
+  int num_layers = -1;                           // the last N transformer layers carry the adapter; -1: all
+  int rank = 0;                                  // also PEFT's r
+  float scale = 0;                               // mlx-lm's scale; PEFT's is lora_alpha / r (or / sqrt(r)) per module
   std::optional<std::vector<std::string>> keys;  // module paths inside a layer ("self_attn.q_proj")
 
   // PEFT

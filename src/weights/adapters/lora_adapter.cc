@@ -32,7 +32,8 @@ Tensor to_f32(const Tensor& t, const std::string& where, bool transpose) {
   float* dst = out.data<float>();
   for (int64_t i = 0; i < n; ++i) {
     const float v = load_as_f32(t.data<void>(), t.dtype(), i);
-    check(std::isfinite(v), ErrorKind::invalid_input, where + ": element " + std::to_string(i) + " is not finite (" + std::to_string(v) + ")");
+    check(std::isfinite(v), ErrorKind::invalid_input,
+          where + ": element " + std::to_string(i) + " is not finite (" + std::to_string(v) + ")");
     if (transpose) dst[(i % t.dim(1)) * t.dim(0) + i / t.dim(1)] = v;
     else dst[i] = v;
   }
@@ -67,9 +68,11 @@ std::map<std::string, Pieces> group_by_module(const SafetensorsFile& file, Adapt
     }
     check(slot != nullptr, ErrorKind::invalid_input,
           path + ": tensor '" + e.name + "' is not a LoRA tensor (" +
-              (format == AdapterFormat::mlx_lm ? "expected <module>.lora_a, .lora_b or .m" : "expected <module>.lora_A.weight or .lora_B.weight") +
+              (format == AdapterFormat::mlx_lm ? "expected <module>.lora_a, .lora_b or .m"
+                                               : "expected <module>.lora_A.weight or .lora_B.weight") +
               "): a full fine-tune or another adapter type?");
-    check(slot->empty(), ErrorKind::invalid_input, path + ": tensors '" + *slot + "' and '" + e.name + "' are the same piece of one module");
+    check(slot->empty(), ErrorKind::invalid_input,
+          path + ": tensors '" + *slot + "' and '" + e.name + "' are the same piece of one module");
     *slot = e.name;
   }
   return modules;
@@ -95,7 +98,9 @@ LoraTarget make_target(const SafetensorsFile& file, const std::string& module, c
                        const std::string& path) {
   const bool mlx = config.format == AdapterFormat::mlx_lm;
   check(!p.a.empty() && !p.b.empty(), ErrorKind::invalid_input,
-        path + ": module '" + module + "' has " + (p.a.empty() ? "no A (" + std::string(mlx ? "lora_a" : "lora_A") + ")" : "no B (" + std::string(mlx ? "lora_b" : "lora_B") + ")") +
+        path + ": module '" + module + "' has " +
+            (p.a.empty() ? "no A (" + std::string(mlx ? "lora_a" : "lora_A") + ")"
+                         : "no B (" + std::string(mlx ? "lora_b" : "lora_B") + ")") +
             " tensor: truncated or mixed-up adapter");
   check(config.dora || p.m.empty(), ErrorKind::invalid_input,
         path + ": tensor '" + p.m + "' is a DoRA magnitude, but the config declares a plain LoRA adapter (" +

@@ -36,15 +36,17 @@ void check_shape(bool ok, const LoraTarget& t, const std::string& what, const st
             std::to_string(t.in) + " in): the adapter was trained on a different model");
 }
 
-// DoRA's row scaling of the adapted rows v (rows [row0, row1) of expert 0): m / ||v||.
-void dora_scale_rows(const LoraTarget& t, int64_t row0, int64_t row1, int64_t cols, float* v) {
+// DoRA's row scaling of the adapted rows v (rows [row0, row1) of expert 0): m / ||v||, the norm
+// rounded to `norm_dtype` (mlx-lm's fuse takes the norm of the weight in its own dtype).
+void dora_scale_rows(const LoraTarget& t, int64_t row0, int64_t row1, int64_t cols, float* v, DType norm_dtype = DType::f32) {
   if (!t.magnitude) return;
   const float* m = t.magnitude.data<float>();
   for (int64_t r = row0; r < row1; ++r) {
     float* row = v + (r - row0) * cols;
     double ss = 0;
     for (int64_t c = 0; c < cols; ++c) ss += static_cast<double>(row[c]) * row[c];
-    const float k = ss > 0 ? m[r] / static_cast<float>(std::sqrt(ss)) : 0.0f;
+    const float norm = round_to(static_cast<float>(std::sqrt(ss)), norm_dtype);
+    const float k = norm > 0 ? m[r] / norm : 0.0f;
     for (int64_t c = 0; c < cols; ++c) row[c] *= k;
   }
 }
@@ -81,8 +83,14 @@ Tensor merge_dense(const Tensor& w, const LoraTarget& t, const std::string& what
       const int64_t r0 = (task % ((rows + kRowsPerTask - 1) / kRowsPerTask)) * kRowsPerTask, r1 = std::min(rows, r0 + kRowsPerTask);
       lora_delta_rows(t, e, r0, r1, v.data());
       const int64_t base = (e * rows + r0) * cols;
-      for (int64_t i = 0; i < (r1 - r0) * cols; ++i) v[static_cast<size_t>(i)] += load_as_f32(w.data<void>(), w.dtype(), base + i);
-      dora_scale_rows(t, r0, r1, cols, v.data());
+      // As mlx-lm's fuse: the delta rounded to the weight's dtype, then the sum (one rounding more than
+      // exact, so the merged weight is the fused model's bit for bit).
+      const DType wd = w.dtype();
+      for (int64_t i = 0; i < (r1 - r0) * cols; ++i) {
+        float& x = v[static_cast<size_t>(i)];
+        x = round_to(load_as_f32(w.data<void>(), wd, base + i) + round_to(x, wd), wd);
+      }
+      dora_scale_rows(t, r0, r1, cols, v.data(), wd);
       for (int64_t i = 0; i < (r1 - r0) * cols; ++i) store(out.data<void>(), w.dtype(), base + i, v[static_cast<size_t>(i)]);
     }
   });
@@ -101,15 +109,18 @@ QuantizedWeight merge_quantized(const QuantizedWeight& w, int bits, int group_si
   const DType sd = w.scales.dtype();
   check(is_float(sd) && w.biases.dtype() == sd && w.data.dtype() == DType::u32, ErrorKind::invalid_input,
         what + ": quantized weights need u32 codes and float scales/biases of one dtype");
+  // mlx-lm's DoRA fuse scales the weight by an f32 magnitude, so what it requantizes is f32 and so
+  // are its scales and biases.
+  const DType od = t.magnitude ? DType::f32 : sd;
   QuantizedWeight out;
   if (nd == 3) {
     out.data = Tensor::zeros({experts, rows, words}, DType::u32);
-    out.scales = Tensor::zeros({experts, rows, groups}, sd);
-    out.biases = Tensor::zeros({experts, rows, groups}, sd);
+    out.scales = Tensor::zeros({experts, rows, groups}, od);
+    out.biases = Tensor::zeros({experts, rows, groups}, od);
   } else {
     out.data = Tensor::zeros({rows, words}, DType::u32);
-    out.scales = Tensor::zeros({rows, groups}, sd);
-    out.biases = Tensor::zeros({rows, groups}, sd);
+    out.scales = Tensor::zeros({rows, groups}, od);
+    out.biases = Tensor::zeros({rows, groups}, od);
   }
   const size_t ss = dtype_size(sd);
   const int64_t tasks_per_expert = (rows + kRowsPerTask - 1) / kRowsPerTask;
@@ -127,15 +138,16 @@ QuantizedWeight merge_quantized(const QuantizedWeight& w, int bits, int group_si
                               static_cast<const char*>(w.biases.data<void>()) + at * groups * ss, sd, cols, bits, group_size, row.data());
         float* d = v + (r - r0) * cols;
         // mlx-lm's fuse: the dequantized weight and the delta each in the scales' dtype, then their sum.
-        for (int64_t c = 0; c < cols; ++c) d[c] = round_to(round_to(row[static_cast<size_t>(c)], sd) + round_to(d[c], sd), sd);
+        for (int64_t c = 0; c < cols; ++c) d[c] = round_to(row[static_cast<size_t>(c)] + round_to(d[c], sd), sd);
       }
-      dora_scale_rows(t, r0, r1, cols, v);
+      dora_scale_rows(t, r0, r1, cols, v, sd);
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t at = e * rows + r;
-        affine_quantize_row(v + (r - r0) * cols, cols, bits, group_size, out.data.data<uint32_t>() + at * words, scales.data(), biases.data());
+        affine_quantize_row(v + (r - r0) * cols, cols, bits, group_size, out.data.data<uint32_t>() + at * words, scales.data(),
+                            biases.data());
         for (int64_t g = 0; g < groups; ++g) {
-          store(out.scales.data<void>(), sd, at * groups + g, scales[static_cast<size_t>(g)]);
-          store(out.biases.data<void>(), sd, at * groups + g, biases[static_cast<size_t>(g)]);
+          store(out.scales.data<void>(), od, at * groups + g, scales[static_cast<size_t>(g)]);
+          store(out.biases.data<void>(), od, at * groups + g, biases[static_cast<size_t>(g)]);
         }
       }
     }
@@ -183,7 +195,8 @@ void affine_dequantize_row(const uint32_t* packed, const void* scales, const voi
   for (int64_t c = 0; c < cols; ++c) {
     const uint32_t q = (packed[c / per_word] >> ((c % per_word) * bits)) & mask;
     const int64_t g = c / group_size;
-    out[c] = load_as_f32(scales, dtype, g) * static_cast<float>(q) + load_as_f32(biases, dtype, g);
+    // mlx computes in the scales' dtype: the product is rounded to it before the bias is added.
+    out[c] = round_to(round_to(load_as_f32(scales, dtype, g) * static_cast<float>(q), dtype) + load_as_f32(biases, dtype, g), dtype);
   }
 }
 

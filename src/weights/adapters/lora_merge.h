@@ -2,9 +2,12 @@
 // Folding a LoRA / DoRA target into a weight at load (LoraTarget: lora_adapter.h).
 //   LoRA: W' = W + scale * B A
 //   DoRA: V = W + scale * B A, W' = (m / ||V||_row) * V   (norm over the inputs of each output row)
-// Dense weights (f32 / bf16 / f16): computed in f32, rounded once to the weight's dtype.
+// Dense weights (f32 / bf16 / f16): B A accumulated in f32; as mlx-lm's fuse does, the delta is rounded
+// to the weight's dtype before the add and the sum after it (DoRA: the row norm too), so a merged
+// weight equals the fused model's.
 // MLX affine-quantized weights, the way mlx-lm's fuse does: dequantize to the scales' dtype, add the
-// delta rounded to that dtype, then requantize with the same bits and group size (affine_quantize_row).
+// delta rounded to that dtype, then requantize with the same bits and group size (affine_quantize_row);
+// a DoRA merge requantizes the f32 rescaled weight and keeps f32 scales and biases, as mlx-lm's does.
 #include <cstdint>
 
 #include "tensor/tensor.h"
@@ -35,7 +38,8 @@ QuantizedWeight merge_quantized(const QuantizedWeight& w, int bits, int group_si
 // the codes with the unrounded values.
 void affine_quantize_row(const float* w, int64_t cols, int bits, int group_size, uint32_t* packed, float* scales, float* biases);
 
-// One row of an MLX affine-quantized weight as f32: scale * q + bias per element.
+// One row of an MLX affine-quantized weight as mlx.core.dequantize gives it: scale * q + bias per
+// element, computed in `dtype` (the product rounded to it, then the sum), returned as f32.
 void affine_dequantize_row(const uint32_t* packed, const void* scales, const void* biases, DType dtype, int64_t cols, int bits,
                            int group_size, float* out);
 
