@@ -26,7 +26,8 @@ int positive_int(const json& j, const std::string& path, const std::string& name
 float finite_float(const json& j, const std::string& path, const std::string& name) {
   check(j.is_number(), ErrorKind::invalid_input, field(path, name) + " must be a number, got " + j.dump());
   const double v = j.get<double>();
-  check(std::isfinite(v) && std::abs(v) < 1e30, ErrorKind::invalid_input, field(path, name) + " must be finite, got " + j.dump());
+  check(std::isfinite(v) && std::abs(v) < 1e30, ErrorKind::invalid_input,
+        field(path, name) + " must be finite (and below 1e30), got " + j.dump());
   return static_cast<float>(v);
 }
 

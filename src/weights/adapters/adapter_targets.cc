@@ -41,8 +41,9 @@ AdapterPlacement place_adapter(const LoraAdapter& adapter, const std::vector<std
   AdapterPlacement placement;
   for (const auto& [module, target] : adapter.targets()) {
     std::string why;
-    check(adapter.config().targets(module, n_layers, &why), ErrorKind::invalid_input,
-          file + ": tensor '" + target.a_name + "' adapts '" + module + "', which adapter_config.json excludes: " + why);
+    if (!adapter.config().targets(module, n_layers, &why))
+      fail(ErrorKind::invalid_input,
+           file + ": tensor '" + target.a_name + "' adapts '" + module + "', which adapter_config.json excludes: " + why);
     const int layer = layer_index_of(module);
     check(layer < n_layers, ErrorKind::invalid_input,
           file + ": tensor '" + target.a_name + "' is for layer " + std::to_string(layer) + ", beyond the model's " +

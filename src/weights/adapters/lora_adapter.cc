@@ -113,6 +113,7 @@ LoraTarget make_target(const SafetensorsFile& file, const std::string& module, c
   const SafetensorsEntry& eb = *find_entry(file, p.b, &ib);
   LoraTarget t;
   t.module = module;
+  t.file = path;
   t.a_name = p.a;
   t.b_name = p.b;
   t.m_name = p.m;

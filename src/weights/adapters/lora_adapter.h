@@ -16,7 +16,8 @@ namespace sanctum {
 
 struct LoraTarget {
   std::string module;                  // module path as the adapter names it, e.g. "model.layers.3.self_attn.q_proj"
-  std::string a_name, b_name, m_name;  // tensor names in the adapter file, for messages
+  std::string file;                    // the adapter's weights file, for messages
+  std::string a_name, b_name, m_name;  // tensor names in that file
   int64_t experts = 0;                 // 0: one linear; E: a switch layer's per-expert stacks
   int64_t rank = 0, in = 0, out = 0;
   Tensor a;          // f32 (rank, in), or (E, rank, in)

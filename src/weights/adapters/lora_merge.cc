@@ -31,7 +31,7 @@ void store(void* data, DType dtype, int64_t i, float v) {
 
 void check_shape(bool ok, const LoraTarget& t, const std::string& what, const std::string& got) {
   check(ok, ErrorKind::invalid_input,
-        what + " is " + got + ", but adapter tensors '" + t.a_name + "' / '" + t.b_name + "' are for (" +
+        what + " is " + got + ", but " + t.file + " tensors '" + t.a_name + "' / '" + t.b_name + "' are for (" +
             (t.experts ? std::to_string(t.experts) + " experts, " : std::string()) + std::to_string(t.out) + " out, " +
             std::to_string(t.in) + " in): the adapter was trained on a different model");
 }
