@@ -3,3 +3,4 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "parity"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
