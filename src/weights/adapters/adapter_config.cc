@@ -110,6 +110,16 @@ void parse_peft(const json& config, const std::string& path, AdapterConfig& c) {
     check(empty, ErrorKind::unsupported,
           field(path, name) + " is not empty: that adapter replaces whole modules, which a LoRA merge cannot express");
   }
+  // Variants whose forward is not W + scale * B A.
+  check(!boolean(config, path, "lora_bias"), ErrorKind::unsupported,
+        field(path, "lora_bias") + " is true: LoRA-B biases are not supported");
+  check(!boolean(config, path, "use_qalora"), ErrorKind::unsupported,
+        field(path, "use_qalora") + " is true: QA-LoRA pools its inputs, which a merge into the weight cannot express");
+  for (const char* name : {"layer_replication", "alora_invocation_tokens"}) {
+    auto it = config.find(name);
+    check(it == config.end() || it->is_null(), ErrorKind::unsupported,
+          field(path, name) + " is set: that adapter changes the model's structure or activation, not only its weights");
+  }
   auto ex = config.find("exclude_modules");
   check(ex == config.end() || ex->is_null() || (ex->is_array() && ex->empty()), ErrorKind::unsupported,
         field(path, "exclude_modules") + " is not supported; list the wanted modules in target_modules instead");
