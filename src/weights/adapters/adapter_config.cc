@@ -49,8 +49,13 @@ std::vector<std::string> strings(const json& j, const std::string& path, const s
   return out;
 }
 
+// Patterns come from a file: bounded, so matching them against module paths stays cheap.
+constexpr size_t kMaxPattern = 256;
+
 // A Python regular expression as std::regex (ECMAScript) reads it; refused by name when it does not parse.
 std::regex compile(const std::string& pattern, const std::string& path, const std::string& name) {
+  check(pattern.size() <= kMaxPattern, ErrorKind::invalid_input,
+        field(path, name) + ": a pattern of " + std::to_string(pattern.size()) + " characters; at most " + std::to_string(kMaxPattern));
   try {
     return std::regex(pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
@@ -59,11 +64,22 @@ std::regex compile(const std::string& pattern, const std::string& path, const st
   }
 }
 
+// Whole-string match; a pattern too costly to run is an error naming it, not a foreign exception.
+bool full_match(const std::string& text, const std::string& pattern, const std::string& path, const std::string& name) {
+  const std::regex re = compile(pattern, path, name);
+  try {
+    return std::regex_match(text, re);
+  } catch (const std::regex_error& e) {
+    fail(ErrorKind::invalid_input, field(path, name) + ": matching '" + pattern + "' failed (" + e.what() + "); simplify the pattern");
+  }
+}
+
 // PEFT's rank_pattern / alpha_pattern lookup: the first key K with `(.*\.)?(K)$` matching the module.
 template <class T>
-const T* pattern_value(const std::map<std::string, T>& patterns, const std::string& module) {
+const T* pattern_value(const std::map<std::string, T>& patterns, const std::string& module, const std::string& path,
+                       const std::string& name) {
   for (const auto& [key, value] : patterns) {
-    if (std::regex_match(module, std::regex("(.*\\.)?(" + key + ")"))) return &value;
+    if (full_match(module, "(.*\\.)?(" + key + ")", path, name + "." + key)) return &value;
   }
   return nullptr;
 }
@@ -169,13 +185,13 @@ int layer_index_of(const std::string& module) {
 
 int AdapterConfig::rank_for(const std::string& module) const {
   if (format == AdapterFormat::peft)
-    if (const int* r = pattern_value(rank_pattern, module)) return *r;
+    if (const int* r = pattern_value(rank_pattern, module, path, "rank_pattern")) return *r;
   return rank;
 }
 
 float AdapterConfig::scale_for(const std::string& module) const {
   if (format == AdapterFormat::mlx_lm) return scale;
-  const float* a = pattern_value(alpha_pattern, module);
+  const float* a = pattern_value(alpha_pattern, module, path, "alpha_pattern");
   const float r = static_cast<float>(rank_for(module));
   return (a ? *a : alpha) / (rslora ? std::sqrt(r) : r);
 }
@@ -198,7 +214,7 @@ bool AdapterConfig::targets(const std::string& module, int n_layers, std::string
   }
   bool found = false;
   if (target_regex) {
-    found = std::regex_match(module, std::regex(*target_regex));
+    found = full_match(module, *target_regex, path, "target_modules");
   } else {
     for (const std::string& t : target_modules) found = found || module == t || (module.size() > t.size() && module.ends_with("." + t));
   }
@@ -213,7 +229,7 @@ bool AdapterConfig::targets(const std::string& module, int n_layers, std::string
     }
     if (!layers_pattern.empty()) {
       bool named = false;
-      for (const std::string& p : layers_pattern) named = named || std::regex_search(module, std::regex("\\." + p + "\\.\\d+\\."));
+      for (const std::string& p : layers_pattern) named = named || full_match(module, ".*\\." + p + "\\.\\d+\\..*", path, "layers_pattern");
       if (!named) {
         *why = "layers_pattern does not match '" + module + "'";
         return false;
@@ -233,6 +249,7 @@ AdapterConfig parse_adapter_config(const std::string& text, const std::string& p
   check(config.is_object(), ErrorKind::invalid_input, path + ": not a JSON object");
   AdapterConfig c;
   c.format = format;
+  c.path = path;
   try {
     if (format == AdapterFormat::mlx_lm) parse_mlx_lm(config, path, c);
     else parse_peft(config, path, c);

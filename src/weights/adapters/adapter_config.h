@@ -17,6 +17,7 @@ enum class AdapterFormat { mlx_lm, peft };
 
 struct AdapterConfig {
   AdapterFormat format = AdapterFormat::mlx_lm;
+  std::string path;  // the config file, named in errors
   bool dora = false;
 
   // mlx-lm
