@@ -85,6 +85,10 @@ CASES = {
                                            edit_tensors(a, lambda t: [t.update({k.replace("q_proj", "qq_proj"): t.pop(k)})
                                                                       for k in [k for k in t if "q_proj" in k]])),
                                 "does not have (no linear '...layers.0.self_attn.qq_proj.weight')"),
+    "LoRA on the embedding": (lambda a: (edit_config(a, lambda c: c["lora_parameters"].update(keys=None)),
+                                         edit_tensors(a, lambda t: t.update({"model.embed_tokens.lora_a": mx.zeros((512, 4)),
+                                                                             "model.embed_tokens.lora_b": mx.zeros((4, 128))}))),
+                              "LoRA on embeddings is not supported"),
     "layer beyond the model": (lambda a: edit_tensors(a, lambda t: rename_layer(t, 1, 9)), "is for layer 9, beyond the model's 2 layers"),
     "shape mismatch": (lambda a: edit_tensors(a, lambda t: t.update({first(t, "q_proj.lora_a"): mx.zeros((64, 4))})),
                        "the adapter was trained on a different model"),

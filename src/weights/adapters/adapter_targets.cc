@@ -44,6 +44,9 @@ AdapterPlacement place_adapter(const LoraAdapter& adapter, const std::vector<std
     if (!adapter.config().targets(module, n_layers, &why))
       fail(ErrorKind::invalid_input,
            file + ": tensor '" + target.a_name + "' adapts '" + module + "', which adapter_config.json excludes: " + why);
+    check(canonical(module) != "embed_tokens", ErrorKind::unsupported,
+          file + ": tensor '" + target.a_name + "' adapts the token embedding '" + module +
+              "': LoRA on embeddings is not supported; retrain without embed_tokens in the adapted keys");
     const int layer = layer_index_of(module);
     check(layer < n_layers, ErrorKind::invalid_input,
           file + ": tensor '" + target.a_name + "' is for layer " + std::to_string(layer) + ", beyond the model's " +
