@@ -1,6 +1,6 @@
 """LoRA and DoRA adapters trained with mlx-lm in the test run, merged by sanctum at load (--adapter),
 against mlx-lm on dense (mistral, qwen2), hybrid (qwen3_5) and MoE (mixtral, qwen3_5_moe) tiny models,
-bf16 and 4-bit g64.
+bf16, 4-bit g64 (and one 8-bit).
 
 The references (mlx_adapters.py): mlx-lm with the adapter loaded unfused (`load_adapters`) and the
 model `mlx_lm.fuse` makes of it, both evaluated in float32.
@@ -38,6 +38,7 @@ CASES = {
                                                   "self_attn.o_proj", "mlp.down_proj"]}),
     "qwen3_5-q4-lora": ("qwen3_5", 4, {"num_layers": 3}),
     "mixtral-bf16-lora": ("mixtral", 0, {}),
+    "mixtral-q8-lora": ("mixtral", 8, {}),
     "qwen3_5_moe-q4-lora": ("qwen3_5_moe", 4, {}),
 }
 
