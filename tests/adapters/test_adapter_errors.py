@@ -136,3 +136,14 @@ def test_the_good_adapter_and_its_peft_copy_load_and_agree(sanctum_bin, good, tm
     r = load_with(sanctum_bin, good, peft)
     assert r.returncode == 0, r.stderr
     assert np.array_equal(np.load(peft / "out.npy"), mlx)
+
+
+def test_peft_all_linear_targets_every_linear(sanctum_bin, good, tmp_path):
+    r = load_with(sanctum_bin, good, good / "adapter")
+    assert r.returncode == 0, r.stderr
+    peft = copy_of(good, tmp_path)
+    to_peft(peft)
+    edit_config(peft, lambda c: c.update(target_modules="all-linear"))
+    r = load_with(sanctum_bin, good, peft)
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(peft / "out.npy"), np.load(good / "adapter" / "out.npy"))

@@ -141,7 +141,9 @@ void parse_peft(const json& config, const std::string& path, AdapterConfig& c) {
         field(path, "exclude_modules") + " is not supported; list the wanted modules in target_modules instead");
   auto tm = config.find("target_modules");
   check(tm != config.end() && !tm->is_null(), ErrorKind::invalid_input, field(path, "target_modules") + " is missing");
-  if (tm->is_string()) {
+  if (tm->is_string() && tm->get<std::string>() == "all-linear") {
+    c.all_linear = true;
+  } else if (tm->is_string()) {
     c.target_regex = tm->get<std::string>();
     compile(*c.target_regex, path, "target_modules");
   } else {
@@ -213,7 +215,9 @@ bool AdapterConfig::targets(const std::string& module, int n_layers, std::string
     return true;
   }
   bool found = false;
-  if (target_regex) {
+  if (all_linear) {
+    found = !module.ends_with("lm_head");
+  } else if (target_regex) {
     found = full_match(module, *target_regex, path, "target_modules");
   } else {
     for (const std::string& t : target_modules) found = found || module == t || (module.size() > t.size() && module.ends_with("." + t));

@@ -31,6 +31,7 @@ struct AdapterConfig {
   bool rslora = false;
   std::vector<std::string> target_modules;  // names matched as suffixes ...
   std::optional<std::string> target_regex;  // ... or one regular expression over the full module path
+  bool all_linear = false;                  // "all-linear": every linear but the output layer
   std::map<std::string, int> rank_pattern;
   std::map<std::string, float> alpha_pattern;
   std::vector<int> layers_to_transform;  // empty: every layer
