@@ -45,7 +45,8 @@ void write_checkpoint(const fs::path& dir) {
 // mlx-lm stores A as (in 4, r 2) and B as (r 2, out 3).
 void write_mlx_adapter(const fs::path& dir, const std::string& module = "model.layers.0.self_attn.q_proj") {
   fs::create_directories(dir);
-  write_bytes(dir / "adapters.safetensors", make_safetensors({f32(module + ".lora_a", {4, 2}, 0.5f), f32(module + ".lora_b", {2, 3}, -0.25f)}));
+  write_bytes(dir / "adapters.safetensors",
+              make_safetensors({f32(module + ".lora_a", {4, 2}, 0.5f), f32(module + ".lora_b", {2, 3}, -0.25f)}));
   write_text(dir / "adapter_config.json",
              R"({"fine_tune_type": "lora", "num_layers": 1, "lora_parameters": {"rank": 2, "scale": 3.0, "dropout": 0.1}})");
 }
@@ -135,7 +136,9 @@ struct VerifiedAdapter : ::testing::Test {
     manifest = d.file("adapter.sha256");
     security::write_file(manifest, security::generate_manifest(adapter.string()).text, 0644, security::WriteMode::replace);
   }
-  security::VerifyReport verify() { return security::verify_model_against_manifest(adapter.string(), manifest, std::nullopt, std::nullopt); }
+  security::VerifyReport verify() {
+    return security::verify_model_against_manifest(adapter.string(), manifest, std::nullopt, std::nullopt);
+  }
 };
 
 TEST_F(VerifiedAdapter, manifest_lists_the_config_and_weights_and_the_verified_load_reads_them) {
@@ -149,8 +152,8 @@ TEST_F(VerifiedAdapter, a_weights_file_swapped_after_the_check_is_refused_by_nam
   const security::VerifyReport r = verify();
   const fs::path other = d.path / "other";
   write_mlx_adapter(other);
-  write_bytes(other / "adapters.safetensors",
-              make_safetensors({f32("model.layers.0.self_attn.q_proj.lora_a", {4, 2}, 9.0f), f32("model.layers.0.self_attn.q_proj.lora_b", {2, 3}, 9.0f)}));
+  write_bytes(other / "adapters.safetensors", make_safetensors({f32("model.layers.0.self_attn.q_proj.lora_a", {4, 2}, 9.0f),
+                                                                f32("model.layers.0.self_attn.q_proj.lora_b", {2, 3}, 9.0f)}));
   fs::rename(other / "adapters.safetensors", adapter / "adapters.safetensors");
   try {
     LoraAdapter::load(adapter.string(), &r.pinned);
