@@ -126,6 +126,19 @@ TEST(LoraAdapter, a_second_adapter_on_one_checkpoint_is_refused) {
   EXPECT_THROW(ckpt.attach_adapter(LoraAdapter::load((d.path / "adapter").string())), Error);
 }
 
+TEST(LoraAdapter, targets_land_on_the_other_checkpoint_flavour_of_the_same_module) {
+  TempDir d;
+  // Trained on mlx-community names, applied to a Hugging Face-named VL checkpoint (and its vision tower
+  // and MTP layers, which share the suffixes, are not candidates).
+  write_mlx_adapter(d.path / "adapter", "language_model.model.layers.0.self_attn.q_proj");
+  auto adapter = LoraAdapter::load((d.path / "adapter").string());
+  const std::vector<std::string> names = {"model.language_model.layers.0.self_attn.q_proj.weight", "mtp.layers.0.self_attn.q_proj.weight",
+                                          "model.visual.layers.0.self_attn.q_proj.weight", "lm_head.weight"};
+  const AdapterPlacement placed = place_adapter(*adapter, names, "ckpt");
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed.begin()->first, "model.language_model.layers.0.self_attn.q_proj");
+}
+
 struct VerifiedAdapter : ::testing::Test {
   TempDir d;
   fs::path adapter;
