@@ -32,8 +32,8 @@ Tensor to_f32(const Tensor& t, const std::string& where, bool transpose) {
   float* dst = out.data<float>();
   for (int64_t i = 0; i < n; ++i) {
     const float v = load_as_f32(t.data<void>(), t.dtype(), i);
-    check(std::isfinite(v), ErrorKind::invalid_input,
-          where + ": element " + std::to_string(i) + " is not finite (" + std::to_string(v) + ")");
+    if (!std::isfinite(v))
+      fail(ErrorKind::invalid_input, where + ": element " + std::to_string(i) + " is not finite (" + std::to_string(v) + ")");
     if (transpose) dst[(i % t.dim(1)) * t.dim(0) + i / t.dim(1)] = v;
     else dst[i] = v;
   }

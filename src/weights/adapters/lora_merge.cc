@@ -29,6 +29,31 @@ void store(void* data, DType dtype, int64_t i, float v) {
   }
 }
 
+// Span forms with the dtype switch outside the loop: a merge touches every element of a weight.
+void round_span(float* x, int64_t n, DType dtype) {
+  if (dtype == DType::bf16)
+    for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  else if (dtype == DType::f16)
+    for (int64_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
+}
+
+void add_span(const void* src, DType dtype, int64_t n, float* x) {
+  if (dtype == DType::f32)
+    for (int64_t i = 0; i < n; ++i) x[i] += static_cast<const float*>(src)[i];
+  else if (dtype == DType::bf16)
+    for (int64_t i = 0; i < n; ++i) x[i] += bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) x[i] += f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+}
+
+void store_span(const float* x, int64_t n, DType dtype, void* dst) {
+  if (dtype == DType::f32) std::copy(x, x + n, static_cast<float*>(dst));
+  else if (dtype == DType::bf16)
+    for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(x[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(x[i]);
+}
+
 void check_shape(bool ok, const LoraTarget& t, const std::string& what, const std::string& got) {
   check(ok, ErrorKind::invalid_input,
         what + " is " + got + ", but " + t.file + " tensors '" + t.a_name + "' / '" + t.b_name + "' are for (" +
@@ -86,12 +111,13 @@ Tensor merge_dense(const Tensor& w, const LoraTarget& t, const std::string& what
       // As mlx-lm's fuse: the delta rounded to the weight's dtype, then the sum (one rounding more than
       // exact, so the merged weight is the fused model's bit for bit).
       const DType wd = w.dtype();
-      for (int64_t i = 0; i < (r1 - r0) * cols; ++i) {
-        float& x = v[static_cast<size_t>(i)];
-        x = round_to(load_as_f32(w.data<void>(), wd, base + i) + round_to(x, wd), wd);
-      }
+      const int64_t n = (r1 - r0) * cols;
+      const size_t at = static_cast<size_t>(base) * dtype_size(wd);
+      round_span(v.data(), n, wd);
+      add_span(static_cast<const char*>(w.data<void>()) + at, wd, n, v.data());
+      round_span(v.data(), n, wd);
       dora_scale_rows(t, r0, r1, cols, v.data(), wd);
-      for (int64_t i = 0; i < (r1 - r0) * cols; ++i) store(out.data<void>(), w.dtype(), base + i, v[static_cast<size_t>(i)]);
+      store_span(v.data(), n, wd, static_cast<char*>(out.data<void>()) + at);
     }
   });
   return out;
@@ -138,7 +164,9 @@ QuantizedWeight merge_quantized(const QuantizedWeight& w, int bits, int group_si
                               static_cast<const char*>(w.biases.data<void>()) + at * groups * ss, sd, cols, bits, group_size, row.data());
         float* d = v + (r - r0) * cols;
         // mlx-lm's fuse: the dequantized weight and the delta each in the scales' dtype, then their sum.
-        for (int64_t c = 0; c < cols; ++c) d[c] = round_to(row[static_cast<size_t>(c)] + round_to(d[c], sd), sd);
+        round_span(d, cols, sd);
+        for (int64_t c = 0; c < cols; ++c) d[c] += row[static_cast<size_t>(c)];
+        round_span(d, cols, sd);
       }
       dora_scale_rows(t, r0, r1, cols, v, sd);
       for (int64_t r = r0; r < r1; ++r) {
@@ -192,11 +220,17 @@ void affine_dequantize_row(const uint32_t* packed, const void* scales, const voi
                            int group_size, float* out) {
   const int per_word = 32 / bits;
   const uint32_t mask = (1u << bits) - 1;
-  for (int64_t c = 0; c < cols; ++c) {
-    const uint32_t q = (packed[c / per_word] >> ((c % per_word) * bits)) & mask;
-    const int64_t g = c / group_size;
+  for (int64_t g = 0; g < cols / group_size; ++g) {
+    const float scale = load_as_f32(scales, dtype, g), bias = load_as_f32(biases, dtype, g);
+    float* o = out + g * group_size;
+    for (int64_t j = 0; j < group_size; ++j) {
+      const int64_t c = g * group_size + j;
+      o[j] = scale * static_cast<float>((packed[c / per_word] >> ((c % per_word) * bits)) & mask);
+    }
     // mlx computes in the scales' dtype: the product is rounded to it before the bias is added.
-    out[c] = round_to(round_to(load_as_f32(scales, dtype, g) * static_cast<float>(q), dtype) + load_as_f32(biases, dtype, g), dtype);
+    round_span(o, group_size, dtype);
+    for (int64_t j = 0; j < group_size; ++j) o[j] += bias;
+    round_span(o, group_size, dtype);
   }
 }
 
