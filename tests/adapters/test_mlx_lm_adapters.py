@@ -22,7 +22,7 @@ import pytest
 
 import mlx_adapters
 import tiny_models
-from parity_common import prompt_of, sanctum_greedy, sanctum_logits
+from parity_common import DEVICE_ARGS, prompt_of, sanctum_greedy, sanctum_logits
 
 PROMPT = prompt_of(7, 512, seed=123)
 GREEDY = 24
@@ -99,7 +99,7 @@ def test_merged_adapter_matches_mlx_lm(sanctum_bin, built, tmp_path, name):
 
 def sanctum_greedy_with(sanctum_bin, base, adapter):
     r = subprocess.run([sanctum_bin, "generate", "--model", str(base), "--adapter", str(adapter), "--prompt-ids",
-                        ",".join(map(str, PROMPT)), "--max-tokens", str(GREEDY), "--temperature", "0", "--ignore-eos"],
+                        ",".join(map(str, PROMPT)), "--max-tokens", str(GREEDY), "--temperature", "0", "--ignore-eos", *DEVICE_ARGS],
                        check=True, capture_output=True, text=True, timeout=120)
     return [int(t) for t in r.stdout.strip().split(",")]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from parity_common import sanctum_logits
+from parity_common import DEVICE_ARGS, sanctum_logits
 
 FIXTURES = Path(__file__).resolve().parent.parent / "data" / "peft_adapters"
 CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "expected.json").exists())
@@ -45,6 +45,6 @@ def test_greedy_matches_transformers_with_peft(sanctum_bin, case):
     expected = json.loads((d / "expected.json").read_text())
     prompt, tokens = expected["prompts"]["7"], expected["greedy"]["7"]
     r = subprocess.run([sanctum_bin, "generate", "--model", str(d / "base"), "--adapter", str(d / "adapter"), "--prompt-ids",
-                        ",".join(map(str, prompt)), "--max-tokens", str(len(tokens)), "--temperature", "0", "--ignore-eos"],
+                        ",".join(map(str, prompt)), "--max-tokens", str(len(tokens)), "--temperature", "0", "--ignore-eos", *DEVICE_ARGS],
                        check=True, capture_output=True, text=True, timeout=120)
     assert [int(t) for t in r.stdout.strip().split(",")] == tokens
