@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "cli/adapter_flags.h"
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/device_flags.h"
@@ -29,7 +30,8 @@ namespace {
 const char* kUsage =
     "usage: sanctum bench --model DIR [--pp N ...] [--prefill-chunk N] [--tg N] [--decode-context N] [--repetitions R]\n"
     "                     [--threads N] [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
-    "                     [--memory-bandwidth] [--host-logits] [--json]\n"
+    "                     [--memory-bandwidth] [--host-logits] [--json] [--adapter DIR]\n"
+    "  --adapter          merges a LoRA / DoRA adapter (mlx-lm or PEFT format) into the weights at load.\n"
     "  --prefill-chunk    prompt tokens per forward (default: the model's, 512 on the CPU, 4096 on a GPU).\n"
     "  --host-logits      decode copies each step's logits row to the host, even where generation picks\n"
     "                     tokens on the device (a GPU: there a greedy pick runs and only its id comes back).\n"
@@ -127,7 +129,7 @@ double time_decode(Model& model, const std::vector<int32_t>& context, const std:
 int run_bench(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "pp", "prefill-chunk", "tg", "decode-context", "repetitions", "threads", "matmul-precision", kDeviceFlag, kTuneFlag,
-             kGpuMemoryLimitFlag},
+             kGpuMemoryLimitFlag, kAdapterFlag},
             {"json", "help", "memory-bandwidth", "host-logits"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -149,7 +151,7 @@ int run_bench(int argc, char** argv) {
   const int64_t decode_context = args.get_int("decode-context", 0);
 
   double t_load = now();
-  auto model = load_model(*args.get("model"), device, tuning_from_flags(args));
+  auto model = load_model(*args.get("model"), device, tuning_from_flags(args), nullptr, adapter_from_flags(args));
   t_load = now() - t_load;
   const int64_t vocab = model->vocab_size();
   const bool picks_on_device = model->picks_on_device() && !args.has("host-logits");  // decode as generation runs it

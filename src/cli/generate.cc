@@ -9,6 +9,7 @@
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
 #include "chat/prompt_builder.h"
+#include "cli/adapter_flags.h"
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/device_flags.h"
@@ -29,12 +30,13 @@ const char* kUsage =
     "                        [--top-k K] [--min-p P] [--repetition-penalty R] [--seed S] [--ignore-eos]\n"
     "                        [--no-pld] [--pld-always] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N]\n"
     "                        [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
-    "                        [--threads N] [--timing] [--parallel N]\n"
+    "                        [--threads N] [--timing] [--parallel N] [--adapter DIR]\n"
     "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line;\n"
     "                                                              line i samples with seed + i)\n"
     "Token-id input prints the generated ids, comma-separated, one stdout line per prompt; --prompt (raw\n"
     "text) and --chat (one user message through the model's chat template) print the generated text.\n"
-    "Without --model the embedded default model is used.\n"
+    "Without --model the embedded default model is used. --adapter merges a LoRA / DoRA adapter (mlx-lm\n"
+    "or PEFT format) into the model's weights at load.\n"
     "Prompt-lookup speculation is on unless --no-pld, drafting only while its measured cost pays\n"
     "(--pld-always drafts at every step).\n"
     "--prompt-cache-mb N shares a prompt cache among the prompts of a --prompts-file; on hybrid models\n"
@@ -65,7 +67,8 @@ int run_generate(int argc, char** argv) {
              "matmul-precision",
              kDeviceFlag,
              kGpuMemoryLimitFlag,
-             kTuneFlag},
+             kTuneFlag,
+             kAdapterFlag},
             {"ignore-eos", "timing", "help", "no-pld", "pld-always"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -106,8 +109,8 @@ int run_generate(int argc, char** argv) {
     std::istringstream lines(read_file(*args.get("prompts-file")));
     for (std::string line; std::getline(lines, line);)
       if (line.find_first_not_of(" \t\r") != std::string::npos) batch.push_back(parse_batch_line(line));
-    run_batched(load_model(model_dir, device, tuning_from_flags(args)), batch, params, static_cast<int>(parallel),
-                static_cast<size_t>(cache_mb) << 20, args.has("timing"));
+    run_batched(load_model(model_dir, device, tuning_from_flags(args), nullptr, adapter_from_flags(args)), batch, params,
+                static_cast<int>(parallel), static_cast<size_t>(cache_mb) << 20, args.has("timing"));
     return 0;
   }
 
@@ -128,7 +131,7 @@ int run_generate(int argc, char** argv) {
   }
   std::unique_ptr<PrefixCache> cache;  // shared by the prompts of a --prompts-file, in order
   if (cache_mb > 0) cache = std::make_unique<PrefixCache>(static_cast<size_t>(cache_mb) << 20);
-  auto model = load_model(model_dir, device, tuning_from_flags(args));
+  auto model = load_model(model_dir, device, tuning_from_flags(args), nullptr, adapter_from_flags(args));
   spec::SpeculationStats speculation_stats;  // learned across the prompts of this run
   params.speculation_stats = &speculation_stats;
   const uint64_t seed = params.sampling.seed;

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "cli/adapter_flags.h"
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/device_flags.h"
@@ -23,12 +24,14 @@ namespace {
 
 int run_logits(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "prompt-ids", "out", "split", "step", "threads", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag},
+            {"model", "prompt-ids", "out", "split", "step", "threads", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag,
+             kAdapterFlag},
             {"help"});
   if (args.has("help") || !args.has("model") || !args.has("prompt-ids") || !args.has("out")) {
     std::fputs(
         "usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K [--step S]] [--threads N]\n"
-        "                      [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n",
+        "                      [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
+        "                      [--adapter DIR]\n",
         args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
@@ -42,7 +45,7 @@ int run_logits(int argc, char** argv) {
   check(split >= 1 && split <= n, ErrorKind::invalid_argument, "--split must be in [1, number of prompt ids]");
   check(step >= 1, ErrorKind::invalid_argument, "--step must be >= 1");
 
-  auto model = load_model(*args.get("model"), device, tuning_from_flags(args));
+  auto model = load_model(*args.get("model"), device, tuning_from_flags(args), nullptr, adapter_from_flags(args));
   const int64_t vocab = model->vocab_size();
   for (int32_t id : prompt) check(id < vocab, ErrorKind::invalid_argument, "token id " + std::to_string(id) + " is outside the vocabulary");
   SequenceState state = model->new_state();

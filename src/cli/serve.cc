@@ -33,6 +33,8 @@ const char* kUsage =
     "                     [--max-image-pixels N] [--max-images-per-request N] [--allow-image-urls]\n"
     "                     [--gpu-memory-limit-mb N] [--tune KEY=VALUE,...] [--tool-parser NAME|none]\n"
     "                     [--manifest M [--manifest-sig S] [--manifest-pubkey P]]\n"
+    "                     [--adapter [NAME=]ADAPTER_DIR ...] [--adapter-manifest M [--adapter-manifest-sig S]\n"
+    "                      [--adapter-manifest-pubkey P]]\n"
     "                     [--tls-cert C --tls-key K --tls-client-ca CA [--tls-crl CRL] [--tls-host ADDR ...]\n"
     "                      [--tls-port N] [--no-plain]] [--auth-token-file F [--auth-loopback-bypass]]\n"
     "                     [--no-ui]\n"
@@ -65,6 +67,11 @@ const char* kUsage =
     "--manifest (one per --model, in order) verifies the model directory before any weight is read or\n"
     "socket bound: the Ed25519 signature (--manifest-sig, default M.sig, checked with --manifest-pubkey,\n"
     "one key for all or one per manifest), then every file's SHA-256; any failure exits non-zero.\n"
+    "--adapter NAME=DIR merges a LoRA / DoRA adapter (mlx-lm adapters.safetensors or PEFT\n"
+    "adapter_model.safetensors, with adapter_config.json) into the model named NAME as it loads; one per\n"
+    "model (a bare DIR when there is one --model). --adapter-manifest (one per --adapter, in order; with\n"
+    "--adapter-manifest-sig / --adapter-manifest-pubkey as for --manifest) verifies the adapter directory\n"
+    "the same way before bind, and the merge reads the files it hashed.\n"
     "--tls-* adds an mTLS listener (default 127.0.0.1:8443; client certificates from --tls-client-ca are\n"
     "required, their CN is logged as the request's identity; SIGHUP reloads certificates and CRL);\n"
     "--no-plain drops the plain listener. --auth-token-file (mode 0600) requires Authorization: Bearer\n"
@@ -76,44 +83,107 @@ const char* kUsage =
     "hermes (JSON in <tool_call>), mistral ([TOOL_CALLS]) or none (requests with tools get a 400); by\n"
     "default each model's is detected from its chat template and vocabulary.\n";
 
-// One "manifest_verify" check per --manifest, paired in order with --model.
-std::vector<server::PreBindCheck> manifest_checks(const Args& args, std::vector<server::ModelSpec>& models) {
-  const std::vector<std::string> manifests = args.get_all("manifest");
-  const std::vector<std::string> sigs = args.get_all("manifest-sig");
-  const std::vector<std::string> keys = args.get_all("manifest-pubkey");
+// The check that verifies `dir` against `manifest` before bind and hands the files it hashed, still
+// open, to the load through `verified`.
+server::PreBindCheck manifest_check(const std::string& phase, const std::string& dir, const std::string& manifest,
+                                    const std::optional<std::string>& sig, const std::optional<std::string>& key, const std::string& model,
+                                    std::shared_ptr<PinnedFiles> verified) {
+  return {phase, [phase, dir, manifest, sig, key, model, verified] {
+            security::VerifyReport r = security::verify_model_against_manifest(dir, manifest, sig, key);
+            *verified = std::move(r.pinned);
+            char rate[32];
+            std::snprintf(rate, sizeof rate, "%.2f", r.gb_per_s());
+            log::info(phase == "manifest_verify" ? "manifest verified" : "adapter manifest verified",
+                      {{"model", model},
+                       {"dir", dir},
+                       {"manifest", manifest},
+                       {"signature", r.signature_checked ? r.key_fingerprint : "unsigned"},
+                       {"files", std::to_string(r.files)},
+                       {"bytes", std::to_string(r.bytes)},
+                       {"threads", std::to_string(r.threads)},
+                       {"gb_per_s", rate}});
+            if (!r.signature_checked)
+              log::warn(phase == "manifest_verify" ? "manifest is not signature-checked (no --manifest-pubkey)"
+                                                   : "adapter manifest is not signature-checked (no --adapter-manifest-pubkey)",
+                        {{"manifest", manifest}});
+          }};
+}
+
+// One check per manifest flag (`flag`, with `flag`-sig and `flag`-pubkey), paired in order with
+// `dirs` (the models, or the adapters); `slots` receive the pinned files.
+std::vector<server::PreBindCheck> manifest_checks(const Args& args, const std::string& flag, const std::string& phase,
+                                                  const std::vector<std::pair<std::string, std::string>>& dirs,  // (model, dir)
+                                                  const std::vector<std::shared_ptr<PinnedFiles>*>& slots, const std::string& what) {
+  const std::vector<std::string> manifests = args.get_all(flag);
+  const std::vector<std::string> sigs = args.get_all(flag + "-sig");
+  const std::vector<std::string> keys = args.get_all(flag + "-pubkey");
   std::vector<server::PreBindCheck> checks;
   if (manifests.empty()) {
-    check(sigs.empty() && keys.empty(), ErrorKind::invalid_argument, "--manifest-sig / --manifest-pubkey need --manifest");
+    check(sigs.empty() && keys.empty(), ErrorKind::invalid_argument, "--" + flag + "-sig / --" + flag + "-pubkey need --" + flag);
     return checks;
   }
-  check(manifests.size() == models.size(), ErrorKind::invalid_argument,
-        "give one --manifest per --model (in the same order): " + std::to_string(models.size()) + " models, " +
+  check(manifests.size() == dirs.size(), ErrorKind::invalid_argument,
+        "give one --" + flag + " per --" + what + " (in the same order): " + std::to_string(dirs.size()) + " " + what + "s, " +
             std::to_string(manifests.size()) + " manifests");
-  check(sigs.empty() || sigs.size() == manifests.size(), ErrorKind::invalid_argument, "give one --manifest-sig per --manifest");
+  check(sigs.empty() || sigs.size() == manifests.size(), ErrorKind::invalid_argument, "give one --" + flag + "-sig per --" + flag);
   check(keys.size() <= 1 || keys.size() == manifests.size(), ErrorKind::invalid_argument,
-        "give one --manifest-pubkey for all manifests or one per --manifest");
+        "give one --" + flag + "-pubkey for all manifests or one per --" + flag);
   for (size_t i = 0; i < manifests.size(); ++i) {
-    const std::string dir = models[i].dir, manifest = manifests[i], model = models[i].id;
     const std::optional<std::string> sig = sigs.empty() ? std::nullopt : std::optional<std::string>(sigs[i]);
     const std::optional<std::string> key = keys.empty() ? std::nullopt : std::optional<std::string>(keys.size() == 1 ? keys[0] : keys[i]);
-    // The check hands the files it hashed, still open, to the model's load through this slot.
-    models[i].verified = std::make_shared<PinnedFiles>();
-    checks.push_back({"manifest_verify", [dir, manifest, sig, key, model, verified = models[i].verified] {
-                        security::VerifyReport r = security::verify_model_against_manifest(dir, manifest, sig, key);
-                        *verified = std::move(r.pinned);
-                        char rate[32];
-                        std::snprintf(rate, sizeof rate, "%.2f", r.gb_per_s());
-                        log::info("manifest verified", {{"model", model},
-                                                        {"manifest", manifest},
-                                                        {"signature", r.signature_checked ? r.key_fingerprint : "unsigned"},
-                                                        {"files", std::to_string(r.files)},
-                                                        {"bytes", std::to_string(r.bytes)},
-                                                        {"threads", std::to_string(r.threads)},
-                                                        {"gb_per_s", rate}});
-                        if (!r.signature_checked)
-                          log::warn("manifest is not signature-checked (no --manifest-pubkey)", {{"manifest", manifest}});
-                      }});
+    *slots[i] = std::make_shared<PinnedFiles>();
+    checks.push_back(manifest_check(phase, dirs[i].second, manifests[i], sig, key, dirs[i].first, *slots[i]));
   }
+  return checks;
+}
+
+// --adapter NAME=DIR (or DIR when there is one model): the adapter merged into the model named NAME
+// at load. One per model: stacking two adapters on one model is refused. Returns the models' indices
+// in --adapter order, which --adapter-manifest follows.
+std::vector<size_t> attach_adapters(const Args& args, std::vector<server::ModelSpec>& models) {
+  std::vector<size_t> order;
+  for (const std::string& a : args.get_all("adapter")) {
+    const size_t eq = a.find('=');
+    std::string name, dir = a;
+    if (eq != std::string::npos && eq > 0) {
+      name = a.substr(0, eq);
+      dir = a.substr(eq + 1);
+    } else {
+      check(models.size() == 1, ErrorKind::invalid_argument,
+            "--adapter " + a + ": with several --model, name the one it applies to: --adapter NAME=ADAPTER_DIR");
+      name = models[0].id;
+    }
+    check(!dir.empty(), ErrorKind::invalid_argument, "--adapter " + a + ": expected NAME=ADAPTER_DIR");
+    std::string names;
+    size_t i = 0;
+    for (; i < models.size() && models[i].id != name; ++i) names += (names.empty() ? "" : ", ") + models[i].id;
+    check(i < models.size(), ErrorKind::invalid_argument,
+          "--adapter " + a + ": no --model is named '" + name + "' (models: " + names + ")");
+    check(models[i].adapter_dir.empty(), ErrorKind::invalid_argument,
+          "--adapter " + a + ": model '" + name + "' already has the adapter " + models[i].adapter_dir +
+              "; one adapter per model (to serve both, give the model twice under two names)");
+    models[i].adapter_dir = dir;
+    order.push_back(i);
+  }
+  return order;
+}
+
+// --manifest (one per --model) and --adapter-manifest (one per --adapter), each paired in order.
+std::vector<server::PreBindCheck> manifest_checks(const Args& args, std::vector<server::ModelSpec>& models,
+                                                  const std::vector<size_t>& adapter_order) {
+  std::vector<std::pair<std::string, std::string>> model_dirs, adapter_dirs;
+  std::vector<std::shared_ptr<PinnedFiles>*> model_slots, adapter_slots;
+  for (server::ModelSpec& m : models) {
+    model_dirs.emplace_back(m.id, m.dir);
+    model_slots.push_back(&m.verified);
+  }
+  for (size_t i : adapter_order) {
+    adapter_dirs.emplace_back(models[i].id, models[i].adapter_dir);
+    adapter_slots.push_back(&models[i].adapter_verified);
+  }
+  std::vector<server::PreBindCheck> checks = manifest_checks(args, "manifest", "manifest_verify", model_dirs, model_slots, "model");
+  for (auto& c : manifest_checks(args, "adapter-manifest", "adapter_manifest_verify", adapter_dirs, adapter_slots, "adapter"))
+    checks.push_back(std::move(c));
   return checks;
 }
 
@@ -151,7 +221,8 @@ int run_serve(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "host", "port", "max-queue", "max-seqs", "max-batch-tokens", "kv-cache-mb", "memory-limit-mb", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
-             "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "tls-cert",
+             "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "adapter", "adapter-manifest",
+             "adapter-manifest-sig", "adapter-manifest-pubkey", "tls-cert",
              "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kDeviceFlag, kTuneFlag,
              kGpuMemoryLimitFlag, "tool-parser", "max-image-pixels", "max-images-per-request"},
             {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass", "no-ui", "allow-image-urls"});
@@ -222,7 +293,8 @@ int run_serve(int argc, char** argv) {
   std::vector<server::ModelSpec> models;
   for (const std::string& m : args.get_all("model")) models.push_back(server::parse_model_spec(m));
   if (models.empty()) models.push_back(server::parse_model_spec("default=" + default_model_dir()));  // the embedded model
-  std::vector<server::PreBindCheck> checks = manifest_checks(args, models);
+  const std::vector<size_t> adapters = attach_adapters(args, models);
+  std::vector<server::PreBindCheck> checks = manifest_checks(args, models, adapters);
   server::ListenerSecurity security = listener_security(args);
   return server::run_server(opt, models, checks, std::move(security));
 }

@@ -18,6 +18,8 @@
 
 namespace sanctum {
 
+class LoraAdapter;
+
 enum class LogitsFor { last, all, none };
 
 // One sequence's part of a batched forward: its tokens (positions state->length() ..) and the logits
@@ -169,8 +171,9 @@ class Model {
 // and state on `device` (forward's logits always come back to the host; forward_pick's ids too), with
 // the optimizations `tuning` leaves on. Throws sanctum::Error (unsupported model_type names the ones
 // that load; cuda without a GPU says why). With `verified` (a manifest check's VerifyReport::pinned)
-// the weights are mapped from the files the check hashed.
+// the weights are mapped from the files the check hashed. With `adapter` (LoraAdapter::load) its
+// LoRA / DoRA deltas are merged into the weights as they load (Checkpoint::attach_adapter).
 std::unique_ptr<Model> load_model(const std::string& dir, Device device = Device::cpu, const Tuning& tuning = Tuning{},
-                                  const PinnedFiles* verified = nullptr);
+                                  const PinnedFiles* verified = nullptr, std::shared_ptr<const LoraAdapter> adapter = nullptr);
 
 }  // namespace sanctum

@@ -24,7 +24,8 @@ std::string supported_model_types() {
   return s;
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, Device device, const Tuning& tuning, const PinnedFiles* verified) {
+std::unique_ptr<Model> load_model(const std::string& dir, Device device, const Tuning& tuning, const PinnedFiles* verified,
+                                  std::shared_ptr<const LoraAdapter> adapter) {
   if (device == Device::cuda)
     check(device_memory::cuda_available(), ErrorKind::unsupported, "--device cuda: " + device_memory::cuda_unavailable_reason());
   ModelConfig config = load_model_config(dir);
@@ -36,6 +37,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, Device device, const T
     config.checkpoint_bytes = checkpoint.file_bytes();
     checkpoint.set_device(device);
     checkpoint.set_tuning(tuning);
+    if (adapter) checkpoint.attach_adapter(std::move(adapter));
     auto model = a.make(std::move(config), checkpoint);
     checkpoint.check_all_used();
     return model;

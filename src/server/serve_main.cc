@@ -16,6 +16,7 @@
 #include "ops/precision.h"
 #include "server/listener.h"
 #include "server/process_lifecycle.h"
+#include "weights/adapters/lora_adapter.h"
 
 namespace sanctum::server {
 
@@ -55,8 +56,14 @@ LoadedModel load_served_model(const ModelSpec& spec, const ServerOptions& option
   m->dir = spec.dir;
   m->created = static_cast<int64_t>(std::time(nullptr));
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(spec.dir));
-  std::unique_ptr<Model> model = load_model(spec.dir, options.device, options.tuning, spec.verified.get());
+  std::shared_ptr<const LoraAdapter> adapter;
+  if (!spec.adapter_dir.empty()) adapter = LoraAdapter::load(spec.adapter_dir, spec.adapter_verified.get());
+  std::unique_ptr<Model> model = load_model(spec.dir, options.device, options.tuning, spec.verified.get(), adapter);
   if (spec.verified) spec.verified->clear();  // the weights are mapped: their descriptors can go
+  if (spec.adapter_verified) spec.adapter_verified->clear();
+  if (adapter)
+    log::info("adapter merged",
+              {{"model", spec.id}, {"adapter", spec.adapter_dir}, {"modules", std::to_string(adapter->targets().size())}});
   const ModelConfig& cfg = model->config();
   check(static_cast<int64_t>(m->tokenizer->vocab_size()) <= cfg.vocab_size, ErrorKind::invalid_input,
         spec.dir + ": the tokenizer has " + std::to_string(m->tokenizer->vocab_size()) + " tokens but the model's vocab_size is " +

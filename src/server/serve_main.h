@@ -20,6 +20,10 @@ struct ModelSpec {
   std::string dir;
   // Filled by the model's manifest check, emptied by its load, which maps only these files.
   std::shared_ptr<PinnedFiles> verified;
+  // A LoRA / DoRA adapter merged into the weights at load (--adapter NAME=DIR), or empty; with an
+  // adapter manifest, the files its check pinned, read by the adapter's load alone.
+  std::string adapter_dir;
+  std::shared_ptr<PinnedFiles> adapter_verified;
 };
 
 // "NAME=DIR" or "DIR" (the name is then the directory's last component).

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "weights/adapters/lora_merge.h"
 
 namespace fs = std::filesystem;
 
@@ -134,10 +135,56 @@ std::string Checkpoint::file_of(const std::string& name) const {
   return files_[it->second.first]->path();
 }
 
-Tensor Checkpoint::tensor(const std::string& name) {
+Tensor Checkpoint::view(const std::string& name) const {
   entry(name);  // throws not_found
   const auto& [fi, ei] = index_.at(name);
-  Tensor t = files_[fi]->view(ei);
+  return files_[fi]->view(ei);
+}
+
+void Checkpoint::attach_adapter(std::shared_ptr<const LoraAdapter> adapter) {
+  if (adapter_)
+    fail(ErrorKind::invalid_argument,
+         dir_ + ": one adapter per model: merge " + adapter_->dir() + " and " + adapter->dir() + " into one, or load them as two models");
+  placement_ = place_adapter(*adapter, names(), dir_);
+  adapter_ = std::move(adapter);
+}
+
+Tensor Checkpoint::merged(const std::string& name) {
+  if (!adapter_) return {};
+  const size_t dot = name.find_last_of('.');
+  if (dot == std::string::npos) return {};
+  const std::string prefix = name.substr(0, dot), piece = name.substr(dot + 1);
+  auto target = placement_.find(prefix);
+  if (target == placement_.end() || (piece != "weight" && piece != "scales" && piece != "biases")) return {};
+  if (!merged_.count(prefix + ".weight")) {
+    const LoraTarget& t = *target->second;
+    const std::string what = file_of(prefix + ".weight") + ": tensor '" + prefix + ".weight'";
+    if (has(prefix + ".scales")) {
+      QuantizedWeight q{view(prefix + ".weight"), view(prefix + ".scales"), has(prefix + ".biases") ? view(prefix + ".biases") : Tensor{}};
+      check(static_cast<bool>(q.biases), ErrorKind::not_found,
+            dir_ + ": tensor '" + prefix + ".biases' not found (MLX affine quantization stores scales and biases)");
+      // Bits and group size from the packed shapes: (…, in * bits / 32) codes, (…, in / group) scales.
+      const int64_t words = q.data.dim(-1), groups = q.scales.dim(-1);
+      const bool ok = t.in > 0 && (words * 32) % t.in == 0 && groups > 0 && t.in % groups == 0;
+      const int bits = ok ? static_cast<int>(words * 32 / t.in) : 0;
+      check(ok && (bits == 4 || bits == 8), ErrorKind::invalid_input,
+            what + " is " + q.data.shape_string() + ": not 4- or 8-bit codes for the " + std::to_string(t.in) + " inputs adapter tensor '" +
+                t.a_name + "' expects");
+      QuantizedWeight m = merge_quantized(q, bits, static_cast<int>(t.in / groups), t, what);
+      merged_[prefix + ".weight"] = m.data;
+      merged_[prefix + ".scales"] = m.scales;
+      merged_[prefix + ".biases"] = m.biases;
+    } else {
+      merged_[prefix + ".weight"] = merge_dense(view(prefix + ".weight"), t, what);
+    }
+  }
+  auto it = merged_.find(name);
+  return it == merged_.end() ? Tensor{} : it->second;
+}
+
+Tensor Checkpoint::tensor(const std::string& name) {
+  Tensor t = merged(name);
+  if (!t) t = view(name);
   used_.insert(name);
   if (device_ == Device::cpu) return t;
   auto [it, fresh] = uploaded_.try_emplace(name);
@@ -255,6 +302,11 @@ std::vector<std::string> Checkpoint::unused() const {
 }
 
 void Checkpoint::check_all_used() const {
+  for (const auto& [prefix, target] : placement_) {
+    check(used_.count(prefix + ".weight") != 0, ErrorKind::invalid_input,
+          adapter_->weights_path() + ": tensor '" + target->a_name + "' adapts '" + prefix + "' of " + dir_ +
+              ", which this model does not use");
+  }
   const auto extra = unused();
   if (extra.empty()) return;
   std::string list;

@@ -13,6 +13,8 @@
 #include "base/tuning.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
+#include "weights/adapters/adapter_targets.h"
+#include "weights/adapters/lora_adapter.h"
 #include "weights/quant_config.h"
 #include "weights/safetensors.h"
 
@@ -47,6 +49,13 @@ class Checkpoint {
   // last reference rather than kept until the checkpoint closes.
   void release_upload(const std::string& name) { uploaded_.erase(name); }
 
+  // Folds `adapter` into the weights this checkpoint hands out: its targets are placed on modules now
+  // (throws naming the adapter tensor when one has no module, see place_adapter), and from then on
+  // tensor() returns the merged `.weight` / `.scales` / `.biases` of those modules, owned copies
+  // instead of views (uploaded on a GPU), so linear(), experts() and the stacks built from them all
+  // carry the adapter. One adapter per checkpoint.
+  void attach_adapter(std::shared_ptr<const LoraAdapter> adapter);
+
   // The tensor `name`; marks it used. Throws not_found naming it (and the directory) if absent.
   Tensor tensor(const std::string& name);
   // The tensor `name` of any rank as a 1-D view of its elements on the host (entry() gives the
@@ -68,7 +77,8 @@ class Checkpoint {
   // Names present in the files but never requested, minus those under ignored prefixes.
   std::vector<std::string> unused() const;
   void ignore_prefix(const std::string& prefix) { ignored_prefixes_.push_back(prefix); }
-  // Throws invalid_input listing (up to 5) unexpected tensors if unused() is not empty.
+  // Throws invalid_input listing (up to 5) unexpected tensors if unused() is not empty, or naming an
+  // adapter target the model never read.
   void check_all_used() const;
 
   // Total bytes of all mapped files.
@@ -83,6 +93,13 @@ class Checkpoint {
   Device device_ = Device::cpu;
   Tuning tuning_;
   std::map<std::string, Tensor> uploaded_;
+  std::shared_ptr<const LoraAdapter> adapter_;
+  AdapterPlacement placement_;
+  std::map<std::string, Tensor> merged_;  // "X.weight" / "X.scales" / "X.biases" of adapted modules, host copies
+
+  Tensor view(const std::string& name) const;  // the mapped tensor, unmerged and not marked used
+  // The merged piece `name` when it belongs to an adapted module (merging that module on first use), else empty.
+  Tensor merged(const std::string& name);
 
   std::string file_of(const std::string& name) const;  // the shard holding name, for messages
 };
