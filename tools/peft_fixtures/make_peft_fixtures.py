@@ -10,7 +10,7 @@ reload base + adapter with PeftModel.from_pretrained, and write the unmerged ada
 fixed prompts and a greedy generation. The output is committed under tests/data/peft_adapters/.
 
 Needs torch, transformers and peft (CI has no torch); rerun with
-  /work/venv-torch/bin/python tools/peft_fixtures/make_peft_fixtures.py --out tests/data/peft_adapters
+  python tools/peft_fixtures/make_peft_fixtures.py --out tests/data/peft_adapters
 (or any Python with torch, transformers 5 and peft 0.18).
 """
 import argparse
