@@ -1,0 +1,166 @@
+// The packed f32 GEMM (see gemm_f32.h). Goto's loop nest: column blocks of C (kNC), reduction
+// blocks (kKC) whose B block is packed once and shared, then row blocks of A (kMC) packed per thread
+// and swept against each B panel by an outer-product micro-kernel of kMR rows x kNV vectors.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/gemm_f32.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "ops/cpu/convert-inl.h"
+
+#include <algorithm>
+
+#include "base/thread_pool.h"
+#include "hwy/aligned_allocator.h"
+#include "ops/cpu/gemm_f32.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace sanctum::ops::cpu {
+namespace HWY_NAMESPACE {
+
+// Accumulators: kMR x kNV vectors, plus kNV of B and one broadcast of A, within the register file.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kMR = 8, kNV = 3;
+#elif HWY_TARGET <= HWY_AVX2
+constexpr int kMR = 6, kNV = 2;
+#else
+constexpr int kMR = 4, kNV = 2;
+#endif
+constexpr int64_t kKC = 192;        // reduction block: a (kKC x kNV vectors) panel of B stays in L1
+constexpr int64_t kMC = 16 * kMR;   // rows of A per block: the packed block stays in L2
+constexpr int64_t kNC = 2048;       // columns of C per block: the packed B block stays in L3
+
+// A rows [0, mc) x reduction [0, kc) into tiles of kMR rows, element (r, p) of tile t at
+// dst[t * kMR * kc + p * kMR + r]; rows past mc are zero.
+void PackA(const float* HWY_RESTRICT a, int64_t lda, int64_t mc, int64_t kc, float* HWY_RESTRICT dst) {
+  for (int64_t t0 = 0; t0 < mc; t0 += kMR) {
+    float* d = dst + t0 * kc;
+    const int64_t rows = std::min<int64_t>(kMR, mc - t0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = a + (t0 + r) * lda;
+      for (int64_t p = 0; p < kc; ++p) d[p * kMR + r] = src[p];
+    }
+    for (int64_t r = rows; r < kMR; ++r)
+      for (int64_t p = 0; p < kc; ++p) d[p * kMR + r] = 0.0f;
+  }
+}
+
+// B reduction rows [p0, p0 + kc) x columns [j0, j0 + cols) as one panel of width w (a whole number
+// of vectors >= cols): element (p, j) at dst[p * w + j], columns past cols zero.
+void PackB(const GemmB& B, int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t w, float* HWY_RESTRICT dst) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  if (B.transposed) {  // column j is a contiguous row of the source
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t at = (j0 + j) * B.ld + p0;
+      for (int64_t p = 0; p < kc; ++p) dst[p * w + j] = load_as_f32(B.data, B.dtype, at + p);
+    }
+    for (int64_t p = 0; p < kc; ++p)
+      for (int64_t j = cols; j < w; ++j) dst[p * w + j] = 0.0f;
+    return;
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const int64_t at = (p0 + p) * B.ld + j0;
+    float* d = dst + p * w;
+    int64_t j = 0;
+    for (; j + N <= cols; j += N) hn::Store(LoadAsF32(df, B.data, B.dtype, at + j), df, d + j);
+    for (; j < cols; ++j) d[j] = load_as_f32(B.data, B.dtype, at + j);
+    for (; j < w; ++j) d[j] = 0.0f;
+  }
+}
+
+// C tile (rows x cols of kMR x NV vectors) = (first ? 0 : C) + a_tile · b_panel over kc.
+template <int NV>
+HWY_INLINE void Micro(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t kc, float* c, int64_t ldc, bool first,
+                      int64_t rows, int64_t cols) {
+  const hn::ScalableTag<float> df;
+  constexpr int64_t kMax = hn::MaxLanes(df);
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  hn::Vec<decltype(df)> acc[kMR][NV];
+  for (int r = 0; r < kMR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = hn::Zero(df);
+  for (int64_t p = 0; p < kc; ++p) {
+    hn::Vec<decltype(df)> bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = hn::Load(df, b + (p * NV + v) * N);
+    for (int r = 0; r < kMR; ++r) {
+      const auto av = hn::Set(df, a[p * kMR + r]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
+    }
+  }
+  if (rows == kMR && cols == NV * N) {
+    for (int r = 0; r < kMR; ++r)
+      for (int v = 0; v < NV; ++v) {
+        float* cp = c + r * ldc + v * N;
+        hn::StoreU(first ? acc[r][v] : hn::Add(acc[r][v], hn::LoadU(df, cp)), df, cp);
+      }
+    return;
+  }
+  HWY_ALIGN float tile[kMR * NV * kMax];
+  for (int r = 0; r < kMR; ++r)
+    for (int v = 0; v < NV; ++v) hn::Store(acc[r][v], df, tile + (r * NV + v) * N);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) {
+      float* cp = c + r * ldc + j;
+      *cp = first ? tile[r * NV * N + j] : tile[r * NV * N + j] + *cp;
+    }
+}
+
+void GemmF32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), W = kNV * N;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, 0.0f);
+    return;
+  }
+  ThreadPool& pool = compute_pool();
+  const int64_t nc_max = std::min(kNC, (n + W - 1) / W * W);
+  auto bpack = hwy::AllocateAligned<float>(static_cast<size_t>(kKC * nc_max));
+  const int64_t blocks = (m + kMC - 1) / kMC;
+  for (int64_t j0 = 0; j0 < n; j0 += kNC) {
+    const int64_t nc = std::min(kNC, n - j0), panels = (nc + W - 1) / W;
+    for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+      const int64_t kc = std::min(kKC, k - p0);
+      // Panel q at bpack + q * W * kc, W wide except the last, which is as many vectors as it needs.
+      pool.parallel_for(panels, 4, [&](int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t cols = std::min(W, nc - q * W);
+          PackB(B, p0, kc, j0 + q * W, cols, (cols + N - 1) / N * N, bpack.get() + q * W * kc);
+        }
+      });
+      pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+        auto apack = hwy::AllocateAligned<float>(static_cast<size_t>(kMC * kc));
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          const int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
+          PackA(A + i0 * lda + p0, lda, mc, kc, apack.get());
+          for (int64_t q = 0; q < panels; ++q) {
+            const int64_t cols = std::min(W, nc - q * W), nv = (cols + N - 1) / N;
+            const float* bp = bpack.get() + q * W * kc;
+            for (int64_t t0 = 0; t0 < mc; t0 += kMR) {
+              const float* ap = apack.get() + t0 * kc;
+              float* cp = C + (i0 + t0) * ldc + j0 + q * W;
+              const int64_t rows = std::min<int64_t>(kMR, mc - t0);
+              if (nv == kNV) Micro<kNV>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
+              else if (nv == 1) Micro<1>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
+              else Micro<(kNV > 2 ? 2 : 1)>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace sanctum::ops::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace sanctum::ops::cpu {
+HWY_EXPORT(GemmF32);
+
+void gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  HWY_DYNAMIC_DISPATCH(GemmF32)(m, n, k, A, lda, B, C, ldc);
+}
+
+}  // namespace sanctum::ops::cpu
+#endif

@@ -1,0 +1,27 @@
+#pragma once
+// A packed, register-blocked f32 GEMM for large products (the vision tower's projections and its
+// attention's two products per head): C = A · B with f32 accumulation. Panels of A and B are copied
+// into the micro-kernel's order (B converted to f32 while packing), the reduction is blocked so a
+// panel of B stays in L1 and a block of A in L2, and the pool splits the rows of C. Summation order
+// depends on the blocking, not on the thread count; it is not matmul_dense's order, so the text
+// model (whose batched and solo forwards must agree bit for bit) does not use it.
+// ops/ref/gemm_f32.h is the scalar twin.
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace sanctum::ops::cpu {
+
+// The B operand (k x n) of a product: element (p, j) at data[p * ld + j] (f32, bf16 or f16), or with
+// `transposed` at data[j * ld + p] (a weight's rows, or the keys of attention).
+struct GemmB {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+  int64_t ld = 0;
+  bool transposed = false;
+};
+
+// C (m x n, ldc) = A (m x k, lda, f32) · B; C is only written. Any m, n, k >= 0.
+void gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc);
+
+}  // namespace sanctum::ops::cpu

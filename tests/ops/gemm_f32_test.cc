@@ -1,0 +1,133 @@
+// The packed f32 GEMM (ops/cpu/gemm_f32.h) against its scalar twin (ops/ref/gemm_f32.h) on fresh
+// random data: sizes that are not multiples of the vector width, the micro-tile or the cache blocks,
+// B in f32, bf16 and f16, plain and transposed, every operand strided.
+#include "ops/cpu/gemm_f32.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "op_test_util.h"
+#include "ops/ref/gemm_f32.h"
+
+namespace sanctum::ops {
+namespace {
+
+using test::Rng;
+
+struct Case {
+  int64_t m, n, k;
+  DType b_dtype;
+  bool transposed;
+};
+
+std::string name(const Case& c) {
+  return "m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k) + " B " + dtype_name(c.b_dtype) +
+         (c.transposed ? " transposed" : "");
+}
+
+// Runs one case and returns the largest error in units of its bound (must stay <= 1).
+double check(const Case& c, Rng& rng) {
+  constexpr float kUnwritten = -12345.0f;
+  const int64_t lda = c.k + 3, ldc = c.n + 5;
+  const int64_t b_rows = c.transposed ? c.n : c.k, b_cols = c.transposed ? c.k : c.n, ldb = b_cols + 7;
+  std::vector<float> A(static_cast<size_t>(c.m * lda + 1)), C(static_cast<size_t>(c.m * ldc + 1), kUnwritten);
+  for (float& x : A) x = rng.normal();
+  const int64_t b_size = static_cast<int64_t>(dtype_size(c.b_dtype));
+  std::vector<uint8_t> Bbytes(static_cast<size_t>((b_rows * ldb + 1) * b_size));
+  for (int64_t i = 0; i < b_rows * ldb + 1; ++i) test::store_f(Bbytes.data(), c.b_dtype, i, rng.normal());
+  // Operands start one element in: misaligned for the vector loads.
+  const float* a = A.data() + 1;
+  float* out = C.data() + 1;
+  const cpu::GemmB B{Bbytes.data() + b_size, c.b_dtype, ldb, c.transposed};
+  cpu::gemm_f32(c.m, c.n, c.k, a, lda, B, out, ldc);
+
+  std::vector<double> want(static_cast<size_t>(c.m * c.n)), mag(want.size());
+  ref::gemm_f32(c.m, c.n, c.k, a, lda, B, want.data(), c.n);
+  std::vector<float> absA(A.size());
+  std::transform(A.begin(), A.end(), absA.begin(), [](float x) { return std::fabs(x); });
+  std::vector<float> absB(static_cast<size_t>(b_rows * ldb));
+  for (int64_t i = 0; i < b_rows * ldb; ++i) absB[static_cast<size_t>(i)] = std::fabs(load_as_f32(B.data, c.b_dtype, i));
+  ref::gemm_f32(c.m, c.n, c.k, absA.data() + 1, lda, cpu::GemmB{absB.data(), DType::f32, ldb, c.transposed}, mag.data(), c.n);
+  // One f32 rounding per reduction step and one per block sum, each <= 2^-24 of the running
+  // magnitude (B's conversion to f32 is exact).
+  double worst = 0.0;
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      const size_t r = static_cast<size_t>(i * c.n + j);
+      const double bound = static_cast<double>(c.k + 2) * std::ldexp(1.0, -24) * mag[r] + 1e-30;
+      worst = std::max(worst, std::fabs(static_cast<double>(out[i * ldc + j]) - want[r]) / bound);
+    }
+  // Columns past n (inside ldc) and the element before C are never written.
+  EXPECT_EQ(C[0], kUnwritten);
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = c.n; j < ldc; ++j) EXPECT_EQ(out[i * ldc + j], kUnwritten);
+  return worst;
+}
+
+TEST(GemmF32, matches_reference_at_sizes_around_tiles_and_blocks) {
+  SCOPED_TRACE(test::seed_note());
+  Rng rng(1);
+  for (int64_t m : {1, 5, 8, 9, 31, 129, 257})
+    for (int64_t n : {1, 7, 16, 33, 47, 49, 72, 97})
+      for (int64_t k : {1, 3, 31, 72, 193, 400})
+        for (bool transposed : {false, true}) {
+          const Case c{m, n, k, DType::f32, transposed};
+          SCOPED_TRACE(name(c));
+          EXPECT_LE(check(c, rng), 1.0);
+        }
+}
+
+TEST(GemmF32, converts_bf16_and_f16_b_while_packing) {
+  SCOPED_TRACE(test::seed_note());
+  Rng rng(2);
+  for (DType dt : {DType::bf16, DType::f16})
+    for (bool transposed : {false, true})
+      for (const Case& s : {Case{17, 45, 130, dt, false}, Case{130, 100, 37, dt, false}, Case{3, 5, 200, dt, false}}) {
+        const Case c{s.m, s.n, s.k, dt, transposed};
+        SCOPED_TRACE(name(c));
+        EXPECT_LE(check(c, rng), 1.0);
+      }
+}
+
+TEST(GemmF32, wide_c_spans_several_column_blocks) {
+  SCOPED_TRACE(test::seed_note());
+  Rng rng(3);
+  for (bool transposed : {false, true}) {
+    const Case c{11, 4100, 21, DType::bf16, transposed};
+    SCOPED_TRACE(name(c));
+    EXPECT_LE(check(c, rng), 1.0);
+  }
+}
+
+TEST(GemmF32, empty_reduction_writes_zeros) {
+  std::vector<float> C(3 * 4, 7.0f);
+  const float a = 0.0f, b = 0.0f;
+  cpu::gemm_f32(3, 4, 0, &a, 0, cpu::GemmB{&b, DType::f32, 4, false}, C.data(), 4);
+  EXPECT_EQ(C, std::vector<float>(12, 0.0f));
+}
+
+TEST(GemmF32, result_does_not_depend_on_the_thread_count_split) {
+  // Each C element's sum order follows the blocking only: two calls give the same bits, and a row
+  // computed alone equals the same row inside a large product.
+  SCOPED_TRACE(test::seed_note());
+  Rng rng(4);
+  const int64_t m = 300, n = 90, k = 250;
+  std::vector<float> A(static_cast<size_t>(m * k)), Bv(static_cast<size_t>(k * n)), C1(static_cast<size_t>(m * n)), C2(C1.size());
+  for (float& x : A) x = rng.normal();
+  for (float& x : Bv) x = rng.normal();
+  const cpu::GemmB B{Bv.data(), DType::f32, n, false};
+  cpu::gemm_f32(m, n, k, A.data(), k, B, C1.data(), n);
+  cpu::gemm_f32(m, n, k, A.data(), k, B, C2.data(), n);
+  EXPECT_EQ(C1, C2);
+  std::vector<float> row(static_cast<size_t>(n));
+  cpu::gemm_f32(1, n, k, A.data() + 137 * k, k, B, row.data(), n);
+  EXPECT_TRUE(test::same_bits(row.data(), C1.data() + 137 * n, n));
+}
+
+}  // namespace
+}  // namespace sanctum::ops
