@@ -25,24 +25,9 @@ constexpr int kMR = 6, kNV = 2;
 #else
 constexpr int kMR = 4, kNV = 2;
 #endif
-constexpr int64_t kKC = 192;        // reduction block: a (kKC x kNV vectors) panel of B stays in L1
-constexpr int64_t kMC = 16 * kMR;   // rows of A per block: the packed block stays in L2
-constexpr int64_t kNC = 2048;       // columns of C per block: the packed B block stays in L3
-
-// A rows [0, mc) x reduction [0, kc) into tiles of kMR rows, element (r, p) of tile t at
-// dst[t * kMR * kc + p * kMR + r]; rows past mc are zero.
-void PackA(const float* HWY_RESTRICT a, int64_t lda, int64_t mc, int64_t kc, float* HWY_RESTRICT dst) {
-  for (int64_t t0 = 0; t0 < mc; t0 += kMR) {
-    float* d = dst + t0 * kc;
-    const int64_t rows = std::min<int64_t>(kMR, mc - t0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* src = a + (t0 + r) * lda;
-      for (int64_t p = 0; p < kc; ++p) d[p * kMR + r] = src[p];
-    }
-    for (int64_t r = rows; r < kMR; ++r)
-      for (int64_t p = 0; p < kc; ++p) d[p * kMR + r] = 0.0f;
-  }
-}
+constexpr int64_t kKC = 192;       // reduction block: a (kKC x kNV vectors) panel of B stays in L1
+constexpr int64_t kMC = 16 * kMR;  // rows of A per block: the block's kKC columns stay in L2
+constexpr int64_t kNC = 2048;      // columns of C per block: the packed B block stays in L3
 
 // B reduction rows [p0, p0 + kc) x columns [j0, j0 + cols) as one panel of width w (a whole number
 // of vectors >= cols): element (p, j) at dst[p * w + j], columns past cols zero.
@@ -68,10 +53,12 @@ void PackB(const GemmB& B, int64_t p0, int64_t kc, int64_t j0, int64_t cols, int
   }
 }
 
-// C tile (rows x cols of kMR x NV vectors) = (first ? 0 : C) + a_tile · b_panel over kc.
+// C tile (rows x cols of kMR x NV vectors) = (first ? 0 : C) + A's rows a[0..kMR) · b_panel over kc.
+// A is read in place, a broadcast per element: its kMR rows stream in order (rows past `rows` repeat
+// the last one and are not stored).
 template <int NV>
-HWY_INLINE void Micro(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t kc, float* c, int64_t ldc, bool first,
-                      int64_t rows, int64_t cols) {
+HWY_INLINE void Micro(const float* const* a, const float* HWY_RESTRICT b, int64_t kc, float* c, int64_t ldc, bool first, int64_t rows,
+                      int64_t cols) {
   const hn::ScalableTag<float> df;
   constexpr int64_t kMax = hn::MaxLanes(df);
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
@@ -82,7 +69,7 @@ HWY_INLINE void Micro(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, 
     hn::Vec<decltype(df)> bv[NV];
     for (int v = 0; v < NV; ++v) bv[v] = hn::Load(df, b + (p * NV + v) * N);
     for (int r = 0; r < kMR; ++r) {
-      const auto av = hn::Set(df, a[p * kMR + r]);
+      const auto av = hn::Set(df, a[r][p]);
       for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
     }
   }
@@ -127,17 +114,16 @@ void GemmF32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const
         }
       });
       pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-        auto apack = hwy::AllocateAligned<float>(static_cast<size_t>(kMC * kc));
         for (int64_t blk = b0; blk < b1; ++blk) {
           const int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
-          PackA(A + i0 * lda + p0, lda, mc, kc, apack.get());
           for (int64_t q = 0; q < panels; ++q) {
             const int64_t cols = std::min(W, nc - q * W), nv = (cols + N - 1) / N;
             const float* bp = bpack.get() + q * W * kc;
             for (int64_t t0 = 0; t0 < mc; t0 += kMR) {
-              const float* ap = apack.get() + t0 * kc;
               float* cp = C + (i0 + t0) * ldc + j0 + q * W;
               const int64_t rows = std::min<int64_t>(kMR, mc - t0);
+              const float* ap[kMR];
+              for (int64_t r = 0; r < kMR; ++r) ap[r] = A + (i0 + t0 + std::min(r, rows - 1)) * lda + p0;
               if (nv == kNV) Micro<kNV>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
               else if (nv == 1) Micro<1>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
               else Micro<(kNV > 2 ? 2 : 1)>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
