@@ -94,7 +94,7 @@ TEST(GemmF32, converts_bf16_and_f16_b_while_packing) {
       }
 }
 
-TEST(GemmF32, wide_c_spans_several_column_blocks) {
+TEST(GemmF32, wide_b_packs_into_many_panels) {
   SCOPED_TRACE(test::seed_note());
   Rng rng(3);
   for (bool transposed : {false, true}) {

@@ -1,6 +1,7 @@
-// The packed f32 GEMM (see gemm_f32.h). Goto's loop nest: column blocks of C (kNC), reduction
-// blocks (kKC) whose B block is packed once and shared, then row blocks of A (kMC) packed per thread
-// and swept against each B panel by an outer-product micro-kernel of kMR rows x kNV vectors.
+// The packed f32 GEMM (see gemm_f32.h). B is packed whole, once per product, and shared; then each
+// row block of A (kMC rows) runs reduction block by reduction block (kKC), its columns there swept
+// against each B panel by an outer-product micro-kernel of kMR rows x kNV vectors. A is read in place
+// (kMR row streams of broadcasts): packing it cost as much as the product where B is narrow (p · v_h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/gemm_f32.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -8,6 +9,7 @@
 #include "ops/cpu/convert-inl.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "base/thread_pool.h"
 #include "hwy/aligned_allocator.h"
@@ -27,7 +29,6 @@ constexpr int kMR = 4, kNV = 2;
 #endif
 constexpr int64_t kKC = 192;       // reduction block: a (kKC x kNV vectors) panel of B stays in L1
 constexpr int64_t kMC = 16 * kMR;  // rows of A per block: the block's kKC columns stay in L2
-constexpr int64_t kNC = 2048;      // columns of C per block: the packed B block stays in L3
 
 // B reduction rows [p0, p0 + kc) x columns [j0, j0 + cols) as one panel of width w (a whole number
 // of vectors >= cols): element (p, j) at dst[p * w + j], columns past cols zero.
@@ -91,6 +92,18 @@ HWY_INLINE void Micro(const float* const* a, const float* HWY_RESTRICT b, int64_
     }
 }
 
+// The packed B: reduction block pb (kKC rows, kc of them) at pb * kKC * npad, its panel q at
+// + q * W * kc. Grown as needed and kept per calling thread: a fresh one per call page-faults.
+float* PackedBuffer(size_t floats) {
+  thread_local hwy::AlignedFreeUniquePtr<float[]> buffer;
+  thread_local size_t capacity = 0;
+  if (floats > capacity) {
+    buffer = hwy::AllocateAligned<float>(floats);
+    capacity = floats;
+  }
+  return buffer.get();
+}
+
 void GemmF32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df)), W = kNV * N;
@@ -99,40 +112,42 @@ void GemmF32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const
     return;
   }
   ThreadPool& pool = compute_pool();
-  const int64_t nc_max = std::min(kNC, (n + W - 1) / W * W);
-  auto bpack = hwy::AllocateAligned<float>(static_cast<size_t>(kKC * nc_max));
+  const int64_t panels = (n + W - 1) / W, npad = panels * W, kblocks = (k + kKC - 1) / kKC;
+  float* bpack = PackedBuffer(static_cast<size_t>(k * npad));
+  // Two parallel regions per product, work handed out one item at a time: on a machine shared with
+  // other processes a thread that loses its core holds the others up for one item, not a fixed share.
+  // (Which thread computes an item does not change its sums.)
+  std::atomic<int64_t> next{0};
+  pool.run_on_all([&](int) {
+    for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < kblocks * panels;) {
+      const int64_t pb = item / panels, q = item % panels, p0 = pb * kKC, kc = std::min(kKC, k - p0);
+      const int64_t cols = std::min(W, n - q * W);
+      PackB(B, p0, kc, q * W, cols, (cols + N - 1) / N * N, bpack + p0 * npad + q * W * kc);
+    }
+  });
   const int64_t blocks = (m + kMC - 1) / kMC;
-  for (int64_t j0 = 0; j0 < n; j0 += kNC) {
-    const int64_t nc = std::min(kNC, n - j0), panels = (nc + W - 1) / W;
-    for (int64_t p0 = 0; p0 < k; p0 += kKC) {
-      const int64_t kc = std::min(kKC, k - p0);
-      // Panel q at bpack + q * W * kc, W wide except the last, which is as many vectors as it needs.
-      pool.parallel_for(panels, 4, [&](int64_t q0, int64_t q1) {
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t cols = std::min(W, nc - q * W);
-          PackB(B, p0, kc, j0 + q * W, cols, (cols + N - 1) / N * N, bpack.get() + q * W * kc);
-        }
-      });
-      pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t blk = b0; blk < b1; ++blk) {
-          const int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
-          for (int64_t q = 0; q < panels; ++q) {
-            const int64_t cols = std::min(W, nc - q * W), nv = (cols + N - 1) / N;
-            const float* bp = bpack.get() + q * W * kc;
-            for (int64_t t0 = 0; t0 < mc; t0 += kMR) {
-              float* cp = C + (i0 + t0) * ldc + j0 + q * W;
-              const int64_t rows = std::min<int64_t>(kMR, mc - t0);
-              const float* ap[kMR];
-              for (int64_t r = 0; r < kMR; ++r) ap[r] = A + (i0 + t0 + std::min(r, rows - 1)) * lda + p0;
-              if (nv == kNV) Micro<kNV>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
-              else if (nv == 1) Micro<1>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
-              else Micro<(kNV > 2 ? 2 : 1)>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
-            }
+  next.store(0, std::memory_order_relaxed);
+  pool.run_on_all([&](int) {
+    for (int64_t blk; (blk = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+      const int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
+      for (int64_t p0 = 0; p0 < k; p0 += kKC) {  // this block's kc columns of A stay in L2 across the panels
+        const int64_t kc = std::min(kKC, k - p0);
+        for (int64_t q = 0; q < panels; ++q) {
+          const int64_t cols = std::min(W, n - q * W), nv = (cols + N - 1) / N;
+          const float* bp = bpack + p0 * npad + q * W * kc;
+          for (int64_t t0 = 0; t0 < mc; t0 += kMR) {
+            float* cp = C + (i0 + t0) * ldc + q * W;
+            const int64_t rows = std::min<int64_t>(kMR, mc - t0);
+            const float* ap[kMR];
+            for (int64_t r = 0; r < kMR; ++r) ap[r] = A + (i0 + t0 + std::min(r, rows - 1)) * lda + p0;
+            if (nv == kNV) Micro<kNV>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
+            else if (nv == 1) Micro<1>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
+            else Micro<(kNV > 2 ? 2 : 1)>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
           }
         }
-      });
+      }
     }
-  }
+  });
 }
 
 }  // namespace HWY_NAMESPACE
