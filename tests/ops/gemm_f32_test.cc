@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "hwy/targets.h"
 #include "op_test_util.h"
 #include "ops/ref/gemm_f32.h"
 
@@ -102,6 +104,28 @@ TEST(GemmF32, wide_b_packs_into_many_panels) {
     SCOPED_TRACE(name(c));
     EXPECT_LE(check(c, rng), 1.0);
   }
+}
+
+// Every SIMD target compiled in (AVX-512's 8 x 3-vector tile, AVX2's 6 x 2, the portable 4 x 2), not
+// just the one this machine picks.
+TEST(GemmF32, every_compiled_target_matches_reference) {
+  SCOPED_TRACE(test::seed_note());
+  Rng rng(5);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (const Case& c : {Case{13, 41, 200, DType::bf16, true}, Case{130, 50, 30, DType::f32, false}}) {
+      SCOPED_TRACE(std::string(hwy::TargetName(target)) + " " + name(c));
+      EXPECT_LE(check(c, rng), 1.0);
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(GemmF32, b_of_another_dtype_raises_an_error) {
+  const float a = 1.0f;
+  const uint32_t b = 1;
+  float c = 0.0f;
+  EXPECT_THROW(cpu::gemm_f32(1, 1, 1, &a, 1, cpu::GemmB{&b, DType::u32, 1, false}, &c, 1), Error);
 }
 
 TEST(GemmF32, empty_reduction_writes_zeros) {

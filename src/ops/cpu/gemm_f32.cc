@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "base/error.h"
 #include "base/thread_pool.h"
 #include "hwy/aligned_allocator.h"
 #include "ops/cpu/gemm_f32.h"
@@ -92,16 +93,23 @@ HWY_INLINE void Micro(const float* const* a, const float* HWY_RESTRICT b, int64_
     }
 }
 
-// The packed B: reduction block pb (kKC rows, kc of them) at pb * kKC * npad, its panel q at
-// + q * W * kc. Grown as needed and kept per calling thread: a fresh one per call page-faults.
-float* PackedBuffer(size_t floats) {
-  thread_local hwy::AlignedFreeUniquePtr<float[]> buffer;
+// Room for the packed B: reduction block pb (kKC rows, kc of them) at pb * kKC * npad, its panel q
+// at + q * W * kc. Up to kKeptFloats it is kept per calling thread (a fresh one per product
+// page-faults every time); a larger one (the merger's) lives in `owned` for this product only.
+constexpr size_t kKeptFloats = size_t{8} << 20;  // 32 MiB: the tower's MLP weights as f32
+
+float* PackedBuffer(size_t floats, hwy::AlignedFreeUniquePtr<float[]>& owned) {
+  if (floats > kKeptFloats) {
+    owned = hwy::AllocateAligned<float>(floats);
+    return owned.get();
+  }
+  thread_local hwy::AlignedFreeUniquePtr<float[]> kept;
   thread_local size_t capacity = 0;
   if (floats > capacity) {
-    buffer = hwy::AllocateAligned<float>(floats);
+    kept = hwy::AllocateAligned<float>(floats);
     capacity = floats;
   }
-  return buffer.get();
+  return kept.get();
 }
 
 void GemmF32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc) {
@@ -113,7 +121,8 @@ void GemmF32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const
   }
   ThreadPool& pool = compute_pool();
   const int64_t panels = (n + W - 1) / W, npad = panels * W, kblocks = (k + kKC - 1) / kKC;
-  float* bpack = PackedBuffer(static_cast<size_t>(k * npad));
+  hwy::AlignedFreeUniquePtr<float[]> owned;
+  float* bpack = PackedBuffer(static_cast<size_t>(k * npad), owned);
   // Two parallel regions per product, work handed out one item at a time: on a machine shared with
   // other processes a thread that loses its core holds the others up for one item, not a fixed share.
   // (Which thread computes an item does not change its sums.)
@@ -159,6 +168,8 @@ namespace sanctum::ops::cpu {
 HWY_EXPORT(GemmF32);
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc) {
+  check(B.dtype == DType::f32 || B.dtype == DType::bf16 || B.dtype == DType::f16, ErrorKind::internal,
+        std::string("gemm_f32: B must be f32, bf16 or f16, got ") + dtype_name(B.dtype) + "; dequantize it or use ops::matmul");
   if (m <= 0 || n <= 0) return;
   HWY_DYNAMIC_DISPATCH(GemmF32)(m, n, k, A, lda, B, C, ldc);
 }
