@@ -128,6 +128,24 @@ TEST(GemmF32, b_of_another_dtype_raises_an_error) {
   EXPECT_THROW(cpu::gemm_f32(1, 1, 1, &a, 1, cpu::GemmB{&b, DType::u32, 1, false}, &c, 1), Error);
 }
 
+TEST(GemmF32, prepacked_b_on_one_thread_gives_the_same_bits) {
+  SCOPED_TRACE(test::seed_note());
+  Rng rng(6);
+  for (const Case& c : {Case{1, 1, 1, DType::f32, true}, Case{77, 72, 300, DType::f32, false}, Case{200, 130, 72, DType::f32, true}}) {
+    SCOPED_TRACE(name(c));
+    const int64_t ldb = c.transposed ? c.k : c.n;
+    std::vector<float> A(static_cast<size_t>(c.m * c.k)), Bv(static_cast<size_t>(c.k * c.n)), C1(static_cast<size_t>(c.m * c.n)),
+        C2(C1.size(), -1.0f);
+    for (float& x : A) x = rng.normal();
+    for (float& x : Bv) x = rng.normal();
+    const cpu::GemmB B{Bv.data(), DType::f32, ldb, c.transposed};
+    cpu::gemm_f32(c.m, c.n, c.k, A.data(), c.k, B, C1.data(), c.n);
+    const cpu::PackedGemmB packed = cpu::pack_gemm_b(c.k, c.n, B);
+    cpu::gemm_f32_packed(c.m, A.data(), c.k, packed, C2.data(), c.n);
+    EXPECT_EQ(C1, C2);
+  }
+}
+
 TEST(GemmF32, empty_reduction_writes_zeros) {
   std::vector<float> C(3 * 4, 7.0f);
   const float a = 0.0f, b = 0.0f;

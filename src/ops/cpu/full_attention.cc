@@ -1,8 +1,8 @@
 // Bidirectional attention. Long sequences (an image's thousands of patches) go head by head through
-// the packed GEMM (gemm_f32.h): scores = q_h · k_hᵀ, a softmax per row, out_h = p · v_h, the operands
-// read in place (the packing makes the strided keys contiguous). Short ones run one (query, head)
-// pair per work item. Either way softmax is in
-// f32 with max subtraction, and a row's result does not depend on the thread count.
+// the packed GEMM (gemm_f32.h): k_hᵀ and v_h packed once per kv head, then each block of queries on
+// one thread: scores = q_h · k_hᵀ, a softmax per row, out_h = p · v_h, its scores kept in cache.
+// Short ones run one (query, head) pair per work item. Either way softmax is in f32 with max
+// subtraction, and a row's result does not depend on the thread count.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/full_attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -10,6 +10,7 @@
 #include "hwy/highway.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -130,18 +131,35 @@ namespace {
 // the strided reads they save.
 constexpr int64_t kGemmKeys = 256;
 
+// Queries per work item: the item's (rows, keys) scores (1 MiB at 4,096 keys) stay in L2 from
+// q·kᵀ through the softmax to p·v.
+constexpr int64_t kQueryBlock = 64;
+
 void full_attention_by_gemm(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
   const int64_t n = q.dim(0), heads = q.dim(1), d = q.dim(2), m = k.dim(0), group = heads / k.dim(1);
-  Tensor scores = Tensor::zeros({n, m}, DType::f32);
-  float* s = scores.data<float>();
+  ThreadPool& pool = compute_pool();
+  std::vector<Tensor> scores;  // per thread: (kQueryBlock, m)
+  for (int t = 0; t < pool.size(); ++t) scores.push_back(Tensor::zeros({kQueryBlock, m}, DType::f32));
+  const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
+  PackedGemmB kt, vh;
   for (int64_t h = 0; h < heads; ++h) {
-    const int64_t kvh = h / group;
-    // k_h's rows are the columns of k_hᵀ; v_h is B as it stands. Both read in place, strided by token.
-    const GemmB kt{k.data<const float>() + kvh * k.stride(1), DType::f32, k.stride(0), true};
-    const GemmB vh{v.data<const float>() + kvh * v.stride(1), DType::f32, v.stride(0), false};
-    gemm_f32(n, m, d, q.data<const float>() + h * q.stride(1), q.stride(0), kt, s, m);
-    compute_pool().parallel_for(n, 4, [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(SoftmaxScaledRows)(scores, scale, r0, r1); });
-    gemm_f32(n, d, m, s, m, vh, out.data<float>() + h * out.stride(1), out.stride(0));
+    if (h % group == 0) {
+      // k_h's rows are the columns of k_hᵀ; v_h is B as it stands. Both read in place, strided by token,
+      // and packed once for all of the group's query blocks.
+      const int64_t kvh = h / group;
+      kt = pack_gemm_b(d, m, GemmB{k.data<const float>() + kvh * k.stride(1), DType::f32, k.stride(0), true});
+      vh = pack_gemm_b(m, d, GemmB{v.data<const float>() + kvh * v.stride(1), DType::f32, v.stride(0), false});
+    }
+    std::atomic<int64_t> next{0};
+    pool.run_on_all([&](int t) {
+      Tensor& st = scores[static_cast<size_t>(t)];
+      for (int64_t blk; (blk = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+        const int64_t i0 = blk * kQueryBlock, rows = std::min(kQueryBlock, n - i0);
+        gemm_f32_packed(rows, q.data<const float>() + i0 * q.stride(0) + h * q.stride(1), q.stride(0), kt, st.data<float>(), m);
+        HWY_DYNAMIC_DISPATCH(SoftmaxScaledRows)(st, scale, 0, rows);
+        gemm_f32_packed(rows, st.data<const float>(), m, vh, out.data<float>() + i0 * out.stride(0) + h * out.stride(1), out.stride(0));
+      }
+    });
   }
 }
 }  // namespace

@@ -112,51 +112,63 @@ float* PackedBuffer(size_t floats, hwy::AlignedFreeUniquePtr<float[]>& owned) {
   return kept.get();
 }
 
-void GemmF32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc) {
-  const hn::ScalableTag<float> df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), W = kNV * N;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, 0.0f);
-    return;
-  }
-  ThreadPool& pool = compute_pool();
+int64_t GemmPanelWidth() { return kNV * static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
+
+// All of B into bpack (layout as PackedBuffer says), panels handed out one at a time over the pool.
+void PackAll(int64_t k, int64_t n, const GemmB& B, float* bpack) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())), W = GemmPanelWidth();
   const int64_t panels = (n + W - 1) / W, npad = panels * W, kblocks = (k + kKC - 1) / kKC;
-  hwy::AlignedFreeUniquePtr<float[]> owned;
-  float* bpack = PackedBuffer(static_cast<size_t>(k * npad), owned);
-  // Two parallel regions per product, work handed out one item at a time: on a machine shared with
-  // other processes a thread that loses its core holds the others up for one item, not a fixed share.
-  // (Which thread computes an item does not change its sums.)
   std::atomic<int64_t> next{0};
-  pool.run_on_all([&](int) {
+  compute_pool().run_on_all([&](int) {
     for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < kblocks * panels;) {
       const int64_t pb = item / panels, q = item % panels, p0 = pb * kKC, kc = std::min(kKC, k - p0);
       const int64_t cols = std::min(W, n - q * W);
       PackB(B, p0, kc, q * W, cols, (cols + N - 1) / N * N, bpack + p0 * npad + q * W * kc);
     }
   });
-  const int64_t blocks = (m + kMC - 1) / kMC;
-  next.store(0, std::memory_order_relaxed);
-  pool.run_on_all([&](int) {
-    for (int64_t blk; (blk = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
-      const int64_t i0 = blk * kMC, mc = std::min(kMC, m - i0);
-      for (int64_t p0 = 0; p0 < k; p0 += kKC) {  // this block's kc columns of A stay in L2 across the panels
-        const int64_t kc = std::min(kKC, k - p0);
-        for (int64_t q = 0; q < panels; ++q) {
-          const int64_t cols = std::min(W, n - q * W), nv = (cols + N - 1) / N;
-          const float* bp = bpack + p0 * npad + q * W * kc;
-          for (int64_t t0 = 0; t0 < mc; t0 += kMR) {
-            float* cp = C + (i0 + t0) * ldc + q * W;
-            const int64_t rows = std::min<int64_t>(kMR, mc - t0);
-            const float* ap[kMR];
-            for (int64_t r = 0; r < kMR; ++r) ap[r] = A + (i0 + t0 + std::min(r, rows - 1)) * lda + p0;
-            if (nv == kNV) Micro<kNV>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
-            else if (nv == 1) Micro<1>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
-            else Micro<(kNV > 2 ? 2 : 1)>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
-          }
-        }
+}
+
+// Rows [i0, i0 + mc) of C = A · B from the packed B, reduction block by reduction block (the rows'
+// kc columns of A stay in L2 across the panels).
+void RowBlock(int64_t i0, int64_t mc, int64_t n, int64_t k, const float* A, int64_t lda, const float* bpack, float* C, int64_t ldc) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())), W = GemmPanelWidth();
+  const int64_t panels = (n + W - 1) / W, npad = panels * W;
+  for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+    const int64_t kc = std::min(kKC, k - p0);
+    for (int64_t q = 0; q < panels; ++q) {
+      const int64_t cols = std::min(W, n - q * W), nv = (cols + N - 1) / N;
+      const float* bp = bpack + p0 * npad + q * W * kc;
+      for (int64_t t0 = 0; t0 < mc; t0 += kMR) {
+        float* cp = C + (i0 + t0) * ldc + q * W;
+        const int64_t rows = std::min<int64_t>(kMR, mc - t0);
+        const float* ap[kMR];
+        for (int64_t r = 0; r < kMR; ++r) ap[r] = A + (i0 + t0 + std::min(r, rows - 1)) * lda + p0;
+        if (nv == kNV) Micro<kNV>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
+        else if (nv == 1) Micro<1>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
+        else Micro<(kNV > 2 ? 2 : 1)>(ap, bp, kc, cp, ldc, p0 == 0, rows, cols);
       }
     }
+  }
+}
+
+void GemmF32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc) {
+  const int64_t W = GemmPanelWidth();
+  hwy::AlignedFreeUniquePtr<float[]> owned;
+  float* bpack = PackedBuffer(static_cast<size_t>(k * ((n + W - 1) / W * W)), owned);
+  // Two parallel regions per product, work handed out one item at a time: on a machine shared with
+  // other processes a thread that loses its core holds the others up for one item, not a fixed share.
+  // (Which thread computes an item does not change its sums.)
+  PackAll(k, n, B, bpack);
+  const int64_t blocks = (m + kMC - 1) / kMC;
+  std::atomic<int64_t> next{0};
+  compute_pool().run_on_all([&](int) {
+    for (int64_t blk; (blk = next.fetch_add(1, std::memory_order_relaxed)) < blocks;)
+      RowBlock(blk * kMC, std::min(kMC, m - blk * kMC), n, k, A, lda, bpack, C, ldc);
   });
+}
+
+void GemmPacked(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* bpack, float* C, int64_t ldc) {
+  for (int64_t i0 = 0; i0 < m; i0 += kMC) RowBlock(i0, std::min(kMC, m - i0), n, k, A, lda, bpack, C, ldc);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -166,12 +178,46 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace sanctum::ops::cpu {
 HWY_EXPORT(GemmF32);
+HWY_EXPORT(GemmPanelWidth);
+HWY_EXPORT(PackAll);
+HWY_EXPORT(GemmPacked);
 
-void gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc) {
+namespace {
+void check_dtype(const GemmB& B) {
   check(B.dtype == DType::f32 || B.dtype == DType::bf16 || B.dtype == DType::f16, ErrorKind::internal,
         std::string("gemm_f32: B must be f32, bf16 or f16, got ") + dtype_name(B.dtype) + "; dequantize it or use ops::matmul");
+}
+
+void zero_rows(int64_t m, int64_t n, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, 0.0f);
+}
+}  // namespace
+
+void gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc) {
+  check_dtype(B);
   if (m <= 0 || n <= 0) return;
+  if (k <= 0) return zero_rows(m, n, C, ldc);
   HWY_DYNAMIC_DISPATCH(GemmF32)(m, n, k, A, lda, B, C, ldc);
+}
+
+PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmB& B) {
+  check_dtype(B);
+  PackedGemmB p;
+  p.k = k;
+  p.n = n;
+  p.panel = HWY_DYNAMIC_DISPATCH(GemmPanelWidth)();
+  if (k <= 0 || n <= 0) return p;
+  p.data = hwy::AllocateAligned<float>(static_cast<size_t>(k * ((n + p.panel - 1) / p.panel * p.panel)));
+  HWY_DYNAMIC_DISPATCH(PackAll)(k, n, B, p.data.get());
+  return p;
+}
+
+void gemm_f32_packed(int64_t m, const float* A, int64_t lda, const PackedGemmB& B, float* C, int64_t ldc) {
+  check(B.panel == HWY_DYNAMIC_DISPATCH(GemmPanelWidth)(), ErrorKind::internal,
+        "gemm_f32_packed: B was packed for another SIMD target; pack it again with pack_gemm_b");
+  if (m <= 0 || B.n <= 0) return;
+  if (B.k <= 0) return zero_rows(m, B.n, C, ldc);
+  HWY_DYNAMIC_DISPATCH(GemmPacked)(m, B.n, B.k, A, lda, B.data.get(), C, ldc);
 }
 
 }  // namespace sanctum::ops::cpu

@@ -8,6 +8,7 @@
 // ops/ref/gemm_f32.h is the scalar twin.
 #include <cstdint>
 
+#include "hwy/aligned_allocator.h"
 #include "tensor/dtype.h"
 
 namespace sanctum::ops::cpu {
@@ -23,5 +24,20 @@ struct GemmB {
 
 // C (m x n, ldc) = A (m x k, lda, f32) · B; C is only written. Any m, n, k >= 0.
 void gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const GemmB& B, float* C, int64_t ldc);
+
+// B (k x n) packed once for several products (an attention head's keys or values against each block
+// of its queries), for the SIMD target this process runs.
+struct PackedGemmB {
+  int64_t k = 0, n = 0;
+  int64_t panel = 0;  // the panel width (floats) of the target it was packed for
+  hwy::AlignedFreeUniquePtr<float[]> data;
+};
+
+// Packs B over the compute pool.
+PackedGemmB pack_gemm_b(int64_t k, int64_t n, const GemmB& B);
+
+// C (m x B.n, ldc) = A (m x B.k, lda) · B on the calling thread alone: for callers that split their
+// own work over the pool. The same sums as gemm_f32.
+void gemm_f32_packed(int64_t m, const float* A, int64_t lda, const PackedGemmB& B, float* C, int64_t ldc);
 
 }  // namespace sanctum::ops::cpu
