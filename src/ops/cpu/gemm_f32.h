@@ -1,8 +1,8 @@
 #pragma once
 // A packed, register-blocked f32 GEMM for large products (the vision tower's projections and its
-// attention's two products per head): C = A · B with f32 accumulation. Panels of A and B are copied
-// into the micro-kernel's order (B converted to f32 while packing), the reduction is blocked so a
-// panel of B stays in L1 and a block of A in L2, and the pool splits the rows of C. Summation order
+// attention's two products per head): C = A · B with f32 accumulation. B is copied into panels in
+// the micro-kernel's order (converted to f32 while packing), A is read in place, the reduction is
+// blocked so a panel of B stays in L1 and a block of A in L2, and the pool splits the rows of C. Summation order
 // depends on the blocking, not on the thread count; it is not matmul_dense's order, so the text
 // model (whose batched and solo forwards must agree bit for bit) does not use it.
 // ops/ref/gemm_f32.h is the scalar twin.
