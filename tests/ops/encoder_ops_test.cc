@@ -80,7 +80,7 @@ TEST(Gelu, both_forms_match_ref_and_alias) {
 TEST(FullAttention, every_query_sees_every_key_as_the_ref_does) {
   Rng rng(73);
   for (int64_t d : {1, 16, 33, 72}) {
-    for (auto [n, m] : {std::pair<int64_t, int64_t>{1, 1}, {7, 7}, {31, 33}, {64, 5}, {9, 300}, {257, 257}}) {  // >= 256 keys: by matmul
+    for (auto [n, m] : {std::pair<int64_t, int64_t>{1, 1}, {7, 7}, {31, 33}, {64, 5}, {9, 300}, {257, 257}}) {  // >= 256 keys: by the GEMM
       for (auto [heads, kv_heads] : {std::pair<int64_t, int64_t>{1, 1}, {4, 2}, {3, 3}}) {
         Tensor q = test::random_tensor({n, heads, d}, DType::f32, rng);
         Tensor k = test::random_tensor({m, kv_heads, d}, DType::f32, rng), v = test::random_tensor({m, kv_heads, d}, DType::f32, rng);

@@ -6,10 +6,10 @@
 #include "base/error.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/encoder_matmul.h"
 #include "ops/full_attention.h"
 #include "ops/gelu.h"
 #include "ops/layer_norm.h"
-#include "ops/matmul.h"
 
 namespace sanctum {
 
@@ -104,7 +104,7 @@ VisionTower::Norm VisionTower::norm(Checkpoint& ckpt, const std::string& prefix,
 }
 
 void VisionTower::apply(const Linear& l, const Tensor& x, Tensor& y) const {
-  ops::matmul(x, l.w, y);
+  ops::encoder_matmul(x, l.w, y);
   ops::add_bias(y, l.bias);
 }
 
@@ -205,7 +205,7 @@ Tensor VisionTower::encode(const Tensor& pixel_values, std::span<const GridThw> 
     }
 
   Tensor h = Tensor::zeros({n, hid}, DType::f32);  // the residual stream
-  ops::matmul(pixel_values, patch_embed_, h);
+  ops::encoder_matmul(pixel_values, patch_embed_, h);
   ops::add_bias(h, patch_bias_);
   add_position_embeddings(grids, h);
 

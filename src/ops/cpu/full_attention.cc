@@ -1,8 +1,8 @@
 // Bidirectional attention. Long sequences (an image's thousands of patches) go head by head through
-// the dense matmul kernel: scores = q_h · k_hᵀ, a softmax per row, out_h = p · v_h, with k_h and v_hᵀ
-// copied contiguous once per kv head, so the keys stream from cache rather than from rows strided
-// across every head. Short ones run one (query, head) pair per work item. Either way softmax is in
-// f32 with max subtraction, and a row's result does not depend on the thread count.
+// the packed GEMM (gemm_f32.h): k_hᵀ and v_h packed once per kv head, then each block of queries on
+// one thread: scores = q_h · k_hᵀ, a softmax per row, out_h = p · v_h, its scores kept in cache.
+// Short ones run one (query, head) pair per work item. Either way softmax is in f32 with max
+// subtraction, and a row's result does not depend on the thread count.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/full_attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -10,13 +10,14 @@
 #include "hwy/highway.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "ops/cpu/encoder_kernels.h"
+#include "ops/cpu/gemm_f32.h"
 #include "ops/cpu/kernels.h"
-#include "tensor/weight.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace sanctum::ops::cpu {
@@ -126,42 +127,45 @@ HWY_EXPORT(FullAttentionItems);
 HWY_EXPORT(SoftmaxScaledRows);
 
 namespace {
-// Below this many keys the pairs run directly: the copies and the (n, m) scores would cost more than
+// Below this many keys the pairs run directly: the packing and the (n, m) scores would cost more than
 // the strided reads they save.
-constexpr int64_t kMatmulKeys = 256;
+constexpr int64_t kGemmKeys = 256;
 
-void full_attention_by_matmul(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
-  const int64_t n = q.dim(0), heads = q.dim(1), d = q.dim(2), m = k.dim(0), kv_heads = k.dim(1), group = heads / kv_heads;
-  Tensor kh = Tensor::zeros({m, d}, DType::f32), vt = Tensor::zeros({d, m}, DType::f32);  // k_h and v_hᵀ, contiguous
-  Tensor qh = Tensor::zeros({n, d}, DType::f32), oh = Tensor::zeros({n, d}, DType::f32);
-  Tensor scores = Tensor::zeros({n, m}, DType::f32);
-  for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
-    for (int64_t j = 0; j < m; ++j) {
-      const float* kj = k.data<const float>() + j * k.stride(0) + kvh * k.stride(1);
-      const float* vj = v.data<const float>() + j * v.stride(0) + kvh * v.stride(1);
-      std::copy(kj, kj + d, kh.data<float>() + j * d);
-      for (int64_t c = 0; c < d; ++c) vt.data<float>()[c * m + j] = vj[c];
+// Queries per work item: the item's (rows, keys) scores (1 MiB at 4,096 keys) stay in L2 from
+// q·kᵀ through the softmax to p·v.
+constexpr int64_t kQueryBlock = 64;
+
+void full_attention_by_gemm(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
+  const int64_t n = q.dim(0), heads = q.dim(1), d = q.dim(2), m = k.dim(0), group = heads / k.dim(1);
+  ThreadPool& pool = compute_pool();
+  std::vector<Tensor> scores;  // per thread: (kQueryBlock, m)
+  for (int t = 0; t < pool.size(); ++t) scores.push_back(Tensor::zeros({kQueryBlock, m}, DType::f32));
+  const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
+  PackedGemmB kt, vh;
+  for (int64_t h = 0; h < heads; ++h) {
+    if (h % group == 0) {
+      // k_h's rows are the columns of k_hᵀ; v_h is B as it stands. Both read in place, strided by token,
+      // and packed once for all of the group's query blocks.
+      const int64_t kvh = h / group;
+      kt = pack_gemm_b(d, m, GemmB{k.data<const float>() + kvh * k.stride(1), DType::f32, k.stride(0), true});
+      vh = pack_gemm_b(m, d, GemmB{v.data<const float>() + kvh * v.stride(1), DType::f32, v.stride(0), false});
     }
-    const Weight kw = dense_weight(kh), vw = dense_weight(vt);
-    for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-      for (int64_t i = 0; i < n; ++i) {
-        const float* qi = q.data<const float>() + i * q.stride(0) + h * q.stride(1);
-        std::copy(qi, qi + d, qh.data<float>() + i * d);
+    std::atomic<int64_t> next{0};
+    pool.run_on_all([&](int t) {
+      Tensor& st = scores[static_cast<size_t>(t)];
+      for (int64_t blk; (blk = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+        const int64_t i0 = blk * kQueryBlock, rows = std::min(kQueryBlock, n - i0);
+        gemm_f32_packed(rows, q.data<const float>() + i0 * q.stride(0) + h * q.stride(1), q.stride(0), kt, st.data<float>(), m);
+        HWY_DYNAMIC_DISPATCH(SoftmaxScaledRows)(st, scale, 0, rows);
+        gemm_f32_packed(rows, st.data<const float>(), m, vh, out.data<float>() + i0 * out.stride(0) + h * out.stride(1), out.stride(0));
       }
-      matmul_dense(qh, kw, scores);
-      compute_pool().parallel_for(n, 4, [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(SoftmaxScaledRows)(scores, scale, r0, r1); });
-      matmul_dense(scores, vw, oh);
-      for (int64_t i = 0; i < n; ++i) {
-        const float* oi = oh.data<const float>() + i * d;
-        std::copy(oi, oi + d, out.data<float>() + i * out.stride(0) + h * out.stride(1));
-      }
-    }
+    });
   }
 }
 }  // namespace
 
 void full_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
-  if (k.dim(0) >= kMatmulKeys) return full_attention_by_matmul(q, k, v, scale, out);
+  if (k.dim(0) >= kGemmKeys) return full_attention_by_gemm(q, k, v, scale, out);
   compute_pool().parallel_for(q.dim(0) * q.dim(1), 4,
                               [&](int64_t i0, int64_t i1) { HWY_DYNAMIC_DISPATCH(FullAttentionItems)(q, k, v, scale, out, i0, i1); });
 }
