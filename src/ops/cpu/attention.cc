@@ -5,6 +5,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "ops/cpu/attention_dot-inl.h"
 
 #include <cmath>
 #include <vector>
@@ -33,21 +34,6 @@ namespace sanctum::ops::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t d) {
-  const hn::ScalableTag<float> df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
-  int64_t c = 0;
-  for (; c + 2 * N <= d; c += 2 * N) {
-    acc0 = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc0);
-    acc1 = hn::MulAdd(hn::LoadU(df, a + c + N), hn::LoadU(df, b + c + N), acc1);
-  }
-  for (; c + N <= d; c += N) acc0 = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc0);
-  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
-  for (; c < d; ++c) s += a[c] * b[c];
-  return s;
-}
-
 // Queries i0, i0 + step, ... < i1, heads [h0, h1) of each; head fastest so neighbours share a kv head.
 void AttentionItems(const AttentionArgs& a, int64_t i0, int64_t i1, int64_t step, int64_t h0, int64_t h1) {
   const hn::ScalableTag<float> df;
@@ -64,7 +50,7 @@ void AttentionItems(const AttentionArgs& a, int64_t i0, int64_t i1, int64_t step
       const float* vb = a.v + kvh * a.v_stride1;
       float mx = -INFINITY;
       for (int64_t j = 0; j < n_keys; ++j) {
-        const float s = Dot(qi, kb + j * a.k_stride0, d) * a.scale;
+        const float s = AttentionDot(qi, kb + j * a.k_stride0, d) * a.scale;
         p[static_cast<size_t>(j)] = s;
         mx = std::max(mx, s);
       }

@@ -8,6 +8,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "ops/cpu/attention_dot-inl.h"
 
 #include <algorithm>
 #include <atomic>
@@ -24,21 +25,6 @@ namespace sanctum::ops::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-HWY_INLINE float EncoderDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t d) {
-  const hn::ScalableTag<float> df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
-  int64_t c = 0;
-  for (; c + 2 * N <= d; c += 2 * N) {
-    acc0 = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc0);
-    acc1 = hn::MulAdd(hn::LoadU(df, a + c + N), hn::LoadU(df, b + c + N), acc1);
-  }
-  for (; c + N <= d; c += N) acc0 = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc0);
-  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
-  for (; c < d; ++c) s += a[c] * b[c];
-  return s;
-}
-
 // Work items [i0, i1) of (query, head) pairs, head fastest.
 void FullAttentionItems(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, int64_t i0, int64_t i1) {
   const hn::ScalableTag<float> df;
@@ -52,7 +38,7 @@ void FullAttentionItems(const Tensor& q, const Tensor& k, const Tensor& v, float
     const float* vb = v.data<const float>() + kvh * v.stride(1);
     float mx = -INFINITY;
     for (int64_t j = 0; j < m; ++j) {
-      const float s = EncoderDot(qi, kb + j * k.stride(0), d) * scale;
+      const float s = AttentionDot(qi, kb + j * k.stride(0), d) * scale;
       p[static_cast<size_t>(j)] = s;
       mx = std::max(mx, s);
     }
