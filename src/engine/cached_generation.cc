@@ -79,7 +79,9 @@ void PromptCacheUse::finish(const GenerationResult& result, SequenceState& state
     cache_->store(sequence, state);
   } else if (tail && base_known_ && result.finish != FinishReason::cancelled) {
     const int64_t target = PrefixCache::aligned_point(static_cast<int64_t>(sequence.size()));
-    if (target > (base_ ? base_->length() : 0)) {
+    const int64_t from = base_ ? base_->length() : 0;
+    // The tail is rebuilt by a text prefill: not when an image lies past the base.
+    if (target > from && std::none_of(sequence.begin() + from, sequence.begin() + target, PrefixCache::is_image_key)) {
       sequence.resize(static_cast<size_t>(target));
       *tail = std::make_unique<TailSnapshot>(std::move(sequence), base_);
     }

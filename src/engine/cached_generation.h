@@ -58,7 +58,9 @@ class TailSnapshot {
 // The prompt cache's part in one sequence's generation: the state starts from the longest cached
 // prefix of the prompt, the prefill leaves snapshots at aligned positions (params' snapshot hooks,
 // which refer to this object: keep it in place while the run lasts), and after the run finish()
-// stores what later requests can reuse. `cache` may be null: a fresh state, nothing stored.
+// stores what later requests can reuse. `cache` may be null: a fresh state, nothing stored. `prompt`
+// is the cache's key: the prompt's tokens, image placeholders keyed by content (PrefixCache::image_key);
+// a prompt with images leaves its prefill through the last image to the caller (Engine::prefill_images).
 class PromptCacheUse {
  public:
   PromptCacheUse(Model& model, PrefixCache* cache, std::span<const int32_t> prompt, SequenceState& state, GenerationParams& params);

@@ -242,21 +242,17 @@ void Engine::start_choice(const std::shared_ptr<Job>& job, int choice) {
   };
   ++job->started;
   try {
-    if (choice == 0 && !request.images.empty()) {
-      SequenceState state = model_->new_state();
-      const int64_t through = prefill_images(request, state);
-      s->run.emplace(*model_, std::move(state), std::vector<int32_t>(request.prompt.begin() + through, request.prompt.end()), params,
-                     on_tokens);
-      if (request.n > 1) s->run->keep_prompt_row();
-    } else if (choice == 0) {
+    if (choice == 0) {
       SequenceState state;
-      s->cache_use = std::make_unique<PromptCacheUse>(*model_, prompt_cache_.get(), request.prompt, state, params);
+      const std::vector<int32_t> key = request.images.empty() ? request.prompt : image_prompt_key(request);
+      s->cache_use = std::make_unique<PromptCacheUse>(*model_, prompt_cache_.get(), key, state, params);
       const int64_t reused = s->cache_use->reused();
       if (prompt_cache_) {
         metrics_.prompt_cache_lookups.with({reused > 0 ? "hit" : "miss"}).inc();
         metrics_.prompt_cache_tokens.inc(static_cast<double>(reused));
       }
-      s->run.emplace(*model_, std::move(state), std::vector<int32_t>(request.prompt.begin() + reused, request.prompt.end()), params,
+      const int64_t done = request.images.empty() ? reused : prefill_images(request, state, reused, params);
+      s->run.emplace(*model_, std::move(state), std::vector<int32_t>(request.prompt.begin() + done, request.prompt.end()), params,
                      on_tokens);
       if (request.n > 1) s->run->keep_prompt_row();
     } else {
@@ -274,24 +270,55 @@ void Engine::start_choice(const std::shared_ptr<Job>& job, int choice) {
   sequences_.push_back(std::move(s));
 }
 
-// A job's prompt through its last image, in one forward: the images' rows in place of their
-// placeholders, at their multimodal positions. Returns the tokens it took; at least one is left for
-// the run, whose first logits row it needs.
-int64_t Engine::prefill_images(const InferenceJob& job, SequenceState& state) {
-  std::vector<PromptImage> placed;
-  ImageEmbeddingCache encoded(*model_);  // the job's images, one tower run per distinct content
+// The prompt-cache key of a job with images: each image's placeholders keyed by its content.
+std::vector<int32_t> Engine::image_prompt_key(const InferenceJob& job) {
+  std::vector<int32_t> key = job.prompt;
   for (const JobImage& image : job.images) {
+    check(image.offset >= 0 && image.offset + image.tokens() <= static_cast<int64_t>(key.size()), ErrorKind::invalid_argument,
+          "a job image's placeholders lie outside its prompt");
+    for (int64_t j = 0; j < image.tokens(); ++j) key[static_cast<size_t>(image.offset + j)] = PrefixCache::image_key(image.hash, j);
+  }
+  return key;
+}
+
+// A job's prompt from `from` (what the prompt cache gave) through its last image: the images' rows in
+// place of their placeholders, at their multimodal positions, in forwards split at the snapshot
+// positions the prompt cache asked for (params.snapshot_at, which it leaves to the run past there).
+// Only images from `from` on go through the tower. Returns the tokens the state then holds; at least
+// one is left for the run, whose first logits row it needs.
+int64_t Engine::prefill_images(const InferenceJob& job, SequenceState& state, int64_t from, GenerationParams& params) {
+  const JobImage& last = job.images.back();
+  const int64_t through = last.offset + last.tokens();
+  check(through < static_cast<int64_t>(job.prompt.size()), ErrorKind::invalid_argument,
+        "a prompt must go on past its last image (the chat template closes it with a vision end token)");
+  if (from >= through) return from;
+  ImageEmbeddingCache encoded(*model_);                            // the job's images, one tower run per distinct content
+  std::vector<std::pair<int64_t, const ImageEmbeddings*>> images;  // (offset in the prompt, rows)
+  for (const JobImage& image : job.images) {
+    if (image.offset + image.tokens() <= from) continue;
     if (image.embeddings) {
-      placed.push_back({image.offset, image.embeddings.get()});
+      images.emplace_back(image.offset, image.embeddings.get());
       continue;
     }
     check(image.pixel_values != nullptr, ErrorKind::invalid_argument, "a job image has neither embeddings nor pixel values");
-    placed.push_back({image.offset, &encoded.get(image.hash, *image.pixel_values, image.rows, image.cols, image.grid)});
+    images.emplace_back(image.offset, &encoded.get(image.hash, *image.pixel_values, image.rows, image.cols, image.grid));
   }
-  const int64_t through = placed.back().offset + placed.back().image->tokens();
-  check(through < static_cast<int64_t>(job.prompt.size()), ErrorKind::invalid_argument,
-        "a prompt must go on past its last image (the chat template closes it with a vision end token)");
-  model_->forward_images(std::span<const int32_t>(job.prompt).first(static_cast<size_t>(through)), state, LogitsFor::none, placed);
+  std::vector<int64_t> cuts;
+  std::vector<int64_t> later;  // snapshot positions the run reaches
+  for (int64_t p : params.snapshot_at) (p > from && p <= through ? cuts : later).push_back(p);
+  std::ranges::sort(cuts);
+  if (cuts.empty() || cuts.back() != through) cuts.push_back(through);
+  int64_t begin = from;
+  for (int64_t end : cuts) {
+    std::vector<PromptImage> placed;
+    for (const auto& [offset, rows] : images)
+      if (offset < end && offset + rows->tokens() > begin) placed.push_back({offset - begin, rows});
+    const auto piece = std::span<const int32_t>(job.prompt).subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+    model_->forward_images(piece, state, LogitsFor::none, placed);
+    if (params.on_snapshot && std::ranges::find(params.snapshot_at, end) != params.snapshot_at.end()) params.on_snapshot(state);
+    begin = end;
+  }
+  params.snapshot_at = std::move(later);
   return through;
 }
 

@@ -61,18 +61,20 @@ class GenerationSink {
 // on the compute pool, which only the engine's thread drives), once per distinct `hash` in the job.
 struct JobImage {
   int64_t offset = 0;
+  int64_t token_count = 0;  // placeholders (with pixel values; embeddings know their own)
   std::shared_ptr<const ImageEmbeddings> embeddings;
   ImageHash hash{};
   std::shared_ptr<const std::vector<float>> pixel_values;  // (rows, cols) f32, the processor's layout
   int64_t rows = 0, cols = 0;
   GridThw grid;
+  int64_t tokens() const { return embeddings ? embeddings->tokens() : token_count; }
 };
 
 struct InferenceJob {
   std::string request_id;
   std::vector<int32_t> prompt;
   // In prompt order. A job with images prefills through its last image at admission
-  // (Model::forward_images) and leaves the prompt cache alone: its token ids do not identify the images.
+  // (Model::forward_images); the prompt cache keys its placeholders by the images' content hashes.
   std::vector<JobImage> images;
   GenerationParams params;
   int n = 1;  // choices: n sequences that share the prompt's prefill
@@ -132,7 +134,8 @@ class Engine {
   void loop();
   void start(std::shared_ptr<InferenceJob> job);
   void start_choice(const std::shared_ptr<Job>& job, int choice);
-  int64_t prefill_images(const InferenceJob& job, SequenceState& state);
+  static std::vector<int32_t> image_prompt_key(const InferenceJob& job);
+  int64_t prefill_images(const InferenceJob& job, SequenceState& state, int64_t from, GenerationParams& params);
   void fork_choices(Sequence& parent);
   void step();
   void step_batch();

@@ -9,7 +9,35 @@ int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   auto [ia, ib] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
   return static_cast<int64_t>(ia - a.begin());
 }
+
+constexpr int64_t kHeadFlag = int64_t{1} << 30;
+
+bool is_image_head(int32_t token) { return PrefixCache::is_image_key(token) && ((-1 - int64_t{token}) & kHeadFlag) != 0; }
+
+// Whether restoring `entry`'s snapshot at `usable` tokens of `prompt` is exact (see the header).
+bool reusable_at(std::span<const int32_t> entry, std::span<const int32_t> prompt, int64_t usable) {
+  if (usable <= 0) return false;
+  const auto at = static_cast<size_t>(usable);
+  if (at < prompt.size() && is_image_head(prompt[at]) && is_image_head(prompt[at - 1])) return false;  // inside an image's head
+  return std::none_of(entry.begin() + usable, entry.end(), PrefixCache::is_image_key);                 // cut short across an image
+}
 }  // namespace
+
+int32_t PrefixCache::image_key(std::span<const uint8_t, 32> hash, int64_t index) {
+  const auto word = [&](int64_t w) {
+    const auto b = static_cast<size_t>(w % 8) * 4;
+    return static_cast<uint32_t>(hash[b]) | static_cast<uint32_t>(hash[b + 1]) << 8 | static_cast<uint32_t>(hash[b + 2]) << 16 |
+           static_cast<uint32_t>(hash[b + 3]) << 24;
+  };
+  int64_t x = 0;
+  if (index < kImageHeadTokens) {
+    x = kHeadFlag | (word(index) & (kHeadFlag - 1));
+  } else {  // the rest repeat the hash's words, mixed with the index so that no two keys of a run are alike
+    const uint64_t mixed = (uint64_t{word(index)} ^ static_cast<uint64_t>(index)) * 0x9E3779B97F4A7C15ull;
+    x = static_cast<int64_t>(mixed >> 34);  // 30 bits
+  }
+  return static_cast<int32_t>(-1 - x);
+}
 
 int64_t PrefixCache::acquire(const Model& model, std::span<const int32_t> prompt, SequenceState& state,
                              std::shared_ptr<const SequenceState>* from) {
@@ -23,7 +51,7 @@ int64_t PrefixCache::acquire(const Model& model, std::span<const int32_t> prompt
       const int64_t len = static_cast<int64_t>(it->tokens.size());
       const int64_t lcp = std::min(common_prefix(it->tokens, prompt), cap);
       const int64_t usable = it->snapshot->has_recurrent_state() ? (len <= lcp ? len : 0) : lcp;
-      if (usable > best_len) {
+      if (usable > best_len && reusable_at(it->tokens, prompt, usable)) {
         best_len = usable;
         best_it = it;
       }

@@ -13,6 +13,11 @@
 //   written, the recurrent state is copied), so no request sees another's state change.
 // - The pool is bounded in bytes, each KV buffer counted once however many snapshots share it (the
 //   turns of one conversation do); the least recently used entries are evicted first.
+// - Prompts with images are keyed by their images' content: each placeholder token becomes a negative
+//   id made from the image's hash (image_key), so the same placeholders with another image never match.
+//   The first kImageHeadTokens keys of an image carry 30 bits of its 256-bit hash each; a prefix that
+//   would end among them is not reused (too few bits compared), nor is an attention-only snapshot cut
+//   short across an image (the rotary offset an image leaves is known only at its end).
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -37,8 +42,13 @@ class PrefixCache {
  public:
   explicit PrefixCache(size_t max_bytes) : max_bytes_(max_bytes) {}
 
-  static constexpr int64_t kMinRecomputed = 2;  // T_q >= 2
-  static constexpr int64_t kAlign = 64;         // GatedDeltaNet chunk size (see blocks/gated_delta_net.h)
+  static constexpr int64_t kMinRecomputed = 2;    // T_q >= 2
+  static constexpr int64_t kAlign = 64;           // GatedDeltaNet chunk size (see blocks/gated_delta_net.h)
+  static constexpr int64_t kImageHeadTokens = 8;  // 8 x 30 bits of an image's hash
+
+  // The key of the placeholder token `index` (from 0) of an image whose content hash is `hash`.
+  static int32_t image_key(std::span<const uint8_t, 32> hash, int64_t index);
+  static bool is_image_key(int32_t token) { return token < 0; }
 
   // Prepares `state` (fresh or restored) for `prompt`; returns how many leading prompt tokens it
   // already holds. The caller prefills prompt[returned..]. `from` (optional) receives the snapshot

@@ -49,26 +49,29 @@ PromptLayout layout_prompt(int64_t pos0, int64_t delta, int64_t n, std::span<con
   for (const PromptImage& p : images) {
     check(p.image != nullptr, ErrorKind::invalid_argument, "forward_images: an image has no embeddings");
     const ImageEmbeddings& img = *p.image;
-    check(p.offset >= i && img.tokens() > 0 && p.offset + img.tokens() <= n, ErrorKind::invalid_argument,
+    const int64_t first = std::max<int64_t>(p.offset, 0), end = std::min(p.offset + img.tokens(), n);
+    check(first >= i && img.tokens() > 0 && first < end, ErrorKind::invalid_argument,
           "forward_images: the image at token " + std::to_string(p.offset) + " (" + std::to_string(img.tokens()) +
-              " tokens) overlaps the one before or runs past the " + std::to_string(n) + " tokens");
+              " tokens) overlaps the one before or lies outside the " + std::to_string(n) + " tokens");
     check(img.rows.dtype() == DType::f32 && img.rows.device() == Device::cpu && img.rows.ndim() == 2 && img.rows.dim(0) == img.tokens() &&
               img.rows.dim(1) == hidden && img.rows.stride(1) == 1,
           ErrorKind::invalid_argument,
           "forward_images: image rows must be host f32 (" + std::to_string(img.tokens()) + ", " + std::to_string(hidden) + "), got " +
               img.rows.shape_string());
-    text_until(p.offset);
-    const int64_t start = pos0 + p.offset + delta;  // where the next text token would have been
-    for (int64_t f = 0; f < img.t; ++f)
-      for (int64_t r = 0; r < img.h; ++r)
-        for (int64_t c = 0; c < img.w; ++c, ++i) {
-          const auto at = static_cast<size_t>(i);
-          l.t[at] = static_cast<int32_t>(start + f);
-          l.h[at] = static_cast<int32_t>(start + r);
-          l.w[at] = static_cast<int32_t>(start + c);
-          l.image_row[at] = img.rows.data<float>() + (i - p.offset) * img.rows.stride(0);
-        }
-    delta += std::max(img.h, img.w) - img.tokens();  // the text after continues at start + max(h, w)
+    text_until(first);
+    // Where the next text token would have been; an image begun by an earlier forward started there
+    // too, since the delta changes only once an image is complete.
+    const int64_t start = pos0 + p.offset + delta;
+    for (; i < end; ++i) {
+      const int64_t j = i - p.offset, f = j / (img.h * img.w), r = j / img.w % img.h, c = j % img.w;
+      const auto at = static_cast<size_t>(i);
+      l.t[at] = static_cast<int32_t>(start + f);
+      l.h[at] = static_cast<int32_t>(start + r);
+      l.w[at] = static_cast<int32_t>(start + c);
+      l.image_row[at] = img.rows.data<float>() + j * img.rows.stride(0);
+    }
+    // The text after continues at start + max(h, w); until the image is complete, the delta is the one before it.
+    if (p.offset + img.tokens() <= n) delta += std::max(img.h, img.w) - img.tokens();
     l.has_images = true;
   }
   text_until(n);

@@ -39,8 +39,10 @@ struct PromptLayout {
   bool has_images = false;
 };
 // Tokens [0, n) at sequence index pos0 onwards with the state's rope_delta `delta` before them.
-// Images must lie within the tokens, in order, without overlap, with rows (tokens, hidden) f32 on
-// the host; throws invalid_argument naming what does not fit.
+// Images come in order, without overlap, each with rows (tokens, hidden) f32 on the host; an image
+// may have begun in an earlier forward (negative offset) or go on in a later one (past n), so a
+// prompt can be prefilled in pieces split anywhere: while an image is incomplete the delta stays the
+// one before it. Throws invalid_argument naming what does not fit.
 PromptLayout layout_prompt(int64_t pos0, int64_t delta, int64_t n, std::span<const PromptImage> images, int64_t hidden);
 
 }  // namespace sanctum

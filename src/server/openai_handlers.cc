@@ -90,6 +90,7 @@ std::vector<JobImage> job_images(const Tokenizer& tokenizer, const std::vector<i
           "image placeholders: a run of " + std::to_string(at - begin) + " tokens for an image of " + std::to_string(p.token_count()));
     JobImage j;
     j.offset = static_cast<int64_t>(begin);
+    j.token_count = p.token_count();
     j.hash = p.content_hash;
     j.rows = p.rows;
     j.cols = p.cols;

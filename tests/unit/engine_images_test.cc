@@ -1,6 +1,6 @@
 // The engine with images in a job's prompt: the prompt through the last image goes to
-// Model::forward_images once, with the images at their offsets; the rest runs as any prompt; the
-// prompt cache neither serves nor keeps such a prompt.
+// Model::forward_images, with the images at their offsets; the rest runs as any prompt; the prompt
+// cache serves such a prompt again only with the same image content.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -62,12 +62,13 @@ struct Sink : GenerationSink {
   void on_done(const std::string& error) override { done.set_value(error); }
 };
 
-std::shared_ptr<InferenceJob> image_job(std::shared_ptr<Sink> sink, std::shared_ptr<const ImageEmbeddings> image) {
+std::shared_ptr<InferenceJob> image_job(std::shared_ptr<Sink> sink, std::shared_ptr<const ImageEmbeddings> image, uint8_t content = 1) {
   auto job = std::make_shared<InferenceJob>();
   job->prompt = {1, 5, 5, 5, 5, 2, 3};  // tokens 1..4 are the image's placeholders
   JobImage placed;
   placed.offset = 1;
   placed.embeddings = std::move(image);
+  placed.hash.fill(content);
   job->images = {std::move(placed)};
   job->params.max_tokens = 3;
   job->params.ignore_eos = true;
@@ -75,7 +76,7 @@ std::shared_ptr<InferenceJob> image_job(std::shared_ptr<Sink> sink, std::shared_
   return job;
 }
 
-TEST(EngineImages, the_prompt_through_the_image_prefills_with_it_and_the_rest_runs_as_text) {
+TEST(EngineImages, the_prompt_through_the_image_prefills_with_it_and_the_cache_serves_it_only_for_the_same_image) {
   ServerMetrics metrics;
   auto model = std::make_unique<FakeVisionModel>();
   FakeVisionModel* fake = model.get();
@@ -83,17 +84,22 @@ TEST(EngineImages, the_prompt_through_the_image_prefills_with_it_and_the_rest_ru
   options.prompt_cache_bytes = size_t{1} << 20;
   Engine engine("fake", std::move(model), options, metrics.engine);
   auto image = std::make_shared<ImageEmbeddings>(ImageEmbeddings{Tensor::zeros({4, 2}, DType::f32), 1, 2, 2});
-  for (int round = 0; round < 2; ++round) {  // the same prompt again: no prompt-cache hit skips the image
+  // The same tokens three times: with image content 1, again with 1 (the cache holds it past the
+  // image), then with content 2 (the placeholders' ids are equal, the content is not: no reuse).
+  const uint8_t contents[] = {1, 1, 2};
+  for (uint8_t content : contents) {
     auto sink = std::make_shared<Sink>();
     auto done = sink->done.get_future();
-    ASSERT_EQ(engine.submit(image_job(sink, image)), Engine::Admit::accepted);
+    ASSERT_EQ(engine.submit(image_job(sink, image, content)), Engine::Admit::accepted);
     EXPECT_EQ(done.get(), "");
     EXPECT_EQ(sink->tokens, (std::vector<int32_t>{4, 5, 6}));
   }
   std::lock_guard<std::mutex> lock(fake->mutex);
   ASSERT_EQ(fake->image_prefills.size(), 2u);
   EXPECT_EQ(fake->image_prefills[0], (std::vector<int32_t>{1, 5, 5, 5, 5}));
+  EXPECT_EQ(fake->image_prefills[1], (std::vector<int32_t>{1, 5, 5, 5, 5}));
   EXPECT_EQ(fake->offsets, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(engine.prompt_cache_stats().hits, 1);
 }
 
 TEST(EngineImages, a_prompt_that_ends_with_its_image_is_refused) {

@@ -65,12 +65,42 @@ TEST(MropeLayout, a_later_forward_continues_from_the_carried_delta) {
   EXPECT_EQ(whole.next_delta, tail.next_delta);
 }
 
-TEST(MropeLayout, overlapping_or_overrunning_images_are_refused) {
+TEST(MropeLayout, a_prompt_split_anywhere_even_inside_an_image_lays_out_as_one_forward) {
+  const ImageEmbeddings a = image(1, 3, 5), b = image(1, 2, 2);
+  const PromptImage both[] = {{2, &a}, {19, &b}};
+  const PromptLayout whole = layout_prompt(0, 0, 26, both, 4);
+  for (int64_t cut1 = 1; cut1 < 25; ++cut1)
+    for (int64_t cut2 = cut1 + 1; cut2 < 26; ++cut2) {
+      // Forwards [0, cut1), [cut1, cut2), [cut2, 26), each given the images that overlap it.
+      const int64_t cuts[] = {0, cut1, cut2, 26};
+      int64_t delta = 0;
+      for (int part = 0; part < 3; ++part) {
+        const int64_t lo = cuts[part], hi = cuts[part + 1];
+        std::vector<PromptImage> in;
+        for (const PromptImage& p : both)
+          if (p.offset < hi && p.offset + p.image->tokens() > lo) in.push_back({p.offset - lo, p.image});
+        const PromptLayout l = layout_prompt(lo, delta, hi - lo, in, 4);
+        for (int64_t i = lo; i < hi; ++i) {
+          const auto w = static_cast<size_t>(i), at = static_cast<size_t>(i - lo);
+          ASSERT_EQ(l.t[at], whole.t[w]) << cut1 << " " << cut2 << " " << i;
+          ASSERT_EQ(l.h[at], whole.h[w]) << cut1 << " " << cut2 << " " << i;
+          ASSERT_EQ(l.w[at], whole.w[w]) << cut1 << " " << cut2 << " " << i;
+          ASSERT_EQ(l.image_row[at], whole.image_row[w]) << cut1 << " " << cut2 << " " << i;
+        }
+        delta = l.next_delta;
+      }
+      EXPECT_EQ(delta, whole.next_delta);
+    }
+}
+
+TEST(MropeLayout, overlapping_or_outlying_images_are_refused) {
   const ImageEmbeddings a = image(1, 2, 2);
   const PromptImage overlap[] = {{0, &a}, {2, &a}};
   EXPECT_THROW(layout_prompt(0, 0, 10, overlap, 4), Error);
-  const PromptImage overrun[] = {{8, &a}};
-  EXPECT_THROW(layout_prompt(0, 0, 10, overrun, 4), Error);
+  const PromptImage after[] = {{10, &a}};
+  EXPECT_THROW(layout_prompt(0, 0, 10, after, 4), Error);
+  const PromptImage before[] = {{-4, &a}};
+  EXPECT_THROW(layout_prompt(0, 0, 10, before, 4), Error);
   const PromptImage wrong_width[] = {{0, &a}};
   EXPECT_THROW(layout_prompt(0, 0, 10, wrong_width, 8), Error);
 }

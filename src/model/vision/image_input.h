@@ -22,7 +22,8 @@ struct ImageEmbeddings {
   int64_t tokens() const { return t * h * w; }
 };
 
-// An image in a forward's tokens: tokens [offset, offset + image->tokens()) are its placeholders.
+// An image in a forward's tokens: tokens [offset, offset + image->tokens()) are its placeholders,
+// counted from the forward's first token (negative: the image began in an earlier forward).
 struct PromptImage {
   int64_t offset = 0;
   const ImageEmbeddings* image = nullptr;
