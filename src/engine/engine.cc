@@ -282,8 +282,9 @@ std::vector<int32_t> Engine::image_prompt_key(const InferenceJob& job) {
 }
 
 // A job's prompt from `from` (what the prompt cache gave) through its last image: the images' rows in
-// place of their placeholders, at their multimodal positions, in forwards split at the snapshot
-// positions the prompt cache asked for (params.snapshot_at, which it leaves to the run past there).
+// place of their placeholders, at their multimodal positions, in forwards of at most a prefill chunk,
+// split at the snapshot positions the prompt cache asked for (params.snapshot_at, which it leaves to
+// the run past there).
 // Only images from `from` on go through the tower. Returns the tokens the state then holds; at least
 // one is left for the run, whose first logits row it needs.
 int64_t Engine::prefill_images(const InferenceJob& job, SequenceState& state, int64_t from, GenerationParams& params) {
@@ -306,8 +307,12 @@ int64_t Engine::prefill_images(const InferenceJob& job, SequenceState& state, in
   std::vector<int64_t> cuts;
   std::vector<int64_t> later;  // snapshot positions the run reaches
   for (int64_t p : params.snapshot_at) (p > from && p <= through ? cuts : later).push_back(p);
+  // Pieces of at most a prefill chunk bound the forward's scratch, as a text prompt's pieces do.
+  const int64_t chunk = std::max(1, params.prefill_chunk > 0 ? params.prefill_chunk : model_->prefill_chunk());
+  for (int64_t p = from + chunk; p < through; p += chunk) cuts.push_back(p);
+  cuts.push_back(through);
   std::ranges::sort(cuts);
-  if (cuts.empty() || cuts.back() != through) cuts.push_back(through);
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   int64_t begin = from;
   for (int64_t end : cuts) {
     std::vector<PromptImage> placed;

@@ -102,6 +102,27 @@ TEST(EngineImages, the_prompt_through_the_image_prefills_with_it_and_the_cache_s
   EXPECT_EQ(engine.prompt_cache_stats().hits, 1);
 }
 
+TEST(EngineImages, an_image_prompt_prefills_in_pieces_of_a_prefill_chunk_even_inside_the_image) {
+  ServerMetrics metrics;
+  auto model = std::make_unique<FakeVisionModel>();
+  FakeVisionModel* fake = model.get();
+  Engine engine("fake", std::move(model), EngineOptions{}, metrics.engine);
+  auto sink = std::make_shared<Sink>();
+  auto done = sink->done.get_future();
+  auto job = image_job(sink, std::make_shared<ImageEmbeddings>(ImageEmbeddings{Tensor::zeros({4, 2}, DType::f32), 1, 2, 2}));
+  job->params.prefill_chunk = 2;
+  ASSERT_EQ(engine.submit(job), Engine::Admit::accepted);
+  EXPECT_EQ(done.get(), "");
+  EXPECT_EQ(sink->tokens, (std::vector<int32_t>{4, 5, 6}));
+  std::lock_guard<std::mutex> lock(fake->mutex);
+  // Tokens [0, 2), [2, 4), [4, 5): the image (tokens 1..4) at offset 1, then -1, then -3 of each piece.
+  ASSERT_EQ(fake->image_prefills.size(), 3u);
+  EXPECT_EQ(fake->image_prefills[0], (std::vector<int32_t>{1, 5}));
+  EXPECT_EQ(fake->image_prefills[1], (std::vector<int32_t>{5, 5}));
+  EXPECT_EQ(fake->image_prefills[2], (std::vector<int32_t>{5}));
+  EXPECT_EQ(fake->offsets, (std::vector<int64_t>{1, -1, -3}));
+}
+
 TEST(EngineImages, a_prompt_that_ends_with_its_image_is_refused) {
   ServerMetrics metrics;
   Engine engine("fake", std::make_unique<FakeVisionModel>(), EngineOptions{}, metrics.engine);
