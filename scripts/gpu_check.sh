@@ -42,11 +42,12 @@ bundle() {
   cp "$BUILD/sanctum" "$DIST/stage/bin/"
   if [ -n "${SANCTUM_GPU_BASE:-}" ]; then cp "$SANCTUM_GPU_BASE" "$DIST/stage/bin/sanctum-base"; fi
   for t in "${tests[@]+"${tests[@]}"}"; do cp "$BUILD/tests/$t" "$DIST/stage/bin/"; done
-  # Libraries the GPU machine's Ubuntu lacks or has under another soname. glibc, libstdc++, OpenSSL 3,
-  # zlib and PCRE2 are there in compatible versions; CUDA's own libraries come from its toolkit.
+  # Libraries the GPU machine's Ubuntu lacks or has under another soname (the image decoders too).
+  # glibc, libstdc++, OpenSSL 3, zlib and PCRE2 are there in compatible versions; CUDA's own libraries
+  # come from its toolkit.
   for lib in $(ldd "$BUILD/sanctum" "$BUILD"/tests/cuda_*_test | awk '/=> \//{print $3}' | sort -u); do
     case "$(basename "$lib")" in
-      libhwy*|libicu*|libyaml-cpp*) cp -L "$lib" "$DIST/stage/lib/" ;;
+      libhwy*|libicu*|libyaml-cpp*|libpng*|libjpeg*|libwebp*|libgif*) cp -L "$lib" "$DIST/stage/lib/" ;;
     esac
   done
   # The kernel timeline library for bench/gpu/trace_decode.py, with the CUPTI it was built against.
