@@ -3,17 +3,29 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 namespace sanctum {
 
 namespace {
-constexpr int kSpinIterations = 200000;  // ~50-100 us of polling before a worker sleeps
+// A worker polls this long for the next region before it sleeps on the condition variable.
+constexpr auto kPollFor = std::chrono::microseconds(200);
+// Past this many polls a waiting thread also yields its core at each poll: when the machine has more
+// runnable threads than cores, the thread being waited for may be the one that needs it. On an idle
+// machine a yield returns at once, so waits there stay as short as pure spinning.
+constexpr int kPollsBeforeYield = 2000;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+// One poll of a wait loop that has polled `polls` times before.
+inline void wait_a_little(int polls) {
+  if (polls < kPollsBeforeYield) cpu_relax();
+  else sched_yield();
 }
 }  // namespace
 
@@ -46,17 +58,17 @@ void ThreadPool::dispatch(Thunk thunk, void* ctx) {
   }
   wake_.notify_all();
   thunk(ctx, 0);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  for (int polls = 0; pending_.load(std::memory_order_acquire) != 0; ++polls) wait_a_little(polls);
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    int spins = 0;
     uint64_t gen;
-    while ((gen = generation_.load(std::memory_order_acquire)) == seen && spins < kSpinIterations) {
-      cpu_relax();
-      ++spins;
+    const auto until = std::chrono::steady_clock::now() + kPollFor;
+    for (int polls = 0; (gen = generation_.load(std::memory_order_acquire)) == seen; ++polls) {
+      if (polls % 256 == 255 && std::chrono::steady_clock::now() > until) break;
+      wait_a_little(polls);
     }
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(mutex_);

@@ -1,7 +1,8 @@
 #pragma once
 // A persistent pool of worker threads for data-parallel kernels. The calling thread takes part,
-// so a pool of size N runs N-1 workers. Workers spin briefly before sleeping: decode issues many
-// small parallel regions per token and a condition-variable wake-up per region costs too much.
+// so a pool of size N runs N-1 workers. Workers poll for about 200 us before sleeping: decode issues
+// many small parallel regions per token and a condition-variable wake-up per region costs too much.
+// Waits yield the core after a short spin, so an oversubscribed machine runs the awaited thread.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
