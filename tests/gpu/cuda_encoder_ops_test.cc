@@ -103,7 +103,9 @@ TEST_F(CudaEncoderOps, full_attention_every_query_sees_every_key_as_the_ref_does
   Rng rng(83);
   for (ops::MatmulPrecision p : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16}) {
     const PrecisionScope scope(p);
-    const float rel = p == ops::MatmulPrecision::f32 ? 2e-5f : 5e-3f;  // TF32 products outside the f32 mode
+    // TF32 rounds q and k to 11 significant bits outside the f32 mode: scores of ~10 (head_dim 1) move by
+    // ~1e-2 and their weights by ~1%.
+    const float rel = p == ops::MatmulPrecision::f32 ? 2e-5f : 3e-2f;
     for (int64_t d : {1, 16, 33, 72}) {
       for (auto [n, m] : {std::pair<int64_t, int64_t>{1, 1}, {7, 7}, {31, 33}, {64, 5}, {9, 300}, {257, 257}}) {
         for (auto [heads, kv_heads] : {std::pair<int64_t, int64_t>{1, 1}, {4, 2}, {3, 3}}) {
