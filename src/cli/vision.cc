@@ -51,13 +51,13 @@ std::vector<GridThw> parse_grids(const std::string& text) {
 int run_vision(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "pixels", "grids", "embeddings-out", "prompt-ids", "out", "split", "greedy", "threads", "matmul-precision",
-             kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag},
+             "encode-runs", kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag},
             {"help"});
   if (args.has("help") || !args.has("model") || !args.has("pixels") || !args.has("grids")) {
     std::fputs(
         "usage: sanctum vision --model DIR --pixels FILE.f32 --grids 1x4x6[,TxHxW...] [--embeddings-out FILE.npy]\n"
         "                      [--prompt-ids 1,2,3 [--out FILE.npy] [--split K] [--greedy N]] [--threads N]\n"
-        "                      [--matmul-precision f32|int8|bf16] [--device cpu|cuda]\n",
+        "                      [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--encode-runs N]\n",
         args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
@@ -76,9 +76,17 @@ int run_vision(int argc, char** argv) {
   const int64_t cols = static_cast<int64_t>(bytes.size() / sizeof(float)) / patches;
   Tensor pixels = Tensor::zeros({patches, cols}, DType::f32);
   std::memcpy(pixels.raw(), bytes.data(), bytes.size());
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<ImageEmbeddings> images = model->encode_images(pixels, grids);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // --encode-runs N: the fastest of N encodes (the first pays one-time costs: on a GPU, loading cuBLAS).
+  const int64_t runs = args.get_int("encode-runs", 1);
+  check(runs >= 1, ErrorKind::invalid_argument, "--encode-runs must be at least 1");
+  std::vector<ImageEmbeddings> images;
+  double seconds = 0.0;
+  for (int64_t r = 0; r < runs; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    images = model->encode_images(pixels, grids);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds = r == 0 ? s : std::min(seconds, s);
+  }
   std::fprintf(stderr, "vision tower: %zu images, %lld patches, %.3f s\n", images.size(), static_cast<long long>(patches), seconds);
 
   const int64_t hidden = model->config().hidden_size;

@@ -1,6 +1,7 @@
 #include "ops/full_attention.h"
 
 #include "ops/cpu/encoder_kernels.h"
+#include "ops/cuda/kernels.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops {
@@ -10,7 +11,6 @@ void full_attention(const Tensor& q, const Tensor& k, const Tensor& v, float sca
   for (const auto& [name, t] : {detail::Named{"q", &q}, detail::Named{"k", &k}, detail::Named{"v", &v}, detail::Named{"out", &out}})
     detail::require_defined(kOp, name, *t);
   const Device device = detail::require_one_device(kOp, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}});
-  SANCTUM_REQUIRE(device == Device::cpu, kOp, "not on CUDA yet: run the vision tower with --device cpu", ErrorKind::unsupported);
   for (const auto& [name, t] : {detail::Named{"q", &q}, detail::Named{"k", &k}, detail::Named{"v", &v}, detail::Named{"out", &out}}) {
     detail::require_dtype(kOp, name, *t, DType::f32);
     SANCTUM_REQUIRE(t->ndim() == 3, kOp, std::string(name) + " must be 3-D (tokens, heads, head_dim), got " + t->shape_string());
@@ -23,6 +23,7 @@ void full_attention(const Tensor& q, const Tensor& k, const Tensor& v, float sca
                   "n_heads " + std::to_string(q.dim(1)) + " is not a multiple of n_kv_heads " + std::to_string(k.dim(1)));
   SANCTUM_REQUIRE(k.dim(0) > 0 || q.dim(0) == 0, kOp, "queries need at least one key");
   if (q.dim(0) == 0 || q.dim(1) == 0) return;
+  if (device == Device::cuda) return cuda::full_attention(q, k, v, scale, out);
   cpu::full_attention(q, k, v, scale, out);
 }
 

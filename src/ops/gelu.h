@@ -8,7 +8,7 @@ namespace sanctum::ops {
 enum class GeluKind { erf, tanh };
 
 // out = gelu(x), elementwise f32, out may alias x; x and out of one shape with contiguous rows.
-// CPU only for now: a GPU tensor raises "not on CUDA yet".
+// On the CPU or the GPU.
 void gelu(const Tensor& x, Tensor& out, GeluKind kind);
 
 }  // namespace sanctum::ops

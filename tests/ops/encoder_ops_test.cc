@@ -112,7 +112,7 @@ TEST(FullAttention, bad_arguments_raise_errors) {
   Tensor q = Tensor::zeros({2, 3, 8}, DType::f32), k = Tensor::zeros({4, 2, 8}, DType::f32), out = Tensor::zeros({2, 3, 8}, DType::f32);
   EXPECT_THROW(ops::full_attention(q, k, k, 1.0f, out), Error);  // 3 heads over 2 kv heads
   Tensor cuda = Tensor::view_of(q.raw(), {2, 3, 8}, DType::f32, nullptr, Device::cuda);
-  EXPECT_THROW(ops::full_attention(cuda, cuda, cuda, 1.0f, cuda), Error);
+  EXPECT_THROW(ops::full_attention(cuda, q, q, 1.0f, out), Error);  // tensors on two devices
 }
 
 }  // namespace

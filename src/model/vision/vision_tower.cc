@@ -57,13 +57,15 @@ void axis_taps(int64_t i, int64_t size, int64_t side, int64_t taps[2], float wei
 }  // namespace
 
 VisionTower::VisionTower(Checkpoint& ckpt, const std::string& prefix, const VisionConfig& c, const QuantConfig& quant) : config_(c) {
-  const Device device = ckpt.device();
-  ckpt.set_device(Device::cpu);  // the tower's ops run on the CPU (ops/layer_norm.h, gelu.h, full_attention.h)
+  device_ = ckpt.device();
   const int64_t hid = c.hidden_size;
   const std::string conv = prefix + "patch_embed.proj.weight";
-  patch_embed_ = dense_weight(patch_matrix(ckpt.flat_tensor(conv), ckpt.entry(conv).shape, c, conv), prefix + "patch_embed.proj");
+  patch_embed_ =
+      dense_weight(patch_matrix(ckpt.flat_tensor(conv), ckpt.entry(conv).shape, c, conv).to(device_), prefix + "patch_embed.proj");
   patch_bias_ = ckpt.tensor(prefix + "patch_embed.proj.bias", {hid});
+  ckpt.set_device(Device::cpu);  // the position table is resampled on the host (add_position_embeddings)
   pos_embed_ = ckpt.linear(prefix + "pos_embed", c.num_position_embeddings, hid, quant);
+  ckpt.set_device(device_);
   for (int64_t i = 0; i < c.depth; ++i) {
     const std::string bp = prefix + "blocks." + std::to_string(i) + ".";
     Block b;
@@ -79,7 +81,6 @@ VisionTower::VisionTower(Checkpoint& ckpt, const std::string& prefix, const Visi
   merger_norm_ = norm(ckpt, prefix + "merger.norm", hid);
   merger_fc1_ = linear(ckpt, prefix + "merger.linear_fc1", merged, merged, quant);
   merger_fc2_ = linear(ckpt, prefix + "merger.linear_fc2", c.out_hidden_size, merged, quant);
-  ckpt.set_device(device);
 
   // 2-D rotary over the whole head: head_dim / 4 frequencies of theta^(-2j / (head_dim / 2)), by
   // row in the first half of the pairs and by column in the second (transformers computes them in f32).
@@ -114,7 +115,8 @@ int64_t VisionTower::tokens_for(const GridThw& g) const {
 }
 
 // h (patches, hidden) += the learned (side, side) position table resampled to each image's (h, w)
-// grid (bilinear, corners aligned), patches in merge-block order, every frame alike.
+// grid (bilinear, corners aligned), patches in merge-block order, every frame alike. The four taps
+// are mixed on the host and the sums added where h lives.
 void VisionTower::add_position_embeddings(std::span<const GridThw> grids, Tensor& h) const {
   const int64_t side = config_.grid_side(), m = config_.spatial_merge_size, hid = config_.hidden_size;
   std::vector<int32_t> ids;
@@ -137,22 +139,25 @@ void VisionTower::add_position_embeddings(std::span<const GridThw> grids, Tensor
   Tensor rows = Tensor::zeros({static_cast<int64_t>(ids.size()), hid}, DType::f32);  // (patches * 4, hidden)
   ops::embedding(pos_embed_, ids, rows);
   const float* r = rows.data<float>();
+  Tensor mixed = Tensor::zeros({h.dim(0), hid}, DType::f32);  // (patches, hidden)
   for (int64_t p = 0; p < h.dim(0); ++p) {
-    float* out = h.data<float>() + p * h.stride(0);
+    float* out = mixed.data<float>() + p * hid;
     const float* w = weights.data() + 4 * p;
     for (int64_t c = 0; c < hid; ++c) {
       const int64_t at = 4 * p * hid + c;
-      out[c] += ((r[at] * w[0] + r[at + hid] * w[1]) + r[at + 2 * hid] * w[2]) + r[at + 3 * hid] * w[3];
+      out[c] = ((r[at] * w[0] + r[at + hid] * w[1]) + r[at + 2 * hid] * w[2]) + r[at + 3 * hid] * w[3];
     }
   }
+  ops::add(h, device_ == Device::cpu ? mixed : mixed.to(device_), h);
 }
 
 void VisionTower::attention(const Block& b, const Tensor& x, std::span<const GridThw> grids, std::span<const int32_t> rows,
                             std::span<const int32_t> cols, Tensor& out) const {
   const int64_t n = x.dim(0), hid = config_.hidden_size, H = config_.num_heads, D = config_.head_dim();
-  Tensor qkv = Tensor::zeros({n, 3 * hid}, DType::f32);  // per token [q | k | v], heads within each
+  Tensor qkv = Tensor::zeros({n, 3 * hid}, DType::f32, device_);  // per token [q | k | v], heads within each
   apply(b.qkv, x, qkv);
-  Tensor q = Tensor::zeros({n, hid}, DType::f32), k = Tensor::zeros({n, hid}, DType::f32), v = Tensor::zeros({n, hid}, DType::f32);
+  Tensor q = Tensor::zeros({n, hid}, DType::f32, device_), k = Tensor::zeros({n, hid}, DType::f32, device_),
+         v = Tensor::zeros({n, hid}, DType::f32, device_);
   ops::copy(qkv.slice(1, 0, hid), q);
   ops::copy(qkv.slice(1, hid, 2 * hid), k);
   ops::copy(qkv.slice(1, 2 * hid, 3 * hid), v);
@@ -161,7 +166,7 @@ void VisionTower::attention(const Block& b, const Tensor& x, std::span<const Gri
     ops::rope(*t, rows, rope_rows_);
     ops::rope(*t, cols, rope_cols_);
   }
-  Tensor attn = Tensor::zeros({n, hid}, DType::f32);
+  Tensor attn = Tensor::zeros({n, hid}, DType::f32, device_);
   Tensor attn3 = attn.reshape({n, H, D});
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   int64_t at = 0;
@@ -204,13 +209,13 @@ Tensor VisionTower::encode(const Tensor& pixel_values, std::span<const GridThw> 
       cols.push_back(static_cast<int32_t>(((within / (m * m)) % blocks_w) * m + within % m));
     }
 
-  Tensor h = Tensor::zeros({n, hid}, DType::f32);  // the residual stream
-  ops::encoder_matmul(pixel_values, patch_embed_, h);
+  Tensor h = Tensor::zeros({n, hid}, DType::f32, device_);  // the residual stream
+  ops::encoder_matmul(device_ == Device::cpu ? pixel_values : pixel_values.to(device_), patch_embed_, h);
   ops::add_bias(h, patch_bias_);
   add_position_embeddings(grids, h);
 
-  Tensor x = Tensor::zeros({n, hid}, DType::f32), delta = Tensor::zeros({n, hid}, DType::f32);
-  Tensor mid = Tensor::zeros({n, c.intermediate_size}, DType::f32);
+  Tensor x = Tensor::zeros({n, hid}, DType::f32, device_), delta = Tensor::zeros({n, hid}, DType::f32, device_);
+  Tensor mid = Tensor::zeros({n, c.intermediate_size}, DType::f32, device_);
   for (const Block& b : blocks_) {
     ops::layer_norm(h, b.norm1.weight, b.norm1.bias, kNormEps, x);
     attention(b, x, grids, rows, cols, delta);
@@ -226,11 +231,12 @@ Tensor VisionTower::encode(const Tensor& pixel_values, std::span<const GridThw> 
   ops::layer_norm(h, merger_norm_.weight, merger_norm_.bias, kNormEps, x);
   const int64_t merged = hid * m * m;
   Tensor blocks = x.reshape({tokens, merged});
-  Tensor wide = Tensor::zeros({tokens, merged}, DType::f32), out = Tensor::zeros({tokens, c.out_hidden_size}, DType::f32);
+  Tensor wide = Tensor::zeros({tokens, merged}, DType::f32, device_);
+  Tensor out = Tensor::zeros({tokens, c.out_hidden_size}, DType::f32, device_);
   apply(merger_fc1_, blocks, wide);
   ops::gelu(wide, wide, ops::GeluKind::erf);
   apply(merger_fc2_, wide, out);
-  return out;
+  return device_ == Device::cpu ? out : out.to(Device::cpu);  // waits for the tower's kernels
 }
 
 }  // namespace sanctum

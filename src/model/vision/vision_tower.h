@@ -5,7 +5,8 @@
 // LayerNorm → MLP → +], and the patch merger (each spatial_merge² block of patches → one token of
 // the language model's hidden size). Numerics follow transformers' modeling_qwen3_5.py.
 //
-// Runs on the CPU (its weights are placed there whatever the text model's device); its output goes
+// Runs on the checkpoint's device (its weights are placed where the text model's are; the learned
+// position table stays on the host, where each image's resampling of it is mixed); its output goes
 // to the text model as host f32 rows.
 #include <cstdint>
 #include <span>
@@ -56,9 +57,10 @@ class VisionTower {
                  std::span<const int32_t> cols, Tensor& out) const;
 
   VisionConfig config_;
-  Weight patch_embed_;  // (hidden, patch_values) f32, columns in the processor's (C, T, P, P) order
+  Device device_ = Device::cpu;  // where the weights and the activations live
+  Weight patch_embed_;           // (hidden, patch_values) f32, columns in the processor's (C, T, P, P) order
   Tensor patch_bias_;
-  Weight pos_embed_;  // (num_position_embeddings, hidden), dense or quantized
+  Weight pos_embed_;  // (num_position_embeddings, hidden), dense or quantized, on the host
   std::vector<Block> blocks_;
   Norm merger_norm_;
   Linear merger_fc1_, merger_fc2_;

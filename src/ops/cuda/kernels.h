@@ -7,6 +7,7 @@
 #include <span>
 
 #include "ops/gated_delta.h"
+#include "ops/gelu.h"
 #include "ops/moe.h"
 #include "ops/normed_matmul.h"
 #include "ops/rope.h"
@@ -64,5 +65,11 @@ void moe_route(const Tensor& logits, const MoeRouting& routing, Tensor& ids, Ten
 void expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& ids, Tensor& y);
 void moe_combine_device(const Tensor& per_rank, const Tensor& weights, const Tensor* shared, const Tensor* shared_logit, Tensor& out);
 void moe_combine_shared_rank(const Tensor& per_rank, const Tensor& weights, const Tensor& shared_logit, Tensor& out);
+// The vision encoder's ops (encoder_norms.cu, encoder_attention.cu). encoder_matmul_f32: a dense
+// or quantized row-layout weight as one f32 cuBLAS GEMM without TF32.
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
+void gelu(const Tensor& x, Tensor& out, GeluKind kind);
+void full_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out);
+void encoder_matmul_f32(const Tensor& x, const Weight& w, Tensor& y);
 
 }  // namespace sanctum::ops::cuda

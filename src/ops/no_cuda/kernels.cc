@@ -52,6 +52,10 @@ void moe_route(const Tensor&, const MoeRouting&, Tensor&, Tensor&, int32_t) { no
 void expert_matmul(const Tensor&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("expert_matmul"); }
 void moe_combine_device(const Tensor&, const Tensor&, const Tensor*, const Tensor*, Tensor&) { no_cuda("moe_combine"); }
 void moe_combine_shared_rank(const Tensor&, const Tensor&, const Tensor&, Tensor&) { no_cuda("moe_combine_shared_rank"); }
+void layer_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) { no_cuda("layer_norm"); }
+void gelu(const Tensor&, Tensor&, GeluKind) { no_cuda("gelu"); }
+void full_attention(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) { no_cuda("full_attention"); }
+void encoder_matmul_f32(const Tensor&, const Weight&, Tensor&) { no_cuda("encoder_matmul"); }
 
 bool mma_matvec_ok(const Weight&, const Tensor&, int64_t) { return false; }
 void mma_matvec(const Tensor&, const Weight&, Tensor&) { no_cuda("matmul"); }
