@@ -139,6 +139,7 @@ void Engine::loop() {
   for (;;) {
     std::vector<std::shared_ptr<InferenceJob>> arrivals;
     bool stopping = false;
+    size_t cache_bound = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !sequences_.empty() || !pending_snapshots_.empty(); });
@@ -156,10 +157,11 @@ void Engine::loop() {
       }
       // Admit while the batch has room for every choice of the next job, sequences and state bytes
       // at their longest (one job always fits an empty batch); the rest wait in the queue, in order.
+      const size_t state_pool = options_.state_bytes + (options_.cache_yields_to_state && prompt_cache_ ? options_.prompt_cache_bytes : 0);
       auto fits = [&](const InferenceJob& job) {
         if (slots == 0) return true;
         if (slots + job.n > options_.max_seqs) return false;
-        return options_.state_bytes == 0 || reserved + reserve_bytes(job) <= options_.state_bytes;
+        return options_.state_bytes == 0 || reserved + reserve_bytes(job) <= state_pool;
       };
       while (!queue_.empty() && fits(*queue_.front())) {
         reserved += reserve_bytes(*queue_.front());
@@ -168,6 +170,13 @@ void Engine::loop() {
         queue_.pop_front();
       }
       queue_gauge_.set(static_cast<double>(queue_.size()));
+      // What the running sequences may reach past their own bound comes out of the cache's.
+      const size_t over = reserved > options_.state_bytes ? reserved - options_.state_bytes : 0;
+      cache_bound = options_.prompt_cache_bytes - std::min(over, options_.prompt_cache_bytes);
+    }
+    if (options_.cache_yields_to_state && prompt_cache_ && options_.state_bytes > 0 && cache_bound != prompt_cache_->max_bytes()) {
+      prompt_cache_->set_max_bytes(cache_bound);
+      metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
     }
     if (stopping)
       for (const auto& s : sequences_) s->job->request->cancelled = true;

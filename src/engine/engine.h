@@ -92,6 +92,9 @@ struct EngineOptions {
   int64_t max_batch_tokens = 0;   // tokens per forward step; 0: the model's prefill chunk
   size_t state_bytes = 0;         // bound on the running sequences' KV cache and recurrent state at
                                   // their longest (prompt + max_tokens); 0: none
+  // The running sequences may also take the prompt cache's bytes: its bound shrinks (entries are
+  // evicted) before a new sequence waits, and grows back as sequences end.
+  bool cache_yields_to_state = false;
 };
 
 class Engine {

@@ -36,6 +36,7 @@ nlohmann::json MemoryPlan::to_json() const {
                       {"scratch_mib", mib(scratch)}};
   j["state_bound_mib"] = bounded() ? nlohmann::json(mib(state_bound)) : nlohmann::json(nullptr);
   j["total_mib"] = bounded() ? nlohmann::json(mib(total())) : nlohmann::json(nullptr);
+  j["cache_yields_to_state"] = cache_yields_to_state;
   return j;
 }
 
@@ -63,6 +64,7 @@ void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_g
   for (MemoryPlan& p : plans) {
     if (!cache_given) p.prompt_cache = state_given ? share : share / 4;
     if (!state_given) p.state_bound = share - (cache_given ? 0 : p.prompt_cache);
+    p.cache_yields_to_state = !state_given && !cache_given;
     // A bound that cannot hold one sequence of a single token's state is no bound at all.
     check(p.state_bound >= p.recurrent_per_sequence + 256 * p.kv_per_token, ErrorKind::invalid_argument,
           "--memory-limit-mb " + mib_text(limit) + " leaves " + mib_text(p.state_bound) +

@@ -18,6 +18,9 @@ struct MemoryPlan {
   size_t state_bound = 0;             // the running sequences' state at their longest (0: unbounded)
   size_t prompt_cache = 0;            // the prompt cache's bound (0: off)
   size_t scratch = 0;                 // estimated activations of one forward of a prefill piece
+  // Under --memory-limit-mb with neither bound given: the running sequences may take the prompt
+  // cache's share too (the cache gives entries back before a new sequence waits).
+  bool cache_yields_to_state = false;
 
   // All parts; meaningless while the state is unbounded (bounded() false).
   size_t total() const { return weights + state_bound + prompt_cache + scratch; }
@@ -30,8 +33,8 @@ MemoryPlan plan_memory(const Model& model, size_t state_bound, size_t prompt_cac
 
 // --memory-limit-mb: shares what the weights and scratch of every model leave under `limit` between
 // the prompt caches (a quarter, unless given) and the state bounds (the rest, unless given), equally
-// among the models. Throws invalid_argument naming the numbers when the weights and scratch alone
-// do not fit, or when the given bounds pass the limit.
+// among the models; with neither given, the cache yields its quarter to the state when needed. Throws invalid_argument naming the numbers
+// when the weights and scratch alone do not fit, or when the given bounds pass the limit.
 void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given);
 
 }  // namespace sanctum

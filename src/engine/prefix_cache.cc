@@ -119,6 +119,12 @@ std::shared_ptr<const SequenceState> PrefixCache::store(std::span<const int32_t>
   return !entries_.empty() && entries_.front().snapshot == snap ? snap : nullptr;
 }
 
+void PrefixCache::set_max_bytes(size_t max_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  max_bytes_ = max_bytes;
+  evict_to_fit();
+}
+
 bool PrefixCache::holds_extension(std::span<const int32_t> tokens) const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const Entry& e : entries_)

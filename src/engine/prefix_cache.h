@@ -18,6 +18,7 @@
 //   The first kImageHeadTokens keys of an image carry 30 bits of its 256-bit hash each; a prefix that
 //   would end among them is not reused (too few bits compared), nor is an attention-only snapshot cut
 //   short across an image (the rotary offset an image leaves is known only at its end).
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -79,6 +80,8 @@ class PrefixCache {
 
   PrefixCacheStats stats() const;
   size_t max_bytes() const { return max_bytes_; }
+  // A new bound: entries are evicted, least recently used first, until the pool fits under it.
+  void set_max_bytes(size_t max_bytes);
   // stats().bytes counted again from scratch over the entries held (a check on the accounting).
   size_t recount_bytes() const;
 
@@ -95,7 +98,7 @@ class PrefixCache {
   void remove(const Entry& e);
   void evict_to_fit();
 
-  size_t max_bytes_;
+  std::atomic<size_t> max_bytes_;
   mutable std::mutex mutex_;
   std::list<Entry> entries_;                         // most recently used first
   std::unordered_map<const void*, Buffer> buffers_;  // shared KV buffers of the held snapshots

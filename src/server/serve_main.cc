@@ -110,6 +110,7 @@ void start_engine(LoadedModel& l, const ServerOptions& options, ServerMetrics& m
   engine.prompt_cache_bytes = m.memory.prompt_cache;
   engine.max_seqs = options.max_seqs;
   engine.state_bytes = m.memory.state_bound;
+  engine.cache_yields_to_state = m.memory.cache_yields_to_state;
   engine.max_batch_tokens = options.max_batch_tokens > 0 ? options.max_batch_tokens : options.prefill_chunk;
   m.engine = std::make_unique<Engine>(m.id, std::move(l.model), engine, metrics.engine);
   for (const auto& [part, bytes] : {std::pair<const char*, size_t>{"weights", m.memory.weights},

@@ -5,6 +5,7 @@ server). --memory-limit-mb fits those bounds under a whole-process limit, refuse
 alone pass it, and a request that cannot fit what it leaves is a 400."""
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -85,3 +86,52 @@ def test_a_limit_the_weights_or_given_bounds_pass_stops_startup(sanctum_bin, tin
     assert run.returncode != 0
     for w in words:
         assert w in run.stderr, run.stderr
+
+
+def test_the_prompt_cache_gives_its_share_back_before_a_request_waits(serve):
+    """Under --memory-limit-mb (neither bound given) the running sequences may take the prompt cache's
+    quarter as well: two requests whose state at its longest passes the state bound together, but not
+    the bound and the cache's share, run at once, and the cache evicts entries to make that room."""
+    probe = serve("--memory-limit-mb", "40")
+    _, plan = plan_of(probe)
+    probe.terminate()
+    limit = int(plan["weights_mib"] + plan["scratch_mib"]) + 30  # each choice then stays inside the 4,096-token context
+    s = serve("--memory-limit-mb", str(limit))
+    _, plan = plan_of(s)
+    assert plan["cache_yields_to_state"] is True
+    kv = plan["kv_per_token_kib"] * 1024
+    bound, cache = plan["state_bound_mib"] * MIB, plan["prompt_cache_mib"] * MIB
+    metrics = lambda: sh.request(s.port, "GET", "/metrics")[2].decode()  # noqa: E731
+    # Fill the prompt cache with finished sequences.
+    for i in range(40):
+        status, _, _ = sh.post_json(s.port, "/v1/completions", {"model": MODEL, "prompt": [100 + i] * 1000, "max_tokens": 2})
+        assert status == 200
+        if sh.metric_value(metrics(), "sanctum_mlx_prompt_cache_bytes") > 0.8 * cache:
+            break
+    assert sh.metric_value(metrics(), "sanctum_mlx_prompt_cache_bytes") > 0.8 * cache
+    # Each request: 8 choices whose state at its longest is half the bound plus a quarter of the cache.
+    choices, prompt = 8, 10
+    per_choice = int((bound / 2 + cache / 4) / (choices * kv))
+    together = 2 * choices * per_choice * kv
+    assert bound < together <= bound + cache
+    body = {"model": MODEL, "prompt": [7] * prompt, "max_tokens": per_choice - prompt, "n": choices, "stream": True,
+            "ignore_eos": True, "temperature": 1.0, "seed": 1}
+    first = sh.SseStream(s.port, "/v1/completions", body, timeout=120)
+    second = None
+    try:
+        assert first.status == 200, first.resp.read()
+        next(first.events())  # the first request runs (for minutes: it is cancelled below)
+        second = sh.SseStream(s.port, "/v1/completions", body, timeout=120)
+        assert second.status == 200
+        next(second.events())
+        text = metrics()
+    finally:
+        first.close()
+        if second:
+            second.close()
+    # A step ran more sequences than one request has: the second was admitted beside the first.
+    steps = sh.metric_value(text, "sanctum_engine_batch_sequences_count")
+    at_most_one_request = sh.metric_value(text, "sanctum_engine_batch_sequences_bucket", {"le": str(choices)})
+    assert steps > at_most_one_request, f"{steps} steps, {at_most_one_request} of them with at most {choices} sequences"
+    held = sh.metric_value(text, "sanctum_mlx_prompt_cache_bytes")
+    assert held <= cache - (together - bound), f"the cache still held {held} bytes while both ran"
