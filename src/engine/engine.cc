@@ -244,15 +244,20 @@ void Engine::start_choice(const std::shared_ptr<Job>& job, int choice) {
   try {
     if (choice == 0 && !request.images.empty()) {
       SequenceState state = model_->new_state();
+      state.set_lora(request.lora);
       const int64_t through = prefill_images(request, state);
       s->run.emplace(*model_, std::move(state), std::vector<int32_t>(request.prompt.begin() + through, request.prompt.end()), params,
                      on_tokens);
       if (request.n > 1) s->run->keep_prompt_row();
     } else if (choice == 0) {
       SequenceState state;
-      s->cache_use = std::make_unique<PromptCacheUse>(*model_, prompt_cache_.get(), request.prompt, state, params);
+      // The prompt cache holds base-model states only: a prefix computed with an adapter is never
+      // reused for another adapter or the base, nor the other way round.
+      PrefixCache* cache = request.lora ? nullptr : prompt_cache_.get();
+      s->cache_use = std::make_unique<PromptCacheUse>(*model_, cache, request.prompt, state, params);
+      state.set_lora(request.lora);
       const int64_t reused = s->cache_use->reused();
-      if (prompt_cache_) {
+      if (cache) {
         metrics_.prompt_cache_lookups.with({reused > 0 ? "hit" : "miss"}).inc();
         metrics_.prompt_cache_tokens.inc(static_cast<double>(reused));
       }
