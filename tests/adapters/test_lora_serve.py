@@ -94,6 +94,16 @@ def test_requests_pick_adapters_and_mixed_batches_equal_solo_runs(sanctum_bin, s
                                      {"model": f"{MODEL}:a", "prompt": "Hi", "max_tokens": 3, "temperature": 0})
         assert status == 200 and json.loads(body)["model"] == f"{MODEL}:a"
         assert sh.request(s.port, "GET", "/admin/adapters")[0] == 404, "the admin endpoints exist only with --admin"
+        # The base after the adapters ran on the same prompt: no adapter's prefix came back from the prompt cache.
+        assert stream_text(s.port, MODEL, PROMPTS[0]) == solo[(MODEL, PROMPTS[0])]
+    finally:
+        s.terminate()
+    # Without a prompt cache, the adapters answer what they answered after the base had cached the prompt.
+    s = server(sanctum_bin, setup, tmp_path / "nocache.log", "--lora", f"a={setup['a']}", "--lora", f"b={setup['b']}", "--prompt-cache-mb",
+               "0")
+    try:
+        for name in names[1:]:
+            assert stream_text(s.port, name, PROMPTS[0]) == solo[(name, PROMPTS[0])]
     finally:
         s.terminate()
 
