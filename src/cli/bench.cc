@@ -197,22 +197,22 @@ int run_bench(int argc, char** argv) {
     auto context = random_tokens(decode_context, vocab, 7);
     auto tokens = random_tokens(n_gen, vocab, 9);
     time_decode(*model, context, {tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8)}, picks_on_device);  // warm-up
-    std::vector<double> s;
-    for (int r = 0; r < reps; ++r) s.push_back(time_decode(*model, context, tokens, picks_on_device));
+    std::vector<double> s, with;
+    for (int r = 0; r < reps; ++r) {
+      s.push_back(time_decode(*model, context, tokens, picks_on_device));
+      if (!lora) continue;
+      // Alternated with the base's runs, so that load from elsewhere falls on both alike.
+      bench_lora = lora;
+      with.push_back(time_decode(*model, context, tokens, picks_on_device));
+      bench_lora = nullptr;
+    }
     std::string name = "tg" + std::to_string(n_gen);
     if (decode_context > 0) {
       name += '@';  // appended piecewise: GCC 12 reports a false -Wrestrict on "@" + std::string
       name += std::to_string(decode_context);
     }
     report(name, n_gen, s);
-    if (lora) {  // the same steps with the adapter's low-rank terms added: its per-token cost beside the base's
-      bench_lora = lora;
-      time_decode(*model, context, {tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8)}, picks_on_device);
-      std::vector<double> with;
-      for (int r = 0; r < reps; ++r) with.push_back(time_decode(*model, context, tokens, picks_on_device));
-      bench_lora = nullptr;
-      report(name + "+lora", n_gen, with);
-    }
+    if (lora) report(name + "+lora", n_gen, with);  // the same steps with the adapter's low-rank terms added
   }
   if (args.has("json")) {
     nlohmann::json out = {{"model", *args.get("model")},

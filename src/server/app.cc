@@ -194,9 +194,15 @@ void App::list_models(Exchange& ex) {
 }
 
 void App::get_model(Exchange& ex, const std::string& id) {
-  for (const auto& m : models_)
-    if (m->id == id) return ex.respond_json(200, model_card(*m));
-  throw model_not_found(id);
+  std::shared_ptr<const ServedLora> lora;
+  const ServedModel& m = resolve_model(id.empty() ? std::string(" ") : id, &lora);
+  json card = model_card(m);
+  if (lora) {
+    card["id"] = id;
+    card["parent"] = m.id;
+    card["root"] = lora->adapter->dir();
+  }
+  ex.respond_json(200, card);
 }
 
 ServedModel& App::resolve_model(const std::string& name, std::shared_ptr<const ServedLora>* lora) {

@@ -88,6 +88,9 @@ def test_requests_pick_adapters_and_mixed_batches_equal_solo_runs(sanctum_bin, s
         cards = {c["id"]: c for c in json.loads(body)["data"]}
         assert set(cards) == {MODEL, f"{MODEL}:a", f"{MODEL}:b"}
         assert cards[f"{MODEL}:a"]["parent"] == MODEL and cards[f"{MODEL}:a"]["root"] == str(setup["a"])
+        status, _, body = sh.request(s.port, "GET", f"/v1/models/{MODEL}:b")
+        assert status == 200 and json.loads(body)["id"] == f"{MODEL}:b" and json.loads(body)["parent"] == MODEL
+        assert sh.request(s.port, "GET", f"/v1/models/{MODEL}:zzz")[0] == 404
         status, _, body = sh.request(s.port, "POST", "/v1/chat/completions", sh.chat_body(f"{MODEL}:zzz", "hi", max_tokens=2))
         assert status == 404 and json.loads(body)["error"]["code"] == "model_not_found" and f"{MODEL}:zzz" in body.decode()
         status, _, body = sh.request(s.port, "POST", "/v1/completions",
