@@ -22,11 +22,8 @@ json adapter_list(const ServedModel& m) {
   for (const auto& [name, entry] : m.loras->list()) {
     int64_t rank = 0;
     for (const auto& [module, target] : entry.lora->by_module) rank = std::max(rank, target->rank);
-    list.push_back({{"name", name},
-                    {"id", m.id + ":" + name},
-                    {"path", entry.path},
-                    {"rank", rank},
-                    {"modules", entry.lora->by_module.size()}});
+    list.push_back(
+        {{"name", name}, {"id", m.id + ":" + name}, {"path", entry.path}, {"rank", rank}, {"modules", entry.lora->by_module.size()}});
   }
   return list;
 }
@@ -81,8 +78,11 @@ void App::admin_adapters(Exchange& ex, bool post) {
     else m.loras->replace(name, path);
   } catch (const Error& e) {
     log::warn("adapter refused", {{"model", m.id}, {"action", action}, {"adapter", name}, {"path", path}, {"error", e.what()}});
-    throw bad_request(std::string("adapter '") + name + "' not " + (action == "load" ? "loaded" : action == "unload" ? "unloaded" : "replaced") + ": " + e.what() +
-                          " (the adapters loaded before keep serving)",
+    throw bad_request(std::string("adapter '") + name + "' not " +
+                          (action == "load"     ? "loaded"
+                           : action == "unload" ? "unloaded"
+                                                : "replaced") +
+                          ": " + e.what() + " (the adapters loaded before keep serving)",
                       action == "unload" ? "name" : "path", "invalid_adapter");
   }
   set_lora_gauge(m);

@@ -10,9 +10,8 @@ namespace {
 std::atomic<uint64_t> next_lora_id{1};
 }
 
-std::shared_ptr<const ServedLora> bind_lora(const std::string& name, std::shared_ptr<const LoraAdapter> adapter,
-                                            const LoraModules& modules, const std::vector<std::string>& checkpoint_names,
-                                            const std::string& dir, int64_t max_rank) {
+std::shared_ptr<const ServedLora> bind_lora(const std::string& name, std::shared_ptr<const LoraAdapter> adapter, const LoraModules& modules,
+                                            const std::vector<std::string>& checkpoint_names, const std::string& dir, int64_t max_rank) {
   check(adapter != nullptr, ErrorKind::internal, "bind_lora: no adapter");
   const std::string& file = adapter->weights_path();
   const AdapterPlacement placement = place_adapter(*adapter, checkpoint_names, dir);

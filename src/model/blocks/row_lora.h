@@ -43,9 +43,8 @@ struct ServedLora {
 // (MoE experts, the LM head: merge those with --adapter), a shape that disagrees with the module, a
 // rank above `max_rank` (--max-lora-rank), and DoRA (its per-row form needs the merged weight's norms:
 // merge it with --adapter).
-std::shared_ptr<const ServedLora> bind_lora(const std::string& name, std::shared_ptr<const LoraAdapter> adapter,
-                                            const LoraModules& modules, const std::vector<std::string>& checkpoint_names,
-                                            const std::string& dir, int64_t max_rank);
+std::shared_ptr<const ServedLora> bind_lora(const std::string& name, std::shared_ptr<const LoraAdapter> adapter, const LoraModules& modules,
+                                            const std::vector<std::string>& checkpoint_names, const std::string& dir, int64_t max_rank);
 
 // y (n, out) = x (n, in) · Wᵀ was just computed over the batch's rows for projection `module`: adds
 // each sequence's adapter term to its rows. Sequences without an adapter, or whose adapter does not
