@@ -194,8 +194,9 @@ void App::list_models(Exchange& ex) {
 }
 
 void App::get_model(Exchange& ex, const std::string& id) {
+  if (id.empty()) throw model_not_found(id);  // resolve_model takes "" as the first model
   std::shared_ptr<const ServedLora> lora;
-  const ServedModel& m = resolve_model(id.empty() ? std::string(" ") : id, &lora);
+  const ServedModel& m = resolve_model(id, &lora);
   json card = model_card(m);
   if (lora) {
     card["id"] = id;

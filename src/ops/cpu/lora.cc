@@ -1,8 +1,10 @@
 #include "ops/cpu/lora.h"
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "ops/op_util.h"
 
 namespace sanctum::ops::cpu {
@@ -28,18 +30,28 @@ void lora_add(const Tensor& x, const Tensor& a, const Tensor& b, float scale, Te
   const int64_t n = x.dim(0), in = x.dim(1), rank = a.dim(0), out = b.dim(0);
   const float* a_data = a.data<float>();
   const float* b_data = b.data<float>();
-  std::vector<float> row(static_cast<size_t>(in)), low(static_cast<size_t>(rank));
-  for (int64_t r = 0; r < n; ++r) {
-    const float* xr = static_cast<const float*>(detail::row_raw(x, r));
-    if (x.dtype() == DType::bf16) {
+  // bf16 input rows widened once: (n, in) f32.
+  std::vector<float> wide;
+  if (x.dtype() == DType::bf16) {
+    wide.resize(static_cast<size_t>(n * in));
+    for (int64_t r = 0; r < n; ++r) {
       const auto* bits = static_cast<const uint16_t*>(detail::row_raw(x, r));
-      for (int64_t i = 0; i < in; ++i) row[static_cast<size_t>(i)] = bf16_to_f32(bits[i]);
-      xr = row.data();
+      for (int64_t i = 0; i < in; ++i) wide[static_cast<size_t>(r * in + i)] = bf16_to_f32(bits[i]);
     }
-    for (int64_t k = 0; k < rank; ++k) low[static_cast<size_t>(k)] = dot(a_data + k * in, xr, in);
-    auto* yr = static_cast<float*>(detail::row_raw(y, r));
-    for (int64_t j = 0; j < out; ++j) yr[j] += scale * dot(b_data + j * rank, low.data(), rank);
   }
+  auto x_row = [&](int64_t r) { return wide.empty() ? static_cast<const float*>(detail::row_raw(x, r)) : wide.data() + r * in; };
+  // low (n, rank) = x · Aᵀ, then y += scale · low · Bᵀ; each element's sum runs in one order whatever
+  // the split across threads, so a row's result does not depend on the rows beside it.
+  std::vector<float> low(static_cast<size_t>(n * rank));
+  compute_pool().parallel_for(n * rank, std::max<int64_t>(1, 8192 / std::max<int64_t>(in, 1)), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) low[static_cast<size_t>(i)] = dot(a_data + (i % rank) * in, x_row(i / rank), in);
+  });
+  compute_pool().parallel_for(out, std::max<int64_t>(16, 8192 / std::max<int64_t>(n * rank, 1)), [&](int64_t j0, int64_t j1) {
+    for (int64_t r = 0; r < n; ++r) {
+      auto* yr = static_cast<float*>(detail::row_raw(y, r));
+      for (int64_t j = j0; j < j1; ++j) yr[j] += scale * dot(b_data + j * rank, low.data() + r * rank, rank);
+    }
+  });
 }
 
 }  // namespace sanctum::ops::cpu
