@@ -38,7 +38,8 @@ const char* kUsage =
     "                     [--tls-cert C --tls-key K --tls-client-ca CA [--tls-crl CRL] [--tls-host ADDR ...]\n"
     "                      [--tls-port N] [--no-plain]] [--auth-token-file F [--auth-loopback-bypass]]\n"
     "                     [--lora [MODEL:]NAME=ADAPTER_DIR ...] [--lora-list FILE] [--max-loras N]\n"
-    "                      [--max-lora-rank N] [--admin [--admin-identity CN ...]]\n"
+    "                      [--max-lora-rank N] [--lora-manifest [--lora-manifest-pubkey P]]\n"
+    "                      [--admin [--admin-identity CN ...]]\n"
     "                     [--no-ui]\n"
     "OpenAI-compatible server: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health,\n"
     "/health/deep, /metrics; a chat page at GET / (--no-ui turns it off). --host is repeatable and\n"
@@ -73,6 +74,9 @@ const char* kUsage =
     "(default: as many as given, at least 4 with --admin; more given is a start-up error).\n"
     "--max-lora-rank N refuses adapters of a larger rank (default 64). Unmerged adapters run on the CPU\n"
     "only, and DoRA and MoE routed-expert targets are served merged only (--adapter).\n"
+    "--lora-manifest: every such adapter, at start-up, on SIGHUP and through /admin, must match the\n"
+    "adapter.sha256 in its directory (sanctum manifest generate DIR), signed as adapter.sha256.sig\n"
+    "when --lora-manifest-pubkey is given; the adapter is read from the files the check hashed.\n"
     "--admin adds GET/POST /admin/adapters (load, unload, replace), which take the --auth-token-file\n"
     "token or an mTLS client whose CN --admin-identity names.\n"
     "--manifest (one per --model, in order) verifies the model directory before any weight is read or\n"
@@ -236,8 +240,8 @@ int run_serve(int argc, char** argv) {
              "adapter-manifest-sig", "adapter-manifest-pubkey", "tls-cert",
              "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kDeviceFlag, kTuneFlag,
              kGpuMemoryLimitFlag, "tool-parser", "max-image-pixels", "max-images-per-request",
-             "lora", "lora-list", "max-loras", "max-lora-rank", "admin-identity"},
-            {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass", "no-ui", "allow-image-urls", "admin"});
+             "lora", "lora-list", "max-loras", "max-lora-rank", "admin-identity", "lora-manifest-pubkey"},
+            {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass", "no-ui", "allow-image-urls", "admin", "lora-manifest"});
   // clang-format on
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -312,6 +316,8 @@ int run_serve(int argc, char** argv) {
   opt.lora_list = args.get_or("lora-list", "");
   if (args.has("max-loras")) opt.max_loras = positive("max-loras", 1);
   opt.max_lora_rank = positive("max-lora-rank", 64);
+  opt.lora_gate.required = args.has("lora-manifest") || args.has("lora-manifest-pubkey");
+  opt.lora_gate.public_key = args.get_or("lora-manifest-pubkey", "");
   opt.admin = args.has("admin");
   opt.admin_identities = args.get_all("admin-identity");
   check(opt.admin || opt.admin_identities.empty(), ErrorKind::invalid_argument, "--admin-identity needs --admin");

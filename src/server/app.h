@@ -58,6 +58,7 @@ struct ServerOptions : ListenOptions {
   std::string lora_list;                          // --lora-list FILE: more of them, re-read on SIGHUP
   int64_t max_loras = -1;                         // --max-loras: resident adapters per model; -1: as many as given
   int64_t max_lora_rank = 64;                     // --max-lora-rank: the largest rank an adapter may have
+  LoraGate lora_gate;                             // --lora-manifest [--lora-manifest-pubkey P]
   bool admin = false;                             // --admin: GET/POST /admin/adapters exist
   std::vector<std::string> admin_identities;      // --admin-identity: mTLS client CNs the admin endpoints accept
   std::shared_ptr<const BearerAuth> admin_token;  // --auth-token-file's token, which the admin endpoints accept

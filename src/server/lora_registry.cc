@@ -1,6 +1,9 @@
 #include "server/lora_registry.h"
 
+#include <optional>
+
 #include "base/error.h"
+#include "security/gate.h"
 #include "weights/adapters/lora_adapter.h"
 
 namespace sanctum::server {
@@ -29,7 +32,12 @@ void LoraRegistry::check_name(const std::string& name) const {
 std::shared_ptr<const ServedLora> LoraRegistry::bind(const std::string& name, const std::string& path) const {
   check_name(name);
   check(!path.empty(), ErrorKind::invalid_argument, "adapter '" + name + "': no path given (the adapter's directory)");
-  return model_.bind_lora(name, LoraAdapter::load(path), max_rank_);
+  if (!gate_.required) return model_.bind_lora(name, LoraAdapter::load(path), max_rank_);
+  const std::string manifest = path + "/" + LoraGate::kManifest;
+  std::optional<std::string> key;
+  if (!gate_.public_key.empty()) key = gate_.public_key;
+  security::VerifyReport report = security::verify_model_against_manifest(path, manifest, std::nullopt, key);
+  return model_.bind_lora(name, LoraAdapter::load(path, &report.pinned), max_rank_);
 }
 
 void LoraRegistry::load(const std::string& name, const std::string& path) {

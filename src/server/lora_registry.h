@@ -8,12 +8,22 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/blocks/row_lora.h"
 #include "model/model.h"
 
 namespace sanctum::server {
+
+// The manifest gate for adapters loaded while serving (--lora-manifest): each adapter directory holds
+// `adapter.sha256` (sanctum manifest generate DIR), signed as `adapter.sha256.sig` when a public key
+// is given; the adapter is read from the files its check hashed.
+struct LoraGate {
+  bool required = false;
+  std::string public_key;  // empty: the manifest is checked unsigned
+  static constexpr const char* kManifest = "adapter.sha256";
+};
 
 struct LoraEntry {
   std::string path;
@@ -24,7 +34,8 @@ class LoraRegistry {
  public:
   // max_loras: adapters resident at most (more is refused, naming --max-loras); max_rank: the
   // largest rank bound (--max-lora-rank).
-  LoraRegistry(const Model& model, int64_t max_loras, int64_t max_rank) : model_(model), max_loras_(max_loras), max_rank_(max_rank) {}
+  LoraRegistry(const Model& model, int64_t max_loras, int64_t max_rank, LoraGate gate = {})
+      : model_(model), max_loras_(max_loras), max_rank_(max_rank), gate_(std::move(gate)) {}
 
   // The adapter named `name`, or null.
   std::shared_ptr<const ServedLora> find(const std::string& name) const;
@@ -47,6 +58,7 @@ class LoraRegistry {
 
   const Model& model_;
   int64_t max_loras_ = 0, max_rank_ = 0;
+  LoraGate gate_;
   mutable std::mutex mutex_;
   std::map<std::string, LoraEntry> entries_;
 };

@@ -146,7 +146,7 @@ void start_loras(App& app, const ServerOptions& options) {
     check(given <= max, ErrorKind::invalid_argument,
           std::to_string(given) + " adapters are given for model '" + m->id + "', more than --max-loras " + std::to_string(max) +
               ": raise --max-loras or list fewer");
-    m->loras = std::make_unique<LoraRegistry>(m->engine->model(), max, options.max_lora_rank);
+    m->loras = std::make_unique<LoraRegistry>(m->engine->model(), max, options.max_lora_rank, options.lora_gate);
   }
   apply_loras(app, options);
 }

@@ -220,3 +220,29 @@ def test_lora_flag_mistakes_stop_start_up(sanctum_bin, setup, flags, message):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "listening" not in r.stderr
     assert message in r.stderr, r.stderr
+
+
+def test_lora_manifest_refuses_a_tampered_adapter_and_keeps_serving(sanctum_bin, setup, tmp_path):
+    import shutil
+    dirs = {}
+    for name in ("a", "b"):
+        dirs[name] = tmp_path / name
+        shutil.copytree(setup[name], dirs[name])
+        r = subprocess.run([sanctum_bin, "manifest", "generate", str(dirs[name]), "--out", str(dirs[name] / "adapter.sha256")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    unlisted = tmp_path / "unlisted"
+    shutil.copytree(setup["b"], unlisted)  # no adapter.sha256 at all
+    data = bytearray((dirs["b"] / "adapters.safetensors").read_bytes())
+    data[-1] ^= 1
+    (dirs["b"] / "adapters.safetensors").write_bytes(bytes(data))
+    s = server(sanctum_bin, setup, tmp_path / "server.log", "--lora", f"a={dirs['a']}", "--lora-manifest", "--admin", "--auth-token-file",
+               str(setup["token"]), "--auth-loopback-bypass")
+    try:
+        before = stream_text(s.port, f"{MODEL}:a", PROMPTS[1])
+        for path, text in ((dirs["b"], "adapters.safetensors"), (unlisted, "adapter.sha256")):
+            status, answer = admin(s.port, {"action": "replace", "name": "a", "path": str(path)})
+            assert status == 400 and text in answer["error"]["message"], answer
+        assert stream_text(s.port, f"{MODEL}:a", PROMPTS[1]) == before
+    finally:
+        s.terminate()
