@@ -30,8 +30,10 @@ namespace {
 const char* kUsage =
     "usage: sanctum bench --model DIR [--pp N ...] [--prefill-chunk N] [--tg N] [--decode-context N] [--repetitions R]\n"
     "                     [--threads N] [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
-    "                     [--memory-bandwidth] [--host-logits] [--json] [--adapter DIR]\n"
+    "                     [--memory-bandwidth] [--host-logits] [--json] [--adapter DIR] [--lora DIR]\n"
     "  --adapter          merges a LoRA / DoRA adapter (mlx-lm or PEFT format) into the weights at load.\n"
+    "  --lora DIR         also times decode with the adapter unmerged, added per row (as serve --lora\n"
+    "                     runs it): a second row, tgN+lora, beside the base's.\n"
     "  --prefill-chunk    prompt tokens per forward (default: the model's, 512 on the CPU, 4096 on a GPU).\n"
     "  --host-logits      decode copies each step's logits row to the host, even where generation picks\n"
     "                     tokens on the device (a GPU: there a greedy pick runs and only its id comes back).\n"
@@ -87,8 +89,12 @@ double measure_read_bandwidth() {
   return best;
 }
 
+// The adapter the timed sequences add per row (--lora), null for the base.
+std::shared_ptr<const ServedLora> bench_lora;
+
 double time_prefill(Model& model, const std::vector<int32_t>& tokens, size_t chunk) {
   SequenceState state = model.new_state();
+  state.set_lora(bench_lora);
   const std::span<const int32_t> all(tokens);
   double t0 = now();
   for (size_t begin = 0; begin < all.size(); begin += chunk) {
@@ -106,6 +112,7 @@ double time_prefill(Model& model, const std::vector<int32_t>& tokens, size_t chu
 // before the host reads that token.
 double time_decode(Model& model, const std::vector<int32_t>& context, const std::vector<int32_t>& tokens, bool pick) {
   SequenceState state = model.new_state();
+  state.set_lora(bench_lora);
   if (!context.empty()) model.forward(context, state, LogitsFor::last);
   const TokenPick greedy;
   double t0 = now();
@@ -129,7 +136,7 @@ double time_decode(Model& model, const std::vector<int32_t>& context, const std:
 int run_bench(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "pp", "prefill-chunk", "tg", "decode-context", "repetitions", "threads", "matmul-precision", kDeviceFlag, kTuneFlag,
-             kGpuMemoryLimitFlag, kAdapterFlag},
+             kGpuMemoryLimitFlag, kAdapterFlag, kLoraFlag},
             {"json", "help", "memory-bandwidth", "host-logits"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -158,6 +165,7 @@ int run_bench(int argc, char** argv) {
   const int64_t chunk = args.get_int("prefill-chunk", model->prefill_chunk());
   check(chunk >= 1, ErrorKind::invalid_argument, "--prefill-chunk must be >= 1");
   const double weight_gb = static_cast<double>(model->weight_bytes_per_token()) / 1e9;
+  const std::shared_ptr<const ServedLora> lora = lora_from_flags(args, *model);
 
   nlohmann::json results = nlohmann::json::array();
   auto report = [&](const std::string& test, int64_t tokens, const std::vector<double>& seconds) {
@@ -189,14 +197,22 @@ int run_bench(int argc, char** argv) {
     auto context = random_tokens(decode_context, vocab, 7);
     auto tokens = random_tokens(n_gen, vocab, 9);
     time_decode(*model, context, {tokens.begin(), tokens.begin() + std::min<int64_t>(n_gen, 8)}, picks_on_device);  // warm-up
-    std::vector<double> s;
-    for (int r = 0; r < reps; ++r) s.push_back(time_decode(*model, context, tokens, picks_on_device));
+    std::vector<double> s, with;
+    for (int r = 0; r < reps; ++r) {
+      s.push_back(time_decode(*model, context, tokens, picks_on_device));
+      if (!lora) continue;
+      // Alternated with the base's runs, so that load from elsewhere falls on both alike.
+      bench_lora = lora;
+      with.push_back(time_decode(*model, context, tokens, picks_on_device));
+      bench_lora = nullptr;
+    }
     std::string name = "tg" + std::to_string(n_gen);
     if (decode_context > 0) {
       name += '@';  // appended piecewise: GCC 12 reports a false -Wrestrict on "@" + std::string
       name += std::to_string(decode_context);
     }
     report(name, n_gen, s);
+    if (lora) report(name + "+lora", n_gen, with);  // the same steps with the adapter's low-rank terms added
   }
   if (args.has("json")) {
     nlohmann::json out = {{"model", *args.get("model")},

@@ -25,13 +25,13 @@ namespace {
 int run_logits(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt-ids", "out", "split", "step", "threads", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag,
-             kAdapterFlag},
+             kAdapterFlag, kLoraFlag},
             {"help"});
   if (args.has("help") || !args.has("model") || !args.has("prompt-ids") || !args.has("out")) {
     std::fputs(
         "usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K [--step S]] [--threads N]\n"
         "                      [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
-        "                      [--adapter DIR]\n",
+        "                      [--adapter DIR | --lora DIR]\n",
         args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;
   }
@@ -49,6 +49,7 @@ int run_logits(int argc, char** argv) {
   const int64_t vocab = model->vocab_size();
   for (int32_t id : prompt) check(id < vocab, ErrorKind::invalid_argument, "token id " + std::to_string(id) + " is outside the vocabulary");
   SequenceState state = model->new_state();
+  state.set_lora(lora_from_flags(args, *model));
   std::vector<float> out(static_cast<size_t>(n * vocab));
   auto keep = [&](const Tensor& logits, int64_t first_row) {
     for (int64_t r = 0; r < logits.dim(0); ++r)

@@ -37,6 +37,9 @@ const char* kUsage =
     "                      [--adapter-manifest-pubkey P]]\n"
     "                     [--tls-cert C --tls-key K --tls-client-ca CA [--tls-crl CRL] [--tls-host ADDR ...]\n"
     "                      [--tls-port N] [--no-plain]] [--auth-token-file F [--auth-loopback-bypass]]\n"
+    "                     [--lora [MODEL:]NAME=ADAPTER_DIR ...] [--lora-list FILE] [--max-loras N]\n"
+    "                      [--max-lora-rank N] [--lora-manifest [--lora-manifest-pubkey P]]\n"
+    "                      [--admin [--admin-identity CN ...]]\n"
     "                     [--no-ui]\n"
     "OpenAI-compatible server: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health,\n"
     "/health/deep, /metrics; a chat page at GET / (--no-ui turns it off). --host is repeatable and\n"
@@ -65,6 +68,18 @@ const char* kUsage =
     "activations on a CPU with AVX-512 VNNI (2-4x the speed of f32; greedy answers matched f32's on the\n"
     "default model's held-out prompts, bench/RESULTS.md), f32 on other CPUs, bf16 tensor-core prefill on\n"
     "a GPU. f32 is the exact path (what the parity suites check); SANCTUM_MATMUL_PRECISION sets it too.\n"
+    "--lora NAME=DIR (MODEL:NAME=DIR with several --model) loads an adapter beside the unmodified base;\n"
+    "a request picks it with \"model\": \"MODEL:NAME\", and /v1/models lists it. --lora-list FILE holds\n"
+    "more, one [MODEL:]NAME=DIR a line; SIGHUP re-reads it with the --lora flags and applies the\n"
+    "difference (a bad adapter leaves the old set serving). --max-loras N: adapters resident per model\n"
+    "(default: as many as given, at least 4 with --admin; more given is a start-up error).\n"
+    "--max-lora-rank N refuses adapters of a larger rank (default 64). Unmerged adapters run on the CPU\n"
+    "only, and DoRA and MoE routed-expert targets are served merged only (--adapter).\n"
+    "--lora-manifest: every such adapter, at start-up, on SIGHUP and through /admin, must match the\n"
+    "adapter.sha256 in its directory (sanctum manifest generate DIR), signed as adapter.sha256.sig\n"
+    "when --lora-manifest-pubkey is given; the adapter is read from the files the check hashed.\n"
+    "--admin adds GET/POST /admin/adapters (load, unload, replace), which take the --auth-token-file\n"
+    "token or an mTLS client whose CN --admin-identity names.\n"
     "--manifest (one per --model, in order) verifies the model directory before any weight is read or\n"
     "socket bound: the Ed25519 signature (--manifest-sig, default M.sig, checked with --manifest-pubkey,\n"
     "one key for all or one per manifest), then every file's SHA-256; any failure exits non-zero.\n"
@@ -225,8 +240,9 @@ int run_serve(int argc, char** argv) {
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "adapter", "adapter-manifest",
              "adapter-manifest-sig", "adapter-manifest-pubkey", "tls-cert",
              "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kDeviceFlag, kTuneFlag,
-             kGpuMemoryLimitFlag, "tool-parser", "max-image-pixels", "max-images-per-request"},
-            {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass", "no-ui", "allow-image-urls"});
+             kGpuMemoryLimitFlag, "tool-parser", "max-image-pixels", "max-images-per-request",
+             "lora", "lora-list", "max-loras", "max-lora-rank", "admin-identity", "lora-manifest-pubkey"},
+            {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass", "no-ui", "allow-image-urls", "admin", "lora-manifest"});
   // clang-format on
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -297,6 +313,16 @@ int run_serve(int argc, char** argv) {
   const std::vector<size_t> adapters = attach_adapters(args, models);
   std::vector<server::PreBindCheck> checks = manifest_checks(args, models, adapters);
   server::ListenerSecurity security = listener_security(args);
+  opt.loras = args.get_all("lora");
+  opt.lora_list = args.get_or("lora-list", "");
+  if (args.has("max-loras")) opt.max_loras = positive("max-loras", 1);
+  opt.max_lora_rank = positive("max-lora-rank", 64);
+  opt.lora_gate.required = args.has("lora-manifest") || args.has("lora-manifest-pubkey");
+  opt.lora_gate.public_key = args.get_or("lora-manifest-pubkey", "");
+  opt.admin = args.has("admin");
+  opt.admin_identities = args.get_all("admin-identity");
+  check(opt.admin || opt.admin_identities.empty(), ErrorKind::invalid_argument, "--admin-identity needs --admin");
+  if (security.auth) opt.admin_token = std::make_shared<const server::BearerAuth>(*security.auth);
   return server::run_server(opt, models, checks, std::move(security));
 }
 

@@ -253,10 +253,14 @@ void Engine::start_choice(const std::shared_ptr<Job>& job, int choice) {
   try {
     if (choice == 0) {
       SequenceState state;
+      // The prompt cache holds base-model states only: a prefix computed with an adapter is never
+      // reused for another adapter or the base, nor the other way round.
+      PrefixCache* cache = request.lora ? nullptr : prompt_cache_.get();
       const std::vector<int32_t> key = request.images.empty() ? request.prompt : image_prompt_key(request);
-      s->cache_use = std::make_unique<PromptCacheUse>(*model_, prompt_cache_.get(), key, state, params);
+      s->cache_use = std::make_unique<PromptCacheUse>(*model_, cache, key, state, params);
+      state.set_lora(request.lora);
       const int64_t reused = s->cache_use->reused();
-      if (prompt_cache_) {
+      if (cache) {
         metrics_.prompt_cache_lookups.with({reused > 0 ? "hit" : "miss"}).inc();
         metrics_.prompt_cache_tokens.inc(static_cast<double>(reused));
       }

@@ -81,6 +81,9 @@ struct InferenceJob {
   bool seed_given = false;
   int top_logprobs = -1;  // -1: no logprobs; 0..20: the sampled token's logprob plus that many alternatives
   std::shared_ptr<GenerationSink> sink;
+  // The adapter its sequences add per row ("model": "BASE:NAME"), null for the base model. Shared, so
+  // an unload or replace while it runs leaves it on the adapter it started with.
+  std::shared_ptr<const ServedLora> lora;
   std::atomic<bool> cancelled{false};  // the client went away or the server is shutting down
   std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
 };

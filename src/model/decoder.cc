@@ -12,6 +12,7 @@
 #include "model/blocks/attention.h"
 #include "model/blocks/gated_attention.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/row_lora.h"
 #include "model/blocks/workspace.h"
 #include "model/mrope.h"
 #include "model/vision/vision_tower.h"
@@ -80,6 +81,8 @@ class DecoderModel final : public Model {
       }
       layers_.push_back(std::move(layer));
     }
+    list_lora_modules(options);
+    checkpoint_names_ = ckpt.names();
     rope_ = ops::RopeTable(c.rope);
     if (c.mrope_section.size() == 3 && options.gated_attention) mrope_ = mrope_tables(rope_, c.mrope_section, c.mrope_interleaved);
     ws_ = Workspace(c.device);
@@ -99,6 +102,13 @@ class DecoderModel final : public Model {
     // The norm between sub-blocks split across the projections around it, for one row on a GPU
     // (tuning fuse_norm=0: an add + RMSNorm launch between them, for comparisons).
     split_norms_ = c.device == Device::cuda && t.on(Knob::fuse_norm);
+  }
+
+  std::shared_ptr<const ServedLora> bind_lora(const std::string& name, std::shared_ptr<const LoraAdapter> adapter,
+                                              int64_t max_rank) const override {
+    check(config_.device == Device::cpu, ErrorKind::unsupported,
+          "adapter '" + name + "': unmerged adapters run on the CPU only: serve --lora with --device cpu, or merge it with --adapter");
+    return sanctum::bind_lora(name, std::move(adapter), lora_modules_, checkpoint_names_, config_.dir, max_rank);
   }
 
   SequenceState new_state() const override {
@@ -445,11 +455,11 @@ class DecoderModel final : public Model {
       const Tensor* next = last ? (wanted.empty() ? nullptr : &final_norm_) : &layers_[i + 1].input_norm;
       if (layer.moe) {
         const BlockOutput out = output_for(delta32, next);
-        layer.moe->forward(x, ws_, out);
+        layer.moe->forward(x, batch, ws_, out);
         after(x, out);
       } else {
         const BlockOutput out = output_for(delta_of(last ? DType::f32 : layer.mlp->output_dtype(n)), next);
-        layer.mlp->forward(x, ws_, out);
+        layer.mlp->forward(x, batch, ws_, out);
         after(x, out);
       }
     }
@@ -551,7 +561,42 @@ class DecoderModel final : public Model {
   };
   float eps() const { return static_cast<float>(config_.rms_norm_eps); }
 
+  // The projections a per-request adapter may target, (out, in) each, and the checkpoint's tensor
+  // names, against which an adapter's targets are placed (bind_lora).
+  void list_lora_modules(const DecoderOptions& o) {
+    const ModelConfig& c = config_;
+    const int64_t hidden = c.hidden_size, q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
+    auto mlp = [&](const std::string& prefix, int64_t intermediate) {
+      lora_modules_[prefix + "gate_proj"] = {intermediate, hidden};
+      lora_modules_[prefix + "up_proj"] = {intermediate, hidden};
+      lora_modules_[prefix + "down_proj"] = {hidden, intermediate};
+    };
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const std::string lp = o.prefix + "layers." + std::to_string(i) + ".";
+      const Layer& l = layers_[i];
+      if (l.gdn) {
+        const std::string p = lp + "linear_attn.";
+        const GatedDeltaNetShape& g = o.gdn;
+        lora_modules_[p + "in_proj_qkv"] = {g.conv_dim(), hidden};
+        lora_modules_[p + "in_proj_z"] = {g.value_dim(), hidden};
+        lora_modules_[p + "in_proj_b"] = {g.heads.n_value_heads, hidden};
+        lora_modules_[p + "in_proj_a"] = {g.heads.n_value_heads, hidden};
+        lora_modules_[p + "out_proj"] = {hidden, g.value_dim()};
+      } else {
+        const std::string p = lp + "self_attn.";
+        lora_modules_[p + "q_proj"] = {l.gated_attention ? 2 * q_dim : q_dim, hidden};
+        lora_modules_[p + "k_proj"] = {kv_dim, hidden};
+        lora_modules_[p + "v_proj"] = {kv_dim, hidden};
+        lora_modules_[p + "o_proj"] = {hidden, q_dim};
+      }
+      if (l.mlp) mlp(lp + "mlp.", c.intermediate_size);
+      else if (l.moe && o.moe.shared_expert_intermediate > 0) mlp(lp + o.moe_module + "shared_expert.", o.moe.shared_expert_intermediate);
+    }
+  }
+
   DecoderOptions options_;
+  LoraModules lora_modules_;
+  std::vector<std::string> checkpoint_names_;
   Weight embed_, lm_head_;
   Tensor final_norm_;
   std::vector<Layer> layers_;

@@ -19,6 +19,7 @@
 namespace sanctum {
 
 class LoraAdapter;
+struct ServedLora;
 
 enum class LogitsFor { last, all, none };
 
@@ -145,6 +146,16 @@ class Model {
   // scratch memory; a GPU prefill dequantizes every weight for the tensor cores once per forward, so
   // there longer pieces pay that once for more tokens.
   virtual int prefill_chunk() const { return 512; }
+
+  // Binds `adapter` for per-request use (model/blocks/row_lora.h): a sequence whose state carries the
+  // result (SequenceState::set_lora) gets its low-rank terms on its rows, beside an unmodified base.
+  // Throws sanctum::Error naming the adapter tensor for a target this model cannot take unmerged.
+  virtual std::shared_ptr<const ServedLora> bind_lora(const std::string& name, std::shared_ptr<const LoraAdapter> adapter,
+                                                      int64_t max_rank) const {
+    (void)adapter;
+    (void)max_rank;
+    fail(ErrorKind::unsupported, config_.dir + ": this model cannot serve adapter '" + name + "' unmerged; merge it with --adapter");
+  }
 
   // Bytes of weights one decode step reads (for bandwidth accounting).
   virtual size_t weight_bytes_per_token() const = 0;

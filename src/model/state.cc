@@ -143,6 +143,7 @@ std::shared_ptr<const SequenceState> SequenceState::snapshot() const {
   auto s = std::make_shared<SequenceState>();
   s->length_ = length_;
   s->rope_delta_ = rope_delta_;
+  s->lora_ = lora_;
   for (const auto& kv : kv_) s->kv_.push_back(kv.share_prefix(length_));
   for (const auto& l : linear_) s->linear_.push_back({l.conv ? l.conv.clone() : Tensor{}, l.recurrent ? l.recurrent.clone() : Tensor{}});
   return s;
@@ -162,6 +163,7 @@ void SequenceState::restore(const SequenceState& snap, int64_t length) {
         "restore: a recurrent (GatedDeltaNet) state can only be restored at its own length");
   length_ = length;
   rope_delta_ = snap.rope_delta_;
+  lora_ = snap.lora_;
   for (size_t i = 0; i < kv_.size(); ++i) kv_[i] = snap.kv_[i].share_prefix(length);
   for (size_t i = 0; i < linear_.size(); ++i)
     linear_[i] = {snap.linear_[i].conv ? snap.linear_[i].conv.clone() : Tensor{},

@@ -6,11 +6,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
 
 namespace sanctum {
+
+struct ServedLora;
 
 // K and V rows of one attention layer: (capacity, n_kv_heads, head_dim) f32, grown in blocks.
 //
@@ -95,6 +98,11 @@ class SequenceState {
   KvCache& kv(size_t layer) { return kv_[layer]; }
   LinearAttentionState& linear(size_t layer) { return linear_[layer]; }
   bool has_recurrent_state() const;
+  // The adapter this sequence's forwards add per row (model/blocks/row_lora.h), null for the base.
+  // Held here so that an unload cannot free it while the sequence runs; a snapshot carries it and a
+  // restore takes it, so a fork continues on its parent's adapter.
+  const ServedLora* lora() const { return lora_.get(); }
+  void set_lora(std::shared_ptr<const ServedLora> lora) { lora_ = std::move(lora); }
 
   // Drops tokens past n. Only possible when every layer is attention (a recurrent state cannot be
   // truncated: use snapshot/restore); throws otherwise.
@@ -136,6 +144,7 @@ class SequenceState {
   std::vector<LinearAttentionState> linear_;
   int64_t length_ = 0;
   int64_t rope_delta_ = 0;
+  std::shared_ptr<const ServedLora> lora_;
 };
 
 }  // namespace sanctum

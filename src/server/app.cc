@@ -33,6 +33,9 @@ App::App(ServerOptions options, ServerMetrics& metrics) : options_(std::move(opt
       .add("DELETE", "/v1/responses/{id}", [this](Exchange& ex, std::string_view id) { delete_response(ex, std::string(id)); })
       .add("POST", "/tokenize", [this](Exchange& ex, std::string_view) { tokenize(ex); })
       .add("POST", "/detokenize", [this](Exchange& ex, std::string_view) { detokenize(ex); });
+  if (options_.admin)
+    routes_.add("GET", "/admin/adapters", [this](Exchange& ex, std::string_view) { admin_adapters(ex, false); })
+        .add("POST", "/admin/adapters", [this](Exchange& ex, std::string_view) { admin_adapters(ex, true); });
   if (options_.ui) ui::add_routes(routes_);
 }
 
@@ -175,22 +178,55 @@ json App::model_card(const ServedModel& m) const {
 
 void App::list_models(Exchange& ex) {
   json data = json::array();
-  for (const auto& m : models_) data.push_back(model_card(*m));
+  for (const auto& m : models_) {
+    data.push_back(model_card(*m));
+    if (!m->loras) continue;
+    // Each adapter as its own model, with vLLM's LoRA fields: parent the base it runs on, root its directory.
+    for (const auto& [name, entry] : m->loras->list()) {
+      json card = model_card(*m);
+      card["id"] = m->id + ":" + name;
+      card["parent"] = m->id;
+      card["root"] = entry.path;
+      data.push_back(std::move(card));
+    }
+  }
   ex.respond_json(200, {{"object", "list"}, {"data", data}});
 }
 
 void App::get_model(Exchange& ex, const std::string& id) {
-  for (const auto& m : models_)
-    if (m->id == id) return ex.respond_json(200, model_card(*m));
-  throw model_not_found(id);
+  if (id.empty()) throw model_not_found(id);  // resolve_model takes "" as the first model
+  std::shared_ptr<const ServedLora> lora;
+  const ServedModel& m = resolve_model(id, &lora);
+  json card = model_card(m);
+  if (lora) {
+    card["id"] = id;
+    card["parent"] = m.id;
+    card["root"] = lora->adapter->dir();
+  }
+  ex.respond_json(200, card);
 }
 
-ServedModel& App::resolve_model(const std::string& name) {
+ServedModel& App::resolve_model(const std::string& name, std::shared_ptr<const ServedLora>* lora) {
   check(!models_.empty(), ErrorKind::internal, "no model is loaded");
   if (name.empty()) return *models_.front();
   for (auto& m : models_)
     if (m->id == name) return *m;
+  const size_t colon = name.rfind(':');
+  if (colon != std::string::npos) {
+    const std::string base = name.substr(0, colon), adapter = name.substr(colon + 1);
+    for (auto& m : models_) {
+      if (m->id != base || !m->loras) continue;
+      std::shared_ptr<const ServedLora> found = m->loras->find(adapter);
+      if (!found) break;
+      if (lora) *lora = std::move(found);
+      return *m;
+    }
+  }
   throw model_not_found(name);
+}
+
+void App::set_lora_gauge(const ServedModel& m) {
+  metrics_.loras_loaded.with({m.id}).set(m.loras ? static_cast<double>(m.loras->size()) : 0.0);
 }
 
 }  // namespace sanctum::server

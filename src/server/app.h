@@ -18,8 +18,10 @@
 #include "engine/engine.h"
 #include "engine/memory_plan.h"
 #include "image/processor_config.h"
+#include "server/auth.h"
 #include "server/exchange.h"
 #include "server/grammar_cache.h"
+#include "server/lora_registry.h"
 #include "server/openai_request.h"
 #include "server/request_handler.h"
 #include "server/response_store.h"
@@ -40,18 +42,26 @@ struct ServerOptions : ListenOptions {
   double drain_timeout = 30.0;  // seconds in-flight requests get after SIGTERM
   int default_max_tokens = 512;
   double deep_health_timeout = 10.0;
-  bool speculate = true;                      // prompt-lookup speculation (exact; backs off when it does not pay)
-  spec::PromptLookupParams lookup;            // --pld-max-draft / --pld-ngram
-  size_t prompt_cache_bytes = 1u << 30;       // --prompt-cache-mb; 0 disables prompt-cache reuse
-  size_t memory_limit_bytes = 0;              // --memory-limit-mb: the bounds above are fitted under it; 0: none
-  bool state_bytes_given = false;             // --kv-cache-mb was given (--memory-limit-mb leaves it)
-  bool prompt_cache_given = false;            // --prompt-cache-mb was given
-  int prefill_chunk = 0;                      // --prefill-chunk: prompt tokens per forward; 0: the model's
-  Device device = Device::cpu;                // --device: where every served model's weights and state live
-  Tuning tuning;                              // --tune / SANCTUM_TUNE: every served model's optimizations
-  std::optional<ToolParserKind> tool_parser;  // --tool-parser; unset: each model's is detected
-  bool ui = true;                             // the chat page at GET / (--no-ui turns it off)
-  ImageOptions images;                        // --max-image-pixels, --max-images-per-request, --allow-image-urls
+  bool speculate = true;                          // prompt-lookup speculation (exact; backs off when it does not pay)
+  spec::PromptLookupParams lookup;                // --pld-max-draft / --pld-ngram
+  size_t prompt_cache_bytes = 1u << 30;           // --prompt-cache-mb; 0 disables prompt-cache reuse
+  size_t memory_limit_bytes = 0;                  // --memory-limit-mb: the bounds above are fitted under it; 0: none
+  bool state_bytes_given = false;                 // --kv-cache-mb was given (--memory-limit-mb leaves it)
+  bool prompt_cache_given = false;                // --prompt-cache-mb was given
+  int prefill_chunk = 0;                          // --prefill-chunk: prompt tokens per forward; 0: the model's
+  Device device = Device::cpu;                    // --device: where every served model's weights and state live
+  Tuning tuning;                                  // --tune / SANCTUM_TUNE: every served model's optimizations
+  std::optional<ToolParserKind> tool_parser;      // --tool-parser; unset: each model's is detected
+  bool ui = true;                                 // the chat page at GET / (--no-ui turns it off)
+  ImageOptions images;                            // --max-image-pixels, --max-images-per-request, --allow-image-urls
+  std::vector<std::string> loras;                 // --lora [MODEL:]NAME=DIR: adapters served per request
+  std::string lora_list;                          // --lora-list FILE: more of them, re-read on SIGHUP
+  int64_t max_loras = -1;                         // --max-loras: resident adapters per model; -1: as many as given
+  int64_t max_lora_rank = 64;                     // --max-lora-rank: the largest rank an adapter may have
+  LoraGate lora_gate;                             // --lora-manifest [--lora-manifest-pubkey P]
+  bool admin = false;                             // --admin: GET/POST /admin/adapters exist
+  std::vector<std::string> admin_identities;      // --admin-identity: mTLS client CNs the admin endpoints accept
+  std::shared_ptr<const BearerAuth> admin_token;  // --auth-token-file's token, which the admin endpoints accept
 };
 
 struct ServedModel {
@@ -67,11 +77,13 @@ struct ServedModel {
   std::unique_ptr<Engine> engine;
   MemoryPlan memory;                                // engine/memory_plan.h: what its memory is made of
   std::optional<image::ProcessorConfig> processor;  // its preprocessor_config.json, when it has a vision tower
+  std::unique_ptr<LoraRegistry> loras;              // adapters served per request as `id`:NAME
 };
 
 // A chat or completion job submitted to its model's engine, and what its handler follows it with.
 struct Generation {
   ServedModel* model = nullptr;
+  std::string model_name;  // as the request named it: the model's id, or id:ADAPTER
   std::shared_ptr<InferenceJob> job;
   std::shared_ptr<TextSink> sink;
   int completion_tokens = 0;  // every choice's, once followed to the end
@@ -95,6 +107,9 @@ class App : public RequestHandler {
 
   const ServerOptions& options() const { return options_; }
   ServerMetrics& metrics() { return metrics_; }
+  // The served models, for start-up and SIGHUP (adapter lists); not for request paths.
+  const std::vector<std::unique_ptr<ServedModel>>& models() const { return models_; }
+  void set_lora_gauge(const ServedModel& m);
 
  private:
   void health(Exchange& ex);
@@ -116,7 +131,11 @@ class App : public RequestHandler {
   // is set on an internal fault.
   Generation start_generation(Exchange& ex, const OpenAiRequest& r);
   bool follow(Exchange& ex, Generation& g, bool stream, const std::function<void(ChoiceDelta&)>& on_delta, std::string& error);
-  ServedModel& resolve_model(const std::string& name);
+  // `name` is a model's id, or MODEL:ADAPTER for one of its per-request adapters (then set into *lora,
+  // when given). Unknown names of either kind: 404 model_not_found naming them.
+  ServedModel& resolve_model(const std::string& name, std::shared_ptr<const ServedLora>* lora = nullptr);
+  void admin_adapters(Exchange& ex, bool post);  // server/admin_handlers.cc
+  void require_admin(const Exchange& ex) const;
   nlohmann::json model_card(const ServedModel& m) const;
 
   ServerOptions options_;

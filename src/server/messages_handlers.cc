@@ -32,7 +32,7 @@ void App::messages(Exchange& ex) {
     } catch (const ApiError& e) {
       throw mr.chat.renamed(e);
     }
-    const MessageMeta meta{object_id("msg_"), g.model->id, ex.prompt_tokens, mr.show_thinking};
+    const MessageMeta meta{object_id("msg_"), g.model_name, ex.prompt_tokens, mr.show_thinking};
     MessageEvents events(meta);
     ChoiceText answer;
     auto send = [&](const std::vector<SseEvent>& out) {

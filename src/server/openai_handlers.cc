@@ -106,8 +106,9 @@ std::vector<JobImage> job_images(const Tokenizer& tokenizer, const std::vector<i
 Generation App::start_generation(Exchange& ex, const OpenAiRequest& r) {
   if (draining()) throw unavailable("The server is shutting down", "draining");
   const bool chat = r.chat;
-  ServedModel& m = resolve_model(r.model);
-  ex.model = m.id;
+  std::shared_ptr<const ServedLora> lora;
+  ServedModel& m = resolve_model(r.model, &lora);
+  ex.model = lora ? m.id + ":" + lora->name : m.id;
   if (r.reasoning_effort && m.tokenizer->chat_template().find("reasoning_effort") == std::string::npos)
     throw bad_request("model '" + m.id + "' has a chat template that does not read reasoning_effort; leave it out", "reasoning_effort",
                       "unsupported_parameter");
@@ -136,6 +137,7 @@ Generation App::start_generation(Exchange& ex, const OpenAiRequest& r) {
   job->top_logprobs = r.logprobs ? r.top_logprobs : -1;
   job->prompt = std::move(prompt.ids);
   job->images = job_images(*m.tokenizer, job->prompt, std::move(images.prepared));
+  job->lora = lora;
 
   TextSinkOptions so;
   so.tokenizer = m.tokenizer.get();
@@ -167,7 +169,8 @@ Generation App::start_generation(Exchange& ex, const OpenAiRequest& r) {
     case Engine::Admit::stopped: throw unavailable("The model is not serving", "draining");
     case Engine::Admit::accepted: break;
   }
-  return Generation{&m, std::move(job), std::move(sink), 0};
+  if (lora) metrics_.lora_requests.with({m.id, lora->name}).inc();
+  return Generation{&m, ex.model, std::move(job), std::move(sink), 0};
 }
 
 bool App::follow(Exchange& ex, Generation& g, bool stream, const std::function<void(ChoiceDelta&)>& on_delta, std::string& error) {
@@ -211,7 +214,7 @@ void App::completions(Exchange& ex, bool chat) {
   Generation g = start_generation(ex, r);
   const ServedModel& m = *g.model;
 
-  ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), m.id, kFingerprint, chat};
+  ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), g.model_name, kFingerprint, chat};
   std::vector<ChoiceText> choices(static_cast<size_t>(r.n));
   std::vector<size_t> text_offsets(static_cast<size_t>(r.n), 0);
 

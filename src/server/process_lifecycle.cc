@@ -20,11 +20,12 @@ sigset_t block_process_signals() {
   return signals;
 }
 
-int wait_for_stop_signal(const sigset_t& signals, TlsContext* tls) {
+int wait_for_stop_signal(const sigset_t& signals, TlsContext* tls, const std::function<void()>& on_hup) {
   int sig = 0;
   for (;;) {
     sigwait(&signals, &sig);
     if (sig != SIGHUP) return sig;
+    if (on_hup) on_hup();
     if (!tls) {
       log::info("SIGHUP: no TLS listener, nothing to reload");
       continue;

@@ -16,8 +16,9 @@ namespace sanctum::server {
 sigset_t block_process_signals();
 
 // Waits for SIGTERM or SIGINT and returns it. A SIGHUP meanwhile reloads tls's certificates and CRL
-// (logged; a failed reload keeps the previous ones), or is logged as a no-op without TLS.
-int wait_for_stop_signal(const sigset_t& signals, TlsContext* tls);
+// (logged; a failed reload keeps the previous ones), or is logged as a no-op without TLS, and then
+// runs on_hup when given (the adapter list's re-read).
+int wait_for_stop_signal(const sigset_t& signals, TlsContext* tls, const std::function<void()>& on_hup = {});
 
 // "a,b,c", or "-" for none: listener endpoints for log lines.
 std::string join_addresses(const std::vector<std::string>& addresses);

@@ -25,7 +25,7 @@ void App::responses(Exchange& ex) {
   } catch (const ApiError& e) {
     throw rr.chat.renamed(e);
   }
-  ResponseHead head{object_id("resp_"), static_cast<int64_t>(std::time(nullptr)), g.model->id, rr.echo, rr.store, r.sampling.temperature,
+  ResponseHead head{object_id("resp_"), static_cast<int64_t>(std::time(nullptr)), g.model_name, rr.echo, rr.store, r.sampling.temperature,
                     r.sampling.top_p};
   ResponseOutput output(std::move(head), ex.prompt_tokens);
   auto send = [&](const std::vector<ResponseOutput::json>& events) {

@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "ops/precision.h"
 #include "server/listener.h"
+#include "server/lora_specs.h"
 #include "server/process_lifecycle.h"
 #include "weights/adapters/lora_adapter.h"
 
@@ -120,6 +121,37 @@ void start_engine(LoadedModel& l, const ServerOptions& options, ServerMetrics& m
     metrics.memory_plan.with({m.id, part}).set(static_cast<double>(bytes));
 }
 
+// The --lora flags and --lora-list file applied to every model's adapter set (at start-up, and again
+// on SIGHUP: each model's set changes whole or not at all).
+void apply_loras(App& app, const ServerOptions& options) {
+  std::vector<std::string> ids;
+  for (const auto& m : app.models()) ids.push_back(m->id);
+  LoraLists lists = read_lora_lists(options.loras, options.lora_list, ids);
+  for (const auto& m : app.models()) {
+    const std::string changes = m->loras->apply(lists[m->id]);
+    app.set_lora_gauge(*m);
+    log::info("adapters applied", {{"model", m->id}, {"changes", changes}, {"loaded", std::to_string(m->loras->size())}});
+  }
+}
+
+// Every model gets an adapter set when --lora, --lora-list or --admin is given.
+void start_loras(App& app, const ServerOptions& options) {
+  if (options.loras.empty() && options.lora_list.empty() && !options.admin) return;
+  std::vector<std::string> ids;
+  for (const auto& m : app.models()) ids.push_back(m->id);
+  const LoraLists lists = read_lora_lists(options.loras, options.lora_list, ids);
+  for (const auto& m : app.models()) {
+    auto it = lists.find(m->id);
+    const auto given = static_cast<int64_t>(it == lists.end() ? 0 : it->second.size());
+    const int64_t max = options.max_loras >= 0 ? options.max_loras : std::max<int64_t>(given, options.admin ? 4 : 0);
+    check(given <= max, ErrorKind::invalid_argument,
+          std::to_string(given) + " adapters are given for model '" + m->id + "', more than --max-loras " + std::to_string(max) +
+              ": raise --max-loras or list fewer");
+    m->loras = std::make_unique<LoraRegistry>(m->engine->model(), max, options.max_lora_rank, options.lora_gate);
+  }
+  apply_loras(app, options);
+}
+
 }  // namespace
 
 int run_server(const ServerOptions& options, const std::vector<ModelSpec>& models, const std::vector<PreBindCheck>& checks,
@@ -163,6 +195,7 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
     start_engine(l, options, metrics);
     app.add_model(std::move(l.served));
   }
+  start_loras(app, options);
 
   std::shared_ptr<TlsContext> tls = security.tls;
   Listener listener(app, std::move(security));
@@ -173,7 +206,15 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
                           {"tls_addresses", join_addresses(listener.endpoints(true))},
                           {"models", std::to_string(models.size())}});
 
-  const int sig = wait_for_stop_signal(signals, tls.get());
+  const bool reread_loras = app.models().front()->loras != nullptr;
+  const int sig = wait_for_stop_signal(signals, tls.get(), [&] {
+    if (!reread_loras) return;
+    try {
+      apply_loras(app, options);
+    } catch (const std::exception& e) {
+      log::error("SIGHUP: adapter list refused, the adapters loaded before keep serving", {{"error", e.what()}});
+    }
+  });
   log::info("shutting down: draining in-flight requests",
             {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}, {"inflight", std::to_string(app.inflight())}});
   app.begin_drain();

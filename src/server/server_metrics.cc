@@ -22,6 +22,9 @@ ServerMetrics::ServerMetrics()
                                          "Time from request arrival to the first generated token.",
                                          {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60})
                               .with({})),
+      loras_loaded(registry.gauge("sanctum_lora_adapters_loaded", "Adapters a model serves per request (BASE:NAME).", {"model"})),
+      lora_requests(
+          registry.counter("sanctum_lora_requests_total", "Generation requests by the adapter they chose.", {"model", "adapter"})),
       engine(registry) {
   add_build_info(registry);
 }

@@ -21,7 +21,9 @@ class ServerMetrics {
   Gauge& model_loaded;
   Family<Gauge>& memory_plan;  // {model, part}: weights | state_bound | prompt_cache | scratch, bytes
   Histogram& time_to_first_token;
-  EngineMetrics engine;  // the inference series
+  Family<Gauge>& loras_loaded;     // {model}: adapters served per request (--lora, /admin/adapters)
+  Family<Counter>& lora_requests;  // {model, adapter}: generation requests that chose the adapter
+  EngineMetrics engine;            // the inference series
 
   // One finished HTTP request.
   void observe_http(const std::string& route, const std::string& method, int status, double seconds);

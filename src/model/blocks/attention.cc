@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/blocks/row_lora.h"
 #include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
 
@@ -12,7 +13,8 @@ enum Slot : size_t { kQ = 100, kK, kV, kAttn, kQkv };
 }
 
 AttentionProjections::AttentionProjections(Checkpoint& ckpt, const std::string& prefix, const AttentionShape& s, int64_t q_rows,
-                                           const QuantConfig& quant) {
+                                           const QuantConfig& quant)
+    : prefix(prefix) {
   const int64_t q_dim = s.n_heads * s.head_dim, kv_dim = s.n_kv_heads * s.head_dim;
   q = ckpt.linear(prefix + "q_proj", q_rows, s.hidden, quant);
   k = ckpt.linear(prefix + "k_proj", kv_dim, s.hidden, quant);
@@ -59,6 +61,11 @@ void AttentionBlock::forward(const BlockInput& x, const BatchRows& batch, size_t
     ops::add_bias(k, k_bias_);
     ops::add_bias(v, v_bias_);
   }
+  if (batch_has_lora(batch)) {
+    add_row_lora(batch, w_.prefix + "q_proj", x.tensor(), q);
+    add_row_lora(batch, w_.prefix + "k_proj", x.tensor(), k);
+    add_row_lora(batch, w_.prefix + "v_proj", x.tensor(), v);
+  }
   Tensor q3 = q.reshape({n, H, D});
   Tensor k3 = k.reshape({n, KV, D});
 
@@ -79,6 +86,7 @@ void AttentionBlock::forward(const BlockInput& x, const BatchRows& batch, size_t
     ops::attention(qs, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn_s);
   }
   out.matmul(attn, w_.o);
+  add_row_lora(batch, w_.prefix + "o_proj", attn, out);
 }
 
 bool AttentionBlock::takes_bf16_input(int64_t n) const {

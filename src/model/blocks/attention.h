@@ -30,6 +30,7 @@ struct AttentionProjections {
 
   Weight q, k, v, o;
   Weight qkv;
+  std::string prefix;  // module paths `prefix`q_proj ..: what a per-request adapter targets
 };
 
 class AttentionBlock {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "model/blocks/row_lora.h"
 #include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
 
@@ -48,6 +49,11 @@ void GatedAttentionBlock::forward(const BlockInput& x, const BatchRows& batch, s
     x.matmul(w_.k, k);
     x.matmul(w_.v, v);
   }
+  if (batch_has_lora(batch)) {
+    add_row_lora(batch, w_.prefix + "q_proj", x.tensor(), qg);
+    add_row_lora(batch, w_.prefix + "k_proj", x.tensor(), k);
+    add_row_lora(batch, w_.prefix + "v_proj", x.tensor(), v);
+  }
   // Per head the query then its gate, left where the projection wrote them: the q norm reads its rows
   // there and writes q contiguous, and the gate is read in place (on a GPU, copying them out had put
   // two copy nodes into the recorded step, which also kept the norm from starting early).
@@ -85,6 +91,7 @@ void GatedAttentionBlock::forward(const BlockInput& x, const BatchRows& batch, s
                          qg_s.slice(2, D, 2 * D), attn_s);
   }
   out.matmul(attn, w_.o);
+  add_row_lora(batch, w_.prefix + "o_proj", attn, out);
 }
 
 DType GatedAttentionBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(w_.o, n, w_.o.data.device()); }

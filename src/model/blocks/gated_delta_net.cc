@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "model/blocks/row_lora.h"
 #include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
 
@@ -14,7 +15,7 @@ enum Slot : size_t { kQkv = 400, kZ, kB, kA, kConv, kY, kStacked };
 
 GatedDeltaNetBlock::GatedDeltaNetBlock(Checkpoint& ckpt, const std::string& prefix, const GatedDeltaNetShape& s, float norm_eps,
                                        const QuantConfig& quant)
-    : shape_(s), eps_(norm_eps) {
+    : shape_(s), eps_(norm_eps), prefix_(prefix) {
   const int64_t hv = s.heads.n_value_heads;
   in_qkv_ = ckpt.linear(prefix + "in_proj_qkv", s.conv_dim(), s.hidden, quant);
   in_z_ = ckpt.linear(prefix + "in_proj_z", s.value_dim(), s.hidden, quant);
@@ -67,6 +68,12 @@ void GatedDeltaNetBlock::forward(const BlockInput& x, const BatchRows& batch, si
     x.matmul(in_b_, b);
     x.matmul(in_a_, a);
   }
+  if (batch_has_lora(batch)) {
+    add_row_lora(batch, prefix_ + "in_proj_qkv", x.tensor(), qkv);
+    add_row_lora(batch, prefix_ + "in_proj_z", x.tensor(), z);
+    add_row_lora(batch, prefix_ + "in_proj_b", x.tensor(), b);
+    add_row_lora(batch, prefix_ + "in_proj_a", x.tensor(), a);
+  }
 
   Tensor conv = ws.get(kConv, n, cd);  // (n, conv_dim): [q | k | v] after conv + SiLU
   Tensor y = ws.get(kY, n, vd);
@@ -92,6 +99,7 @@ void GatedDeltaNetBlock::forward(const BlockInput& x, const BatchRows& batch, si
   }
   ops::gated_rms_norm(y, z, norm_, eps_, y);
   out.matmul(y, out_);
+  add_row_lora(batch, prefix_ + "out_proj", y, out);
 }
 
 size_t GatedDeltaNetBlock::weight_bytes() const {

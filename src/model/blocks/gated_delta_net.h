@@ -48,6 +48,7 @@ class GatedDeltaNetBlock {
  private:
   GatedDeltaNetShape shape_;
   float eps_ = 1e-6f;
+  std::string prefix_;  // module paths `prefix_`in_proj_qkv ..: what a per-request adapter targets
   Weight in_qkv_, in_z_, in_b_, in_a_, out_;
   Weight in_stacked_;   // qkv, z, b, a as one weight on a GPU (stacked_linear.h); else empty
   Tensor conv_weight_;  // (conv_dim, kernel) view of either checkpoint layout

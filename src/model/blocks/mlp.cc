@@ -1,5 +1,7 @@
 #include "model/blocks/mlp.h"
 
+#include "base/error.h"
+#include "model/blocks/row_lora.h"
 #include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
 
@@ -11,7 +13,7 @@ enum Slot : size_t { kGate = 200, kUp, kGateUp, kAct };
 
 MlpBlock::MlpBlock(Checkpoint& ckpt, const std::string& prefix, int64_t hidden, int64_t intermediate, const QuantConfig& quant,
                    const char* gate_name, const char* up_name, const char* down_name)
-    : intermediate_(intermediate) {
+    : intermediate_(intermediate), gate_name_(prefix + gate_name), up_name_(prefix + up_name), down_name_(prefix + down_name) {
   gate_ = ckpt.linear(prefix + gate_name, intermediate, hidden, quant);
   up_ = ckpt.linear(prefix + up_name, intermediate, hidden, quant);
   down_ = ckpt.linear(prefix + down_name, hidden, intermediate, quant);
@@ -40,8 +42,9 @@ bool MlpBlock::takes_bf16_input(int64_t n) const {
   return ops::matmul_input_dtype(first, n, first.data.device()) == DType::bf16;
 }
 
-void MlpBlock::forward(const BlockInput& x, Workspace& ws, const BlockOutput& out) const {
+void MlpBlock::forward(const BlockInput& x, const BatchRows& batch, Workspace& ws, const BlockOutput& out) const {
   const int64_t n = x.rows();
+  if (batch_has_lora(batch)) return forward_with_lora(x, batch, ws, out);
   // silu(gate) * up in the type the down projection reads (bf16 for a GPU prompt in the fast mode).
   const DType act_type = ops::matmul_input_dtype(down_, n, x.device());
   Tensor act = act_type == DType::f32 ? ws.get(kGate, n, intermediate_) : ws.get_typed(kAct, n, intermediate_, act_type);
@@ -65,6 +68,21 @@ void MlpBlock::forward(const BlockInput& x, Workspace& ws, const BlockOutput& ou
     ops::silu_mul(gate, up, act);
   }
   out.matmul(act, down_);
+}
+
+// The unstacked path with each sequence's adapter added to gate, up and down (CPU: --lora refuses a GPU).
+void MlpBlock::forward_with_lora(const BlockInput& x, const BatchRows& batch, Workspace& ws, const BlockOutput& out) const {
+  const int64_t n = x.rows();
+  check(gate_up_.rows == 0, ErrorKind::unsupported,
+        "per-request adapters need the MLP's gate and up apart: serve --lora with --device cpu");
+  Tensor gate = ws.get(kGate, n, intermediate_), up = ws.get(kUp, n, intermediate_);
+  x.matmul(gate_, gate);
+  x.matmul(up_, up);
+  add_row_lora(batch, gate_name_, x.tensor(), gate);
+  add_row_lora(batch, up_name_, x.tensor(), up);
+  ops::silu_mul(gate, up, gate);
+  out.matmul(gate, down_);
+  add_row_lora(batch, down_name_, gate, out);
 }
 
 DType MlpBlock::output_dtype(int64_t n) const { return ops::matmul_output_dtype(down_, n, down_.data.device()); }

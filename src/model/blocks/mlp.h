@@ -3,6 +3,7 @@
 #include <array>
 #include <string>
 
+#include "model/blocks/batch_rows.h"
 #include "model/blocks/block_input.h"
 #include "model/blocks/block_output.h"
 #include "model/blocks/workspace.h"
@@ -18,8 +19,8 @@ class MlpBlock {
   MlpBlock(Checkpoint& ckpt, const std::string& prefix, int64_t hidden, int64_t intermediate, const QuantConfig& quant,
            const char* gate_name = "gate_proj", const char* up_name = "up_proj", const char* down_name = "down_proj");
 
-  // x: (n, hidden) → out: (n, hidden).
-  void forward(const BlockInput& x, Workspace& ws, const BlockOutput& out) const;
+  // x: (n, hidden) → out: (n, hidden); the batch's sequences choose their adapters (row_lora.h).
+  void forward(const BlockInput& x, const BatchRows& batch, Workspace& ws, const BlockOutput& out) const;
   // Whether forward() over n rows takes x in bf16 as it stands (its projections round x to bf16).
   bool takes_bf16_input(int64_t n) const;
   // forward()'s out for n rows: bf16 where the output projection's GEMM writes it so (a GPU prompt in
@@ -32,7 +33,9 @@ class MlpBlock {
 
  private:
   int64_t intermediate_ = 0;
+  std::string gate_name_, up_name_, down_name_;  // module paths, what a per-request adapter targets
   Weight gate_, up_, down_;
+  void forward_with_lora(const BlockInput& x, const BatchRows& batch, Workspace& ws, const BlockOutput& out) const;
   Weight gate_up_;  // gate and up as one weight on a GPU (stacked_linear.h); else empty
 };
 

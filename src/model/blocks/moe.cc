@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "model/blocks/row_lora.h"
 #include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
@@ -190,7 +191,7 @@ ops::MoeRouting MoeBlock::routing() const {
   return {config_.top_k, config_.routing == MoeConfig::Routing::softmax_then_top_k, config_.normalize_top_k};
 }
 
-void MoeBlock::forward(const BlockInput& input, Workspace& ws, const BlockOutput& out) const {
+void MoeBlock::forward(const BlockInput& input, const BatchRows& batch, Workspace& ws, const BlockOutput& out) const {
   const Tensor& x = input.tensor();  // the router, the experts and the shared expert all read it
   const int64_t n = x.dim(0), H = config_.hidden, I = config_.expert_intermediate, k = config_.top_k;
   Tensor logits, shared_logit;
@@ -209,8 +210,10 @@ void MoeBlock::forward(const BlockInput& input, Workspace& ws, const BlockOutput
   }
   // The exact f32 mode keeps longer GPU inputs on the host-grouped path below, whose matmuls give each
   // row the f32 mat-vec's bits; the bf16 mode groups them on the device (tensor cores, no host wait).
-  if (logits.device() == Device::cuda && (n <= kDeviceRoutedTokens || ops::matmul_precision() != ops::MatmulPrecision::f32))
+  if (logits.device() == Device::cuda && (n <= kDeviceRoutedTokens || ops::matmul_precision() != ops::MatmulPrecision::f32)) {
+    check(!batch_has_lora(batch), ErrorKind::unsupported, "per-request adapters run on the CPU only: serve --lora with --device cpu");
     return forward_on_device(x, logits, shared_logit, ws, out);
+  }
   // Routing is decided on the host; on a GPU this is the layer's one wait for the device.
   if (logits.device() != Device::cpu) {
     Tensor host = ws.host(kRouter, n, config_.n_experts);
@@ -255,7 +258,7 @@ void MoeBlock::forward(const BlockInput& input, Workspace& ws, const BlockOutput
     return;
   }
   Tensor shared = ws.get(kShared, n, H);
-  shared_.forward(x, ws, shared);
+  shared_.forward(x, batch, ws, shared);
   ops::moe_combine(per_rank, weights, &shared, ops::shared_gate_weights(shared_logit), out.delta());
 }
 
@@ -311,7 +314,7 @@ void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Te
   }
   if (!has_shared_) return ops::moe_combine(per_rank, weights, nullptr, nullptr, out.delta());
   Tensor shared = ws.get(kShared, n, H);
-  shared_.forward(x, ws, shared);
+  shared_.forward(x, BatchRows{}, ws, shared);  // no adapters on a GPU (--lora refuses --device cuda)
   ops::moe_combine(per_rank, weights, &shared, &shared_logit, out.delta());
 }
 

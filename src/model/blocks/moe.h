@@ -33,8 +33,9 @@ class MoeBlock {
   MoeBlock() = default;
   MoeBlock(Checkpoint& ckpt, const std::string& prefix, const MoeConfig& config, const QuantConfig& quant);
 
-  // x: (n, hidden) → out: (n, hidden).
-  void forward(const BlockInput& input, Workspace& ws, const BlockOutput& out) const;
+  // x: (n, hidden) → out: (n, hidden); the batch's sequences choose their adapters for the shared
+  // expert (row_lora.h; routed experts take adapters merged only).
+  void forward(const BlockInput& input, const BatchRows& batch, Workspace& ws, const BlockOutput& out) const;
   // Bytes one token reads: router, top_k experts, shared expert.
   size_t weight_bytes_per_token() const;
 
