@@ -411,14 +411,14 @@ TEST_F(CudaMoe, moe_block_on_the_device_matches_the_host) {
             for (int64_t e = 0; e < E; ++e) x.data<float>()[t * H + e] = 0.25f * static_cast<float>(order[static_cast<size_t>(e)]);
           }
           Tensor want = Tensor::zeros({n, H}, DType::f32);
-          hblock.forward(x, hws, want);
+          hblock.forward(x, BatchRows{}, hws, want);
           double rms = 0.0;
           for (int64_t i = 0; i < want.numel(); ++i) rms += std::pow(want.data<float>()[i], 2);
           rms = std::sqrt(rms / static_cast<double>(want.numel()));
           for (ops::MatmulPrecision prec : {ops::MatmulPrecision::bf16, ops::MatmulPrecision::f32}) {
             PrecisionScope p(prec);
             Tensor out = Tensor::zeros({n, H}, DType::f32, Device::cuda);
-            dblock->forward(x.to(Device::cuda), dws, out);
+            dblock->forward(x.to(Device::cuda), BatchRows{}, dws, out);
             Tensor got = out.to(Device::cpu);
             double worst = 0.0, sq = 0.0;
             for (int64_t i = 0; i < got.numel(); ++i) {
