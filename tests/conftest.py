@@ -12,6 +12,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 # path unless a test asks otherwise (--matmul-precision wins over this variable). The CPU's default
 # (int8 where the CPU has VNNI) has its own checks: tests/cli/test_default_precision.py.
 os.environ.setdefault("SANCTUM_MATMUL_PRECISION", "f32")
+# Likewise the exact f32 KV cache (--kv-cache-dtype wins); the other dtypes are checked against it in
+# tests/cli/test_kv_cache_dtype.py.
+os.environ.setdefault("SANCTUM_KV_CACHE_DTYPE", "f32")
 
 
 @pytest.fixture(scope="session")

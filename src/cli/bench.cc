@@ -21,6 +21,7 @@
 #include "cli/command.h"
 #include "cli/device_flags.h"
 #include "model/model.h"
+#include "ops/kv_format.h"
 #include "ops/precision.h"
 #include "tensor/device_memory.h"
 
@@ -30,6 +31,7 @@ namespace {
 const char* kUsage =
     "usage: sanctum bench --model DIR [--pp N ...] [--prefill-chunk N] [--tg N] [--decode-context N] [--repetitions R]\n"
     "                     [--threads N] [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
+    "                     [--kv-cache-dtype f32|bf16|q8|q4v]\n"
     "                     [--memory-bandwidth] [--host-logits] [--json] [--adapter DIR] [--lora DIR]\n"
     "  --adapter          merges a LoRA / DoRA adapter (mlx-lm or PEFT format) into the weights at load.\n"
     "  --lora DIR         also times decode with the adapter unmerged, added per row (as serve --lora\n"
@@ -135,8 +137,8 @@ double time_decode(Model& model, const std::vector<int32_t>& context, const std:
 
 int run_bench(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "pp", "prefill-chunk", "tg", "decode-context", "repetitions", "threads", "matmul-precision", kDeviceFlag, kTuneFlag,
-             kGpuMemoryLimitFlag, kAdapterFlag, kLoraFlag},
+            {"model", "pp", "prefill-chunk", "tg", "decode-context", "repetitions", "threads", "matmul-precision", kKvCacheDtypeFlag,
+             kDeviceFlag, kTuneFlag, kGpuMemoryLimitFlag, kAdapterFlag, kLoraFlag},
             {"json", "help", "memory-bandwidth", "host-logits"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -223,6 +225,7 @@ int run_bench(int argc, char** argv) {
                           {"prefill_chunk", chunk},
                           {"results", results},
                           {"matmul_precision", ops::matmul_precision_name(ops::matmul_precision())},
+                          {"kv_cache_dtype", ops::kv_cache_dtype_name(ops::kv_cache_dtype())},
                           {"device", device_name(device)},
                           {"decode_picks_on_device", picks_on_device}};
     if (device == Device::cuda) out["gpu_memory_peak_bytes"] = device_memory::cuda_memory_peak();

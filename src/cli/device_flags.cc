@@ -1,14 +1,27 @@
 #include "cli/device_flags.h"
 
 #include "base/error.h"
+#include "ops/kv_format.h"
 #include "ops/precision.h"
 #include "tensor/device_memory.h"
 
 namespace sanctum::cli {
 
+namespace {
+void apply_kv_cache_dtype(const Args& args, Device device) {
+  if (args.has(kKvCacheDtypeFlag)) ops::set_kv_cache_dtype(ops::parse_kv_cache_dtype(*args.get(kKvCacheDtypeFlag)));
+  else if (!ops::kv_cache_dtype_chosen())
+    ops::set_kv_cache_dtype(device == Device::cuda ? ops::KvCacheDtype::f32 : ops::KvCacheDtype::bf16);
+  check(device == Device::cpu || ops::kv_cache_dtype() == ops::KvCacheDtype::f32, ErrorKind::unsupported,
+        std::string("--kv-cache-dtype ") + ops::kv_cache_dtype_name(ops::kv_cache_dtype()) +
+            ": the CUDA attention kernels read an f32 KV cache only; use --kv-cache-dtype f32 with --device cuda");
+}
+}  // namespace
+
 Device apply_device_flags(const Args& args) {
   const std::string name = args.get_or(kDeviceFlag, "cpu");
   check(name == "cpu" || name == "cuda", ErrorKind::invalid_argument, "--device must be cpu or cuda, got '" + name + "'");
+  apply_kv_cache_dtype(args, name == "cuda" ? Device::cuda : Device::cpu);
   const long long limit = args.get_int(kGpuMemoryLimitFlag, 0);
   check(limit >= 0, ErrorKind::invalid_argument, "--gpu-memory-limit-mb must be >= 0 (0: no limit)");
   if (name == "cpu") {

@@ -12,12 +12,16 @@ namespace sanctum::cli {
 inline constexpr const char* kDeviceFlag = "device";
 inline constexpr const char* kGpuMemoryLimitFlag = "gpu-memory-limit-mb";
 inline constexpr const char* kTuneFlag = "tune";
+inline constexpr const char* kKvCacheDtypeFlag = "kv-cache-dtype";
 inline constexpr const char* kDeviceUsage = "[--device cpu|cuda] [--gpu-memory-limit-mb N] [--tune KEY=VALUE,...]";
 
 // Parses the flags (cpu when absent), applies the GPU memory cap, and unless a matmul precision was
 // chosen (--matmul-precision or the environment) picks the device's fast one: bf16 tensor-core prefill
-// on cuda, int8 activations on a CPU with VNNI (ops::default_cpu_matmul_precision).
-// Throws Error(invalid_argument) for an unknown device, Error(unsupported) when cuda is not usable.
+// on cuda, int8 activations on a CPU with VNNI (ops::default_cpu_matmul_precision). Sets the KV cache
+// dtype from --kv-cache-dtype (or SANCTUM_KV_CACHE_DTYPE): by default bf16 on the CPU (half of f32's
+// bytes, logits within bf16 rounding of f32's) and f32 on cuda, whose kernels read an f32 cache only.
+// Throws Error(invalid_argument) for an unknown device or dtype, Error(unsupported) when cuda is not
+// usable or cannot take the dtype.
 Device apply_device_flags(const Args& args);
 
 // The model's tuning: the defaults, then SANCTUM_TUNE, then --tune (see sanctum --help-tuning).

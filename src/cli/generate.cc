@@ -30,6 +30,7 @@ const char* kUsage =
     "                        [--top-k K] [--min-p P] [--repetition-penalty R] [--seed S] [--ignore-eos]\n"
     "                        [--no-pld] [--pld-always] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N]\n"
     "                        [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
+    "                        [--kv-cache-dtype f32|bf16|q8|q4v]\n"
     "                        [--threads N] [--timing] [--parallel N] [--adapter DIR]\n"
     "       sanctum generate --model DIR --prompts-file FILE ...   (one comma-separated prompt per line;\n"
     "                                                              line i samples with seed + i)\n"
@@ -65,6 +66,7 @@ int run_generate(int argc, char** argv) {
              "prompt-cache-mb",
              "parallel",
              "matmul-precision",
+             kKvCacheDtypeFlag,
              kDeviceFlag,
              kGpuMemoryLimitFlag,
              kTuneFlag,

@@ -24,13 +24,14 @@ namespace {
 
 int run_logits(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "prompt-ids", "out", "split", "step", "threads", "matmul-precision", kDeviceFlag, kGpuMemoryLimitFlag, kTuneFlag,
-             kAdapterFlag, kLoraFlag},
+            {"model", "prompt-ids", "out", "split", "step", "threads", "matmul-precision", kKvCacheDtypeFlag, kDeviceFlag,
+             kGpuMemoryLimitFlag, kTuneFlag, kAdapterFlag, kLoraFlag},
             {"help"});
   if (args.has("help") || !args.has("model") || !args.has("prompt-ids") || !args.has("out")) {
     std::fputs(
         "usage: sanctum logits --model DIR --prompt-ids 1,2,3 --out FILE.npy [--split K [--step S]] [--threads N]\n"
         "                      [--matmul-precision f32|int8|bf16] [--device cpu|cuda] [--gpu-memory-limit-mb N]\n"
+        "                      [--kv-cache-dtype f32|bf16|q8|q4v]\n"
         "                      [--adapter DIR | --lora DIR]\n",
         args.has("help") ? stdout : stderr);
     return args.has("help") ? 0 : 2;

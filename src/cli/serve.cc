@@ -30,6 +30,7 @@ const char* kUsage =
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
     "                     [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N] [--threads N]\n"
     "                     [--prefill-chunk N] [--matmul-precision f32|int8|bf16] [--device cpu|cuda]\n"
+    "                     [--kv-cache-dtype f32|bf16|q8|q4v]\n"
     "                     [--max-image-pixels N] [--max-images-per-request N] [--allow-image-urls]\n"
     "                     [--gpu-memory-limit-mb N] [--tune KEY=VALUE,...] [--tool-parser NAME|none]\n"
     "                     [--manifest M [--manifest-sig S] [--manifest-pubkey P]]\n"
@@ -80,6 +81,12 @@ const char* kUsage =
     "when --lora-manifest-pubkey is given; the adapter is read from the files the check hashed.\n"
     "--admin adds GET/POST /admin/adapters (load, unload, replace), which take the --auth-token-file\n"
     "token or an mTLS client whose CN --admin-identity names.\n"
+    "--kv-cache-dtype: how the KV cache stores keys and values. bf16 (the CPU default) halves f32's\n"
+    "bytes per token with logits within bf16 rounding of f32's; q8 (8-bit codes, a scale per 32 values)\n"
+    "takes about a quarter and q4v (8-bit keys, 4-bit values) about a fifth, at the accuracy cost in\n"
+    "bench/RESULTS.md (\"KV cache dtypes\"); f32 is the exact path for parity runs and, for now, the only\n"
+    "one the CUDA kernels read (the default there). --kv-cache-mb counts the chosen dtype's bytes;\n"
+    "SANCTUM_KV_CACHE_DTYPE sets it too.\n"
     "--manifest (one per --model, in order) verifies the model directory before any weight is read or\n"
     "socket bound: the Ed25519 signature (--manifest-sig, default M.sig, checked with --manifest-pubkey,\n"
     "one key for all or one per manifest), then every file's SHA-256; any failure exits non-zero.\n"
@@ -239,7 +246,7 @@ int run_serve(int argc, char** argv) {
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
              "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "adapter", "adapter-manifest",
              "adapter-manifest-sig", "adapter-manifest-pubkey", "tls-cert",
-             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kDeviceFlag, kTuneFlag,
+             "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kKvCacheDtypeFlag, kDeviceFlag, kTuneFlag,
              kGpuMemoryLimitFlag, "tool-parser", "max-image-pixels", "max-images-per-request",
              "lora", "lora-list", "max-loras", "max-lora-rank", "admin-identity", "lora-manifest-pubkey"},
             {"allow-unspecified", "help", "no-pld", "no-plain", "auth-loopback-bypass", "no-ui", "allow-image-urls", "admin", "lora-manifest"});

@@ -5,6 +5,8 @@
 
 #include "base/error.h"
 #include "model/model.h"
+#include "model/state.h"
+#include "ops/kv_format.h"
 
 namespace sanctum {
 
@@ -31,6 +33,7 @@ size_t scratch_estimate(const ModelConfig& c, int64_t piece) {
 nlohmann::json MemoryPlan::to_json() const {
   nlohmann::json j = {{"weights_mib", mib(weights)},
                       {"kv_per_token_kib", static_cast<double>(kv_per_token) / 1024.0},
+                      {"kv_cache_dtype", ops::kv_cache_dtype_name(ops::kv_cache_dtype())},
                       {"recurrent_per_sequence_mib", mib(recurrent_per_sequence)},
                       {"prompt_cache_mib", mib(prompt_cache)},
                       {"scratch_mib", mib(scratch)}};
@@ -46,7 +49,8 @@ MemoryPlan plan_memory(const Model& model, size_t state_bound, size_t prompt_cac
   p.weights = c.checkpoint_bytes;
   p.recurrent_per_sequence = model.new_state().bytes();
   for (const LayerConfig& layer : c.layers)
-    if (layer.mixer == MixerKind::attention) p.kv_per_token += 2 * static_cast<size_t>(c.num_key_value_heads * c.head_dim) * sizeof(float);
+    if (layer.mixer == MixerKind::attention)
+      p.kv_per_token += KvCache::bytes_per_token(c.num_key_value_heads, c.head_dim, ops::kv_cache_dtype());
   p.state_bound = state_bound;
   p.prompt_cache = prompt_cache;
   p.scratch = scratch_estimate(c, piece);

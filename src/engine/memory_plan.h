@@ -13,7 +13,7 @@ class Model;
 
 struct MemoryPlan {
   size_t weights = 0;                 // the checkpoint's tensors (mapped on the CPU, uploaded to a GPU)
-  size_t kv_per_token = 0;            // one sequence's KV cache per token (f32 rows)
+  size_t kv_per_token = 0;            // one sequence's KV cache per token (in --kv-cache-dtype)
   size_t recurrent_per_sequence = 0;  // one sequence's GatedDeltaNet conv + recurrent state
   size_t state_bound = 0;             // the running sequences' state at their longest (0: unbounded)
   size_t prompt_cache = 0;            // the prompt cache's bound (0: off)

@@ -544,8 +544,8 @@ class DecoderModel final : public Model {
       } else {
         const KvCache& cache = state.kv(i);
         add(static_cast<uint64_t>(cache.capacity()));
-        add(reinterpret_cast<uintptr_t>(cache.keys(0).raw()));
-        add(reinterpret_cast<uintptr_t>(cache.values(0).raw()));
+        add(reinterpret_cast<uintptr_t>(cache.keys(0).data.raw()));
+        add(reinterpret_cast<uintptr_t>(cache.values(0).data.raw()));
       }
     }
   }

@@ -25,6 +25,7 @@ KvCache::KvCache(const KvCache& other) : KvCache(other.share_prefix(other.rows_)
   n_kv_heads_ = other.n_kv_heads_;  // share_prefix leaves these for an empty handle too
   head_dim_ = other.head_dim_;
   device_ = other.device_;
+  dtype_ = other.dtype_;
 }
 
 KvCache& KvCache::operator=(const KvCache& other) {
@@ -33,8 +34,8 @@ KvCache& KvCache::operator=(const KvCache& other) {
 }
 
 KvCache::KvCache(KvCache&& other) noexcept
-    : n_kv_heads_(other.n_kv_heads_), head_dim_(other.head_dim_), device_(other.device_), storage_(std::move(other.storage_)),
-      id_(std::exchange(other.id_, 0)), rows_(other.rows_) {}
+    : n_kv_heads_(other.n_kv_heads_), head_dim_(other.head_dim_), device_(other.device_), dtype_(other.dtype_),
+      storage_(std::move(other.storage_)), id_(std::exchange(other.id_, 0)), rows_(other.rows_) {}
 
 KvCache& KvCache::operator=(KvCache&& other) noexcept {
   if (this == &other) return *this;
@@ -42,6 +43,7 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
   n_kv_heads_ = other.n_kv_heads_;
   head_dim_ = other.head_dim_;
   device_ = other.device_;
+  dtype_ = other.dtype_;
   storage_ = std::move(other.storage_);
   id_ = std::exchange(other.id_, 0);
   rows_ = other.rows_;
@@ -78,11 +80,13 @@ void KvCache::reserve(int64_t tokens) {
   }
   auto fresh = std::make_shared<Storage>();
   const int64_t cap = grown_capacity(std::max(tokens, keep), storage_ && keep == capacity() ? capacity() : 0);
-  fresh->k = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32, device_);
-  fresh->v = Tensor::zeros({cap, n_kv_heads_, head_dim_}, DType::f32, device_);
+  fresh->k = ops::KvRows::zeros(cap, n_kv_heads_, head_dim_, ops::key_format(dtype_), device_);
+  fresh->v = ops::KvRows::zeros(cap, n_kv_heads_, head_dim_, ops::value_format(dtype_), device_);
   if (keep > 0) {
-    fresh->k.slice(0, 0, keep).copy_from(storage_->k.slice(0, 0, keep));
-    fresh->v.slice(0, 0, keep).copy_from(storage_->v.slice(0, 0, keep));
+    for (auto [to, from] : {std::pair{&fresh->k, &storage_->k}, std::pair{&fresh->v, &storage_->v}}) {
+      to->data.slice(0, 0, keep).copy_from(from->data.slice(0, 0, keep));
+      if (to->scales) to->scales.slice(0, 0, keep).copy_from(from->scales.slice(0, 0, keep));
+    }
   }
   release_writer();
   fresh->writer = id();
@@ -97,18 +101,23 @@ void KvCache::check_writable() const {
         "KvCache: writing storage shared with a snapshot; reserve() before writing");
 }
 
-Tensor KvCache::key_rows(int64_t begin, int64_t end) const {
+ops::KvRows KvCache::key_rows(int64_t begin, int64_t end) const {
   check_writable();
-  return storage_->k.slice(0, begin, end).reshape({end - begin, n_kv_heads_ * head_dim_});
+  return storage_->k.slice_rows(begin, end);
 }
 
-Tensor KvCache::value_rows(int64_t begin, int64_t end) const {
+ops::KvRows KvCache::value_rows(int64_t begin, int64_t end) const {
   check_writable();
-  return storage_->v.slice(0, begin, end).reshape({end - begin, n_kv_heads_ * head_dim_});
+  return storage_->v.slice_rows(begin, end);
+}
+
+size_t KvCache::bytes_per_token(int64_t n_kv_heads, int64_t head_dim, ops::KvCacheDtype dtype) {
+  return ops::kv_row_bytes(ops::key_format(dtype), n_kv_heads, head_dim) +
+         ops::kv_row_bytes(ops::value_format(dtype), n_kv_heads, head_dim);
 }
 
 KvCache KvCache::share_prefix(int64_t n) const {
-  KvCache c(n_kv_heads_, head_dim_, device_);
+  KvCache c(n_kv_heads_, head_dim_, device_, dtype_);
   if (n <= 0 || !storage_) return c;  // a layer without attention (or never written) has nothing to share
   check(n <= capacity(), ErrorKind::internal, "KvCache::share_prefix: rows beyond capacity");
   {

@@ -9,13 +9,15 @@
 #include <utility>
 #include <vector>
 
+#include "ops/kv_format.h"
 #include "tensor/tensor.h"
 
 namespace sanctum {
 
 struct ServedLora;
 
-// K and V rows of one attention layer: (capacity, n_kv_heads, head_dim) f32, grown in blocks.
+// K and V rows of one attention layer: (capacity, n_kv_heads, head_dim) in the cache dtype's formats
+// (ops/kv_format.h: f32, bf16, or 8/4-bit codes with per-block scales), grown in blocks.
 //
 // Storage is shared copy-on-write between a sequence and its snapshots (share_prefix): a prompt
 // cache holding every turn of a conversation holds one buffer per layer, not one per turn. Rows
@@ -28,8 +30,9 @@ class KvCache {
   static constexpr int64_t kBlockTokens = 256;
 
   KvCache() = default;
-  KvCache(int64_t n_kv_heads, int64_t head_dim, Device device = Device::cpu)
-      : n_kv_heads_(n_kv_heads), head_dim_(head_dim), device_(device) {}
+  // dtype: the process-wide --kv-cache-dtype (ops::kv_cache_dtype()) unless given.
+  KvCache(int64_t n_kv_heads, int64_t head_dim, Device device = Device::cpu, ops::KvCacheDtype dtype = ops::kv_cache_dtype())
+      : n_kv_heads_(n_kv_heads), head_dim_(head_dim), device_(device), dtype_(dtype) {}
   // A copy reads the same rows but never gets the right to write them in place.
   KvCache(const KvCache& other);
   KvCache& operator=(const KvCache& other);
@@ -37,21 +40,24 @@ class KvCache {
   KvCache& operator=(KvCache&& other) noexcept;
   ~KvCache();
 
-  int64_t capacity() const { return storage_ ? storage_->k.dim(0) : 0; }
+  int64_t capacity() const { return storage_ ? storage_->k.rows() : 0; }
+  ops::KvCacheDtype dtype() const { return dtype_; }
   // Makes rows [0, tokens) exist and rows [rows(), tokens) writable by this handle: grows in
   // blocks, and copies rows [0, rows()) into storage of its own first when a snapshot still needs
   // the rows to be written (copy-on-write). Call it before every write.
   void reserve(int64_t tokens);
   // Rows this handle holds (the sequence length; kept up to date by SequenceState).
   int64_t rows() const { return rows_; }
-  // Views of rows [0, n): (n, n_kv_heads, head_dim).
-  Tensor keys(int64_t n) const { return storage_->k.slice(0, 0, n); }
-  Tensor values(int64_t n) const { return storage_->v.slice(0, 0, n); }
-  // Rows [begin, end) as 2-D (end - begin, n_kv_heads * head_dim) views, for writing new tokens
-  // after reserve(); throws if the storage is shared and this handle may not write it.
-  Tensor key_rows(int64_t begin, int64_t end) const;
-  Tensor value_rows(int64_t begin, int64_t end) const;
+  // Views of rows [0, n) as stored: (n, n_kv_heads, head_dim) for f32 and bf16.
+  ops::KvRows keys(int64_t n) const { return storage_->k.slice_rows(0, n); }
+  ops::KvRows values(int64_t n) const { return storage_->v.slice_rows(0, n); }
+  // Rows [begin, end), for writing new tokens after reserve(); throws if the storage is shared and
+  // this handle may not write it.
+  ops::KvRows key_rows(int64_t begin, int64_t end) const;
+  ops::KvRows value_rows(int64_t begin, int64_t end) const;
   size_t bytes() const { return storage_ ? storage_->k.nbytes() + storage_->v.nbytes() : 0; }
+  // One token's K and V rows in `dtype`, as bytes() counts them.
+  static size_t bytes_per_token(int64_t n_kv_heads, int64_t head_dim, ops::KvCacheDtype dtype);
   // A handle on rows [0, n) of the same storage; no write through any handle can change them.
   KvCache share_prefix(int64_t n) const;
   // Identifies the buffer, so that a pool holding several handles on it counts its bytes once.
@@ -59,7 +65,7 @@ class KvCache {
 
  private:
   struct Storage {
-    Tensor k, v;
+    ops::KvRows k, v;
     std::mutex mutex;     // guards frozen and writer (handles may live on different threads)
     int64_t frozen = 0;   // rows [0, frozen) are immutable
     uint64_t writer = 0;  // the handle allowed to write rows >= frozen in place (0: none)
@@ -72,6 +78,7 @@ class KvCache {
 
   int64_t n_kv_heads_ = 0, head_dim_ = 0;
   Device device_ = Device::cpu;
+  ops::KvCacheDtype dtype_ = ops::KvCacheDtype::f32;
   std::shared_ptr<Storage> storage_;
   uint64_t id_ = 0;   // this handle's writer identity (0: not assigned yet)
   int64_t rows_ = 0;  // rows [0, rows_) are this handle's

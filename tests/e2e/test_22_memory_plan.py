@@ -22,10 +22,15 @@ def plan_of(server):
     return health["memory"], health["memory"]["models"][MODEL]
 
 
-def expected_kv_per_token(model_dir):
+def expected_kv_per_token(model_dir, dtype="f32"):
     c = json.loads((model_dir / "config.json").read_text())
-    head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
-    return 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * head_dim * 4  # K and V, f32, every layer attends
+    d = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    blocks = -(-d // 32)
+    # One head's row per format (src/ops/kv_format.h): q8 a byte per value and a bf16 scale per 32,
+    # q4 16 bytes and a bf16 (scale, min) per 32.
+    head = {"f32": 4 * d, "bf16": 2 * d, "q8": d + 2 * blocks, "q4": 20 * blocks}
+    key, value = {"f32": ("f32", "f32"), "bf16": ("bf16", "bf16"), "q8": ("q8", "q8"), "q4v": ("q8", "q4")}[dtype]
+    return c["num_hidden_layers"] * c["num_key_value_heads"] * (head[key] + head[value])  # every layer attends
 
 
 @pytest.fixture
@@ -55,6 +60,13 @@ def test_the_plan_is_logged_and_shown_from_the_checkpoint_and_flags(serve, tiny_
     assert len(logged) == 1 and json.loads(logged[0]["plan"]) == plan
     metrics = sh.request(s.port, "GET", "/metrics")[2].decode()
     assert sh.metric_value(metrics, "sanctum_memory_plan_bytes", {"model": MODEL, "part": "weights"}) == weights
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "q8", "q4v"])
+def test_the_plan_counts_the_kv_cache_dtypes_bytes(serve, tiny_model, dtype):
+    _, plan = plan_of(serve("--kv-cache-dtype", dtype))
+    assert plan["kv_cache_dtype"] == dtype
+    assert plan["kv_per_token_kib"] == pytest.approx(expected_kv_per_token(tiny_model, dtype) / 1024)
 
 
 def test_a_memory_limit_shares_what_the_weights_leave(serve):

@@ -1,16 +1,28 @@
 // KV rows are shared copy-on-write between a sequence, its snapshots and the states restored from
 // them. These tests write through every kind of handle and check that no other handle's rows
-// change: they fail if a write ever lands in storage that a snapshot or another request reads.
+// change: they fail if a write ever lands in storage that a snapshot or another request reads. Each
+// runs for every KV cache dtype: the sharing logic must not depend on the stored format.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "base/error.h"
 #include "engine/prefix_cache.h"
 #include "model/state.h"
+#include "ops/kv_cache_ops.h"
+#include "ops/ref/kv_cache.h"
 
 namespace sanctum {
 namespace {
+
+// Caches made during a test take its dtype (KvCache's default is the process-wide setting).
+class KvCacheSharing : public ::testing::TestWithParam<ops::KvCacheDtype> {
+ protected:
+  void SetUp() override { ops::set_kv_cache_dtype(GetParam()); }
+  void TearDown() override { ops::set_kv_cache_dtype(ops::KvCacheDtype::f32); }
+};
+using PrefixCachePool = KvCacheSharing;
 
 SequenceState attention_state() { return SequenceState(std::vector<KvCache>(1, KvCache(1, 2)), std::vector<LinearAttentionState>(1)); }
 
@@ -18,22 +30,31 @@ SequenceState attention_state() { return SequenceState(std::vector<KvCache>(1, K
 void append(SequenceState& s, float value) {
   const int64_t row = s.length();
   s.kv(0).reserve(row + 1);
-  float* k = s.kv(0).key_rows(row, row + 1).data<float>();
-  float* v = s.kv(0).value_rows(row, row + 1).data<float>();
-  k[0] = k[1] = v[0] = v[1] = value;
+  const Tensor rows = Tensor::zeros({1, 2}, DType::f32);
+  rows.data<float>()[0] = rows.data<float>()[1] = value;
+  const int32_t position = static_cast<int32_t>(row);
+  const ops::Positions at{std::span<const int32_t>(&position, 1)};
+  ops::store_kv_rows(rows, s.kv(0).key_rows(0, s.kv(0).capacity()), at);
+  ops::store_kv_rows(rows, s.kv(0).value_rows(0, s.kv(0).capacity()), at);
   s.advance(1);
 }
+
+// Key row `row` (its first value) of the n rows a handle holds, as stored.
+float key_at(const KvCache& c, int64_t n, int64_t row) { return ops::ref::dequantize_kv(c.keys(n)).data<float>()[row * 2]; }
+
+// The stored value of `value`: exact for f32 and for these small integers in bf16; q8 keeps it to
+// half a step of 1/127 of itself.
+bool holds(float got, float value) { return std::fabs(got - value) <= std::fabs(value) / 127.0f; }
 
 std::vector<float> keys_of(const SequenceState& snap) {
   SequenceState reader;
   reader.restore(snap);
-  const Tensor k = reader.kv(0).keys(reader.length());
   std::vector<float> out;
-  for (int64_t i = 0; i < reader.length(); ++i) out.push_back(k.data<float>()[i * 2]);
+  for (int64_t i = 0; i < reader.length(); ++i) out.push_back(std::round(key_at(reader.kv(0), reader.length(), i)));
   return out;
 }
 
-TEST(KvCacheSharing, snapshot_shares_rows_and_the_writer_keeps_appending_in_place) {
+TEST_P(KvCacheSharing, snapshot_shares_rows_and_the_writer_keeps_appending_in_place) {
   SequenceState s = attention_state();
   for (float x : {1.0f, 2.0f, 3.0f}) append(s, x);
   auto snap = s.snapshot();
@@ -45,7 +66,7 @@ TEST(KvCacheSharing, snapshot_shares_rows_and_the_writer_keeps_appending_in_plac
   EXPECT_EQ(keys_of(*snap), (std::vector<float>{1, 2, 3}));
 }
 
-TEST(KvCacheSharing, states_restored_from_one_snapshot_never_see_each_others_writes) {
+TEST_P(KvCacheSharing, states_restored_from_one_snapshot_never_see_each_others_writes) {
   SequenceState s = attention_state();
   for (float x : {1.0f, 2.0f, 3.0f}) append(s, x);
   auto snap = s.snapshot();
@@ -57,33 +78,33 @@ TEST(KvCacheSharing, states_restored_from_one_snapshot_never_see_each_others_wri
   append(b, 20.0f);  // must copy: row 3 belongs to a
   append(a, 11.0f);
   EXPECT_NE(a.kv(0).storage_id(), b.kv(0).storage_id());
-  EXPECT_EQ(a.kv(0).keys(5).data<float>()[3 * 2], 10.0f);
-  EXPECT_EQ(a.kv(0).keys(5).data<float>()[4 * 2], 11.0f);
-  EXPECT_EQ(b.kv(0).keys(4).data<float>()[3 * 2], 20.0f);
+  EXPECT_TRUE(holds(key_at(a.kv(0), 5, 3), 10.0f));
+  EXPECT_TRUE(holds(key_at(a.kv(0), 5, 4), 11.0f));
+  EXPECT_TRUE(holds(key_at(b.kv(0), 4, 3), 20.0f));
   EXPECT_EQ(keys_of(*snap), (std::vector<float>{1, 2, 3}));
 }
 
-TEST(KvCacheSharing, writing_below_a_snapshot_after_truncation_copies_first) {
+TEST_P(KvCacheSharing, writing_below_a_snapshot_after_truncation_copies_first) {
   SequenceState s = attention_state();
   for (float x : {1.0f, 2.0f, 3.0f}) append(s, x);
   auto snap = s.snapshot();
   s.truncate(1);  // e.g. a rejected draft
   append(s, 9.0f);
-  EXPECT_EQ(s.kv(0).keys(2).data<float>()[1 * 2], 9.0f);
+  EXPECT_TRUE(holds(key_at(s.kv(0), 2, 1), 9.0f));
   EXPECT_EQ(keys_of(*snap), (std::vector<float>{1, 2, 3}));
 }
 
-TEST(KvCacheSharing, a_copied_state_is_unaffected_by_the_original) {
+TEST_P(KvCacheSharing, a_copied_state_is_unaffected_by_the_original) {
   SequenceState s = attention_state();
   for (float x : {1.0f, 2.0f}) append(s, x);
   SequenceState copy = s;
   s.truncate(1);
   append(s, 7.0f);
   append(s, 8.0f);
-  EXPECT_EQ(copy.kv(0).keys(2).data<float>()[1 * 2], 2.0f);
+  EXPECT_TRUE(holds(key_at(copy.kv(0), 2, 1), 2.0f));
 }
 
-TEST(KvCacheSharing, writing_shared_rows_without_reserve_is_refused) {
+TEST_P(KvCacheSharing, writing_shared_rows_without_reserve_is_refused) {
   SequenceState s = attention_state();
   append(s, 1.0f);
   auto snap = s.snapshot();
@@ -92,7 +113,7 @@ TEST(KvCacheSharing, writing_shared_rows_without_reserve_is_refused) {
   EXPECT_THROW(other.kv(0).key_rows(1, 2), Error);
 }
 
-TEST(KvCacheSharing, storage_no_longer_shared_is_written_in_place_again) {
+TEST_P(KvCacheSharing, storage_no_longer_shared_is_written_in_place_again) {
   SequenceState s = attention_state();
   for (float x : {1.0f, 2.0f, 3.0f}) append(s, x);
   const void* id = s.kv(0).storage_id();
@@ -102,7 +123,7 @@ TEST(KvCacheSharing, storage_no_longer_shared_is_written_in_place_again) {
   EXPECT_EQ(s.kv(0).storage_id(), id);
 }
 
-TEST(PrefixCachePool, counts_storage_shared_by_several_snapshots_once) {
+TEST_P(PrefixCachePool, counts_storage_shared_by_several_snapshots_once) {
   SequenceState s = attention_state();
   std::vector<int32_t> tokens;
   PrefixCache pool(64 << 20);
@@ -119,7 +140,7 @@ TEST(PrefixCachePool, counts_storage_shared_by_several_snapshots_once) {
   EXPECT_EQ(st.shared_bytes, 3 * s.kv(0).bytes());
 }
 
-TEST(PrefixCachePool, evicting_a_sharer_keeps_the_buffer_until_the_last_one_goes) {
+TEST_P(PrefixCachePool, evicting_a_sharer_keeps_the_buffer_until_the_last_one_goes) {
   SequenceState s = attention_state();
   std::vector<int32_t> tokens;
   const size_t buffer = [] {
@@ -141,6 +162,11 @@ TEST(PrefixCachePool, evicting_a_sharer_keeps_the_buffer_until_the_last_one_goes
   EXPECT_EQ(pool.stats().entries, 1u);
   EXPECT_EQ(pool.stats().bytes, buffer);
 }
+
+const auto kDtypes = ::testing::Values(ops::KvCacheDtype::f32, ops::KvCacheDtype::bf16, ops::KvCacheDtype::q8, ops::KvCacheDtype::q4v);
+std::string dtype_name(const ::testing::TestParamInfo<ops::KvCacheDtype>& info) { return ops::kv_cache_dtype_name(info.param); }
+INSTANTIATE_TEST_SUITE_P(EveryDtype, KvCacheSharing, kDtypes, dtype_name);
+INSTANTIATE_TEST_SUITE_P(EveryDtype, PrefixCachePool, kDtypes, dtype_name);
 
 }  // namespace
 }  // namespace sanctum

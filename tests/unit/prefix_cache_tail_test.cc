@@ -39,8 +39,8 @@ void expect_same_state(const SequenceState& a_snap, const SequenceState& b_snap,
       EXPECT_TRUE(same_bits(a.linear(i).recurrent, b.linear(i).recurrent)) << "recurrent state, layer " << i;
       EXPECT_TRUE(same_bits(a.linear(i).conv, b.linear(i).conv)) << "conv state, layer " << i;
     } else {
-      EXPECT_TRUE(same_bits(a.kv(i).keys(n).clone(), b.kv(i).keys(n).clone())) << "keys, layer " << i;
-      EXPECT_TRUE(same_bits(a.kv(i).values(n).clone(), b.kv(i).values(n).clone())) << "values, layer " << i;
+      EXPECT_TRUE(same_bits(a.kv(i).keys(n).data.clone(), b.kv(i).keys(n).data.clone())) << "keys, layer " << i;
+      EXPECT_TRUE(same_bits(a.kv(i).values(n).data.clone(), b.kv(i).values(n).data.clone())) << "values, layer " << i;
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include "model/blocks/row_lora.h"
 #include "model/blocks/stacked_linear.h"
+#include "ops/kv_cache_ops.h"
 #include "ops/ops.h"
 
 namespace sanctum {
@@ -79,11 +80,11 @@ void AttentionBlock::forward(const BlockInput& x, const BatchRows& batch, size_t
     KvCache& cache = s.state->kv(layer);
     const ops::Positions positions = batch.positions_of(s);
     const int64_t capacity = cache.capacity();
-    Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
+    const ops::KvRows cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
     Tensor qs = q3.slice(0, s.begin, s.end), ks = k3.slice(0, s.begin, s.end), vs = v.slice(0, s.begin, s.end);
     Tensor attn_s = attn3.slice(0, s.begin, s.end);
     ops::rope_and_store(qs, ks, vs, positions, rope, cached_k, cached_v);
-    ops::attention(qs, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)), attn_s);
+    ops::attention(qs, cached_k, cached_v, positions, 1.0f / std::sqrt(static_cast<float>(D)), attn_s);
   }
   out.matmul(attn, w_.o);
   add_row_lora(batch, w_.prefix + "o_proj", attn, out);

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "model/blocks/row_lora.h"
 #include "model/blocks/stacked_linear.h"
+#include "ops/kv_cache_ops.h"
 #include "ops/ops.h"
 
 namespace sanctum {
@@ -67,7 +68,7 @@ void GatedAttentionBlock::forward(const BlockInput& x, const BatchRows& batch, s
     KvCache& cache = s.state->kv(layer);
     const ops::Positions positions = batch.positions_of(s);
     const int64_t rows = s.end - s.begin, capacity = cache.capacity();
-    Tensor cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
+    const ops::KvRows cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
     Tensor qg_s = qg3.slice(0, s.begin, s.end), q_s = q3.slice(0, s.begin, s.end), k_s = k3.slice(0, s.begin, s.end);
     Tensor attn_s = attn3.slice(0, s.begin, s.end);
     if (batch.mrope.tables == nullptr) {
@@ -84,11 +85,10 @@ void GatedAttentionBlock::forward(const BlockInput& x, const BatchRows& batch, s
         ops::rope(*x, batch.mrope.h, t.h);
         ops::rope(*x, batch.mrope.w, t.w);
       }
-      ops::store_rows(k_s.reshape({rows, KV * D}), cached_k, positions);
-      ops::store_rows(v.slice(0, s.begin, s.end), cached_v, positions);
+      ops::store_kv_rows(k_s.reshape({rows, KV * D}), cached_k, positions);
+      ops::store_kv_rows(v.slice(0, s.begin, s.end), cached_v, positions);
     }
-    ops::gated_attention(q_s, cache.keys(capacity), cache.values(capacity), positions, 1.0f / std::sqrt(static_cast<float>(D)),
-                         qg_s.slice(2, D, 2 * D), attn_s);
+    ops::gated_attention(q_s, cached_k, cached_v, positions, 1.0f / std::sqrt(static_cast<float>(D)), qg_s.slice(2, D, 2 * D), attn_s);
   }
   out.matmul(attn, w_.o);
   add_row_lora(batch, w_.prefix + "o_proj", attn, out);

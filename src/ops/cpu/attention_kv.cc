@@ -1,0 +1,233 @@
+// Causal GQA attention over a KV cache stored as bf16, q8 or q4 (ops/kv_format.h): each key and
+// value row is dequantized in registers as the kernel reads it, so the cache is never copied to
+// f32. The f32 cache keeps its own kernel (attention.cc). Softmax and its two passes as there; a
+// (query, head) pair's result depends only on its inputs, whatever the chunking or thread count.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/cpu/attention_kv.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "ops/cpu/kernels.h"
+
+#ifndef SANCTUM_OPS_CPU_ATTENTION_KV_ARGS_
+#define SANCTUM_OPS_CPU_ATTENTION_KV_ARGS_
+namespace sanctum::ops::cpu {
+// One side of the cache; strides in elements of data (floats, bf16s or bytes) and of scales.
+struct KvSide {
+  const void* data;
+  const uint16_t* scales;
+  int64_t stride0, stride1, scale_stride0, scale_stride1;
+};
+struct AttentionKvArgs {
+  const float* q;
+  float* out;
+  int64_t q_stride0, q_stride1, o_stride0, o_stride1;
+  KvSide k, v;
+  KvFormat k_format, v_format;
+  int64_t n_heads, group, head_dim, q_pos0;
+  float scale;
+};
+}  // namespace sanctum::ops::cpu
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace sanctum::ops::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+
+// q · k_j, head kvh, in key format F.
+template <KvFormat F>
+HWY_INLINE float KeyDot(const float* HWY_RESTRICT q, const KvSide& k, int64_t j, int64_t kvh, int64_t d) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto acc = hn::Zero(df);
+  float tail = 0.0f;
+  if constexpr (F == KvFormat::bf16) {
+    const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+    const auto* kj = static_cast<const hwy::bfloat16_t*>(k.data) + j * k.stride0 + kvh * k.stride1;
+    int64_t c = 0;
+    for (; c + N <= d; c += N) acc = hn::MulAdd(hn::LoadU(df, q + c), hn::PromoteTo(df, hn::LoadU(dbf, kj + c)), acc);
+    const auto* bits = reinterpret_cast<const uint16_t*>(kj);
+    for (; c < d; ++c) tail += q[c] * bf16_to_f32(bits[c]);
+  } else {
+    static_assert(F == KvFormat::q8, "keys are bf16 or q8 here");
+    const hn::Rebind<int8_t, DF> di8;
+    const hn::Rebind<int32_t, DF> di32;
+    const int8_t* kj = static_cast<const int8_t*>(k.data) + j * k.stride0 + kvh * k.stride1;
+    const uint16_t* sj = k.scales + j * k.scale_stride0 + kvh * k.scale_stride1;
+    for (int64_t b0 = 0, blk = 0; b0 < d; b0 += kKvBlock, ++blk) {
+      const int64_t end = std::min(b0 + kKvBlock, d);
+      const float s = bf16_to_f32(sj[blk]);
+      const auto vs = hn::Set(df, s);
+      int64_t c = b0;
+      for (; c + N <= end; c += N) {
+        const auto codes = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, kj + c)));
+        acc = hn::MulAdd(hn::Mul(hn::LoadU(df, q + c), codes), vs, acc);
+      }
+      for (; c < end; ++c) tail += q[c] * (s * static_cast<float>(kj[c]));
+    }
+  }
+  return hn::GetLane(hn::SumOfLanes(df, acc)) + tail;
+}
+
+// acc += p * v_j, head kvh, in value format F. q4's p * min terms go to bias (one per block), added
+// once at the end rather than to every element of every row.
+template <KvFormat F>
+HWY_INLINE void AddValue(float p, const KvSide& v, int64_t j, int64_t kvh, int64_t d, float* HWY_RESTRICT acc, float* HWY_RESTRICT bias) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  if constexpr (F == KvFormat::bf16) {
+    const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+    const auto* vj = static_cast<const hwy::bfloat16_t*>(v.data) + j * v.stride0 + kvh * v.stride1;
+    const auto vp = hn::Set(df, p);
+    int64_t c = 0;
+    for (; c + N <= d; c += N) hn::StoreU(hn::MulAdd(vp, hn::PromoteTo(df, hn::LoadU(dbf, vj + c)), hn::LoadU(df, acc + c)), df, acc + c);
+    const auto* bits = reinterpret_cast<const uint16_t*>(vj);
+    for (; c < d; ++c) acc[c] += p * bf16_to_f32(bits[c]);
+  } else if constexpr (F == KvFormat::q8) {
+    const hn::Rebind<int8_t, DF> di8;
+    const hn::Rebind<int32_t, DF> di32;
+    const int8_t* vj = static_cast<const int8_t*>(v.data) + j * v.stride0 + kvh * v.stride1;
+    const uint16_t* sj = v.scales + j * v.scale_stride0 + kvh * v.scale_stride1;
+    for (int64_t b0 = 0, blk = 0; b0 < d; b0 += kKvBlock, ++blk) {
+      const int64_t end = std::min(b0 + kKvBlock, d);
+      const float ps = p * bf16_to_f32(sj[blk]);
+      const auto vps = hn::Set(df, ps);
+      int64_t c = b0;
+      for (; c + N <= end; c += N) {
+        const auto codes = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, vj + c)));
+        hn::StoreU(hn::MulAdd(vps, codes, hn::LoadU(df, acc + c)), df, acc + c);
+      }
+      for (; c < end; ++c) acc[c] += ps * static_cast<float>(vj[c]);
+    }
+  } else {
+    static_assert(F == KvFormat::q4, "values are bf16, q8 or q4 here");
+    const hn::Rebind<uint8_t, DF> du8;
+    const hn::Rebind<uint32_t, DF> du32;
+    const hn::Rebind<int32_t, DF> di32;
+    const uint8_t* vj = static_cast<const uint8_t*>(v.data) + j * v.stride0 + kvh * v.stride1;
+    const uint16_t* sj = v.scales + j * v.scale_stride0 + kvh * v.scale_stride1;
+    const auto nibble = hn::Set(du32, 0xFu);
+    for (int64_t b0 = 0, blk = 0; b0 < d; b0 += kKvBlock, ++blk) {
+      const int64_t len = std::min(kKvBlock, d - b0);
+      const float ps = p * bf16_to_f32(sj[2 * blk]);
+      bias[blk] += p * bf16_to_f32(sj[2 * blk + 1]);
+      const uint8_t* packed = vj + blk * 16;
+      float* a = acc + b0;
+      if (len == kKvBlock && 16 % N == 0) {  // byte i: value i low, value i + 16 high
+        const auto vps = hn::Set(df, ps);
+        for (int64_t i = 0; i < 16; i += N) {
+          const auto bytes = hn::PromoteTo(du32, hn::LoadU(du8, packed + i));
+          const auto lo = hn::ConvertTo(df, hn::BitCast(di32, hn::And(bytes, nibble)));
+          const auto hi = hn::ConvertTo(df, hn::BitCast(di32, hn::ShiftRight<4>(bytes)));
+          hn::StoreU(hn::MulAdd(vps, lo, hn::LoadU(df, a + i)), df, a + i);
+          hn::StoreU(hn::MulAdd(vps, hi, hn::LoadU(df, a + 16 + i)), df, a + 16 + i);
+        }
+      } else {
+        for (int64_t c = 0; c < len; ++c) a[c] += ps * static_cast<float>(c < 16 ? packed[c] & 0xF : packed[c - 16] >> 4);
+      }
+    }
+  }
+}
+
+// Queries i0, i0 + step, ... < i1, heads [h0, h1) of each; head fastest so neighbours share a kv head.
+template <KvFormat KF, KvFormat VF>
+void Items(const AttentionKvArgs& a, int64_t i0, int64_t i1, int64_t step, int64_t h0, int64_t h1) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), d = a.head_dim;
+  const int64_t blocks = (d + kKvBlock - 1) / kKvBlock;
+  std::vector<float> p(static_cast<size_t>(a.q_pos0 + i1 + N));  // scores, then probabilities
+  std::vector<float> acc(static_cast<size_t>(d));                // (head_dim) running p·V
+  std::vector<float> bias(static_cast<size_t>(blocks));          // q4: running p·min per block
+  for (int64_t i = i0; i < i1; i += step)
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t kvh = h / a.group, n_keys = a.q_pos0 + i + 1;
+      const float* qi = a.q + i * a.q_stride0 + h * a.q_stride1;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float s = KeyDot<KF>(qi, a.k, j, kvh, d) * a.scale;
+        p[static_cast<size_t>(j)] = s;
+        mx = std::max(mx, s);
+      }
+      // exp(s - max) over whole vectors; the padding lanes are -inf and give 0.
+      const int64_t padded = (n_keys + N - 1) / N * N;
+      for (int64_t j = n_keys; j < padded; ++j) p[static_cast<size_t>(j)] = -INFINITY;
+      const auto vm = hn::Set(df, mx);
+      auto vsum = hn::Zero(df);
+      for (int64_t j = 0; j < padded; j += N) {
+        const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p.data() + j), vm));
+        vsum = hn::Add(vsum, e);
+        hn::StoreU(e, df, p.data() + j);
+      }
+      const float inv_sum = 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum));
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      std::fill(bias.begin(), bias.end(), 0.0f);
+      for (int64_t j = 0; j < n_keys; ++j) AddValue<VF>(p[static_cast<size_t>(j)], a.v, j, kvh, d, acc.data(), bias.data());
+      float* o = a.out + i * a.o_stride0 + h * a.o_stride1;
+      for (int64_t c = 0; c < d; ++c) o[c] = (acc[static_cast<size_t>(c)] + bias[static_cast<size_t>(c / kKvBlock)]) * inv_sum;
+    }
+}
+
+void AttentionKvItems(const AttentionKvArgs& a, int64_t i0, int64_t i1, int64_t step, int64_t h0, int64_t h1) {
+  if (a.k_format == KvFormat::bf16 && a.v_format == KvFormat::bf16) return Items<KvFormat::bf16, KvFormat::bf16>(a, i0, i1, step, h0, h1);
+  if (a.k_format == KvFormat::q8 && a.v_format == KvFormat::q8) return Items<KvFormat::q8, KvFormat::q8>(a, i0, i1, step, h0, h1);
+  if (a.k_format == KvFormat::q8 && a.v_format == KvFormat::q4) return Items<KvFormat::q8, KvFormat::q4>(a, i0, i1, step, h0, h1);
+  fail(ErrorKind::internal, "[attention] no CPU kernel for this pair of KV formats; the cache dtypes are f32, bf16, q8 and q4v");
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace sanctum::ops::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace sanctum::ops::cpu {
+HWY_EXPORT(AttentionKvItems);
+
+namespace {
+KvSide side_of(const KvRows& r) {
+  return KvSide{r.data.raw(),
+                r.scales ? r.scales.data<const uint16_t>() : nullptr,
+                r.data.stride(0),
+                r.data.stride(1),
+                r.scales ? r.scales.stride(0) : 0,
+                r.scales ? r.scales.stride(1) : 0};
+}
+}  // namespace
+
+void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, float scale, Tensor& out) {
+  const int64_t n = q.dim(0), n_heads = q.dim(1);
+  const AttentionKvArgs args{q.data<const float>(),
+                             out.data<float>(),
+                             q.stride(0),
+                             q.stride(1),
+                             out.stride(0),
+                             out.stride(1),
+                             side_of(k),
+                             side_of(v),
+                             k.format,
+                             v.format,
+                             n_heads,
+                             n_heads / k.kv_heads(),
+                             q.dim(2),
+                             q_pos0,
+                             scale};
+  ThreadPool& pool = compute_pool();
+  if (n < pool.size()) {  // decode: split the heads
+    pool.parallel_for(n_heads, 1, [&](int64_t h0, int64_t h1) { HWY_DYNAMIC_DISPATCH(AttentionKvItems)(args, 0, n, 1, h0, h1); });
+    return;
+  }
+  // prefill: queries dealt round-robin, since causal rows grow in cost with i
+  const int64_t threads = pool.size();
+  pool.run_on_all([&](int t) { HWY_DYNAMIC_DISPATCH(AttentionKvItems)(args, t, n, threads, 0, n_heads); });
+}
+
+}  // namespace sanctum::ops::cpu
+#endif
