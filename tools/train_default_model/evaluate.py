@@ -14,6 +14,7 @@ stripped). Smoke prompts pass when the answer contains their 'contains' string.
 """
 import argparse
 import json
+import re
 import sys
 import time
 from collections import OrderedDict
@@ -29,13 +30,27 @@ def _answer(text: str, thinking) -> str:
     return text.strip()
 
 
+_CALL = re.compile(r"<tool_call>\n<function=([^>\n]*)>\n(.*?)</function>\n</tool_call>", re.S)
+_PARAM = re.compile(r"<parameter=([^>\n]*)>\n(.*?)\n</parameter>\n", re.S)
+
+
+def calls_as_summary(text: str) -> str:
+    """Each XML tool call written name({"param": "value"}) (string values, as the default model's tools
+    take), the way the deploy parity smoke writes the calls the server parsed."""
+    sys.path.insert(0, str(HERE))
+    from data import render_call_summary
+
+    return _CALL.sub(lambda m: render_call_summary(m.group(1), dict(_PARAM.findall(m.group(2)))), text)
+
+
 def _items(battery):
     items = []
     for c in battery["cases"]:
         items.append({"id": c["id"], "task": c["task"], "prompt": c["prompt"], "thinking": c["enable_thinking"],
                       "expected": c["expected"]})
     for s in battery["smoke"]:
-        items.append({"id": s["id"], "task": "smoke", "prompt": s["prompt"], "thinking": None, "contains": s["contains"]})
+        items.append({"id": s["id"], "task": "smoke", "prompt": s["prompt"], "thinking": None, "contains": s["contains"],
+                      "tools": bool(s.get("tools"))})
     return items
 
 
@@ -46,7 +61,10 @@ def _score(items, outputs, tokenizer, backend, extra):
             continue
         text = tokenizer.decode(ids, skip_special_tokens=False)
         ans = _answer(text, it["thinking"])
-        ok = (it["contains"] in ans) if it["task"] == "smoke" else (ans == it["expected"])
+        if it["task"] == "smoke":
+            ok = it["contains"] in (calls_as_summary(ans) if it["tools"] else ans)
+        else:
+            ok = ans == it["expected"]
         rows.append({"id": it["id"], "task": it["task"], "ids": ids, "text": text, "ok": ok})
     summary = OrderedDict()
     for r in rows:
