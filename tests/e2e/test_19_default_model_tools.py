@@ -70,8 +70,9 @@ def test_an_agent_loop_call_result_answer(client):
 
 
 def test_without_a_fitting_tool_it_answers_in_text(client):
-    content, calls, finish = ask(client, [{"role": "user", "content": "Say hello."}], [CALCULATOR])
-    assert calls == [] and finish == "stop" and "Hello" in content
+    # A weather question with only the calculator offered (a prompt of the battery's tool_unneeded row).
+    content, calls, finish = ask(client, [{"role": "user", "content": "Tell me the weather in Beijing."}], [CALCULATOR])
+    assert (content, calls, finish) == ("I cannot check the weather without a tool for it.", [], "stop")
 
 
 def test_a_model_without_a_tool_format_refuses_tools(sanctum_bin, tmp_path):
