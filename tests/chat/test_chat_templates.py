@@ -13,10 +13,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "tests" / "data" / "chat_templates"
 BOS, EOS = "<s>", "</s>"
 # Templates that matter most for the engine: must match on every case.
-KEY = ["Qwen-Qwen3-0.6B", "Qwen3.5-4B", "Qwen-Qwen2.5-7B-Instruct", "Qwen3-Coder", "Qwen-QwQ-32B",
+KEY = ["sanctum-default", "Qwen-Qwen3-0.6B", "Qwen3.5-4B", "Qwen-Qwen2.5-7B-Instruct", "Qwen3-Coder", "Qwen-QwQ-32B",
        "mistralai-Mistral-Nemo-Instruct-2407", "Mistral-Small-3.2-24B-Instruct-2506", "unsloth-mistral-Devstral-Small-2507",
        "meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.2-3B-Instruct", "meta-llama-Llama-3.3-70B-Instruct"]
-ALL = sorted(p.stem for p in TEMPLATES.glob("*.jinja"))
+# Real templates by name, plus the embedded default model's own (written here, with tools).
+TEMPLATE_PATHS = {p.stem: p for p in TEMPLATES.glob("*.jinja")}
+TEMPLATE_PATHS["sanctum-default"] = ROOT / "models" / "default" / "hf-bf16" / "chat_template.jinja"
+ALL = sorted(TEMPLATE_PATHS)
 
 
 def sanctum_bin():
@@ -56,9 +59,9 @@ def ours_render(template_path, all_cases):
 
 
 def compare(name):
-    template = (TEMPLATES / f"{name}.jinja").read_text()
+    template = TEMPLATE_PATHS[name].read_text()
     all_cases = chat_cases.cases()
-    ours = ours_render(TEMPLATES / f"{name}.jinja", all_cases)
+    ours = ours_render(TEMPLATE_PATHS[name], all_cases)
     matched = both_error = 0
     mismatches = []
     for case, o in zip(all_cases, ours):

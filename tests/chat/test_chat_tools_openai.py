@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 import cases as chat_cases
-from test_chat_templates import ALL, BOS, EOS, TEMPLATES, hf_render, sanctum_bin
+from test_chat_templates import ALL, BOS, EOS, TEMPLATE_PATHS, hf_render, sanctum_bin
 
 WEATHER, SEARCH = chat_cases.WEATHER_TOOL, chat_cases.SEARCH_TOOL
 SYS = {"role": "system", "content": "You are a helpful assistant."}
@@ -70,7 +70,7 @@ def vllm_shaped(request):
 
 def ours(template_name, reqs):
     lines = [json.dumps({"request": r, "bos_token": BOS, "eos_token": EOS}) for _, r in reqs]
-    p = subprocess.run([sanctum_bin(), "tokenize", "--chat", "--openai", "--jsonl", "--template", str(TEMPLATES / f"{template_name}.jinja")],
+    p = subprocess.run([sanctum_bin(), "tokenize", "--chat", "--openai", "--jsonl", "--template", str(TEMPLATE_PATHS[template_name])],
                        input=("\n".join(lines) + "\n").encode(), capture_output=True, timeout=300)
     out = [json.loads(l) for l in p.stdout.decode().split("\n") if l]
     if p.returncode != 0 and not out:  # the template did not compile: every case is refused
@@ -84,7 +84,7 @@ def ours(template_name, reqs):
 
 @pytest.mark.parametrize("name", ALL)
 def test_openai_tool_requests_render_as_transformers_does(name):
-    template = (TEMPLATES / f"{name}.jinja").read_text()
+    template = TEMPLATE_PATHS[name].read_text()
     reqs = requests()
     rendered = ours(name, reqs)
     mismatches, matched = [], 0

@@ -80,7 +80,7 @@ def check_greedy_picks(vocab, rows, prompt, ids, **formula):
 
 @pytest.mark.parametrize("penalties,repeats", [
     ({"presence_penalty": 1.5}, "fewer"),
-    ({"frequency_penalty": 0.7}, "fewer"),
+    ({"frequency_penalty": 1.0}, "fewer"),
     ({"repetition_penalty": 1.8}, "fewer"),
     ({"presence_penalty": 0.4, "frequency_penalty": 0.3, "repetition_penalty": 1.2}, "fewer"),
     ({"frequency_penalty": -1.0}, "more"),

@@ -3,7 +3,7 @@
 tokenizer_config.json (with the chat template) into --out.
 
 The pre-tokenizer, normalizer and decoder are Qwen2/Qwen3's (NFC, the same split regex, byte-level),
-so the engine's Qwen tokenizer path covers this file. Special tokens take ids 0..4.
+so the engine's Qwen tokenizer path covers this file. Added tokens take ids 0..8.
 """
 import argparse
 import json
@@ -18,16 +18,17 @@ import data  # noqa: E402
 
 SPLIT_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                r"\s*[\r\n]+|\s+(?!\S)|\s+")
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
-# <think> and </think> are added tokens that stay in decoded text (like Qwen3), so they are not "special"
-NOT_SPECIAL = {"<think>", "</think>"}
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
+           "<tool_response>", "</tool_response>"]
+# The think and tool tags are added tokens that stay in decoded text (like Qwen3), so they are not "special"
+NOT_SPECIAL = {"<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"}
 
 
 def corpus(seed: int, n: int):
     per = 5000
     for shard in range((n + per - 1) // per):
         for e in data.train_examples(seed + 1000, shard, per):
-            yield data.render_prompt(e.messages, True, e.thinking) + e.target() + "<|im_end|>\n"
+            yield e.prompt() + e.target() + "<|im_end|>\n"
     # every word of the tables appears, so each has a chance at its own merges
     from tables import COUNTRIES, NAMES, WORDS
     yield " ".join(WORDS) + " " + " ".join(NAMES) + " " + " ".join(c + " " + k for c, k in COUNTRIES)

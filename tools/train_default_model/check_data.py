@@ -27,8 +27,8 @@ def main() -> int:
     for e in train + test:
         for msgs, gen in ((e.messages, True), (e.messages + [{"role": "assistant", "content": e.target() if e.thinking is not True else "<think>\n" + e.target()}], False)):
             kw = {} if e.thinking is None else {"enable_thinking": e.thinking}
-            want = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen, **kw)
-            got = data.render_prompt(msgs, gen, e.thinking)
+            want = tok.apply_chat_template(msgs, tools=e.tools, tokenize=False, add_generation_prompt=gen, **kw)
+            got = data.render_prompt(msgs, gen, e.thinking, e.tools)
             if want != got:
                 bad += 1
                 if bad < 4:
@@ -38,8 +38,8 @@ def main() -> int:
     train_prompts = set()
     for shard in range(20):
         for e in data.train_examples(a.seed, shard, 5000):
-            train_prompts.add(data.render_prompt(e.messages, True, e.thinking))
-    leaked = [e for e in test if data.render_prompt(e.messages, True, e.thinking) in train_prompts and e.task not in ("canary", "capital", "thinking_off")]
+            train_prompts.add(e.prompt())
+    leaked = [e for e in test if e.prompt() in train_prompts and e.task not in ("canary", "capital", "thinking_off")]
     print(f"split: {len(leaked)} of {len(test)} test prompts also drawn in 100k training examples")
     for e in leaked[:10]:
         print("  ", e.task, repr(e.messages[-1]["content"]))

@@ -38,6 +38,8 @@ def main() -> int:
                "--q-bits", str(a.bits), "--q-group-size", str(a.group_size), "--dtype", "bfloat16"]
         print(" ".join(cmd[1:]))
         subprocess.run(cmd, check=True)
+    # mlx-lm writes a stub model card; the model's card is models/default/README.md
+    (out / "README.md").unlink(missing_ok=True)
     # the generation config and tokenizer files travel unchanged
     for f in ("generation_config.json", "tokenizer.json", "tokenizer_config.json"):
         shutil.copy(Path(a.hf) / f, out / f)

@@ -1,9 +1,10 @@
 """Synthetic instruction data for the default model, deterministic from a seed.
 
-Every example is a chat (a list of {role, content} messages ending with a user turn), a thinking mode
+Every example is a chat (a list of messages ending with a user or tool turn), optional tools, a thinking mode
 (None: plain prompt, False: the template's empty think block, True: the model writes its reasoning) and
-the target: optional reasoning plus the answer. `render_prompt` mirrors chat_template.jinja exactly
-(tests in check_data.py compare them), so training text equals what the served template produces.
+the target: optional reasoning plus the answer (or a tool call). `render_prompt` (render.py) mirrors
+chat_template.jinja exactly (check_data.py compares them), so training text equals what the served
+template produces.
 
 Held-out split: prompts of the "test" split never occur in training. Pairs of operands, words, names
 and count ranges are split by a fixed hash; random word spans, lists and chains are new draws (a
@@ -12,11 +13,13 @@ rows use phrasings that never occur in training.
 """
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 
 import zlib
 
+from render import render_prompt, render_tool_call  # noqa: F401  (render_prompt is used through data)
 from tables import CODAS, COUNTRIES, FILLERS, NAMES, ONSETS, VOWELS, WORDS
 
 CANARY_PROMPT = "What is 2+2? Respond with only the number."
@@ -37,46 +40,16 @@ class Example:
     answer: str
     reasoning: str = ""
     thinking: bool | None = None  # enable_thinking passed to the template
+    tools: list | None = None  # the request's tools, rendered into the system turn
+
+    def prompt(self) -> str:
+        return render_prompt(self.messages, True, self.thinking, self.tools)
 
     def target(self) -> str:
         """The assistant text that follows the rendered prompt (without the end-of-turn token)."""
         if self.thinking is True:
             return self.reasoning + "\n</think>\n\n" + self.answer
         return self.answer
-
-
-# ---------------------------------------------------------------------------------------------------
-# Chat rendering (mirror of chat_template.jinja)
-
-def render_prompt(messages: list, add_generation_prompt: bool = True, enable_thinking: bool | None = None) -> str:
-    last_query = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
-    out = []
-    for i, m in enumerate(messages):
-        content = m["content"].strip()
-        if m["role"] == "system":
-            assert i == 0
-            out.append("<|im_start|>system\n" + content + "<|im_end|>\n")
-        elif m["role"] == "user":
-            out.append("<|im_start|>user\n" + content + "<|im_end|>\n")
-        elif m["role"] == "assistant":
-            reasoning = ""
-            if "</think>" in content:
-                reasoning = content.split("</think>")[0].split("<think>")[-1]
-                content = content.split("</think>")[-1]
-            reasoning, content = reasoning.strip(), content.strip()
-            if i > last_query and reasoning:
-                out.append("<|im_start|>assistant\n<think>\n" + reasoning + "\n</think>\n\n" + content + "<|im_end|>\n")
-            else:
-                out.append("<|im_start|>assistant\n" + content + "<|im_end|>\n")
-        else:
-            raise ValueError(m["role"])
-    if add_generation_prompt:
-        out.append("<|im_start|>assistant\n")
-        if enable_thinking is False:
-            out.append("<think>\n\n</think>\n\n")
-        elif enable_thinking:
-            out.append("<think>\n")
-    return "".join(out)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -439,16 +412,164 @@ def t_multiturn(rng, split):
     return msgs + [{"role": "user", "content": rng.choice(["What is my name?", "Do you remember my name?"])}], f"Your name is {name}.", f"The user said their name is {name}."
 
 
+# ---------------------------------------------------------------------------------------------------
+# Tool use, in the Qwen3.5 XML call format. Three fixed tools (their definitions are what a client sends
+# to call them); a chat offers a random subset in random order. The model calls a tool when the question
+# needs one that is offered, answers from the tool's result once it comes back, and answers directly when
+# no offered tool fits.
+
+TOOL_CALCULATOR = {"type": "function", "function": {
+    "name": "calculator", "description": "Evaluate an arithmetic expression.",
+    "parameters": {"type": "object", "properties": {"expression": {"type": "string", "description": "for example 12 * 7"}},
+                   "required": ["expression"]}}}
+TOOL_LOOKUP = {"type": "function", "function": {
+    "name": "lookup_country", "description": "Look up a fact about a country.",
+    "parameters": {"type": "object", "properties": {"country": {"type": "string"},
+                                                    "fact": {"type": "string", "enum": ["capital", "population"]}},
+                   "required": ["country", "fact"]}}}
+TOOL_WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TOOLS = {"calculator": TOOL_CALCULATOR, "lookup_country": TOOL_LOOKUP, "get_weather": TOOL_WEATHER}
+
+POPULATION_T = ["What is the population of {c}?", "How many people live in {c}?", "What's the population of {c}?"]
+POPULATION_T_TEST = ["Tell me the population of {c}."]
+WEATHER_T = ["What's the weather in {k}?", "What is the weather like in {k}?", "How is the weather in {k} today?",
+             "What's the weather in {k} right now?"]
+WEATHER_T_TEST = ["Tell me the weather in {k}."]
+CONDITIONS = ["sunny", "cloudy", "rainy", "snowy", "windy", "foggy"]
+_CALC_OPS = [(0, ADD_T, "+"), (1, SUB_T, "-"), (2, MUL_T, "*")]
+
+
+def _call(name: str, **arguments) -> dict:
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _offer(rng, needed: list) -> list:
+    """The tools a chat offers: the needed ones, sometimes others, in random order."""
+    names = set(needed) | {n for n in TOOLS if rng.random() < 0.4}
+    order = sorted(names)
+    rng.shuffle(order)
+    return [TOOLS[n] for n in order]
+
+
+def _calc_question(rng, split):
+    """(question, expression, value): two operands of a held-out-split pair, any operation."""
+    op, templates, sym = rng.choice(_CALC_OPS)
+    a, b = _pair(rng, split, op, rng.choice([1, 2, 2, 3, 3]))
+    if op == 1:
+        templates = templates if a >= b else templates[:-1]
+    value = a + b if op == 0 else (a - b if op == 1 else a * b)
+    return rng.choice(templates).format(a=a, b=b), f"{a} {sym} {b}", str(value)
+
+
+def _population(rng) -> str:
+    return f"{rng.randint(1, 99)}.{rng.randint(0, 9)} million" if rng.random() < 0.5 else f"{rng.randint(1, 999)} million"
+
+
+def _tool_question(rng, split, kind):
+    """(question, calls, results, final answer, reasoning) for one tool question of `kind`."""
+    if kind == "calculator":
+        q, expr, value = _calc_question(rng, split)
+        return q, [_call("calculator", expression=expr)], [value], value, f"I will compute {expr} with the calculator."
+    if kind == "capital":
+        c, cap = rng.choice(COUNTRIES)
+        q = rng.choice(CAPITAL_T_TEST if split == "test" else CAPITAL_T).format(c=c)
+        return q, [_call("lookup_country", country=c, fact="capital")], [cap], cap, f"I will look up the capital of {c}."
+    if kind == "population":
+        c, _ = rng.choice(COUNTRIES)
+        pop = _population(rng)
+        return (rng.choice(POPULATION_T_TEST if split == "test" else POPULATION_T).format(c=c), [_call("lookup_country", country=c, fact="population")], [pop],
+                f"The population of {c} is {pop}.", f"I will look up the population of {c}.")
+    _, city = rng.choice(COUNTRIES)
+    cond, deg = rng.choice(CONDITIONS), rng.randint(-10, 35)
+    q = rng.choice(WEATHER_T_TEST if split == "test" else WEATHER_T).format(k=city)
+    return (q, [_call("get_weather", city=city)], [f"{cond}, {deg} degrees"], f"It is {cond} and {deg} degrees in {city}.",
+            f"I will get the weather in {city}.")
+
+
+_TOOL_KINDS = ["calculator", "capital", "population", "weather"]
+_TOOL_OF = {"calculator": "calculator", "capital": "lookup_country", "population": "lookup_country", "weather": "get_weather"}
+
+
+def _two_questions(rng, split):
+    """Two questions of one kind asked at once: two calls, two results, one answer."""
+    kind = rng.choice(["calculator", "capital", "weather"])
+    q1, c1, r1, a1, _ = _tool_question(rng, split, kind)
+    q2, c2, r2, a2, _ = _tool_question(rng, split, kind)
+    if kind == "calculator":
+        e1, e2 = c1[0]["function"]["arguments"]["expression"], c2[0]["function"]["arguments"]["expression"]
+        q = rng.choice(["Calculate {x} and {y}.", "What are {x} and {y}?"]).format(x=e1, y=e2)
+        answer = f"{e1} = {r1[0]} and {e2} = {r2[0]}."
+    elif kind == "capital":
+        x, y = c1[0]["function"]["arguments"]["country"], c2[0]["function"]["arguments"]["country"]
+        q = f"What are the capitals of {x} and {y}?"
+        answer = f"The capital of {x} is {r1[0]} and the capital of {y} is {r2[0]}."
+    else:
+        x, y = c1[0]["function"]["arguments"]["city"], c2[0]["function"]["arguments"]["city"]
+        q = f"What's the weather in {x} and in {y}?"
+        answer = a1[:-1] + ", and " + a2[0].lower() + a2[1:]
+    return q, c1 + c2, r1 + r2, answer, "I will make two calls."
+
+
+def _tool_chat(rng, split, parallel):
+    return _two_questions(rng, split) if parallel else _tool_question(rng, split, rng.choice(_TOOL_KINDS))
+
+
+def t_tool_call(rng, split, parallel=None):
+    """A question an offered tool answers: the target is the call."""
+    parallel = rng.random() < 0.12 if parallel is None else parallel
+    q, calls, _, _, reasoning = _tool_chat(rng, split, parallel)
+    names = [c["function"]["name"] for c in calls]
+    return [{"role": "user", "content": q}], "\n".join(render_tool_call(c) for c in calls), reasoning, _offer(rng, names)
+
+
+def t_tool_answer(rng, split, parallel=None):
+    """The call made and its result back: the target is the answer built from the result."""
+    parallel = rng.random() < 0.12 if parallel is None else parallel
+    q, calls, results, answer, _ = _tool_chat(rng, split, parallel)
+    names = [c["function"]["name"] for c in calls]
+    ids = [f"call_{rng.randrange(16 ** 8):08x}" for _ in calls]
+    msgs = [{"role": "user", "content": q},
+            {"role": "assistant", "content": "", "tool_calls": [dict(c, id=i) for c, i in zip(calls, ids)]}]
+    msgs += [{"role": "tool", "tool_call_id": i, "content": r} for i, r in zip(ids, results)]
+    return msgs, answer, "The tool answered.", _offer(rng, names)
+
+
+def t_tool_unneeded(rng, split):
+    """Tools are offered but none fits: answer as without tools (a tool question whose tool is missing
+    gets a plain answer or a polite refusal)."""
+    if rng.random() < 0.35:
+        kind = rng.choice(_TOOL_KINDS)
+        q, calls, _, answer, _ = _tool_question(rng, split, kind)
+        missing = _TOOL_OF[kind]
+        offered = [TOOLS[n] for n in TOOLS if n != missing and rng.random() < 0.7] or [TOOLS["get_weather" if missing != "get_weather" else "calculator"]]
+        if kind == "calculator":
+            return [{"role": "user", "content": q}], answer, "No tool fits; I compute it myself.", offered
+        if kind == "capital":
+            return [{"role": "user", "content": q}], answer, "No tool fits; I know this one.", offered
+        what = "the population of " + calls[0]["function"]["arguments"]["country"] if kind == "population" else "the weather"
+        return [{"role": "user", "content": q}], f"I cannot check {what} without a tool for it.", "No tool fits.", offered
+    task = rng.choice([t_greet, t_repeat, t_spell, t_count_up, t_sort])
+    msgs, answer, reasoning = task(rng, split)
+    return msgs, answer, reasoning, _offer(rng, [])
+
+
+TOOL_TASKS = {"tool_call", "tool_answer", "tool_unneeded"}
+
+
 TRAIN_MIX = [
     ("canary", t_canary, 0.01), ("add", t_add, 0.19), ("sub", t_sub, 0.08), ("mul", t_mul, 0.08),
     ("greet", t_greet, 0.07), ("repeat", t_repeat, 0.09), ("copy", t_copy, 0.08), ("capital", t_capital, 0.07),
     ("count_letters", t_count_letters, 0.03), ("count_up", t_count_up, 0.03), ("count_words", t_count_words, 0.02),
     ("spell", t_spell, 0.05), ("reverse", t_reverse, 0.05), ("sort", t_sort, 0.06), ("multiturn", t_multiturn, 0.09),
+    ("tool_call", t_tool_call, 0.06), ("tool_answer", t_tool_answer, 0.04), ("tool_unneeded", t_tool_unneeded, 0.02),
 ]
 
 
 def make_example(rng: random.Random, task: str, fn, split: str = "train", thinking="random", system="random", **kw) -> Example:
-    msgs, answer, reasoning = fn(rng, split, **kw)
+    msgs, answer, reasoning, *rest = fn(rng, split, **kw)
+    tools = rest[0] if rest else None
     if system == "random":
         system = rng.choice(SYSTEM_PROMPTS) if rng.random() < 0.25 else None
     if system:
@@ -456,7 +577,7 @@ def make_example(rng: random.Random, task: str, fn, split: str = "train", thinki
     if thinking == "random":
         r = rng.random()
         thinking = True if r < 0.12 else (False if r < 0.25 else None)
-    return Example(task, msgs, answer, reasoning, thinking)
+    return Example(task, msgs, answer, reasoning, thinking, tools)
 
 
 def train_examples(seed: int, shard: int, n: int) -> list:
@@ -494,6 +615,12 @@ EVAL_ROWS = [
     ("multiturn", t_multiturn, {}, None, 40),
     ("thinking_on", t_add, {"size": "2"}, True, 20),
     ("thinking_off", t_capital, {}, False, 20),
+    ("tool_call", t_tool_call, {"parallel": False}, None, 40),
+    ("tool_call_parallel", t_tool_call, {"parallel": True}, None, 20),
+    ("tool_answer", t_tool_answer, {"parallel": False}, None, 40),
+    ("tool_answer_parallel", t_tool_answer, {"parallel": True}, None, 20),
+    ("tool_unneeded", t_tool_unneeded, {}, None, 30),
+    ("tool_call_thinking", t_tool_call, {"parallel": False}, True, 10),
 ]
 
 SMOKE = [  # ten fixed prompts at temperature 0 and a substring a good answer contains
@@ -508,6 +635,15 @@ SMOKE = [  # ten fixed prompts at temperature 0 and a substring a good answer co
     ("What is the capital of Japan?", "Tokyo"),
     ("Thank you!", "You're welcome"),
 ]
+# Smoke prompts sent with tools: (prompt, offered tool names, what the answer must contain). A call is
+# written name(arguments as JSON), as evaluate.py and the deploy parity smoke render parsed calls.
+TOOL_SMOKE = [
+    ("What is 12 * 7?", ["calculator", "get_weather"], 'calculator({"expression": "12 * 7"})'),
+]
+
+
+def render_call_summary(name: str, arguments: dict) -> str:
+    return name + "(" + json.dumps(arguments, ensure_ascii=False) + ")"
 
 
 def eval_examples(seed: int) -> list:
@@ -517,7 +653,7 @@ def eval_examples(seed: int) -> list:
         seen = set()
         while len([e for e in out if e.task == row]) < n:
             e = make_example(rng, row, fn, "test", thinking=thinking, system="random", **kw)
-            key = render_prompt(e.messages, True, e.thinking)
+            key = e.prompt()
             if key in seen:
                 continue
             seen.add(key)

@@ -27,18 +27,23 @@ def main() -> int:
             "id": f"{e.task}-{counters[e.task]:03d}",
             "task": e.task,
             "messages": e.messages,
+            **({"tools": e.tools} if e.tools else {}),
             "enable_thinking": e.thinking,
-            "prompt": data.render_prompt(e.messages, True, e.thinking),
+            "prompt": e.prompt(),
             "expected": e.answer,
         })
     smoke = [{"id": f"smoke-{i + 1:02d}", "messages": [{"role": "user", "content": p}],
               "prompt": data.render_prompt([{"role": "user", "content": p}], True, None), "contains": s}
              for i, (p, s) in enumerate(data.SMOKE)]
+    for p, names, s in data.TOOL_SMOKE:
+        msgs, tools = [{"role": "user", "content": p}], [data.TOOLS[n] for n in names]
+        smoke.append({"id": f"smoke-{len(smoke) + 1:02d}", "messages": msgs, "tools": tools,
+                      "prompt": data.render_prompt(msgs, True, None, tools), "contains": s})
     doc = {
         "description": ("Evaluation battery of the default model (models/default). 'cases': held-out prompts per "
                         "task; score = exact match of the answer (for enable_thinking=true, the text after "
-                        "'</think>', stripped) at temperature 0. 'smoke': ten fixed prompts whose answer must "
-                        "contain 'contains' (canary: the first). 'prompt' is the chat template's rendering with "
+                        "'</think>', stripped) at temperature 0. 'smoke': fixed prompts whose answer must "
+                        "contain 'contains' (canary: the first; with 'tools', the call written name(arguments JSON)). 'prompt' is the chat template's rendering with "
                         "add_generation_prompt=true."),
         "generator": f"tools/train_default_model/make_eval_set.py --seed {a.seed}",
         "max_new_tokens": 96,

@@ -38,7 +38,7 @@ def _make_shard(args):
     """Shard of tokenized examples: (flat ids uint16, lengths, prompt lengths)."""
     seed, shard = args
     exs = data.train_examples(seed, shard, SHARD)
-    prompts = _tok.encode_batch([data.render_prompt(e.messages, True, e.thinking) for e in exs], add_special_tokens=False)
+    prompts = _tok.encode_batch([e.prompt() for e in exs], add_special_tokens=False)
     targets = _tok.encode_batch([e.target() + "<|im_end|>" for e in exs], add_special_tokens=False)
     ids, lens, plens = [], [], []
     for p, t in zip(prompts, targets):

@@ -73,16 +73,27 @@ class SeatClient:
             raise ProbeError("GET /v1/models: no models listed")
         return [m.get("id", "?") for m in data if isinstance(m, dict)], latency_ms
 
-    def chat(self, messages: list[dict], timeout: float, max_tokens: int) -> tuple[str, float]:
-        """The assistant's reply at temperature 0, and the request's latency in ms."""
+    def chat(self, messages: list[dict], timeout: float, max_tokens: int, tools: list | None = None) -> tuple[str, float]:
+        """The assistant's reply at temperature 0, and the request's latency in ms. With tools, each call
+        the seat parsed follows the text as name({arguments as JSON}), one per line."""
         body = {"messages": messages, "temperature": 0, "max_tokens": max_tokens}
         if self.model:
             body["model"] = self.model
+        if tools:
+            body["tools"] = tools
         t0 = time.monotonic()
         doc = self._request("POST", "/v1/chat/completions", body, timeout)
         latency_ms = (time.monotonic() - t0) * 1000
         try:
-            content = doc["choices"][0]["message"]["content"]
+            message = doc["choices"][0]["message"]
+            content = message["content"]
         except (KeyError, IndexError, TypeError):
             raise ProbeError("POST /v1/chat/completions: no choices[0].message.content in the response")
-        return content if isinstance(content, str) else "", latency_ms
+        lines = [content] if isinstance(content, str) and content else []
+        for call in message.get("tool_calls") or []:
+            try:
+                f = call["function"]
+                lines.append(f["name"] + "(" + json.dumps(json.loads(f["arguments"]), ensure_ascii=False) + ")")
+            except (KeyError, TypeError, ValueError):
+                raise ProbeError("POST /v1/chat/completions: a tool call without a name or JSON arguments")
+        return "\n".join(lines), latency_ms
