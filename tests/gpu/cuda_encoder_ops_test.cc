@@ -114,8 +114,11 @@ TEST_F(CudaEncoderOps, full_attention_every_query_sees_every_key_as_the_ref_does
           const float scale = 1.0f / std::sqrt(static_cast<float>(d));
           Tensor ref = Tensor::zeros({n, heads, d}, DType::f32);
           ops::ref::full_attention(qh, kh, vh, scale, ref);
-          Tensor wide_host = Tensor::zeros({n, heads + 1, d}, DType::f32);
-          wide_host.slice(1, 1, heads + 1).copy_from(qh);  // strided copies stay on one device
+          Tensor wide_host = Tensor::zeros({n, heads + 1, d}, DType::f32);  // filled here, uploaded whole
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t h = 0; h < heads; ++h)
+              for (int64_t k = 0; k < d; ++k)
+                wide_host.data<float>()[(i * (heads + 1) + h + 1) * d + k] = qh.data<float>()[(i * heads + h) * d + k];
           Tensor wide = test::gpu(wide_host);
           Tensor q = wide.slice(1, 1, heads + 1);
           Tensor out = test::gpu(Tensor::zeros({n, heads, d}, DType::f32));
