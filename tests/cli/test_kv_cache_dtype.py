@@ -17,10 +17,11 @@ PROMPT = np.random.default_rng(5).integers(0, 4096, size=600).tolist()
 SPLIT = 560  # the last 40 positions are fed one token at a time: the decode kernel reads the cache too
 
 # Largest |logit - f32 logit| allowed, over every position, and the share of positions whose argmax
-# must equal f32's. Measured on this prompt: bf16 0.051 and 100%, q8 0.24 and 99.8%, q4v 0.93 and
-# 98.5%, on logits spread over up to 34 (bench/RESULTS.md, "KV cache dtypes"); the bounds leave
-# about twice that room.
-TOLERANCE = {"bf16": (0.1, 0.99), "q8": (0.5, 0.98), "q4v": (2.0, 0.96)}
+# must equal f32's. Measured on this prompt with the default model retrained with tools: bf16 0.065
+# and 99.7%, q8 0.16 and 99.3%, q4v 2.04 and 93.8%, on logits spread over 39 (the weights before
+# gave q4v 0.93 and 98.5%: 4-bit values cost visibly more on this model; bench/RESULTS.md, "KV cache
+# dtypes"). The bounds leave about twice the distance; a broken format is off by the whole spread.
+TOLERANCE = {"bf16": (0.15, 0.99), "q8": (0.4, 0.98), "q4v": (4.0, 0.88)}
 
 
 def env(**extra):
