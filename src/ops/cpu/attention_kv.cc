@@ -7,6 +7,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "ops/cpu/attention_common-inl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -157,17 +158,7 @@ void Items(const AttentionKvArgs& a, int64_t i0, int64_t i1, int64_t step, int64
         p[static_cast<size_t>(j)] = s;
         mx = std::max(mx, s);
       }
-      // exp(s - max) over whole vectors; the padding lanes are -inf and give 0.
-      const int64_t padded = (n_keys + N - 1) / N * N;
-      for (int64_t j = n_keys; j < padded; ++j) p[static_cast<size_t>(j)] = -INFINITY;
-      const auto vm = hn::Set(df, mx);
-      auto vsum = hn::Zero(df);
-      for (int64_t j = 0; j < padded; j += N) {
-        const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p.data() + j), vm));
-        vsum = hn::Add(vsum, e);
-        hn::StoreU(e, df, p.data() + j);
-      }
-      const float inv_sum = 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum));
+      const float inv_sum = ExpScoresInPlace(p.data(), n_keys, mx);
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(bias.begin(), bias.end(), 0.0f);
       for (int64_t j = 0; j < n_keys; ++j) AddValue<VF>(p[static_cast<size_t>(j)], a.v, j, kvh, d, acc.data(), bias.data());

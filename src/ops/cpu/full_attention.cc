@@ -8,7 +8,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "ops/cpu/attention_dot-inl.h"
+#include "ops/cpu/attention_common-inl.h"
 
 #include <algorithm>
 #include <atomic>
@@ -42,17 +42,7 @@ void FullAttentionItems(const Tensor& q, const Tensor& k, const Tensor& v, float
       p[static_cast<size_t>(j)] = s;
       mx = std::max(mx, s);
     }
-    // exp(s - max) over whole vectors; the padding lanes are -inf and give 0.
-    const int64_t padded = (m + N - 1) / N * N;
-    for (int64_t j = m; j < padded; ++j) p[static_cast<size_t>(j)] = -INFINITY;
-    const auto vm = hn::Set(df, mx);
-    auto vsum = hn::Zero(df);
-    for (int64_t j = 0; j < padded; j += N) {
-      const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p.data() + j), vm));
-      vsum = hn::Add(vsum, e);
-      hn::StoreU(e, df, p.data() + j);
-    }
-    const float inv_sum = 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum));
+    const float inv_sum = ExpScoresInPlace(p.data(), m, mx);
     std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t j = 0; j < m; ++j) {
       const float* vj = vb + j * v.stride(0);
