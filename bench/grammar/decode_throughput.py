@@ -9,11 +9,13 @@ pair, so both sides see the same load on a shared machine; the first pair of eac
 computes its token masks on first use; a served schema is compiled once and stays cached).
 
   decode_throughput.py --model bench/out/qwen2-0.5b-q4g64 [--threads 2] [--tokens 128] [--reps 5] [--no-pld] [--json]
+  SANCTUM_BIN=... decode_throughput.py --device cuda --shape qwen3_5-27b   (a random 4-bit checkpoint made for the run)
 """
 from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import json
 import statistics
 import sys
@@ -65,7 +67,9 @@ def decode_rate(port: int, body: dict) -> tuple[float, int, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model", help="a checkpoint directory (or --shape)")
+    ap.add_argument("--shape", help="make a random MLX 4-bit checkpoint of this production shape (bench/gpu/random_checkpoint.py)")
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--reps", type=int, default=5)
@@ -73,13 +77,20 @@ def main() -> int:
     ap.add_argument("--no-pld", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if not a.model and not a.shape:
+        ap.error("name --model or --shape")
+    if a.shape:
+        sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+        import batched_decode  # noqa: E402  (its checkpoint maker: the shape with the Qwen3 tokenizer)
+        a.model = str(batched_decode.make_model(a.shape, Path(tempfile.mkdtemp()) / a.shape, None))
 
     real = json.loads((ROOT / "tests" / "data" / "json_schemas" / REAL).read_text())
     modes = {"profile schema": {"type": "json_schema", "json_schema": {"name": "profile", "schema": PROFILE}},
              REAL: {"type": "json_schema", "json_schema": {"name": "x", "schema": real}}}
-    extra = ["--threads", str(a.threads)] + (["--no-pld"] if a.no_pld else [])
+    extra = ["--threads", str(a.threads), "--device", a.device] + (["--no-pld"] if a.no_pld else [])
     log = Path(tempfile.mkdtemp()) / "server.log"
-    server = sh.Server(str(ROOT / "build" / "sanctum"), [f"m={a.model}"], log, extra=extra)
+    binary = os.environ.get("SANCTUM_BIN", str(ROOT / "build" / "sanctum"))
+    server = sh.Server(binary, [f"m={a.model}"], log, extra=extra, ready_timeout=600)  # a GPU loads a 27B shape for minutes
     # Each constrained request is paired with a free one of the same seed right before it, so that both see the same
     # load on a shared machine; the ratio is taken per pair.
     out: dict[str, dict] = {}

@@ -47,7 +47,7 @@ class Server:
     """One `sanctum serve` child process; its stderr (the logs) goes to a file."""
 
     def __init__(self, binary: str, models: list[str], log_path: Path, extra: list[str] | None = None,
-                 port: int | None = None, ready_log: str | None = None):
+                 port: int | None = None, ready_log: str | None = None, ready_timeout: float = 60.0):
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -57,7 +57,7 @@ class Server:
         args += extra or []
         self.log = open(log_path, "wb")
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log)
-        self._wait_ready(ready_log)
+        self._wait_ready(ready_log, ready_timeout)
 
     def _wait_ready(self, ready_log: str | None, timeout: float = 60.0) -> None:
         """Until GET /health answers on the plain port, or, with `ready_log`, until that message is
