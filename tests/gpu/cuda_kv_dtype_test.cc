@@ -90,8 +90,8 @@ KvRows copy_side(const KvRows& from, Device to) {
     const auto* y = static_cast<const uint8_t*>(b->raw());
     for (size_t i = 0; i < a->nbytes(); ++i)
       if (x[i] != y[i])
-        return ::testing::AssertionFailure() << what << " byte " << i << " (row " << i / (a->nbytes() / a->dim(0)) << "): GPU "
-                                             << int{x[i]} << ", CPU " << int{y[i]};
+        return ::testing::AssertionFailure() << what << " byte " << i << " (row " << i / (a->nbytes() / a->dim(0)) << "): GPU " << int{x[i]}
+                                             << ", CPU " << int{y[i]};
   }
   return ::testing::AssertionSuccess();
 }
@@ -115,8 +115,7 @@ double relative_error(const Tensor& a_in, const Tensor& b_in) {
   const Tensor a = a_in.device() == Device::cpu ? a_in : test::host(a_in), b = b_in.device() == Device::cpu ? b_in : test::host(b_in);
   double worst = 0.0, scale = 1e-6;
   for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, static_cast<double>(std::fabs(b.data<float>()[i])));
-  for (int64_t i = 0; i < a.numel(); ++i)
-    worst = std::max(worst, static_cast<double>(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
+  for (int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
   return worst / scale;
 }
 
@@ -271,8 +270,8 @@ Caches make_caches(KvCacheDtype dtype, const AttnCase& c, Rng& rng) {
 // queries the fast mode runs on the tensor cores with Q and P in bf16: within 1e-2 (a few 1e-3 seen
 // for an f32 cache against its reference).
 void expect_gpu_attention_matches_cpu(KvCacheDtype dtype, const AttnCase& c, Rng& rng) {
-  const std::string what = case_name(dtype, c.n, c.pos0, c.heads, c.kv_heads, c.d) +
-                           (ops::matmul_precision() == ops::MatmulPrecision::f32 ? " exact" : " fast");
+  const std::string what =
+      case_name(dtype, c.n, c.pos0, c.heads, c.kv_heads, c.d) + (ops::matmul_precision() == ops::MatmulPrecision::f32 ? " exact" : " fast");
   const Caches s = make_caches(dtype, c, rng);
   const Tensor q = test::random_tensor({c.n, c.heads, c.d}, DType::f32, rng);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));

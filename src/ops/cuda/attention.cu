@@ -11,9 +11,9 @@
 #include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/kv_access.cuh"
 #include "ops/cuda/convert.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/kv_access.cuh"
 #include "ops/precision.h"
 
 namespace sanctum::ops::cuda {

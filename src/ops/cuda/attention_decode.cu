@@ -316,8 +316,8 @@ template <KvElem E>
 void launch_vectors(const DecodeArgs& args) {
   const AttnView& a = args.a;
   // Whole chunks of four values need every row start of q, k and v on a four-value boundary.
-  const bool vec4 = a.d % 4 == 0 && a.q_s0 % 4 == 0 && a.q_s1 % 4 == 0 && aligned16(a.q) && kv_rows_aligned(a.k, E, 4) &&
-                    kv_rows_aligned(a.v, E, 4);
+  const bool vec4 =
+      a.d % 4 == 0 && a.q_s0 % 4 == 0 && a.q_s1 % 4 == 0 && aligned16(a.q) && kv_rows_aligned(a.k, E, 4) && kv_rows_aligned(a.v, E, 4);
   if (vec4 && a.d <= 128) launch_rows<E, 4, 1>(args);
   else if (vec4) launch_rows<E, 4, 2>(args);
   else launch_rows<E, 1, 8>(args);

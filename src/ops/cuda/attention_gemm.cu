@@ -94,9 +94,10 @@ void attention_gemm_bf16(const AttnView& a) {
     for (int64_t g = 0; g < a.kv_heads; ++g) {
       // Column-major view: S_h^T (keys × rows, ld) = K_g^T (op T of D × keys, ld k_s0) · Q_h (D × rows, ld D).
       check_blas(blas_gemm_strided_batched_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(keys), static_cast<int>(rows), a.d,
-                                              &a.scale, static_cast<const __nv_bfloat16*>(k) + g * k_s1, CUDA_R_16BF, static_cast<int>(k_s0),
-                                              0, q16 + (g * G * a.n + i0) * a.d, CUDA_R_16BF, a.d, a.n * a.d, &zero, s, CUDA_R_32F,
-                                              static_cast<int>(ld), rows * ld, static_cast<int>(G), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                              &a.scale, static_cast<const __nv_bfloat16*>(k) + g * k_s1, CUDA_R_16BF,
+                                              static_cast<int>(k_s0), 0, q16 + (g * G * a.n + i0) * a.d, CUDA_R_16BF, a.d, a.n * a.d, &zero,
+                                              s, CUDA_R_32F, static_cast<int>(ld), rows * ld, static_cast<int>(G), CUBLAS_COMPUTE_32F,
+                                              CUBLAS_GEMM_DEFAULT),
                  "attention S = Q K^T (bf16)");
       causal_softmax_rows<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(G)), 256, 0, stream()>>>(s, ld, rows, a.q_pos0 + i0 + 1,
                                                                                                              p, ld);
@@ -138,15 +139,14 @@ void attention_gemm(const AttnView& a) {
                                               CUDA_R_32F, static_cast<int>(ld), rows * ld, static_cast<int>(G),
                                               CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
                  "attention S = Q K^T");
-      causal_softmax_rows<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(G)), 256, 0, stream()>>>(s, ld, rows,
-                                                                                                             a.q_pos0 + i0 + 1, s, ld);
+      causal_softmax_rows<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(G)), 256, 0, stream()>>>(s, ld, rows, a.q_pos0 + i0 + 1,
+                                                                                                             s, ld);
       check_launch("attention causal softmax");
       // Column-major view: O_h^T (D × rows, ld o_s0) = V_g (D × keys, ld v_s0) · P_h^T (keys × rows, ld).
       check_blas(blas_gemm_strided_batched_ex(handle, CUBLAS_OP_N, CUBLAS_OP_N, a.d, static_cast<int>(rows), static_cast<int>(keys), &one,
-                                              v + g * a.v.s1, CUDA_R_32F, static_cast<int>(a.v.s0), 0, s, CUDA_R_32F,
-                                              static_cast<int>(ld), rows * ld, &zero, a.out + i0 * a.o_s0 + g * G * a.o_s1, CUDA_R_32F,
-                                              static_cast<int>(a.o_s0), a.o_s1, static_cast<int>(G), CUBLAS_COMPUTE_32F_FAST_TF32,
-                                              CUBLAS_GEMM_DEFAULT),
+                                              v + g * a.v.s1, CUDA_R_32F, static_cast<int>(a.v.s0), 0, s, CUDA_R_32F, static_cast<int>(ld),
+                                              rows * ld, &zero, a.out + i0 * a.o_s0 + g * G * a.o_s1, CUDA_R_32F, static_cast<int>(a.o_s0),
+                                              a.o_s1, static_cast<int>(G), CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
                  "attention O = P V");
     }
   }

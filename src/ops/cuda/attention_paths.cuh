@@ -13,8 +13,8 @@ namespace sanctum::ops::cuda {
 struct AttnView {
   const float* q;
   int64_t q_s0, q_s1;
-  KvSide k, v;                // (key rows, kv heads, d) in the cache's stored element
-  KvElem kv = KvElem::f32;    // of k and v alike
+  KvSide k, v;              // (key rows, kv heads, d) in the cache's stored element
+  KvElem kv = KvElem::f32;  // of k and v alike
   float* out;
   int64_t o_s0, o_s1;
   int64_t n, q_pos0, heads, kv_heads;
