@@ -8,15 +8,17 @@
 #   scripts/gpu_check.sh run [stages]    on the GPU machine (Python with torch/transformers, CUDA 13):
 #                                        unpacks, runs the CUDA op tests, the mlx-lm and transformers
 #                                        parity suites with --device cuda, the CUDA-graph on/off
-#                                        check, the bf16-against-f32 check, the split-norm check and
-#                                        every tuning knob's off path,
+#                                        check, the bf16-against-f32 check, the KV cache in bf16 and q8
+#                                        against the CPU's, the split-norm check and every tuning
+#                                        knob's off path,
 #                                        then each stage named:
 #                                        --large (27B-shape parity with transformers), --vision (the vision
 #                                        tower and image prompts on the GPU against transformers, mlx-vlm
 #                                        fixtures in $DIST/mlx_vl if there, and the CPU), --vision-bench (a
 #                                        1024x1024 image through the Qwen3.5 tower beside transformers on
 #                                        torch CUDA, f32 then bf16), --ops=FILTER (only
-#                                        the op tests a gtest filter names), --perf[=NAME] (kernel
+#                                        the op tests a gtest filter names), --kv-dtype (the KV cache
+#                                        dtype check alone, e.g. after --no-checks), --perf[=NAME] (kernel
 #                                        timings at production shapes; NAME picks tests), --bench (the GPU
 #                                        benchmark with the transformers peer), --bench-sanctum (without
 #                                        it), --sweep=NAME=V1,V2 and --sweep-prefill=NAME=V1,V2 (decode, or
@@ -127,6 +129,8 @@ run() {
     python3 tests/gpu/cuda_graph_check.py 2>&1 | tee "$out/graphs.log" || status=1
     echo "== the bf16 mode (tiled weights) against the f32 mode"
     python3 tests/gpu/bf16_mode_check.py 2>&1 | tee "$out/bf16.log" || status=1
+    echo "== the KV cache in bf16 and q8 on the GPU against the CPU's"
+    python3 tests/gpu/kv_dtype_check.py 2>&1 | tee "$out/kv_dtype.log" || status=1
     echo "== the split RMSNorm against add+RMSNorm (one-token steps, bf16 mode)"
     python3 tests/gpu/split_norm_check.py 2>&1 | tee "$out/split_norm.log" || status=1
     echo "== every tuning knob off, one at a time, against the defaults"
@@ -148,6 +152,9 @@ run() {
         for p in f32 bf16; do
           python3 bench/vision_encode.py --sanctum "$SANCTUM_BIN" --device cuda --precision $p 2>&1 | tee -a "$out/vision_bench.log" || status=1
         done ;;
+      --kv-dtype)
+        echo "== the KV cache in bf16 and q8 on the GPU against the CPU's"
+        python3 tests/gpu/kv_dtype_check.py 2>&1 | tee "$out/kv_dtype.log" || status=1 ;;
       --ops=*)
         echo "== CUDA op tests matching ${stage#--ops=}"
         for t in $(op_tests); do
@@ -179,6 +186,6 @@ run() {
 case "${1:-}" in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--ops=FILTER] [--large] [--perf[=NAME]] [--bench | --bench-sanctum]" \
+  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--ops=FILTER] [--kv-dtype] [--large] [--perf[=NAME]] [--bench | --bench-sanctum]" \
           "[--sweep=NAME=V1,V2] [--sweep-prefill=NAME=V1,V2]" >&2; exit 2 ;;
 esac

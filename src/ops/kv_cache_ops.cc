@@ -4,6 +4,7 @@
 
 #include "ops/attention.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cuda/kernels.h"
 #include "ops/elementwise.h"
 #include "ops/gating.h"
 #include "ops/op_util.h"
@@ -14,68 +15,129 @@ namespace sanctum::ops {
 
 namespace {
 bool is_f32(const KvRows& r) { return r.format == KvFormat::f32; }
+// A bf16 cache on a GPU: the f32 ops' kernels store into it (rounding) and the GPU attention reads it.
+bool gpu_bf16(const KvRows& r) { return r.format == KvFormat::bf16 && r.data && r.data.device() == Device::cuda; }
 
-// f32 rows as the f32 ops take them: (rows, kv_heads * head_dim).
+// f32 or bf16 rows as the row ops take them: (rows, kv_heads * head_dim).
 Tensor rows_2d(const KvRows& r) { return r.data.reshape({r.rows(), r.kv_heads() * r.head_dim}); }
 
-// The checks every op on a converted cache makes: its storage is on the CPU, shaped as the format says.
+// The checks every op on a converted cache makes: its storage shaped as the format says, in a format
+// its device's kernels read (the CPU all; a GPU bf16 and q8).
 void check_cache(const char* op, const KvRows& r) {
   detail::require_defined(op, "cache", r.data);
-  SANCTUM_REQUIRE(r.data.device() == Device::cpu, op,
-                  "a KV cache in bf16, q8 or q4 runs on the CPU only; use --kv-cache-dtype f32 with --device cuda", ErrorKind::unsupported);
+  SANCTUM_REQUIRE(
+      r.data.device() == Device::cpu || r.format != KvFormat::q4, op,
+      "a KV cache with q4 values (--kv-cache-dtype q4v) runs on the CPU only; use --kv-cache-dtype bf16 or q8 with --device cuda",
+      ErrorKind::unsupported);
   SANCTUM_REQUIRE(r.data.ndim() == 3 && r.head_dim > 0, op, "cache data must be (rows, kv_heads, width), got " + r.data.shape_string());
   detail::require_inner_contiguous(op, "cache", r.data);
   const bool quantized = r.format == KvFormat::q8 || r.format == KvFormat::q4;
   SANCTUM_REQUIRE(!quantized || (r.scales && r.scales.dim(0) == r.rows() && r.scales.dim(1) == r.kv_heads()), op,
                   "a q8/q4 cache needs scales of its rows and heads");
+  SANCTUM_REQUIRE(!quantized || r.scales.device() == r.data.device(), op, "a cache's scales must be on its data's device");
 }
 
 int64_t first_row(const Positions& positions) {
   return positions.device != nullptr ? positions.device->data<int32_t>()[0] : positions.first();
 }
+
+// The first row the positions name: on a GPU the host's copy (the kernels read the device's), on the
+// CPU the positions' own.
+int64_t first_row(const Positions& positions, Device device) {
+  if (device == Device::cuda) return positions.first();
+  return first_row(positions);
+}
+
+// store_kv_rows's checks of src and dst; returns the first row written.
+int64_t check_store(const char* op, const Tensor& src, const KvRows& dst, const Positions& positions) {
+  check_cache(op, dst);
+  detail::require_defined(op, "src", src);
+  detail::require_dtype(op, "src", src, DType::f32);
+  const Device device = dst.data.device();
+  SANCTUM_REQUIRE(src.device() == device, op, "src must be on the cache's device");
+  SANCTUM_REQUIRE(src.ndim() == 2 && src.dim(1) == dst.kv_heads() * dst.head_dim, op,
+                  "src " + src.shape_string() + " must be (n, kv_heads * head_dim) of the cache");
+  detail::require_inner_contiguous(op, "src", src);
+  if (positions.device != nullptr && device == Device::cuda) detail::require_device_positions(op, positions, device);
+  const int64_t n = src.dim(0), first = first_row(positions, device);
+  SANCTUM_REQUIRE(positions.size() == n, op, std::to_string(positions.size()) + " positions for " + std::to_string(n) + " rows");
+  SANCTUM_REQUIRE(first >= 0 && first + n <= dst.rows(), op,
+                  "rows [" + std::to_string(first) + ", " + std::to_string(first + n) + ") are outside the cache's " +
+                      std::to_string(dst.rows()));
+  return first;
+}
+
+// attention over a converted cache; gate, where given (a GPU that takes it), applied on the way out.
+void cache_attention(const Tensor& q, const KvRows& k, const KvRows& v, const Positions& positions, float scale, const Tensor* gate,
+                     Tensor& out) {
+  constexpr const char* kOp = "attention";
+  check_cache(kOp, k);
+  check_cache(kOp, v);
+  detail::require_defined(kOp, "q", q);
+  detail::require_defined(kOp, "out", out);
+  const Device device = k.data.device();
+  SANCTUM_REQUIRE(q.device() == device && out.device() == device && v.data.device() == device, kOp,
+                  "q, out and the cache must be on one device");
+  detail::require_dtype(kOp, "q", q, DType::f32);
+  // out may be bf16 on the GPU, contiguous (attention_output_dtype).
+  if (device != Device::cuda || out.dtype() != DType::bf16 || !out.is_contiguous()) detail::require_dtype(kOp, "out", out, DType::f32);
+  SANCTUM_REQUIRE(q.ndim() == 3 && detail::same_shape(q, out), kOp, "out " + out.shape_string() + " must match q " + q.shape_string());
+  detail::require_inner_contiguous(kOp, "q", q);
+  detail::require_inner_contiguous(kOp, "out", out);
+  SANCTUM_REQUIRE(k.head_dim == q.dim(2) && v.head_dim == q.dim(2), kOp,
+                  "head_dim differs: q has " + std::to_string(q.dim(2)) + ", the cache " + std::to_string(k.head_dim));
+  SANCTUM_REQUIRE(k.kv_heads() > 0 && k.kv_heads() == v.kv_heads() && q.dim(1) % k.kv_heads() == 0, kOp,
+                  "n_heads " + std::to_string(q.dim(1)) + " is not a multiple of the cache's n_kv_heads " + std::to_string(k.kv_heads()));
+  SANCTUM_REQUIRE(positions.size() == q.dim(0), kOp,
+                  std::to_string(positions.size()) + " positions for " + std::to_string(q.dim(0)) + " queries");
+  if (positions.device != nullptr && device == Device::cuda) detail::require_device_positions(kOp, positions, device);
+  const int64_t first = first_row(positions, device);
+  SANCTUM_REQUIRE(first >= 0 && k.rows() >= first + q.dim(0) && v.rows() >= first + q.dim(0), kOp,
+                  "the cache holds " + std::to_string(k.rows()) + " rows, queries need " + std::to_string(first + q.dim(0)));
+  if (q.dim(0) == 0 || q.dim(1) == 0) return;
+  if (device == Device::cuda) {
+    // The GPU kernels size their launches by the cache's capacity, recorded or not (as the f32 op).
+    const int32_t* device_first = positions.device != nullptr ? positions.device->data<int32_t>() : nullptr;
+    return cuda::attention_kv(q, k, v, first, device_first, scale, out, gate);
+  }
+  cpu::attention_kv(q, k, v, first, scale, out);
+}
 }  // namespace
 
 void store_kv_rows(const Tensor& src, const KvRows& dst, const Positions& positions) {
   constexpr const char* kOp = "store_kv_rows";
-  if (is_f32(dst)) {
+  if (is_f32(dst) || gpu_bf16(dst)) {  // store_rows rounds into a GPU's bf16 rows
     Tensor rows = rows_2d(dst);
     return store_rows(src, rows, positions);
   }
-  check_cache(kOp, dst);
-  detail::require_defined(kOp, "src", src);
-  detail::require_dtype(kOp, "src", src, DType::f32);
-  SANCTUM_REQUIRE(src.device() == Device::cpu, kOp, "src must be on the CPU with the cache");
-  SANCTUM_REQUIRE(src.ndim() == 2 && src.dim(1) == dst.kv_heads() * dst.head_dim, kOp,
-                  "src " + src.shape_string() + " must be (n, kv_heads * head_dim) of the cache");
-  detail::require_inner_contiguous(kOp, "src", src);
-  const int64_t n = src.dim(0), first = first_row(positions);
-  SANCTUM_REQUIRE(positions.size() == n, kOp, std::to_string(positions.size()) + " positions for " + std::to_string(n) + " rows");
-  SANCTUM_REQUIRE(first >= 0 && first + n <= dst.rows(), kOp,
-                  "rows [" + std::to_string(first) + ", " + std::to_string(first + n) + ") are outside the cache's " +
-                      std::to_string(dst.rows()));
-  if (n > 0) cpu::store_kv_rows(src, dst, first);
+  const int64_t first = check_store(kOp, src, dst, positions);
+  if (src.dim(0) == 0) return;
+  if (dst.data.device() == Device::cuda)
+    return cuda::store_kv_rows(src, dst, first, positions.device != nullptr ? positions.device->data<int32_t>() : nullptr);
+  cpu::store_kv_rows(src, dst, first);
 }
 
 void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, const Positions& positions, const RopeTable& table, const KvRows& cache_k,
                     const KvRows& cache_v) {
-  if (is_f32(cache_k) && is_f32(cache_v)) {
+  if ((is_f32(cache_k) && is_f32(cache_v)) || (gpu_bf16(cache_k) && gpu_bf16(cache_v))) {  // one launch on a GPU
     Tensor ck = rows_2d(cache_k), cv = rows_2d(cache_v);
     return rope_and_store(q, k, v, positions, table, ck, cv);
   }
   detail::require_defined("rope_and_store", "k", k);
   SANCTUM_REQUIRE(k.ndim() == 3, "rope_and_store", "k must be 3-D (tokens, heads, head_dim), got " + k.shape_string());
-  check_cache("rope_and_store", cache_k);
-  check_cache("rope_and_store", cache_v);
+  const Tensor k_rows = k.reshape({k.dim(0), k.dim(1) * k.dim(2)});
+  check_store("rope_and_store", k_rows, cache_k, positions);  // before anything is rotated
+  check_store("rope_and_store", v, cache_v, positions);
   rope(q, positions, table);
   rope(k, positions, table);
-  store_kv_rows(k.reshape({k.dim(0), k.dim(1) * k.dim(2)}), cache_k, positions);
+  store_kv_rows(k_rows, cache_k, positions);
   store_kv_rows(v, cache_v, positions);
 }
 
 void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q,
                          Tensor& k, const Tensor& v, const Positions& positions, const RopeTable& table, const KvRows& cache_k,
                          const KvRows& cache_v) {
-  if (is_f32(cache_k) && is_f32(cache_v)) {
+  if ((is_f32(cache_k) && is_f32(cache_v)) || (gpu_bf16(cache_k) && gpu_bf16(cache_v))) {  // one launch on a GPU
     Tensor ck = rows_2d(cache_k), cv = rows_2d(cache_v);
     return norm_rope_and_store(q_in, q_norm, k_norm, eps, weight_offset, q, k, v, positions, table, ck, cv);
   }
@@ -90,29 +152,8 @@ void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor&
 }
 
 void attention(const Tensor& q, const KvRows& k, const KvRows& v, const Positions& positions, float scale, Tensor& out) {
-  constexpr const char* kOp = "attention";
   if (is_f32(k) && is_f32(v)) return attention(q, k.data, v.data, positions, scale, out);
-  check_cache(kOp, k);
-  check_cache(kOp, v);
-  detail::require_defined(kOp, "q", q);
-  detail::require_defined(kOp, "out", out);
-  detail::require_dtype(kOp, "q", q, DType::f32);
-  detail::require_dtype(kOp, "out", out, DType::f32);
-  SANCTUM_REQUIRE(q.device() == Device::cpu && out.device() == Device::cpu, kOp, "q and out must be on the CPU with the cache");
-  SANCTUM_REQUIRE(q.ndim() == 3 && detail::same_shape(q, out), kOp, "out " + out.shape_string() + " must match q " + q.shape_string());
-  detail::require_inner_contiguous(kOp, "q", q);
-  detail::require_inner_contiguous(kOp, "out", out);
-  SANCTUM_REQUIRE(k.head_dim == q.dim(2) && v.head_dim == q.dim(2), kOp,
-                  "head_dim differs: q has " + std::to_string(q.dim(2)) + ", the cache " + std::to_string(k.head_dim));
-  SANCTUM_REQUIRE(k.kv_heads() > 0 && k.kv_heads() == v.kv_heads() && q.dim(1) % k.kv_heads() == 0, kOp,
-                  "n_heads " + std::to_string(q.dim(1)) + " is not a multiple of the cache's n_kv_heads " + std::to_string(k.kv_heads()));
-  SANCTUM_REQUIRE(positions.size() == q.dim(0), kOp,
-                  std::to_string(positions.size()) + " positions for " + std::to_string(q.dim(0)) + " queries");
-  const int64_t first = first_row(positions);
-  SANCTUM_REQUIRE(first >= 0 && k.rows() >= first + q.dim(0) && v.rows() >= first + q.dim(0), kOp,
-                  "the cache holds " + std::to_string(k.rows()) + " rows, queries need " + std::to_string(first + q.dim(0)));
-  if (q.dim(0) == 0 || q.dim(1) == 0) return;
-  cpu::attention_kv(q, k, v, first, scale, out);
+  cache_attention(q, k, v, positions, scale, nullptr, out);
 }
 
 void gated_attention(const Tensor& q, const KvRows& k, const KvRows& v, const Positions& positions, float scale, const Tensor& gate,
@@ -120,13 +161,17 @@ void gated_attention(const Tensor& q, const KvRows& k, const KvRows& v, const Po
   if (is_f32(k) && is_f32(v)) return gated_attention(q, k.data, v.data, positions, scale, gate, out);
   constexpr const char* kOp = "attention";
   detail::require_defined(kOp, "gate", gate);
+  detail::require_defined(kOp, "out", out);
   detail::require_dtype(kOp, "gate", gate, DType::f32);
+  detail::require_dtype(kOp, "out", out, DType::f32);
   SANCTUM_REQUIRE(gate.ndim() == 3 && detail::same_shape(gate, out), kOp,
                   "gate " + gate.shape_string() + " must match out " + out.shape_string());
   detail::require_inner_contiguous(kOp, "gate", gate);
+  SANCTUM_REQUIRE(gate.device() == out.device(), kOp, "gate and out must be on one device");
   const auto rows = [](const Tensor& t) { return t.reshape({t.dim(0) * t.dim(1), t.dim(2)}); };
-  const Tensor gate_rows = rows(gate);
-  attention(q, k, v, positions, scale, out);
+  const Tensor gate_rows = rows(gate);  // refuses a gate whose heads are not rows of one stride, before anything runs
+  if (out.device() == Device::cuda && cuda::attention_takes_gate(q.dim(0))) return cache_attention(q, k, v, positions, scale, &gate, out);
+  cache_attention(q, k, v, positions, scale, nullptr, out);
   Tensor out_rows = rows(out);
   sigmoid_mul(out_rows, gate_rows, out_rows);
 }

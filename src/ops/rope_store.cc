@@ -20,10 +20,13 @@ Device check_rope_and_store(const char* op, const Tensor& q, const Tensor& k, co
   check_store_rows(k.reshape({k.dim(0), k.dim(1) * k.dim(2)}), cache_k, positions);
   check_store_rows(v, cache_v, positions);
   detail::require_one_device(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"cache_k", &cache_k}, {"cache_v", &cache_v}});
-  if (device == Device::cuda)
+  if (device == Device::cuda) {
     SANCTUM_REQUIRE(q.dim(2) == k.dim(2) && v.dim(1) == k.dim(1) * k.dim(2), op,
                     "q " + q.shape_string() + ", k " + k.shape_string() + " and v " + v.shape_string() +
                         " must share head_dim and k's width");
+    SANCTUM_REQUIRE(cache_k.dtype() == cache_v.dtype(), op,
+                    "cache_k " + cache_k.shape_string() + " and cache_v " + cache_v.shape_string() + " must be of one dtype");
+  }
   return device;
 }
 }  // namespace

@@ -11,7 +11,7 @@ namespace sanctum::ops {
 
 // q (n, H, D) and k (n, KV, D) rotated in place as rope() does, each token's k heads contiguous
 // (k viewable as (n, KV * D)); v (n, KV * D). The rows of k and v go to rows positions[i] of
-// cache_k and cache_v (capacity, KV * D), as store_rows() puts them.
+// cache_k and cache_v (capacity, KV * D), as store_rows() puts them (f32, or bf16 on a GPU).
 void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, const Positions& positions, const RopeTable& table, Tensor& cache_k,
                     Tensor& cache_v);
 

@@ -1,10 +1,10 @@
 // Causal GQA attention over the KV cache, flash-style: a block takes 16 queries of one head (two per
 // warp) and walks the keys in tiles of 32 staged in shared memory, keeping a running max, sum and
 // output per query (online softmax), so nothing of size n × n_kv is ever stored. K/V of the query
-// head's KV head are read in place. When few blocks would run, the keys are also split across
-// blocks (split-K) and a second kernel merges the partial results. This kernel is the exact-mode
-// prefill and the fast mode's for 9 to 63 queries; attention() sends decode and fast-mode long
-// prefill to attention_paths.cuh.
+// head's KV head are read in place, in the cache's element (f32, bf16 or q8, as f32 once staged).
+// When few blocks would run, the keys are also split across blocks (split-K) and a second kernel
+// merges the partial results. This kernel is the exact-mode prefill and the fast mode's for 9 to 63
+// queries; attention() sends decode and fast-mode long prefill to attention_paths.cuh.
 #include <algorithm>
 
 #include "base/tuning.h"
@@ -13,6 +13,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/convert.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/kv_access.cuh"
 #include "ops/precision.h"
 
 namespace sanctum::ops::cuda {
@@ -24,9 +25,7 @@ constexpr int kWarps = 8, kQueriesPerWarp = 2, kQueries = kWarps * kQueriesPerWa
 struct AttnArgs {
   const float* q;
   int64_t q_s0, q_s1;
-  const float* k;
-  const float* v;
-  int64_t kv_s0, kv_s1, v_s0, v_s1;
+  KvSide k, v;  // read as the template's KvElem
   float* out;
   int64_t o_s0, o_s1;
   int64_t n, q_pos0, n_heads;
@@ -38,7 +37,9 @@ struct AttnArgs {
   float* part;  // (n, heads, splits, d + 2): acc..., max, sum
 };
 
-template <int PL>  // PL = values of the head per lane; head_dim <= 32 * PL
+// PL = values of the head per lane (head_dim <= 32 * PL); E = the cache's element, converted to f32 as
+// a key tile is staged.
+template <int PL, KvElem E>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
   extern __shared__ float smem[];
   const int D = a.d, DP = 32 * PL;
@@ -66,16 +67,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
 #pragma unroll
     for (int p = 0; p < PL; ++p) acc[qi][p] = 0.0f;
   }
-  const float* kbase = a.k + kvh * a.kv_s1;
-  const float* vbase = a.v + kvh * a.v_s1;
   for (int64_t t0 = key_begin; t0 < key_end; t0 += kKeyTile) {
     __syncthreads();
     for (int i = threadIdx.x; i < kKeyTile * DP; i += blockDim.x) {
       const int j = i / DP, c = i % DP;
       const int64_t t = t0 + j;
       const bool ok = t < key_end && c < D;
-      ks[j * (DP + 1) + c] = ok ? kbase[t * a.kv_s0 + c] : 0.0f;
-      vs[j * DP + c] = ok ? vbase[t * a.v_s0 + c] : 0.0f;
+      ks[j * (DP + 1) + c] = ok ? kv_value<E>(a.k, t, kvh, c) : 0.0f;
+      vs[j * DP + c] = ok ? kv_value<E>(a.v, t, kvh, c) : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -156,16 +155,25 @@ __global__ void attention_combine(AttnArgs a) {
   }
 }
 
-template <int PL>
+template <int PL, KvElem E>
 void launch(const AttnArgs& a, dim3 grid) {
   const size_t smem = (static_cast<size_t>(kKeyTile) * (32 * PL + 1) + kKeyTile * 32 * PL + kQueries * 32 * PL) * sizeof(float);
   static bool configured = false;
   if (!configured) {
-    check_cuda(cudaFuncSetAttribute(attention_kernel<PL>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+    check_cuda(cudaFuncSetAttribute(attention_kernel<PL, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                "attention smem");
     configured = true;
   }
-  attention_kernel<PL><<<grid, kWarps * 32, smem, stream()>>>(a);
+  attention_kernel<PL, E><<<grid, kWarps * 32, smem, stream()>>>(a);
+}
+
+template <KvElem E>
+void launch_lanes(const AttnArgs& a, dim3 grid) {
+  const int pl = (a.d + 31) / 32;
+  if (pl <= 1) launch<1, E>(a, grid);
+  else if (pl <= 2) launch<2, E>(a, grid);
+  else if (pl <= 4) launch<4, E>(a, grid);
+  else launch<8, E>(a, grid);
 }
 
 Tensor& partial_scratch() {
@@ -199,7 +207,15 @@ bool attention_takes_gate(int64_t queries) {
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
                const Tensor* gate) {
+  attention_kv(q, KvRows{k, Tensor{}, KvFormat::f32, k.dim(2)}, KvRows{v, Tensor{}, KvFormat::f32, v.dim(2)}, q_pos0, device_q_pos0, scale,
+               out, gate);
+}
+
+void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
+                  const Tensor* gate) {
   check(q.dim(2) <= 256, ErrorKind::unsupported, "[attention] cuda supports head_dim up to 256, got " + std::to_string(q.dim(2)));
+  check(k.format == v.format && k.format != KvFormat::q4, ErrorKind::unsupported,
+        "[attention] cuda reads keys and values of one format, f32, bf16 or q8; use --kv-cache-dtype f32, bf16 or q8 with --device cuda");
   if (q.dim(0) == 0) return;
   AttnView view = attn_view(q, k, v, q_pos0, device_q_pos0, scale, out);
   if (gate != nullptr) {  // the decode kernel's paths below write it gated
@@ -218,7 +234,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
     const int64_t values = out.numel();
     Tensor f32 = Tensor::view_of(scratch_bytes(f32_out_scratch(), static_cast<size_t>(values) * 4), {out.dim(0), out.dim(1), out.dim(2)},
                                  DType::f32, nullptr, Device::cuda);
-    attention(q, k, v, q_pos0, device_q_pos0, scale, f32);
+    attention_kv(q, k, v, q_pos0, device_q_pos0, scale, f32);
     return rows_to_bf16(f32.data<float>(), out.dim(2), values / out.dim(2), out.dim(2), static_cast<__nv_bfloat16*>(out.raw()));
   }
   if (view.n <= kDecodeMaxQueries && !exact) return attention_decode(view);
@@ -227,27 +243,23 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
     return attention_flash_bf16_ok(view) ? attention_flash_bf16(view) : attention_gemm(view);
   }
   AttnArgs a{};
-  a.n = q.dim(0);
-  a.n_heads = q.dim(1);
-  a.d = static_cast<int>(q.dim(2));
-  a.groups = static_cast<int>(q.dim(1) / k.dim(1));
-  a.q = q.data<float>();
-  a.q_s0 = q.stride(0);
-  a.q_s1 = q.stride(1);
-  a.k = k.data<float>();
-  a.kv_s0 = k.stride(0);
-  a.kv_s1 = k.stride(1);
-  a.v = v.data<float>();
-  a.v_s0 = v.stride(0);
-  a.v_s1 = v.stride(1);
-  a.out = out.data<float>();
-  a.o_s0 = out.stride(0);
-  a.o_s1 = out.stride(1);
+  a.n = view.n;
+  a.n_heads = view.heads;
+  a.d = view.d;
+  a.groups = static_cast<int>(view.heads / view.kv_heads);
+  a.q = view.q;
+  a.q_s0 = view.q_s0;
+  a.q_s1 = view.q_s1;
+  a.k = view.k;
+  a.v = view.v;
+  a.out = view.out;
+  a.o_s0 = view.o_s0;
+  a.o_s1 = view.o_s1;
   a.q_pos0 = q_pos0;
   a.q_pos0_device = device_q_pos0;
   a.scale = scale;
   // With the position on the device, the host only knows the keys are within k's rows.
-  const int64_t keys = device_q_pos0 != nullptr ? k.dim(0) : q_pos0 + a.n;
+  const int64_t keys = device_q_pos0 != nullptr ? view.key_rows : q_pos0 + a.n;
   const int64_t q_blocks = (a.n + kQueries - 1) / kQueries;
   // Split the keys when the (query block, head) grid alone would leave most multiprocessors idle.
   int64_t splits = 1;
@@ -264,11 +276,11 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
     a.part = part.data<float>();
   }
   const dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(a.n_heads), static_cast<unsigned>(splits));
-  const int pl = (a.d + 31) / 32;
-  if (pl <= 1) launch<1>(a, grid);
-  else if (pl <= 2) launch<2>(a, grid);
-  else if (pl <= 4) launch<4>(a, grid);
-  else launch<8>(a, grid);
+  switch (view.kv) {
+    case KvElem::f32: launch_lanes<KvElem::f32>(a, grid); break;
+    case KvElem::bf16: launch_lanes<KvElem::bf16>(a, grid); break;
+    case KvElem::q8: launch_lanes<KvElem::q8>(a, grid); break;
+  }
   check_launch("attention");
   if (splits > 1) {
     attention_combine<<<dim3(static_cast<unsigned>(a.n), static_cast<unsigned>(a.n_heads)), 128, 0, stream()>>>(a);

@@ -1,13 +1,14 @@
 // Attention for a few queries (decode): bandwidth-bound on K/V, so a block takes every query head of
 // one KV head ("rows" = query × head-in-group, up to RB of them, q in registers) and reads each K/V
 // row once for all of them. The block's keys are split across its warps in batches of KB keys read
-// straight from global (16-byte loads where aligned); each warp keeps an online softmax per row, the
-// warps merge in shared memory, and when the keys are also split across blocks (split-K) a second
-// kernel merges the splits.
+// straight from global in the cache's element (f32, bf16 or q8, dequantized in registers; 4-value
+// vector loads where aligned); each warp keeps an online softmax per row, the warps merge in shared
+// memory, and when the keys are also split across blocks (split-K) a second kernel merges the splits.
 #include <algorithm>
 
 #include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/kv_access.cuh"
 #include "tensor/tensor.h"
 
 namespace sanctum::ops::cuda {
@@ -46,6 +47,23 @@ __device__ __forceinline__ Chunk<VEC> load_chunk(const float* p) {
   return c;
 }
 
+// Values c .. c + VEC - 1 of a cache row, as f32.
+template <int VEC, KvElem E>
+__device__ __forceinline__ Chunk<VEC> load_kv_chunk(const KvSide& s, int64_t row, int64_t head, int c) {
+  Chunk<VEC> ch;
+  if constexpr (VEC == 4) {
+    const float4 f = kv_value4<E>(s, row, head, c);
+    ch.x[0] = f.x;
+    ch.x[1] = f.y;
+    ch.x[2] = f.z;
+    ch.x[3] = f.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) ch.x[e] = kv_value<E>(s, row, head, c + e);
+  }
+  return ch;
+}
+
 template <int VEC>
 __device__ __forceinline__ Chunk<VEC> zero_chunk() {
   Chunk<VEC> c;
@@ -55,8 +73,8 @@ __device__ __forceinline__ Chunk<VEC> zero_chunk() {
 }
 
 // Lane `lane` holds chunks lane + 32 p (p < P) of VEC floats each: elements (lane + 32 p) * VEC + e.
-// Grid: (splits, kv heads, row groups).
-template <int VEC, int P, int RB, int KB>
+// K/V are read in the cache's element E and dequantized in registers. Grid: (splits, kv heads, row groups).
+template <KvElem E, int VEC, int P, int RB, int KB>
 __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArgs args) {
   wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
   allow_next_early();
@@ -102,8 +120,6 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
 
   const int64_t key_begin = split * args.keys_per_split;
   const int64_t key_end = key_begin + args.keys_per_split < block_limit ? key_begin + args.keys_per_split : block_limit;
-  const float* kbase = a.k + g * a.k_s1;
-  const float* vbase = a.v + g * a.v_s1;
   // Warps take interleaved batches of KB consecutive keys, so the block's loads stay contiguous.
   for (int64_t t0 = key_begin + static_cast<int64_t>(warp) * KB; t0 < key_end; t0 += kWarps * KB) {
     Chunk<VEC> kc[KB][P], vc[KB][P];
@@ -113,8 +129,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
       for (int p = 0; p < P; ++p) {
         const int c = (lane + 32 * p) * VEC;
         const bool ok = t0 + j < key_end && c < D;
-        kc[j][p] = ok ? load_chunk<VEC>(kbase + (t0 + j) * a.k_s0 + c) : zero_chunk<VEC>();
-        vc[j][p] = ok ? load_chunk<VEC>(vbase + (t0 + j) * a.v_s0 + c) : zero_chunk<VEC>();
+        kc[j][p] = ok ? load_kv_chunk<VEC, E>(a.k, t0 + j, g, c) : zero_chunk<VEC>();
+        vc[j][p] = ok ? load_kv_chunk<VEC, E>(a.v, t0 + j, g, c) : zero_chunk<VEC>();
       }
     float s[RB][KB];
 #pragma unroll
@@ -242,7 +258,7 @@ Tensor& partial_scratch() {
   return t;
 }
 
-template <int VEC, int P, int RB>
+template <KvElem E, int VEC, int P, int RB>
 void launch(DecodeArgs args) {
   constexpr int KB = RB >= 8 ? 2 : 4;
   const AttnView& a = args.a;
@@ -271,7 +287,7 @@ void launch(DecodeArgs args) {
     args.part = part.data<float>();
   }
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(row_groups));
-  launch_early(attention_decode_kernel<VEC, P, RB, KB>, grid, dim3(kWarps * 32), 0, args);
+  launch_early(attention_decode_kernel<E, VEC, P, RB, KB>, grid, dim3(kWarps * 32), 0, args);
   check_launch("attention decode");
   if (splits > 1) {
     launch_early(decode_combine, dim3(static_cast<unsigned>(a.n), static_cast<unsigned>(a.heads), static_cast<unsigned>((a.d + 31) / 32)),
@@ -286,14 +302,25 @@ void launch(DecodeArgs args) {
 // weights streaming through) takes blocks of up to eight rows and reads it once. On an H200 at 512
 // keys (768 of capacity; bench/gpu/decode_sweep.py, tg128), two rows a block against eight: MoE shape
 // 456.6 -> 474.6 tok/s, 27B 151.6 -> 153.0, 24B 193.3 -> 195.5.
-template <int VEC, int P>
+template <KvElem E, int VEC, int P>
 void launch_rows(const DecodeArgs& args) {
   constexpr int64_t kRereadBytes = int64_t{8} << 20;
   const AttnView& a = args.a;
-  const bool cache_in_l2 = a.key_rows * a.kv_heads * a.d * 2 * static_cast<int64_t>(sizeof(float)) <= kRereadBytes;
-  if (args.rows <= 2 || cache_in_l2) launch<VEC, P, 2>(args);
-  else if (args.rows <= 4) launch<VEC, P, 4>(args);
-  else launch<VEC, P, 8>(args);
+  const bool cache_in_l2 = a.key_rows * a.kv_heads * a.d * 2 * static_cast<int64_t>(kv_elem_bytes(E)) <= kRereadBytes;
+  if (args.rows <= 2 || cache_in_l2) launch<E, VEC, P, 2>(args);
+  else if (args.rows <= 4) launch<E, VEC, P, 4>(args);
+  else launch<E, VEC, P, 8>(args);
+}
+
+template <KvElem E>
+void launch_vectors(const DecodeArgs& args) {
+  const AttnView& a = args.a;
+  // Whole chunks of four values need every row start of q, k and v on a four-value boundary.
+  const bool vec4 =
+      a.d % 4 == 0 && a.q_s0 % 4 == 0 && a.q_s1 % 4 == 0 && aligned16(a.q) && kv_rows_aligned(a.k, E, 4) && kv_rows_aligned(a.v, E, 4);
+  if (vec4 && a.d <= 128) launch_rows<E, 4, 1>(args);
+  else if (vec4) launch_rows<E, 4, 2>(args);
+  else launch_rows<E, 1, 8>(args);
 }
 
 }  // namespace
@@ -303,12 +330,11 @@ void attention_decode(const AttnView& a) {
   args.a = a;
   args.groups = static_cast<int>(a.heads / a.kv_heads);
   args.rows = static_cast<int>(a.n * args.groups);
-  // 16-byte loads need every row start of q, k and v on a 16-byte boundary.
-  const bool vec4 = a.d % 4 == 0 && a.q_s0 % 4 == 0 && a.q_s1 % 4 == 0 && a.k_s0 % 4 == 0 && a.k_s1 % 4 == 0 && a.v_s0 % 4 == 0 &&
-                    a.v_s1 % 4 == 0 && aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
-  if (vec4 && a.d <= 128) launch_rows<4, 1>(args);
-  else if (vec4) launch_rows<4, 2>(args);
-  else launch_rows<1, 8>(args);
+  switch (a.kv) {
+    case KvElem::f32: return launch_vectors<KvElem::f32>(args);
+    case KvElem::bf16: return launch_vectors<KvElem::bf16>(args);
+    case KvElem::q8: return launch_vectors<KvElem::q8>(args);
+  }
 }
 
 }  // namespace sanctum::ops::cuda

@@ -1,9 +1,10 @@
 // Long-prefill attention on the tensor cores (fast precision mode), flash-attention style.
 //
-// A first pass rounds Q, K and V to bf16 once, head-major ([head][row][d]), so that the blocks,
-// which each walk all the keys their queries see, copy finished 16-byte rows straight into shared
-// memory (cp.async, the next key tile in flight while this one is computed) instead of each
-// converting f32 rows. A block takes 64 queries of one head, 16 per warp; per key tile a warp
+// A first pass rounds Q to bf16 once, head-major ([head][row][d]), and K and V likewise where the
+// cache is f32 (or q8, dequantized); a bf16 cache is read where it lies. The blocks, which each walk
+// all the keys their queries see, then copy finished 16-byte rows straight into shared memory
+// (cp.async, the next key tile in flight while this one is computed) instead of each converting
+// rows. A block takes 64 queries of one head, 16 per warp; per key tile a warp
 // computes S = Q Kᵀ with mma.sync (bf16 inputs, f32 sums, fragments from ldmatrix), keeps a running
 // max and sum per query row (online softmax in f32, base 2), and adds P V into f32 accumulators
 // with P rounded to bf16; V's fragments come from its rows with a transposing ldmatrix. No score
@@ -17,6 +18,7 @@
 #include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/kv_access.cuh"
 #include "ops/cuda/tensor_core.cuh"
 
 namespace sanctum::ops::cuda {
@@ -34,8 +36,9 @@ struct Tiles {
 
 struct FlashArgs {
   const __nv_bfloat16* q;  // [heads][n][D]
-  const __nv_bfloat16* k;  // [kv_heads][keys][D]
+  const __nv_bfloat16* k;  // row r of KV head h at k + r * kv_s0 + h * kv_s1 (elements; 16-byte aligned)
   const __nv_bfloat16* v;
+  int64_t k_s0, k_s1, v_s0, v_s1;
   float* out;
   int64_t o_s0, o_s1;
   int64_t n, keys, q_pos0;
@@ -66,8 +69,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) flash_bf16(FlashArgs a) {
   const int64_t rows = a.n - q0 < kRows ? a.n - q0 : kRows;
   const int64_t keys = a.q_pos0 + q0 + rows;  // keys any query of the block sees
   const int tiles = static_cast<int>((keys + BK - 1) / BK);
-  const __nv_bfloat16* kg = a.k + kv_head * a.keys * D;
-  const __nv_bfloat16* vg = a.v + kv_head * a.keys * D;
+  const __nv_bfloat16* kg = a.k + kv_head * a.k_s1;
+  const __nv_bfloat16* vg = a.v + kv_head * a.v_s1;
 
   auto stage = [&](int tile, int buf) {
     __nv_bfloat16* ks = kv + 2 * buf * T::KV_ELEMS;
@@ -76,9 +79,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2) flash_bf16(FlashArgs a) {
     for (int i = tid; i < BK * CHUNKS; i += kWarps * 32) {
       const int r = i / CHUNKS, c = i % CHUNKS * 8;
       const bool valid = k0 + r < keys;  // zeros past the end: P is 0 there, and 0 * V must be too
-      const int64_t at = (valid ? k0 + r : 0) * D + c;
-      tc::copy16_async(ks + r * LD + c, kg + at, valid);
-      tc::copy16_async(vs + r * LD + c, vg + at, valid);
+      const int64_t row = valid ? k0 + r : 0;
+      tc::copy16_async(ks + r * LD + c, kg + row * a.k_s0 + c, valid);
+      tc::copy16_async(vs + r * LD + c, vg + row * a.v_s0 + c, valid);
     }
   };
   const __nv_bfloat16* qg = a.q + (h * a.n + q0) * D;
@@ -212,6 +215,31 @@ Tensor& bf16_rows_scratch() {
   return t;
 }
 
+// dst[head][row][c] = the side's value c of (row, head) in bf16, a thread per value.
+template <KvElem E>
+__global__ void kv_to_bf16_head_major(KvSide s, int64_t rows, int64_t heads, int d, uint16_t* __restrict__ dst) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= heads * rows * d) return;
+  const int64_t c = i % d, row = i / d % rows, head = i / d / rows;
+  dst[i] = E == KvElem::bf16 ? __ldg(static_cast<const unsigned short*>(s.data) + row * s.s0 + head * s.s1 + c)
+                             : bf16_bits(kv_value<E>(s, row, head, c));
+}
+
+// K or V as the kernel reads it: a bf16 cache in place, any other rounded into dst head-major.
+void flash_side(const AttnView& a, const KvSide& side, int64_t keys, int d, __nv_bfloat16* dst, const __nv_bfloat16** out, int64_t* s0,
+                int64_t* s1) {
+  if (a.kv == KvElem::bf16) {
+    *out = static_cast<const __nv_bfloat16*>(side.data);
+    *s0 = side.s0;
+    *s1 = side.s1;
+    return;
+  }
+  *out = a.kv == KvElem::f32 ? bf16_head_major(static_cast<const float*>(side.data), side.s0, side.s1, keys, a.kv_heads, d, dst)
+                             : kv_bf16_head_major(side, a.kv, keys, a.kv_heads, d, dst);
+  *s0 = d;
+  *s1 = keys * d;
+}
+
 template <int D, int BK>
 void launch(const AttnView& a) {
   constexpr size_t bytes = Tiles<D, BK>::bytes;
@@ -221,12 +249,13 @@ void launch(const AttnView& a) {
                "flash attention smem");
     configured = true;
   }
-  const int64_t keys = a.q_pos0 + a.n, q_elems = a.n * a.heads * D, kv_elems = keys * a.kv_heads * D;
+  const int64_t keys = a.q_pos0 + a.n, q_elems = a.n * a.heads * D;
+  const int64_t kv_elems = a.kv == KvElem::bf16 ? 0 : keys * a.kv_heads * D;  // a bf16 cache is read in place
   auto* base = static_cast<__nv_bfloat16*>(scratch_bytes(bf16_rows_scratch(), static_cast<size_t>(q_elems + 2 * kv_elems) * 2));
   FlashArgs f{};
   f.q = bf16_head_major(a.q, a.q_s0, a.q_s1, a.n, a.heads, D, base);
-  f.k = bf16_head_major(a.k, a.k_s0, a.k_s1, keys, a.kv_heads, D, base + q_elems);
-  f.v = bf16_head_major(a.v, a.v_s0, a.v_s1, keys, a.kv_heads, D, base + q_elems + kv_elems);
+  flash_side(a, a.k, keys, D, base + q_elems, &f.k, &f.k_s0, &f.k_s1);
+  flash_side(a, a.v, keys, D, base + q_elems + kv_elems, &f.v, &f.v_s0, &f.v_s1);
   f.out = a.out;
   f.o_s0 = a.o_s0;
   f.o_s1 = a.o_s1;
@@ -242,6 +271,19 @@ void launch(const AttnView& a) {
 
 bool rows_of_float4(const float* p, int64_t s0, int64_t s1) { return aligned16(p) && s0 % 4 == 0 && s1 % 4 == 0; }
 
+// K and V rows the kernels can take: f32 rows of whole float4s for the rounding pass, bf16 rows of
+// whole 16-byte vectors for cp.async; a q8 cache is dequantized value by value.
+bool kv_rows_ok(const AttnView& a) {
+  switch (a.kv) {
+    case KvElem::f32:
+      return rows_of_float4(static_cast<const float*>(a.k.data), a.k.s0, a.k.s1) &&
+             rows_of_float4(static_cast<const float*>(a.v.data), a.v.s0, a.v.s1);
+    case KvElem::bf16: return kv_rows_aligned(a.k, KvElem::bf16, 8) && kv_rows_aligned(a.v, KvElem::bf16, 8);
+    case KvElem::q8: return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 __nv_bfloat16* bf16_head_major(const float* src, int64_t s0, int64_t s1, int64_t rows, int64_t heads, int d, __nv_bfloat16* dst) {
@@ -250,10 +292,22 @@ __nv_bfloat16* bf16_head_major(const float* src, int64_t s0, int64_t s1, int64_t
   return dst;
 }
 
+__nv_bfloat16* kv_bf16_head_major(const KvSide& src, KvElem e, int64_t rows, int64_t heads, int d, __nv_bfloat16* dst) {
+  const unsigned blocks = blocks_for(heads * rows * d, 256);
+  auto* out = reinterpret_cast<uint16_t*>(dst);
+  switch (e) {
+    case KvElem::f32: kv_to_bf16_head_major<KvElem::f32><<<blocks, 256, 0, stream()>>>(src, rows, heads, d, out); break;
+    case KvElem::bf16: kv_to_bf16_head_major<KvElem::bf16><<<blocks, 256, 0, stream()>>>(src, rows, heads, d, out); break;
+    case KvElem::q8: kv_to_bf16_head_major<KvElem::q8><<<blocks, 256, 0, stream()>>>(src, rows, heads, d, out); break;
+  }
+  check_launch("attention (bf16 cache rows)");
+  return dst;
+}
+
 bool attention_flash_bf16_ok(const AttnView& a) {
   return (a.d == 64 || a.d == 128 || a.d == 256) && a.q_pos0_device == nullptr && a.heads % a.kv_heads == 0 &&
-         a.n <= int64_t{65535} * kRows && rows_of_float4(a.q, a.q_s0, a.q_s1) && rows_of_float4(a.k, a.k_s0, a.k_s1) &&
-         rows_of_float4(a.v, a.v_s0, a.v_s1) && aligned16(a.out) && a.o_s0 % 2 == 0 && a.o_s1 % 2 == 0;
+         a.n <= int64_t{65535} * kRows && rows_of_float4(a.q, a.q_s0, a.q_s1) && kv_rows_ok(a) && aligned16(a.out) && a.o_s0 % 2 == 0 &&
+         a.o_s1 % 2 == 0;
 }
 
 void attention_flash_bf16(const AttnView& a) {

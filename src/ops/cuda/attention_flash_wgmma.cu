@@ -8,9 +8,10 @@
 // from registers: the layout S comes out in is the one A goes in, V read MN-major from shared memory).
 //
 // K and V are rewritten once per call into 64-key tiles already in the 128-byte swizzle the MMA reads
-// (kv_to_swizzled_tiles), a tile's K and V next to each other, so one bulk copy per tile (three
-// stages, counted by shared-memory barriers) brings both in, with no per-thread copies and no proxy
-// fence. Keys past the end are zero rows: masked scores give P = 0, and 0 · 0 adds nothing.
+// (kv_to_swizzled_tiles: f32 rows rounded, bf16 rows copied, q8 rows dequantized), a tile's K and V
+// next to each other, so one bulk copy per tile (three stages, counted by shared-memory barriers)
+// brings both in, with no per-thread copies and no proxy fence. Keys past the end are zero rows:
+// masked scores give P = 0, and 0 · 0 adds nothing.
 //
 // Blocks start with the last queries, which see the most keys, so the short causal blocks fill the
 // tail; a query head reads its KV head's tiles (GQA without copies).
@@ -22,6 +23,7 @@
 #include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/blas.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/kv_access.cuh"
 #include "ops/cuda/tensor_core.cuh"
 #include "ops/cuda/wgmma.cuh"
 
@@ -53,8 +55,8 @@ struct WgmmaArgs {
 
 // dst = K and V of every KV head as swizzled tiles, one thread per 16-byte chunk written: chunk c of
 // key row r of a 64 x 64 block lands at chunk c ^ (r % 8), as swizzled_k_major and swizzled_mn_major read.
-__global__ void kv_to_swizzled_tiles(const float* __restrict__ k, int64_t k_s0, int64_t k_s1, const float* __restrict__ v, int64_t v_s0,
-                                     int64_t v_s1, int64_t keys, int64_t kv_heads, int64_t tiles, uint4* __restrict__ dst) {
+template <KvElem E>
+__global__ void kv_to_swizzled_tiles(KvSide k, KvSide v, int64_t keys, int64_t kv_heads, int64_t tiles, uint4* __restrict__ dst) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   constexpr int kHalves = kD / 64;
   if (i >= kv_heads * tiles * 2 * kHalves * 512) return;
@@ -64,14 +66,7 @@ __global__ void kv_to_swizzled_tiles(const float* __restrict__ k, int64_t k_s0, 
   const int64_t tile = block / kHalves / 2 % tiles, head = block / kHalves / 2 / tiles;
   const int64_t key = tile * kKeys + r;
   const int c = slot ^ (r & 7);
-  uint4 out = make_uint4(0, 0, 0, 0);
-  if (key < keys) {
-    const float* src = which == 0 ? k + key * k_s0 + head * k_s1 : v + key * v_s0 + head * v_s1;
-    const float4 a = *reinterpret_cast<const float4*>(src + half * 64 + c * 8),
-                 b = *reinterpret_cast<const float4*>(src + half * 64 + c * 8 + 4);
-    out = make_uint4(tc::bf16_pair(a.x, a.y), tc::bf16_pair(a.z, a.w), tc::bf16_pair(b.x, b.y), tc::bf16_pair(b.z, b.w));
-  }
-  dst[i] = out;
+  dst[i] = key < keys ? kv_bf16x8<E>(which == 0 ? k : v, key, head, half * 64 + c * 8) : make_uint4(0, 0, 0, 0);
 }
 
 // The running softmax of a thread's shares of rows g and g + 8 over one tile of raw scores: the causal
@@ -339,7 +334,10 @@ Tensor& kv_tiles_scratch() {
 bool attention_flash_wgmma_present() { return wgmma_flash_present(); }
 
 bool attention_flash_wgmma_ok(const AttnView& a) {
-  return a.d == kD && a.scale > 0.0f && attention_flash_bf16_ok(a) && wgmma_flash_present();
+  // The tiles are written 8 values at a time: q8 rows of whole 8-byte words (f32 and bf16 rows are
+  // whole 16-byte vectors where attention_flash_bf16_ok holds).
+  const bool q8_rows = a.kv != KvElem::q8 || (kv_rows_aligned(a.k, a.kv, 8) && kv_rows_aligned(a.v, a.kv, 8));
+  return a.d == kD && a.scale > 0.0f && attention_flash_bf16_ok(a) && q8_rows && wgmma_flash_present();
 }
 
 void attention_flash_wgmma(const AttnView& a) {
@@ -348,8 +346,12 @@ void attention_flash_wgmma(const AttnView& a) {
   auto* kv = static_cast<uint4*>(scratch_bytes(kv_tiles_scratch(), static_cast<size_t>(a.kv_heads * tiles) * kStageBytes));
   bf16_head_major(a.q, a.q_s0, a.q_s1, a.n, a.heads, kD, q);
   const int64_t chunks = a.kv_heads * tiles * kStageBytes / 16;
-  kv_to_swizzled_tiles<<<blocks_for(chunks, 256), 256, 0, stream()>>>(a.k, a.k_s0, a.k_s1, a.v, a.v_s0, a.v_s1, keys, a.kv_heads, tiles,
-                                                                      kv);
+  const unsigned blocks = blocks_for(chunks, 256);
+  switch (a.kv) {
+    case KvElem::f32: kv_to_swizzled_tiles<KvElem::f32><<<blocks, 256, 0, stream()>>>(a.k, a.v, keys, a.kv_heads, tiles, kv); break;
+    case KvElem::bf16: kv_to_swizzled_tiles<KvElem::bf16><<<blocks, 256, 0, stream()>>>(a.k, a.v, keys, a.kv_heads, tiles, kv); break;
+    case KvElem::q8: kv_to_swizzled_tiles<KvElem::q8><<<blocks, 256, 0, stream()>>>(a.k, a.v, keys, a.kv_heads, tiles, kv); break;
+  }
   check_launch("attention (K and V tiles)");
   WgmmaArgs f{};
   f.q = q;

@@ -1,6 +1,7 @@
-// Row-wise and elementwise kernels: add, add_bias, copy, silu_mul, sigmoid_mul, softmax.
+// Row-wise and elementwise kernels: add, add_bias, copy, store_rows, silu_mul, sigmoid_mul, softmax.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/kv_access.cuh"
 
 namespace sanctum::ops::cuda {
 
@@ -93,6 +94,18 @@ void copy(const Tensor& src, Tensor& dst) {
 }
 
 void store_rows(const Tensor& src, Tensor& dst, int64_t row0, const int32_t* device_row0) {
+  if (dst.dtype() == DType::bf16) {  // a bf16 KV cache: the CPU's rounding, so both hold the same bytes
+    const auto rs = rows_of<const float>(src, "store_rows");
+    const auto rd = rows_of<uint16_t>(dst, "store_rows");
+    launch_rows(
+        rs.rows, rs.cols,
+        [=] __device__(int64_t r, int64_t c) {
+          const int64_t at = device_row0 != nullptr ? *device_row0 : row0;
+          rd.data[(at + r) * rd.stride + c] = bf16_bits(rs.data[r * rs.stride + c]);
+        },
+        "store_rows");
+    return;
+  }
   if (device_row0 == nullptr) {
     Tensor target = dst.slice(0, row0, row0 + src.dim(0));
     return target.copy_from(src);

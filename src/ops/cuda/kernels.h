@@ -8,6 +8,7 @@
 
 #include "ops/gated_delta.h"
 #include "ops/gelu.h"
+#include "ops/kv_format.h"
 #include "ops/moe.h"
 #include "ops/normed_matmul.h"
 #include "ops/rope.h"
@@ -47,11 +48,19 @@ void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void add_bias(Tensor& y, const Tensor& bias);
 void copy(const Tensor& src, Tensor& dst);
+// dst f32, or bf16 (a KV cache's rows: rounded to nearest even, the CPU's f32_to_bf16 bits).
 void store_rows(const Tensor& src, Tensor& dst, int64_t row0, const int32_t* device_row0);
 // gate (ops::gated_attention), where given: out * sigmoid(gate) written instead of out; only where
 // attention_takes_gate(queries).
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
                const Tensor* gate = nullptr);
+// ops::attention over a KV cache in a stored format (ops/kv_format.h): keys and values both f32, bf16
+// or q8, k and v the cache's rows; gate as above.
+void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
+                  const Tensor* gate = nullptr);
+// ops::store_kv_rows into a q8 cache: src (n, kv_heads * head_dim) f32 rows to dst rows [row0, row0 + n),
+// quantized to the bytes the CPU's store writes. (A bf16 cache takes store_rows, which rounds.)
+void store_kv_rows(const Tensor& src, const KvRows& dst, int64_t row0, const int32_t* device_row0);
 bool attention_takes_gate(int64_t queries);
 bool attention_gives_bf16(int64_t queries, int64_t head_dim);
 void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps, Tensor& out);

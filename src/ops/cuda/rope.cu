@@ -1,10 +1,12 @@
-// RoPE (rotate-half, partial rotary), with the KV cache store and gated attention's head norms.
+// RoPE (rotate-half, partial rotary), with the KV cache store (f32 or bf16 rows) and gated attention's
+// head norms.
 #include <algorithm>
 
 #include "base/tuning.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/host_values.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/kv_access.cuh"
 #include "ops/cuda/norm_chunks.cuh"
 
 namespace sanctum::ops::cuda {
@@ -21,15 +23,17 @@ __device__ __forceinline__ double2 cos_sin_at(int32_t position, int64_t j, const
 }
 
 // Rotates the pair (j, j + half) of one head's row `from` by cs (cos_sin_at), in double, into `to`
-// (which may be `from`). The rotated values also go to `copy` when it is set.
-__device__ __forceinline__ void rotate_pair(const float* from, float* to, int64_t j, int64_t half, double2 cs, float* copy) {
+// (which may be `from`). The rotated values also go to `copy` when it is set, as a cache of element C
+// stores them (f32, or bf16 bits).
+template <class C = float>
+__device__ __forceinline__ void rotate_pair(const float* from, float* to, int64_t j, int64_t half, double2 cs, C* copy) {
   const double a = from[j], b = from[j + half];
   const float lo = static_cast<float>(a * cs.x - b * cs.y), hi = static_cast<float>(b * cs.x + a * cs.y);
   to[j] = lo;
   to[j + half] = hi;
   if (copy != nullptr) {
-    copy[j] = lo;
-    copy[j + half] = hi;
+    copy[j] = kv_stored<C>(lo);
+    copy[j + half] = kv_stored<C>(hi);
   }
 }
 
@@ -42,7 +46,7 @@ __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t s0, int6
   if (i >= n * heads * half) return;
   const int64_t j = i % half, h = (i / half) % heads, t = i / (half * heads);
   float* row = x + t * s0 + h * s1;
-  rotate_pair(row, row, j, half, cos_sin_at(positions[t], j, inv_freq, magnitude), nullptr);
+  rotate_pair<float>(row, row, j, half, cos_sin_at(positions[t], j, inv_freq, magnitude), nullptr);
 }
 
 struct RopeStoreArgs {
@@ -52,8 +56,9 @@ struct RopeStoreArgs {
   int64_t k_s0, kv_heads;
   const float* v;
   int64_t v_s0;
-  float* cache_k;
-  float* cache_v;
+  void* cache_k;  // (capacity, kv_heads * d) of f32, or of bf16 (rounded as tensor/dtype.h's f32_to_bf16)
+  void* cache_v;
+  bool cache_bf16;
   int64_t ck_s0, cv_s0;
   int64_t n, d, half;
   int64_t heads_per_block;  // of the heads + kv_heads, q's first
@@ -66,7 +71,9 @@ struct RopeStoreArgs {
 // the cache as well, and for each k head among them its dims past the rotary ones and its v row.
 // The block takes its token's cos and sin once, into shared memory, where a thread per pair took
 // them again for every head (a 4,096-token prompt of the 24B shape spent 137 us a layer here, most
-// of it in the double sincos). The rotation is rope_kernel's: the bits are the four ops'.
+// of it in the double sincos). The rotation is rope_kernel's: the bits are the four ops'. C: the
+// cache's element (float, or uint16_t for bf16 bits).
+template <class C>
 __global__ void rope_store_kernel(RopeStoreArgs a) {
   extern __shared__ double2 cos_sin[];  // [half] of cos_sin_at
   wait_for_previous();                  // launched early (common.cuh): nothing is read before the kernel ahead ends
@@ -80,10 +87,10 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
     const int64_t h = h0 + i / half, j = i % half;
     if (h < a.heads) {
       float* row = a.q + t * a.q_s0 + h * a.q_s1;
-      rotate_pair(row, row, j, half, cos_sin[j], nullptr);
+      rotate_pair<C>(row, row, j, half, cos_sin[j], nullptr);
     } else {
       float* row = a.k + t * a.k_s0 + (h - a.heads) * a.d;
-      rotate_pair(row, row, j, half, cos_sin[j], a.cache_k + position * a.ck_s0 + (h - a.heads) * a.d);
+      rotate_pair<C>(row, row, j, half, cos_sin[j], static_cast<C*>(a.cache_k) + position * a.ck_s0 + (h - a.heads) * a.d);
     }
   }
   // The block's k heads: their dims past the rotary ones, and their v rows.
@@ -91,14 +98,14 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
   if (k1 <= k0) return;
   const int64_t rest = a.d - 2 * half, first = k0 * a.d;
   const float* k = a.k + t * a.k_s0;
-  float* cache_k = a.cache_k + position * a.ck_s0;
+  C* cache_k = static_cast<C*>(a.cache_k) + position * a.ck_s0;
   for (int64_t i = threadIdx.x; i < (k1 - k0) * rest; i += blockDim.x) {
     const int64_t c = first + (i / rest) * a.d + 2 * half + i % rest;
-    cache_k[c] = k[c];
+    cache_k[c] = kv_stored<C>(k[c]);
   }
   const float* v = a.v + t * a.v_s0;
-  float* cache_v = a.cache_v + position * a.cv_s0;
-  for (int64_t i = threadIdx.x; i < (k1 - k0) * a.d; i += blockDim.x) cache_v[first + i] = v[first + i];
+  C* cache_v = static_cast<C*>(a.cache_v) + position * a.cv_s0;
+  for (int64_t i = threadIdx.x; i < (k1 - k0) * a.d; i += blockDim.x) cache_v[first + i] = kv_stored<C>(v[first + i]);
 }
 
 // The per-head RMSNorm of q and k ahead of rope_store_kernel's work (gated attention), in the same
@@ -131,7 +138,8 @@ __device__ __forceinline__ void head_weights(const NormRopeArgs& na, int64_t h, 
 }
 
 // One warp's head h of token t: normalised into the warp's row buffer, rotated out to q (or k in
-// place and the cache), and for a k head its v row to the cache.
+// place and the cache, of element C), and for a k head its v row to the cache.
+template <class C>
 __device__ __forceinline__ void norm_rope_head(const NormRopeArgs& na, int64_t t, int64_t h, int32_t position, const double2* cos_sin,
                                                const float4 (&wv)[kNormChunks], float4* normed) {
   const RopeStoreArgs& a = na.r;
@@ -162,18 +170,19 @@ __device__ __forceinline__ void norm_rope_head(const NormRopeArgs& na, int64_t t
   __syncwarp();
   const float* row = reinterpret_cast<const float*>(normed);
   float* out = is_q ? a.q + t * a.q_s0 + h * a.q_s1 : k_row;
-  float* cache = is_q ? nullptr : a.cache_k + position * a.ck_s0 + kh * d;
-  for (int64_t j = lane; j < a.half; j += 32) rotate_pair(row, out, j, a.half, cos_sin[j], cache);
+  C* cache = is_q ? nullptr : static_cast<C*>(a.cache_k) + position * a.ck_s0 + kh * d;
+  for (int64_t j = lane; j < a.half; j += 32) rotate_pair<C>(row, out, j, a.half, cos_sin[j], cache);
   for (int64_t c = 2 * a.half + lane; c < d; c += 32) {  // past the rotary dims
     out[c] = row[c];
-    if (cache != nullptr) cache[c] = row[c];
+    if (cache != nullptr) cache[c] = kv_stored<C>(row[c]);
   }
   if (is_q) return;
   const float* v_row = a.v + t * a.v_s0 + kh * d;
-  float* cache_v = a.cache_v + position * a.cv_s0 + kh * d;
-  for (int64_t c = lane; c < d; c += 32) cache_v[c] = v_row[c];
+  C* cache_v = static_cast<C*>(a.cache_v) + position * a.cv_s0 + kh * d;
+  for (int64_t c = lane; c < d; c += 32) cache_v[c] = kv_stored<C>(v_row[c]);
 }
 
+template <class C>
 __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_store_kernel(NormRopeArgs na) {
   extern __shared__ double2 cos_sin[];                     // [half] of cos_sin_at
   __shared__ float4 normed[kNormWarps][32 * kNormChunks];  // each warp's normalised row
@@ -188,7 +197,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_store_kernel(NormRo
   const int32_t position = a.positions[t];
   for (int64_t j = threadIdx.x; j < a.half; j += blockDim.x) cos_sin[j] = cos_sin_at(position, j, a.inv_freq, a.magnitude);
   __syncthreads();
-  if (live) norm_rope_head(na, t, h, position, cos_sin, wv, normed[warp]);
+  if (live) norm_rope_head<C>(na, t, h, position, cos_sin, wv, normed[warp]);
 }
 
 RopeStoreArgs rope_store_args(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions,
@@ -203,8 +212,9 @@ RopeStoreArgs rope_store_args(Tensor& q, Tensor& k, const Tensor& v, std::span<c
   a.kv_heads = k.dim(1);
   a.v = v.data<float>();
   a.v_s0 = v.stride(0);
-  a.cache_k = cache_k.data<float>();
-  a.cache_v = cache_v.data<float>();
+  a.cache_k = cache_k.raw();
+  a.cache_v = cache_v.raw();
+  a.cache_bf16 = cache_k.dtype() == DType::bf16;
   a.ck_s0 = cache_k.stride(0);
   a.cv_s0 = cache_v.stride(0);
   a.n = k.dim(0);
@@ -237,7 +247,9 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32
   const int64_t all_heads = a.heads + a.kv_heads;
   a.heads_per_block = a.n >= 64 ? all_heads : std::min<int64_t>(all_heads, 2);
   const dim3 grid(static_cast<unsigned>(a.n), static_cast<unsigned>((all_heads + a.heads_per_block - 1) / a.heads_per_block));
-  launch_early(rope_store_kernel, grid, dim3(256), static_cast<size_t>(a.half) * sizeof(double2), a);
+  const size_t smem = static_cast<size_t>(a.half) * sizeof(double2);
+  if (a.cache_bf16) launch_early(rope_store_kernel<uint16_t>, grid, dim3(256), smem, a);
+  else launch_early(rope_store_kernel<float>, grid, dim3(256), smem, a);
   check_launch("rope_and_store");
 }
 
@@ -268,7 +280,9 @@ void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor&
   na.offset = weight_offset;
   const int64_t heads = na.r.heads + na.r.kv_heads;
   const dim3 grid(static_cast<unsigned>(na.r.n), static_cast<unsigned>((heads + kNormWarps - 1) / kNormWarps));
-  launch_early(norm_rope_store_kernel, grid, dim3(kNormWarps * 32), static_cast<size_t>(na.r.half) * sizeof(double2), na);
+  const size_t smem = static_cast<size_t>(na.r.half) * sizeof(double2);
+  if (na.r.cache_bf16) launch_early(norm_rope_store_kernel<uint16_t>, grid, dim3(kNormWarps * 32), smem, na);
+  else launch_early(norm_rope_store_kernel<float>, grid, dim3(kNormWarps * 32), smem, na);
   check_launch("norm_rope_and_store");
 }
 
