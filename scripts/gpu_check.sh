@@ -24,7 +24,8 @@
 #                                        it), --sweep=NAME=V1,V2 and --sweep-prefill=NAME=V1,V2 (decode, or
 #                                        prefill at 4,096 tokens, for each value of a tuning knob such as
 #                                        fuse_norm=0,1, or of an environment variable, timed in
-#                                        turns; SANCTUM_SWEEP_SHAPES and SANCTUM_SWEEP_ROUNDS narrow it);
+#                                        turns; SANCTUM_SWEEP_SHAPES and SANCTUM_SWEEP_ROUNDS narrow it,
+#                                        SANCTUM_SWEEP_CONTEXT sets decode's prompt, 512 by default);
 #                                        --no-checks first skips the op tests and parity suites.
 #                                        Logs go to $OUT when set.
 #
@@ -176,7 +177,7 @@ run() {
         [ "$kind" = --sweep-prefill ] && prefill=(--prefill 4096)
         echo "== ${kind#--} $setting"
         python3 bench/gpu/decode_sweep.py --shapes "${SANCTUM_SWEEP_SHAPES:-mistral-24b,qwen3_5-27b,qwen3_5_moe-35b-a3b}" --env "$setting" \
-          --rounds "${SANCTUM_SWEEP_ROUNDS:-2}" "${prefill[@]}" --out "$out/sweep-${setting%%=*}.json" 2>&1 | tee -a "$out/sweep.log" || status=1 ;;
+          --rounds "${SANCTUM_SWEEP_ROUNDS:-2}" --decode-context "${SANCTUM_SWEEP_CONTEXT:-512}" "${prefill[@]}" --out "$out/sweep-${setting%%=*}.json" 2>&1 | tee -a "$out/sweep.log" || status=1 ;;
       *) echo "unknown stage $stage" >&2; status=1 ;;
     esac
   done

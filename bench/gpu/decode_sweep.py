@@ -8,7 +8,7 @@ SANCTUM_BIN as the setting (--env SANCTUM_BIN=/path/to/base,/path/to/new; script
 a second binary as bin/sanctum-base when SANCTUM_GPU_BASE names one).
 
   python3 bench/gpu/decode_sweep.py --shapes qwen3_5-27b,mistral-24b --env weight_evict_first=0,1 \
-      [--env NAME=V1,V2] [--rounds 2] [--prefill 4096] --out sweep.json
+      [--env NAME=V1,V2] [--rounds 2] [--prefill 4096 | --decode-context 16384] --out sweep.json
 Needs SANCTUM_BIN (scripts/gpu_check.sh sets it).
 """
 import argparse
@@ -40,6 +40,7 @@ def main():
     ap.add_argument("--env", required=True, action="append", metavar="NAME=V1,V2,...")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--prefill", type=int, default=0, help="time prefill at this many tokens instead of decode")
+    ap.add_argument("--decode-context", type=int, default=512, help="prompt tokens before the timed decode")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     axes = [(name, values.split(",")) for name, _, values in (e.partition("=") for e in args.env)]
@@ -51,10 +52,11 @@ def main():
         model_dir = WORK / shape
         random_checkpoint.write_mlx_4bit(model_dir, random_checkpoint.hf_config(shape))
         runs = {label: [] for label in labels}
-        test = f"pp{args.prefill}" if args.prefill else "tg128@512"
+        test = f"pp{args.prefill}" if args.prefill else f"tg128@{args.decode_context}"
         for _ in range(args.rounds):
             for label, env in zip(labels, settings):
-                by_test = sanctum_bench(model_dir, env_of(env), decode_only=True, prefill_only=args.prefill)["by_test"]
+                by_test = sanctum_bench(model_dir, env_of(env), decode_only=True, prefill_only=args.prefill,
+                                        decode_context=args.decode_context)["by_test"]
                 runs[label].append(by_test[test])
         shutil.rmtree(model_dir, ignore_errors=True)
         results[shape] = runs

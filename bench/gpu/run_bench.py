@@ -28,16 +28,17 @@ PEER_TIMEOUT = int(os.environ.get("SANCTUM_PEER_TIMEOUT", "300"))  # seconds per
 REPETITIONS = 2  # timed runs of each test after a warm-up, on both sides; each side reports their mean
 
 
-def sanctum_bench(model_dir: Path, env: dict | None = None, decode_only: bool = False, prefill_only: int = 0) -> dict:
-    """decode_only: tg128 after 512 alone; prefill_only=N: ppN alone; else the full set. env may name
-    another binary as SANCTUM_BIN (decode_sweep.py's comparisons of two builds)."""
+def sanctum_bench(model_dir: Path, env: dict | None = None, decode_only: bool = False, prefill_only: int = 0,
+                  decode_context: int = 512) -> dict:
+    """decode_only: tg128 after decode_context (512) alone; prefill_only=N: ppN alone; else the full set.
+    env may name another binary as SANCTUM_BIN (decode_sweep.py's comparisons of two builds)."""
     binary = (env or {}).get("SANCTUM_BIN", os.environ["SANCTUM_BIN"])
     cmd = [binary, "bench", "--model", str(model_dir), "--device", "cuda", "--memory-bandwidth"]
     if prefill_only:
         cmd += ["--pp", str(prefill_only), "--tg", "0"]
     else:
         cmd += [] if decode_only else ["--pp", "512", "--pp", "4096"]
-        cmd += ["--tg", "128", "--decode-context", "512"]
+        cmd += ["--tg", "128", "--decode-context", str(decode_context)]
     cmd += ["--repetitions", str(REPETITIONS), "--json"]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
