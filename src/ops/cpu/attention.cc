@@ -49,20 +49,25 @@ void AttentionItems(const AttentionArgs& a, int64_t i0, int64_t i1, int64_t step
       const float* kb = a.k + kvh * a.k_stride1;
       const float* vb = a.v + kvh * a.v_stride1;
       float mx = -INFINITY;
-      for (int64_t j = 0; j < n_keys; ++j) {
+      int64_t j = 0;
+      for (; j + 4 <= n_keys; j += 4) {
+        const float* rows[4] = {kb + j * a.k_stride0, kb + (j + 1) * a.k_stride0, kb + (j + 2) * a.k_stride0, kb + (j + 3) * a.k_stride0};
+        float dots[4];
+        AttentionDot4(qi, rows, d, dots);
+        for (int r = 0; r < 4; ++r) {
+          const float s = dots[r] * a.scale;
+          p[static_cast<size_t>(j + r)] = s;
+          mx = std::max(mx, s);
+        }
+      }
+      for (; j < n_keys; ++j) {
         const float s = AttentionDot(qi, kb + j * a.k_stride0, d) * a.scale;
         p[static_cast<size_t>(j)] = s;
         mx = std::max(mx, s);
       }
       const float inv_sum = ExpScoresInPlace(p.data(), n_keys, mx);
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const float* vj = vb + j * a.v_stride0;
-        const auto pj = hn::Set(df, p[static_cast<size_t>(j)]);
-        int64_t c = 0;
-        for (; c + N <= d; c += N) hn::StoreU(hn::MulAdd(pj, hn::LoadU(df, vj + c), hn::LoadU(df, acc.data() + c)), df, acc.data() + c);
-        for (; c < d; ++c) acc[static_cast<size_t>(c)] += p[static_cast<size_t>(j)] * vj[c];
-      }
+      AddWeightedRows(p.data(), n_keys, vb, a.v_stride0, d, acc.data());
       float* o = a.out + i * a.o_stride0 + h * a.o_stride1;
       const auto vinv = hn::Set(df, inv_sum);
       int64_t c = 0;

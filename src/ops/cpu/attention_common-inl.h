@@ -11,6 +11,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+
+#include "tensor/dtype.h"
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
@@ -34,6 +37,93 @@ HWY_INLINE float AttentionDot(const float* HWY_RESTRICT a, const float* HWY_REST
   float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
   for (; c < d; ++c) s += a[c] * b[c];
   return s;
+}
+
+// AttentionDot of q with four rows, each with exactly its own sums: four chains in flight where one
+// would wait on its own FMA and reduction latency.
+HWY_INLINE void AttentionDot4(const float* HWY_RESTRICT q, const float* const* rows, int64_t d, float* out) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  decltype(hn::Zero(df)) acc0[4], acc1[4];
+  for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = hn::Zero(df);
+  int64_t c = 0;
+  for (; c + 2 * N <= d; c += 2 * N) {
+    const auto q0 = hn::LoadU(df, q + c), q1 = hn::LoadU(df, q + c + N);
+    for (int r = 0; r < 4; ++r) {
+      acc0[r] = hn::MulAdd(q0, hn::LoadU(df, rows[r] + c), acc0[r]);
+      acc1[r] = hn::MulAdd(q1, hn::LoadU(df, rows[r] + c + N), acc1[r]);
+    }
+  }
+  for (; c + N <= d; c += N) {
+    const auto q0 = hn::LoadU(df, q + c);
+    for (int r = 0; r < 4; ++r) acc0[r] = hn::MulAdd(q0, hn::LoadU(df, rows[r] + c), acc0[r]);
+  }
+  for (int r = 0; r < 4; ++r) {
+    float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0[r], acc1[r])));
+    for (int64_t t = c; t < d; ++t) s += q[t] * rows[r][t];
+    out[r] = s;
+  }
+}
+
+// N floats of a row at p: f32 as it is, bf16 widened.
+template <class T>
+HWY_INLINE hn::Vec<hn::ScalableTag<float>> LoadRowF32(hn::ScalableTag<float> df, const T* HWY_RESTRICT p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return hn::LoadU(df, p);
+  } else {
+    static_assert(std::is_same_v<T, hwy::bfloat16_t>, "rows are f32 or bf16");
+    return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, decltype(df)>(), p));
+  }
+}
+template <class T>
+HWY_INLINE float RowF32(const T* p) {
+  if constexpr (std::is_same_v<T, float>) return *p;
+  else return bf16_to_f32(*reinterpret_cast<const uint16_t*>(p));
+}
+
+// NV vectors of acc (from column 0 of rows) += p[j] * row j for j < n, the accumulators in registers
+// across all the rows.
+template <int NV, class T>
+HWY_INLINE void AddWeightedRowsChunk(const float* HWY_RESTRICT p, int64_t n, const T* HWY_RESTRICT rows, int64_t stride,
+                                     float* HWY_RESTRICT acc) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  decltype(hn::Zero(df)) a[NV];
+  for (int v = 0; v < NV; ++v) a[v] = hn::LoadU(df, acc + v * N);
+  for (int64_t j = 0; j < n; ++j) {
+    const auto pj = hn::Set(df, p[j]);
+    const T* row = rows + j * stride;
+    for (int v = 0; v < NV; ++v) a[v] = hn::MulAdd(pj, LoadRowF32(df, row + v * N), a[v]);
+  }
+  for (int v = 0; v < NV; ++v) hn::StoreU(a[v], df, acc + v * N);
+}
+
+// acc[c] += p[j] * rows[j * stride + c] for j < n in order, c < d: per element the chain of adding
+// one row at a time (an FMA per element of whole vectors, multiply then add in the tail), with the
+// accumulators held in registers instead of stored and reloaded at every row.
+template <class T>
+HWY_INLINE void AddWeightedRows(const float* HWY_RESTRICT p, int64_t n, const T* HWY_RESTRICT rows, int64_t stride, int64_t d,
+                                float* HWY_RESTRICT acc) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+  constexpr int kChunk = 8;  // vectors of accumulators at once, with room for the loads
+  const int64_t whole = d / N;
+  int64_t v0 = 0;
+  for (; v0 + kChunk <= whole; v0 += kChunk) AddWeightedRowsChunk<kChunk>(p, n, rows + v0 * N, stride, acc + v0 * N);
+  switch (whole - v0) {
+    case 7: AddWeightedRowsChunk<7>(p, n, rows + v0 * N, stride, acc + v0 * N); break;
+    case 6: AddWeightedRowsChunk<6>(p, n, rows + v0 * N, stride, acc + v0 * N); break;
+    case 5: AddWeightedRowsChunk<5>(p, n, rows + v0 * N, stride, acc + v0 * N); break;
+    case 4: AddWeightedRowsChunk<4>(p, n, rows + v0 * N, stride, acc + v0 * N); break;
+    case 3: AddWeightedRowsChunk<3>(p, n, rows + v0 * N, stride, acc + v0 * N); break;
+    case 2: AddWeightedRowsChunk<2>(p, n, rows + v0 * N, stride, acc + v0 * N); break;
+    case 1: AddWeightedRowsChunk<1>(p, n, rows + v0 * N, stride, acc + v0 * N); break;
+    default: break;
+  }
+  for (int64_t c = whole * N; c < d; ++c) {
+    float s = acc[c];
+    for (int64_t j = 0; j < n; ++j) s += p[j] * RowF32(rows + j * stride + c);
+    acc[c] = s;
+  }
 }
 
 // p[j] = exp(p[j] - mx) for j < n, over whole vectors (lanes [n, n rounded up to the vector) are set

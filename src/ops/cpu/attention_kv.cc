@@ -79,6 +79,30 @@ HWY_INLINE float KeyDot(const float* HWY_RESTRICT q, const KvSide& k, int64_t j,
   return hn::GetLane(hn::SumOfLanes(df, acc)) + tail;
 }
 
+// KeyDot<bf16> of q with keys j .. j + 3, each with exactly its own sums (four chains in flight).
+HWY_INLINE void KeyDot4Bf16(const float* HWY_RESTRICT q, const KvSide& k, int64_t j, int64_t kvh, int64_t d, float* out) {
+  const DF df;
+  const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const hwy::bfloat16_t* rows[4];
+  decltype(hn::Zero(df)) acc[4];
+  for (int r = 0; r < 4; ++r) {
+    rows[r] = static_cast<const hwy::bfloat16_t*>(k.data) + (j + r) * k.stride0 + kvh * k.stride1;
+    acc[r] = hn::Zero(df);
+  }
+  int64_t c = 0;
+  for (; c + N <= d; c += N) {
+    const auto qc = hn::LoadU(df, q + c);
+    for (int r = 0; r < 4; ++r) acc[r] = hn::MulAdd(qc, hn::PromoteTo(df, hn::LoadU(dbf, rows[r] + c)), acc[r]);
+  }
+  for (int r = 0; r < 4; ++r) {
+    const auto* bits = reinterpret_cast<const uint16_t*>(rows[r]);
+    float tail = 0.0f;
+    for (int64_t t = c; t < d; ++t) tail += q[t] * bf16_to_f32(bits[t]);
+    out[r] = hn::GetLane(hn::SumOfLanes(df, acc[r])) + tail;
+  }
+}
+
 // acc += p * v_j, head kvh, in value format F. q4's p * min terms go to bias (one per block), added
 // once at the end rather than to every element of every row.
 template <KvFormat F>
@@ -153,7 +177,19 @@ void Items(const AttentionKvArgs& a, int64_t i0, int64_t i1, int64_t step, int64
       const int64_t kvh = h / a.group, n_keys = a.q_pos0 + i + 1;
       const float* qi = a.q + i * a.q_stride0 + h * a.q_stride1;
       float mx = -INFINITY;
-      for (int64_t j = 0; j < n_keys; ++j) {
+      int64_t j = 0;
+      if constexpr (KF == KvFormat::bf16) {
+        for (; j + 4 <= n_keys; j += 4) {
+          float dots[4];
+          KeyDot4Bf16(qi, a.k, j, kvh, d, dots);
+          for (int r = 0; r < 4; ++r) {
+            const float s = dots[r] * a.scale;
+            p[static_cast<size_t>(j + r)] = s;
+            mx = std::max(mx, s);
+          }
+        }
+      }
+      for (; j < n_keys; ++j) {
         const float s = KeyDot<KF>(qi, a.k, j, kvh, d) * a.scale;
         p[static_cast<size_t>(j)] = s;
         mx = std::max(mx, s);
@@ -161,7 +197,11 @@ void Items(const AttentionKvArgs& a, int64_t i0, int64_t i1, int64_t step, int64
       const float inv_sum = ExpScoresInPlace(p.data(), n_keys, mx);
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(bias.begin(), bias.end(), 0.0f);
-      for (int64_t j = 0; j < n_keys; ++j) AddValue<VF>(p[static_cast<size_t>(j)], a.v, j, kvh, d, acc.data(), bias.data());
+      if constexpr (VF == KvFormat::bf16) {
+        AddWeightedRows(p.data(), n_keys, static_cast<const hwy::bfloat16_t*>(a.v.data) + kvh * a.v.stride1, a.v.stride0, d, acc.data());
+      } else {
+        for (int64_t k = 0; k < n_keys; ++k) AddValue<VF>(p[static_cast<size_t>(k)], a.v, k, kvh, d, acc.data(), bias.data());
+      }
       float* o = a.out + i * a.o_stride0 + h * a.o_stride1;
       for (int64_t c = 0; c < d; ++c) o[c] = (acc[static_cast<size_t>(c)] + bias[static_cast<size_t>(c / kKvBlock)]) * inv_sum;
     }
