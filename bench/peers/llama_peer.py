@@ -37,7 +37,9 @@ def random_tokens(n: int, vocab: int, seed: int) -> list[int]:
 
 class LlamaPeer:
     def __init__(self, gguf_path: str, threads: int, n_ctx: int, n_seq: int = 1, n_batch: int = 2048,
-                 n_ubatch: int = 512):
+                 n_ubatch: int = 512, kv_type: str = "f16"):
+        """kv_type: the KV cache's type, "f16" (llama.cpp's default) or "q8_0" (with flash attention,
+        which llama.cpp needs for a quantized V)."""
         import llama_cpp
 
         self.ll = llama_cpp
@@ -57,6 +59,10 @@ class LlamaPeer:
         cp.n_threads_batch = threads
         cp.kv_unified = True  # every sequence may use the whole context
         cp.no_perf = True
+        if kv_type != "f16":
+            ggml_type = {"q8_0": llama_cpp.GGML_TYPE_Q8_0}[kv_type]
+            cp.type_k = cp.type_v = ggml_type
+            cp.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         self.ctx = llama_cpp.llama_init_from_model(self.model, cp)
         if not self.ctx:
             raise RuntimeError(f"llama.cpp could not create a context (n_ctx {n_ctx}, {n_seq} sequences)")
