@@ -298,6 +298,18 @@ TEST_F(CudaKv, decode_attention_reads_the_stored_rows_as_the_cpu_does) {
         for (int64_t pos0 : {0, 37, 700, 3000}) expect_gpu_attention_matches_cpu(dtype, {n, pos0, heads, kv, d}, rng);
 }
 
+// The 27B's and the 24B's attention shapes over caches too large for L2 (9,000 keys), where a block
+// takes up to 8 rows (query x head of the group) of its KV head: 6 or 18 of the 27B's (groups of 8,
+// the last part empty), 4 or 12 of the 24B's.
+TEST_F(CudaKv, decode_attention_at_production_shapes_reads_the_stored_rows_as_the_cpu_does) {
+  Rng rng(49);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  for (KvCacheDtype dtype : kGpuDtypes)
+    for (int64_t n : {1, 3})
+      for (auto [heads, kv, d] : {std::tuple<int64_t, int64_t, int64_t>{24, 4, 256}, {32, 8, 128}})
+        expect_gpu_attention_matches_cpu(dtype, {n, 9000, heads, kv, d}, rng);
+}
+
 TEST_F(CudaKv, flash_attention_of_attention_cu_reads_the_stored_rows_as_the_cpu_does) {
   Rng rng(46);
   for (auto precision : {ops::MatmulPrecision::f32, ops::MatmulPrecision::bf16}) {

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "../ops/op_test_util.h"
 #include "gpu_test_util.h"
@@ -16,6 +18,7 @@
 #include "ops/cuda/dequantize.cuh"
 #include "ops/cuda/gemm_tiles.h"
 #include "ops/cuda/matvec_tiles.h"
+#include "ops/kv_cache_ops.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "tensor/cuda/stream.h"
@@ -229,6 +232,50 @@ TEST(CudaPerf, DISABLED_attention_prefill) {
           s.name, static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads), static_cast<long long>(s.d),
           static_cast<long long>(n), static_cast<long long>(pos0), used * 1e6, flops / used / 1e12,
           ops::cuda::attention_flash_wgmma_ok(view) ? " [wgmma]" : "", mma * 1e6, flops / mma / 1e12, gemm * 1e6, flops / gemm / 1e12);
+    }
+  }
+  ops::set_matmul_precision(saved);
+}
+
+// The decode attention kernel alone over a cache in each stored dtype, at the 27B's and the 24B's
+// attention shapes and 4K to 64K keys (one query at the last position, the fast mode's path): GPU
+// time per call, the cache's bytes over it, and the time against the f32 cache's. Rows repeat a random
+// block of 4,096 (the same bytes each dtype; the kernel's work does not depend on the values).
+TEST(CudaPerf, DISABLED_attention_decode_kv_dtypes) {
+  if (!device_memory::cuda_available()) GTEST_SKIP();
+  const ops::MatmulPrecision saved = ops::matmul_precision();
+  ops::set_matmul_precision(ops::MatmulPrecision::bf16);
+  struct Shape {
+    const char* name;
+    int64_t heads, kv_heads, d;
+  };
+  constexpr int64_t kBlock = 4096;
+  Rng rng(7);
+  for (Shape s : {Shape{"27B", 24, 4, 256}, Shape{"24B", 32, 8, 128}}) {
+    const Tensor k_rows = test::random_tensor({kBlock, s.kv_heads * s.d}, DType::f32, rng).to(Device::cuda);
+    const Tensor v_rows = test::random_tensor({kBlock, s.kv_heads * s.d}, DType::f32, rng).to(Device::cuda);
+    const Tensor q = test::random_tensor({1, s.heads, s.d}, DType::f32, rng).to(Device::cuda);
+    Tensor o = Tensor::zeros({1, s.heads, s.d}, DType::f32, Device::cuda);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+    for (int64_t keys : {4096, 16384, 65536}) {
+      double f32_seconds = 0.0;
+      for (ops::KvCacheDtype dtype : {ops::KvCacheDtype::f32, ops::KvCacheDtype::bf16, ops::KvCacheDtype::q8}) {
+        const ops::KvRows k = ops::KvRows::zeros(keys, s.kv_heads, s.d, ops::key_format(dtype), Device::cuda);
+        const ops::KvRows v = ops::KvRows::zeros(keys, s.kv_heads, s.d, ops::value_format(dtype), Device::cuda);
+        std::vector<int32_t> block(kBlock);
+        for (int64_t b = 0; b < keys; b += kBlock) {
+          for (int64_t i = 0; i < kBlock; ++i) block[static_cast<size_t>(i)] = static_cast<int32_t>(b + i);
+          ops::store_kv_rows(k_rows, k, ops::Positions{block});
+          ops::store_kv_rows(v_rows, v, ops::Positions{block});
+        }
+        const std::vector<int32_t> pos{static_cast<int32_t>(keys - 1)};
+        const double t = time_graph([&] { ops::attention(q, k, v, ops::Positions{pos}, scale, o); }, 50);
+        if (dtype == ops::KvCacheDtype::f32) f32_seconds = t;
+        std::printf("attention decode %-3s %lld/%lld heads of %lld, %5lld keys, %-4s cache: %8.1f us %6.0f GB/s  %.3fx the f32 time\n",
+                    s.name, static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads), static_cast<long long>(s.d),
+                    static_cast<long long>(keys), ops::kv_cache_dtype_name(dtype), t * 1e6,
+                    static_cast<double>(k.nbytes() + v.nbytes()) / t / 1e9, t / f32_seconds);
+      }
     }
   }
   ops::set_matmul_precision(saved);

@@ -1,9 +1,11 @@
 // Attention for a few queries (decode): bandwidth-bound on K/V, so a block takes every query head of
 // one KV head ("rows" = query × head-in-group, up to RB of them, q in registers) and reads each K/V
 // row once for all of them. The block's keys are split across its warps in batches of KB keys read
-// straight from global in the cache's element (f32, bf16 or q8, dequantized in registers; 4-value
-// vector loads where aligned); each warp keeps an online softmax per row, the warps merge in shared
-// memory, and when the keys are also split across blocks (split-K) a second kernel merges the splits.
+// straight from global in the cache's element (f32, bf16 or q8; 4-value vector loads where aligned):
+// a batch's loads are all issued before the first is converted (dequantized in registers where
+// used), and a bf16 or q8 warp loads its next batch while it computes this one. Each warp keeps an
+// online softmax per row, the warps merge in shared memory, and when the keys are also split across
+// blocks (split-K) a second kernel merges the splits.
 #include <algorithm>
 
 #include "ops/cuda/attention_paths.cuh"
@@ -47,21 +49,33 @@ __device__ __forceinline__ Chunk<VEC> load_chunk(const float* p) {
   return c;
 }
 
-// Values c .. c + VEC - 1 of a cache row, as f32.
-template <int VEC, KvElem E>
-__device__ __forceinline__ Chunk<VEC> load_kv_chunk(const KvSide& s, int64_t row, int64_t head, int c) {
-  Chunk<VEC> ch;
-  if constexpr (VEC == 4) {
-    const float4 f = kv_value4<E>(s, row, head, c);
-    ch.x[0] = f.x;
-    ch.x[1] = f.y;
-    ch.x[2] = f.z;
-    ch.x[3] = f.w;
-  } else {
+// The stored words of one batch: keys t0 .. t0 + KB - 1, chunks lane + 32 p of VEC values.
+template <KvElem E, int VEC, int P, int KB>
+struct KvBatch {
+  KvWords<E, VEC> k[KB][P], v[KB][P];
+};
+
+// Issues every load of a batch before any is used. Keys past key_end and lanes past d read zeros,
+// or with CLAMP (no branch nor predicate on any load) the split's last key and the row's last chunk:
+// finite values where the cache is, which masked scores and q's zeros past d weigh by 0.
+template <bool CLAMP, KvElem E, int VEC, int P, int KB>
+__device__ __forceinline__ void load_batch(KvBatch<E, VEC, P, KB>& b, const AttnView& a, int64_t t0, int64_t key_end, int64_t g, int lane) {
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) ch.x[e] = kv_value<E>(s, row, head, c + e);
-  }
-  return ch;
+  for (int j = 0; j < KB; ++j)
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int c = (lane + 32 * p) * VEC;
+      if constexpr (CLAMP) {
+        const int64_t t = t0 + j < key_end ? t0 + j : key_end - 1;
+        const int cc = c < a.d ? c : a.d - VEC;
+        b.k[j][p] = kv_load<E, VEC>(a.k, t, g, cc);
+        b.v[j][p] = kv_load<E, VEC>(a.v, t, g, cc);
+      } else {
+        const bool ok = t0 + j < key_end && c < a.d;
+        b.k[j][p] = ok ? kv_load<E, VEC>(a.k, t0 + j, g, c) : KvWords<E, VEC>{};
+        b.v[j][p] = ok ? kv_load<E, VEC>(a.v, t0 + j, g, c) : KvWords<E, VEC>{};
+      }
+    }
 }
 
 template <int VEC>
@@ -120,18 +134,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
 
   const int64_t key_begin = split * args.keys_per_split;
   const int64_t key_end = key_begin + args.keys_per_split < block_limit ? key_begin + args.keys_per_split : block_limit;
-  // Warps take interleaved batches of KB consecutive keys, so the block's loads stay contiguous.
-  for (int64_t t0 = key_begin + static_cast<int64_t>(warp) * KB; t0 < key_end; t0 += kWarps * KB) {
-    Chunk<VEC> kc[KB][P], vc[KB][P];
-#pragma unroll
-    for (int j = 0; j < KB; ++j)
-#pragma unroll
-      for (int p = 0; p < P; ++p) {
-        const int c = (lane + 32 * p) * VEC;
-        const bool ok = t0 + j < key_end && c < D;
-        kc[j][p] = ok ? load_kv_chunk<VEC, E>(a.k, t0 + j, g, c) : zero_chunk<VEC>();
-        vc[j][p] = ok ? load_kv_chunk<VEC, E>(a.v, t0 + j, g, c) : zero_chunk<VEC>();
-      }
+  // Keys t0 .. t0 + KB - 1 into each row's online softmax.
+  auto consume = [&](const KvBatch<E, VEC, P, KB>& b, int64_t t0) {
     float s[RB][KB];
 #pragma unroll
     for (int r = 0; r < RB; ++r)
@@ -141,7 +145,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
 #pragma unroll
         for (int p = 0; p < P; ++p)
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) dot += q[r][p][e] * kc[j][p].x[e];
+          for (int e = 0; e < VEC; ++e) dot += q[r][p][e] * kv_word_value(b.k[j][p], e);
         s[r][j] = dot;
       }
 #pragma unroll
@@ -157,12 +161,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
       }
       if (batch_max == -INFINITY) continue;  // warp-uniform: every key of the batch is masked for this row
       const float new_m = fmaxf(m[r], batch_max);
-      const float corr = m[r] == -INFINITY ? 0.0f : expf(m[r] - new_m);
-      l[r] *= corr;
+      if (new_m != m[r]) {  // warp-uniform; a max that holds would scale by exactly 1
+        const float corr = m[r] == -INFINITY ? 0.0f : expf(m[r] - new_m);
+        l[r] *= corr;
 #pragma unroll
-      for (int p = 0; p < P; ++p)
+        for (int p = 0; p < P; ++p)
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) acc[r][p][e] *= corr;
+          for (int e = 0; e < VEC; ++e) acc[r][p][e] *= corr;
+      }
 #pragma unroll
       for (int j = 0; j < KB; ++j) {
         const float pj = s[r][j] == -INFINITY ? 0.0f : expf(s[r][j] - new_m);
@@ -170,9 +176,31 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
 #pragma unroll
         for (int p = 0; p < P; ++p)
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) acc[r][p][e] += pj * vc[j][p].x[e];
+          for (int e = 0; e < VEC; ++e) acc[r][p][e] += pj * kv_word_value(b.v[j][p], e);
       }
       m[r] = new_m;
+    }
+  };
+  // Warps take interleaved batches of KB consecutive keys, so the block's loads stay contiguous. A
+  // bf16 or q8 batch takes half the registers or less of an f32 one, so those warps keep two: the
+  // next batch's loads are in flight while this one is computed.
+  constexpr int64_t kStride = kWarps * KB;
+  int64_t t0 = key_begin + static_cast<int64_t>(warp) * KB;
+  if constexpr (E != KvElem::f32 && VEC == 4) {
+    KvBatch<E, VEC, P, KB> b0, b1;
+    if (t0 < key_end) load_batch<true>(b0, a, t0, key_end, g, lane);
+    for (; t0 < key_end; t0 += 2 * kStride) {
+      if (t0 + kStride < key_end) load_batch<true>(b1, a, t0 + kStride, key_end, g, lane);
+      consume(b0, t0);
+      if (t0 + kStride >= key_end) break;
+      if (t0 + 2 * kStride < key_end) load_batch<true>(b0, a, t0 + 2 * kStride, key_end, g, lane);
+      consume(b1, t0 + kStride);
+    }
+  } else {
+    for (; t0 < key_end; t0 += kStride) {
+      KvBatch<E, VEC, P, KB> b;
+      load_batch<false>(b, a, t0, key_end, g, lane);
+      consume(b, t0);
     }
   }
 

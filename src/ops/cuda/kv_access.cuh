@@ -30,8 +30,12 @@ __device__ __forceinline__ C kv_stored(float x) {
   else return bf16_bits(x);
 }
 
-// Byte b (0..3) of a word as a signed code.
-__device__ __forceinline__ float q8_code(uint32_t w, int b) { return static_cast<float>(static_cast<int32_t>(w << (24 - 8 * b)) >> 24); }
+// Byte b (0..3) of a word as a signed code, exactly: the code + 128 laid in the low mantissa bits of
+// 2^23 (one byte permute) less 2^23 + 128, three full-rate instructions where an int-to-float
+// conversion runs at a quarter of the rate and bounds a q8 cache's decode.
+__device__ __forceinline__ float q8_code(uint32_t w, int b) {
+  return __uint_as_float(__byte_perm(w ^ 0x80808080u, 0x4b000000u, 0x7540u + static_cast<unsigned>(b))) - 8388736.0f;
+}
 
 // Value c of (row, head) as f32.
 template <KvElem E>
@@ -47,21 +51,55 @@ __device__ __forceinline__ float kv_value(const KvSide& s, int64_t row, int64_t 
   }
 }
 
-// Values c .. c + 3 of (row, head) as f32; c a multiple of 4 and the rows aligned to 4 values.
-template <KvElem E>
-__device__ __forceinline__ float4 kv_value4(const KvSide& s, int64_t row, int64_t head, int64_t c) {
+// The stored bytes of N (1 or 4) consecutive values as one load brings them in, unconverted, so a
+// kernel can issue a whole batch of loads before it waits on the first: f32 one word a value, bf16
+// two values a word (the first in the low half), q8 four codes a word and the block's scale bits (one
+// code: the scale bits in the word's high half).
+template <KvElem E, int N>
+struct KvWords {
+  uint32_t w[(N * (E == KvElem::f32 ? 4 : E == KvElem::bf16 ? 2 : 1) + 3) / 4];
+  uint32_t scale;
+};
+
+// Values c .. c + N - 1 of (row, head); for N = 4, c a multiple of 4 and the rows aligned to 4 values.
+template <KvElem E, int N>
+__device__ __forceinline__ KvWords<E, N> kv_load(const KvSide& s, int64_t row, int64_t head, int64_t c) {
+  static_assert(N == 1 || N == 4);
+  KvWords<E, N> x{};
   const int64_t at = row * s.s0 + head * s.s1 + c;
-  if constexpr (E == KvElem::f32) {
-    return __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(s.data) + at));
+  if constexpr (E == KvElem::f32 && N == 4) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(static_cast<const float*>(s.data) + at));
+    x.w[0] = u.x;
+    x.w[1] = u.y;
+    x.w[2] = u.z;
+    x.w[3] = u.w;
+  } else if constexpr (E == KvElem::f32) {
+    x.w[0] = __ldg(reinterpret_cast<const unsigned int*>(static_cast<const float*>(s.data) + at));
+  } else if constexpr (E == KvElem::bf16 && N == 4) {
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(s.data) + at));
+    x.w[0] = u.x;
+    x.w[1] = u.y;
   } else if constexpr (E == KvElem::bf16) {
-    const uint2 w = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(s.data) + at));
-    return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
-                       __uint_as_float(w.y & 0xffff0000u));
+    x.w[0] = __ldg(static_cast<const unsigned short*>(s.data) + at);
   } else {
-    const uint32_t w = __ldg(reinterpret_cast<const unsigned int*>(static_cast<const int8_t*>(s.data) + at));
-    const float scale = bf16_value(__ldg(s.scales + row * s.sc_s0 + head * s.sc_s1 + c / kQ8Block));
-    return make_float4(scale * q8_code(w, 0), scale * q8_code(w, 1), scale * q8_code(w, 2), scale * q8_code(w, 3));
+    const uint32_t scale = __ldg(s.scales + row * s.sc_s0 + head * s.sc_s1 + c / kQ8Block);
+    if constexpr (N == 4) {
+      x.w[0] = __ldg(reinterpret_cast<const unsigned int*>(static_cast<const int8_t*>(s.data) + at));
+      x.scale = scale;
+    } else {  // one register: the code in the low byte, the scale in the high half
+      x.w[0] = __ldg(static_cast<const unsigned char*>(s.data) + at) | scale << 16;
+    }
   }
+  return x;
+}
+
+// Value e (0 .. N - 1) of loaded words as f32, as kv_value reads it.
+template <KvElem E, int N>
+__device__ __forceinline__ float kv_word_value(const KvWords<E, N>& x, int e) {
+  if constexpr (E == KvElem::f32) return __uint_as_float(x.w[e]);
+  else if constexpr (E == KvElem::bf16) return __uint_as_float(e % 2 == 0 ? x.w[e / 2] << 16 : x.w[e / 2] & 0xffff0000u);
+  else if constexpr (N == 1) return __uint_as_float(x.w[0] & 0xffff0000u) * q8_code(x.w[0], 0);
+  else return bf16_value(static_cast<uint16_t>(x.scale)) * q8_code(x.w[e / 4], e % 4);
 }
 
 // Values c .. c + 7 of (row, head) as eight bf16s (value c in the low half of word 0): f32 rounded once,
