@@ -141,13 +141,13 @@ run() {
     case "$stage" in
       --large)
         echo "== large-shape parity with transformers (Qwen3.5-27B layer shapes)"
-        python3 tests/gpu/large_shape_parity.py 2>&1 | tee "$out/large.log" | tail -3 || status=1
+        SANCTUM_KV_CACHE_DTYPE=${SANCTUM_KV_CACHE_DTYPE:-f32} python3 tests/gpu/large_shape_parity.py 2>&1 | tee "$out/large.log" | tail -3 || status=1
         grep -q "PASS" "$out/large.log" || status=1 ;;
       --vision)
         echo "== the vision tower and image prompts, --device cuda against the references and the CPU"
         local mlx=()
         [ -d "$DIST/mlx_vl" ] && mlx=(--mlx-fixtures "$DIST/mlx_vl")
-        python3 tests/gpu/cuda_vision_check.py "${mlx[@]+"${mlx[@]}"}" 2>&1 | tee "$out/vision.log" || status=1 ;;
+        SANCTUM_KV_CACHE_DTYPE=${SANCTUM_KV_CACHE_DTYPE:-f32} python3 tests/gpu/cuda_vision_check.py "${mlx[@]+"${mlx[@]}"}" 2>&1 | tee "$out/vision.log" || status=1 ;;
       --vision-bench)
         echo "== a 1024x1024 image through the Qwen3.5 tower, sanctum and transformers on the GPU"
         for p in f32 bf16; do

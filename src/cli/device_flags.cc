@@ -7,17 +7,10 @@
 
 namespace sanctum::cli {
 
-ops::KvCacheDtype default_kv_cache_dtype(Device device) {
-  // The GPU keeps f32 until the bf16 cache's parity and speed there are measured
-  // (tests/gpu/cuda_kv_dtype_test.cc, tests/gpu/kv_dtype_check.py); then bf16, as on the CPU.
-  constexpr ops::KvCacheDtype kCudaDefault = ops::KvCacheDtype::f32;
-  return device == Device::cuda ? kCudaDefault : ops::KvCacheDtype::bf16;
-}
-
 namespace {
 void apply_kv_cache_dtype(const Args& args, Device device) {
   if (args.has(kKvCacheDtypeFlag)) ops::set_kv_cache_dtype(ops::parse_kv_cache_dtype(*args.get(kKvCacheDtypeFlag)));
-  else if (!ops::kv_cache_dtype_chosen()) ops::set_kv_cache_dtype(default_kv_cache_dtype(device));
+  else if (!ops::kv_cache_dtype_chosen()) ops::set_kv_cache_dtype(kDefaultKvCacheDtype);
   check(device == Device::cpu || ops::kv_cache_dtype() != ops::KvCacheDtype::q4v, ErrorKind::unsupported,
         std::string("--kv-cache-dtype ") + ops::kv_cache_dtype_name(ops::kv_cache_dtype()) +
             ": the CUDA attention kernels read f32, bf16 and q8 KV caches; use --kv-cache-dtype f32, bf16 or q8 with --device cuda");

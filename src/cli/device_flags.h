@@ -19,14 +19,15 @@ inline constexpr const char* kDeviceUsage = "[--device cpu|cuda] [--gpu-memory-l
 // Parses the flags (cpu when absent), applies the GPU memory cap, and unless a matmul precision was
 // chosen (--matmul-precision or the environment) picks the device's fast one: bf16 tensor-core prefill
 // on cuda, int8 activations on a CPU with VNNI (ops::default_cpu_matmul_precision). Sets the KV cache
-// dtype from --kv-cache-dtype (or SANCTUM_KV_CACHE_DTYPE), else default_kv_cache_dtype(device).
+// dtype from --kv-cache-dtype (or SANCTUM_KV_CACHE_DTYPE), else kDefaultKvCacheDtype.
 // Throws Error(invalid_argument) for an unknown device or dtype, Error(unsupported) when cuda is not
 // usable or cannot take the dtype (q4v: its kernels read f32, bf16 and q8 caches).
 Device apply_device_flags(const Args& args);
 
-// The KV cache dtype a device gets when neither --kv-cache-dtype nor SANCTUM_KV_CACHE_DTYPE names one:
-// bf16 on the CPU (half of f32's bytes, logits within bf16 rounding of f32's); f32 on cuda.
-ops::KvCacheDtype default_kv_cache_dtype(Device device);
+// The KV cache dtype when neither --kv-cache-dtype nor SANCTUM_KV_CACHE_DTYPE names one, on either
+// device: bf16, half of f32's bytes with logits within bf16 rounding of f32's; on an H100 its decode
+// runs at 0.99x f32's speed at 512 tokens of context and 1.02-1.04x at 16k (bench/RESULTS.md).
+inline constexpr ops::KvCacheDtype kDefaultKvCacheDtype = ops::KvCacheDtype::bf16;
 
 // The model's tuning: the defaults, then SANCTUM_TUNE, then --tune (see sanctum --help-tuning).
 // Throws Error(invalid_argument) naming an unknown knob or a bad value.
