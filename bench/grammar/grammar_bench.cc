@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     paths.open(dump_dir + "/paths.jsonl");
   }
   std::vector<double> compile_us, cold_us, warm_us, apply_us, context_bytes, state_bytes;
-  size_t compiled_count = 0, unsupported = 0, masks = 0;
+  size_t compiled_count = 0, unsupported = 0, masks = 0, state_hits = 0, state_misses = 0;
   std::vector<uint32_t> mask(vocab->mask_words());
   std::vector<float> logits(vocab->size(), 0.5f);
   for (const auto& file : files) {
@@ -159,6 +159,8 @@ int main(int argc, char** argv) {
     }
     const CompileStats stats = compiled.stats();
     masks += stats.masks_computed;
+    state_hits += stats.state_hits;
+    state_misses += stats.state_misses;
     context_bytes.push_back(static_cast<double>(stats.mask_bytes));
     state_bytes.push_back(static_cast<double>(stats.state_mask_bytes));
     if (paths.is_open()) paths << nlohmann::json{{"file", file.filename().string()}, {"path", path}, {"masks", samples}}.dump() << "\n";
@@ -168,6 +170,8 @@ int main(int argc, char** argv) {
                               {"compiled", compiled_count},
                               {"unsupported", unsupported},
                               {"masks_computed", masks},
+                              {"state_hits", state_hits},
+                              {"state_misses", state_misses},
                               {"compile_us", summary(compile_us)},
                               {"mask_cold_us", summary(cold_us)},
                               {"mask_warm_us", summary(warm_us)},

@@ -25,8 +25,9 @@ namespace {
 const std::string kData = SANCTUM_TEST_DATA_DIR;
 
 // Enums, arrays, patterns, numeric bounds, oneOf, shared definitions and a recursive schema.
-constexpr const char* kSchemas[] = {"JsonSchemaStore--component.json", "Github_medium--o34384.json",         "Github_medium--o5147.json",
-                                    "Github_medium--o60973.json",      "Kubernetes--kb_343_Normalized.json", "Snowplow--sp_362_Normalized.json",
+constexpr const char* kSchemas[] = {"JsonSchemaStore--component.json",    "Github_medium--o34384.json",
+                                    "Github_medium--o5147.json",          "Github_medium--o60973.json",
+                                    "Kubernetes--kb_343_Normalized.json", "Snowplow--sp_362_Normalized.json",
                                     "Github_medium--o82305.json"};
 constexpr size_t kMaxSteps = 40;
 

@@ -42,9 +42,8 @@ TEST(StateMaskCache, every_form_returns_the_stored_mask) {
   std::vector<uint32_t> all_but_few = vocab->ordinary_mask();
   for (int32_t id : {1, 2, 300, 4095}) all_but_few[static_cast<size_t>(id) / 32] &= ~(uint32_t{1} << (id % 32));
   all_but_few[0] |= uint32_t{1} << 5;  // the end token, which is not ordinary
-  const std::vector<std::vector<uint32_t>> masks = {
-      mask_of({}, words), mask_of({5}, words), mask_of({1, 64, 65, 4000}, words), all_but_few, vocab->ordinary_mask(),
-      random_mask(words, 1)};
+  const std::vector<std::vector<uint32_t>> masks = {mask_of({}, words), mask_of({5}, words),    mask_of({1, 64, 65, 4000}, words),
+                                                    all_but_few,        vocab->ordinary_mask(), random_mask(words, 1)};
   StateMaskCache cache(1 << 20);
   for (uint32_t k = 0; k < masks.size(); ++k) cache.insert(std::vector<uint32_t>{k, kRootParent}, masks[k], *vocab);
   ASSERT_EQ(cache.entries(), masks.size());
