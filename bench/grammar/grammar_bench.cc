@@ -3,11 +3,14 @@
 // grammar and time each fill_mask (warm: the steady state of a served schema), plus applying the
 // mask to a logits row. Prints one JSON object with p50 / p99 / max per measure.
 //   grammar_bench --tokenizer DIR --schemas DIR [--vocab-size N] [--max-tokens N] [--limit N] [--max-whitespace N] [--dump DIR]
+//                 [--state-cache-bytes N]
 // --max-whitespace N sets the JSON whitespace bound (default 4; 0 for compact output).
 // --dump writes the vocabulary (vocab.hex: one token's bytes in hex a line) and, per schema, the
 // walked tokens and every 8th step's mask (paths.jsonl) for bench/grammar/peers.py to compare.
 // --vocab-size above the tokenizer's pads the vocabulary with extra tokens made by joining two
 // existing ones (a larger BPE vocabulary of the same kind), to time masks at that width.
+// --state-cache-bytes sets each grammar's whole-state mask budget (0: off, so every warm step
+// combines the cached context masks: the cost of a state not seen before).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -63,7 +66,7 @@ std::shared_ptr<const Vocabulary> padded_vocab(const sanctum::Tokenizer& tok, si
 int main(int argc, char** argv) {
   std::string tokenizer_dir, schemas_dir, dump_dir;
   JsonGrammarOptions options;
-  size_t vocab_size = 0, max_tokens = 400, limit = 1'000'000;
+  size_t vocab_size = 0, max_tokens = 400, limit = 1'000'000, state_cache_bytes = StateMaskCache::kDefaultBudgetBytes;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--tokenizer") tokenizer_dir = v;
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
     else if (a == "--limit") limit = std::stoul(v);
     else if (a == "--dump") dump_dir = v;
     else if (a == "--max-whitespace") options.max_whitespace = std::stoi(v);
+    else if (a == "--state-cache-bytes") state_cache_bytes = std::stoul(v);
   }
   if (tokenizer_dir.empty() || schemas_dir.empty()) {
     std::cerr << "usage: grammar_bench --tokenizer DIR --schemas DIR [--vocab-size N] [--max-tokens N] [--limit N]\n";
@@ -98,8 +102,8 @@ int main(int argc, char** argv) {
     std::ofstream(dump_dir + "/meta.json") << nlohmann::json{{"eos_ids", vocab->eos_ids()}}.dump();
     paths.open(dump_dir + "/paths.jsonl");
   }
-  std::vector<double> compile_us, cold_us, warm_us, apply_us;
-  size_t compiled_count = 0, unsupported = 0, masks = 0;
+  std::vector<double> compile_us, cold_us, warm_us, apply_us, context_bytes, state_bytes;
+  size_t compiled_count = 0, unsupported = 0, masks = 0, state_hits = 0, state_misses = 0;
   std::vector<uint32_t> mask(vocab->mask_words());
   std::vector<float> logits(vocab->size(), 0.5f);
   for (const auto& file : files) {
@@ -115,7 +119,7 @@ int main(int argc, char** argv) {
       ++unsupported;
       continue;
     }
-    const CompiledGrammar compiled(grammar, vocab);
+    const CompiledGrammar compiled(grammar, vocab, state_cache_bytes);
     compile_us.push_back(us_since(t0));
     ++compiled_count;
     // Cold walk: picks tokens and fills the mask caches.
@@ -153,12 +157,27 @@ int main(int argc, char** argv) {
       apply_us.push_back(us_since(t0));
       m.accept(t);
     }
-    masks += compiled.stats().masks_computed;
+    const CompileStats stats = compiled.stats();
+    masks += stats.masks_computed;
+    state_hits += stats.state_hits;
+    state_misses += stats.state_misses;
+    context_bytes.push_back(static_cast<double>(stats.mask_bytes));
+    state_bytes.push_back(static_cast<double>(stats.state_mask_bytes));
     if (paths.is_open()) paths << nlohmann::json{{"file", file.filename().string()}, {"path", path}, {"masks", samples}}.dump() << "\n";
   }
-  const nlohmann::json out = {{"vocab_size", vocab->size()},      {"schemas", files.size()},          {"compiled", compiled_count},
-                              {"unsupported", unsupported},       {"masks_computed", masks},          {"compile_us", summary(compile_us)},
-                              {"mask_cold_us", summary(cold_us)}, {"mask_warm_us", summary(warm_us)}, {"apply_us", summary(apply_us)}};
+  const nlohmann::json out = {{"vocab_size", vocab->size()},
+                              {"schemas", files.size()},
+                              {"compiled", compiled_count},
+                              {"unsupported", unsupported},
+                              {"masks_computed", masks},
+                              {"state_hits", state_hits},
+                              {"state_misses", state_misses},
+                              {"compile_us", summary(compile_us)},
+                              {"mask_cold_us", summary(cold_us)},
+                              {"mask_warm_us", summary(warm_us)},
+                              {"apply_us", summary(apply_us)},
+                              {"context_mask_bytes_per_grammar", summary(context_bytes)},
+                              {"state_mask_bytes_per_grammar", summary(state_bytes)}};
   std::cout << out.dump(2) << "\n";
   return 0;
 }

@@ -75,10 +75,11 @@ PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& voca
   return m;
 }
 
-CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab)
+CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab, size_t state_cache_bytes)
     : impl_(std::make_shared<Impl>()) {
   impl_->grammar = std::move(grammar);
   impl_->vocab = std::move(vocab);
+  impl_->state_masks = std::make_unique<StateMaskCache>(state_cache_bytes);
   for (uint32_t pos = 0; pos < impl_->grammar->element_count(); ++pos)
     if (impl_->grammar->element(pos).kind == ElementKind::bytes) impl_->terminal_positions.push_back(pos);
 }
@@ -110,6 +111,10 @@ CompileStats CompiledGrammar::stats() const {
   s.rules = impl_->grammar->rule_count();
   s.elements = impl_->grammar->element_count();
   s.terminals = impl_->terminal_positions.size();
+  s.state_masks = impl_->state_masks->entries();
+  s.state_mask_bytes = impl_->state_masks->bytes();
+  s.state_hits = impl_->state_masks->hits();
+  s.state_misses = impl_->state_masks->misses();
   std::shared_lock lock(impl_->mutex);
   for (const auto& [key, m] : impl_->masks) {
     ++s.masks_computed;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/state_mask_cache.h"
 #include "grammar/vocabulary.h"
 
 namespace sanctum::grammar {
@@ -35,6 +36,7 @@ struct PositionMask {
 struct CompileStats {
   size_t rules = 0, elements = 0, terminals = 0;
   size_t masks_computed = 0, mask_bytes = 0, uncertain_tokens = 0;
+  size_t state_masks = 0, state_mask_bytes = 0, state_hits = 0, state_misses = 0;  // the whole-state cache (StateMaskCache)
 };
 
 // Context ends: the stack's bottom (the grammar completes there) or an unknown rest.
@@ -43,7 +45,9 @@ constexpr uint32_t kContextOpen = 0xFFFFFFFE;
 
 class CompiledGrammar {
  public:
-  CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab);
+  // `state_cache_bytes` bounds the whole-state mask cache (0: off).
+  CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab,
+                  size_t state_cache_bytes = StateMaskCache::kDefaultBudgetBytes);
 
   const Grammar& grammar() const { return *impl_->grammar; }
   const Vocabulary& vocab() const { return *impl_->vocab; }
@@ -55,6 +59,8 @@ class CompiledGrammar {
   // that requests pay less on first use; returns the count.
   size_t precompute_all() const;
   CompileStats stats() const;
+  // Finished masks of whole matcher states, shared by every matcher of this grammar.
+  StateMaskCache& state_masks() const { return *impl_->state_masks; }
 
  private:
   struct Impl {
@@ -63,6 +69,7 @@ class CompiledGrammar {
     std::vector<uint32_t> terminal_positions;
     mutable std::shared_mutex mutex;
     std::unordered_map<std::string, std::unique_ptr<PositionMask>> masks;
+    std::unique_ptr<StateMaskCache> state_masks;
   };
   std::shared_ptr<Impl> impl_;
 };

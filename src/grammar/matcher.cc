@@ -22,8 +22,59 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> bitmask) {
   SANCTUM_CHECK(bitmask.size() >= vocab.mask_words(), ErrorKind::invalid_argument,
                 "grammar: the token bitmask has " + std::to_string(bitmask.size()) + " words; the vocabulary needs " +
                     std::to_string(vocab.mask_words()));
+  if (is_terminated()) {
+    std::fill(bitmask.begin(), bitmask.end(), 0u);
+    return;
+  }
+  std::fill(bitmask.begin() + static_cast<std::ptrdiff_t>(vocab.mask_words()), bitmask.end(), 0u);
+  const auto mask = bitmask.first(vocab.mask_words());
+  StateMaskCache& cache = compiled_.state_masks();
+  const bool keyed = cache.budget_bytes() > 0 && state_key();
+  if (keyed && cache.find(key_, mask, vocab)) return;
+  combine_mask(mask);
+  if (keyed) cache.insert(key_, mask, vocab);
+}
+
+bool GrammarMatcher::state_key() {
+  // Each top's stack, top first; then sorted and deduplicated, since the mask depends only on the
+  // set of stacks (arena ids and their order differ between matchers that reach the same state).
+  stacks_.clear();
+  segments_.clear();
+  for (uint32_t t : tops()) {
+    const auto begin = static_cast<uint32_t>(stacks_.size());
+    for (uint32_t id = t; id != kRootParent; id = machine_.node(id).parent) {
+      stacks_.push_back(machine_.node(id).pos);
+      if (stacks_.size() + segments_.size() >= StateMaskCache::kMaxKeyWords) return false;
+    }
+    segments_.push_back({begin, static_cast<uint32_t>(stacks_.size())});
+  }
+  auto view = [&](const std::pair<uint32_t, uint32_t>& s) {
+    return std::span<const uint32_t>(stacks_.data() + s.first, s.second - s.first);
+  };
+  if (segments_.size() > 1) {
+    std::sort(segments_.begin(), segments_.end(), [&](const auto& a, const auto& b) {
+      const auto x = view(a), y = view(b);
+      return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
+    });
+    segments_.erase(std::unique(segments_.begin(), segments_.end(),
+                                [&](const auto& a, const auto& b) {
+                                  const auto x = view(a), y = view(b);
+                                  return std::equal(x.begin(), x.end(), y.begin(), y.end());
+                                }),
+                    segments_.end());
+  }
+  key_.assign(1, can_end() ? 1u : 0u);
+  for (const auto& s : segments_) {
+    const auto v = view(s);
+    key_.insert(key_.end(), v.begin(), v.end());
+    key_.push_back(kRootParent);  // positions stay below 2^31: the separator is unambiguous
+  }
+  return true;
+}
+
+void GrammarMatcher::combine_mask(std::span<uint32_t> bitmask) {
+  const Vocabulary& vocab = compiled_.vocab();
   std::fill(bitmask.begin(), bitmask.end(), 0u);
-  if (is_terminated()) return;
   const auto current = tops();
   uncertain_.clear();
   applied_.clear();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "grammar/compiled_grammar.h"
@@ -47,6 +48,10 @@ class GrammarMatcher {
     return std::span<const uint32_t>(tops_.data() + s.tops_begin, s.tops_end - s.tops_begin);
   }
 
+  // The state's content as a StateMaskCache key (into key_); false when too deep to be worth caching.
+  bool state_key();
+  // The mask from the context masks of each top plus a walk of the tokens they leave uncertain.
+  void combine_mask(std::span<uint32_t> bitmask);
   // ORs in the masks of top's context, deepened as needed; returns the deepest (its uncertain tokens
   // are left to walk).
   const PositionMask& apply_context_masks(uint32_t top, std::span<uint32_t> bitmask);
@@ -57,6 +62,8 @@ class GrammarMatcher {
   std::vector<Step> history_;
   std::vector<uint32_t> scratch_, next_, uncertain_, context_;
   std::vector<const PositionMask*> applied_;
+  std::vector<uint32_t> key_, stacks_;
+  std::vector<std::pair<uint32_t, uint32_t>> segments_;  // [begin, end) of each top's stack in stacks_
 };
 
 }  // namespace sanctum::grammar
