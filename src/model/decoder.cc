@@ -525,12 +525,14 @@ class DecoderModel final : public Model {
   // The pick's masks (TokenPick::masks), asked for once the step is queued, so that the host's grammar
   // work overlaps the GPU's forward, and queued on the stream through pinned staging (no wait) into a
   // device buffer of (rows, row_words) u32; undefined when no row is masked. The buffer is outside
-  // any recorded step (picks run after the replay); growing it re-records the step once.
+  // any recorded step (picks run after the replay), but allocating it re-records the step: it is
+  // made once with room for as many rows as picked_ids_ holds (a verification's).
   Tensor device_masks(const TokenPick& pick, int64_t rows) {
     const Tensor host = pick_masks(pick, rows);
     if (!host) return {};
     const int64_t words = host.numel();
-    if (row_masks_.numel() < words) row_masks_ = Tensor::zeros({words}, DType::u32, config_.device);
+    if (row_masks_.numel() < words)
+      row_masks_ = Tensor::zeros({std::max(words, host.dim(1) * picked_ids_.numel())}, DType::u32, config_.device);
     Tensor allowed = row_masks_.slice(0, 0, words).reshape({rows, host.dim(1)});
     device_memory::cuda_upload(allowed.raw(), host.raw(), host.nbytes());
     return allowed;
