@@ -4,7 +4,8 @@
 #   scripts/gpu_check.sh bundle          here: builds the CUDA backend (build-cuda/), packs the binary,
 #                                        the GPU op tests and the non-system shared libraries into
 #                                        dist/gpu/bundle.tar.xz, and fetches the mlx wheels the
-#                                        reference side of the parity suite needs into dist/gpu/wheels.
+#                                        reference side of the parity suite needs into dist/gpu/wheels
+#                                        (with jsonschema's, for the answers the checks validate).
 #   scripts/gpu_check.sh run [stages]    on the GPU machine (Python with torch/transformers, CUDA 13):
 #                                        unpacks, runs the CUDA op tests, the mlx-lm and transformers
 #                                        parity suites with --device cuda, the CUDA-graph on/off
@@ -16,7 +17,9 @@
 #                                        tower and image prompts on the GPU against transformers, mlx-vlm
 #                                        fixtures in $DIST/mlx_vl if there, and the CPU), --vision-bench (a
 #                                        1024x1024 image through the Qwen3.5 tower beside transformers on
-#                                        torch CUDA, f32 then bf16), --ops=FILTER (only
+#                                        torch CUDA, f32 then bf16), --constrained (grammar-constrained
+#                                        decode through a server: the masks applied on the GPU give the
+#                                        CPU's greedy answers, sampled answers validate), --ops=FILTER (only
 #                                        the op tests a gtest filter names), --kv-dtype (the KV cache
 #                                        dtype check alone, e.g. after --no-checks), --perf[=NAME] (kernel
 #                                        timings at production shapes; NAME picks tests), --bench (the GPU
@@ -87,6 +90,12 @@ bundle() {
       --platform manylinux_2_35_x86_64 -d "$DIST/wheels" mlx==0.32.4 mlx-cpu==0.32.4 mlx-lm==0.32.2
     touch "$DIST/wheels/.complete"
   fi
+  if [ ! -f "$DIST/wheels/.jsonschema" ]; then  # the GPU machine's Python has attrs and typing-extensions, not these
+    .venv/bin/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_35_x86_64 --platform manylinux_2_17_x86_64 -d "$DIST/wheels" \
+      jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1
+    touch "$DIST/wheels/.jsonschema"
+  fi
   du -sh "$DIST"/bundle.tar.xz "$DIST"/wheels
 }
 
@@ -153,6 +162,9 @@ run() {
         for p in f32 bf16; do
           python3 bench/vision_encode.py --sanctum "$SANCTUM_BIN" --device cuda --precision $p 2>&1 | tee -a "$out/vision_bench.log" || status=1
         done ;;
+      --constrained)
+        echo "== grammar-constrained decode: masks applied on the GPU against the CPU's answers"
+        python3 tests/gpu/constrained_decode_check.py 2>&1 | tee "$out/constrained.log" || status=1 ;;
       --kv-dtype)
         echo "== the KV cache in bf16 and q8 on the GPU against the CPU's"
         python3 tests/gpu/kv_dtype_check.py 2>&1 | tee "$out/kv_dtype.log" || status=1 ;;
@@ -187,6 +199,7 @@ run() {
 case "${1:-}" in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--ops=FILTER] [--kv-dtype] [--large] [--perf[=NAME]] [--bench | --bench-sanctum]" \
+  *) echo "usage: scripts/gpu_check.sh bundle | run [--no-checks] [--ops=FILTER] [--kv-dtype] [--constrained] [--large] [--perf[=NAME]]" \
+          "[--bench | --bench-sanctum]" \
           "[--sweep=NAME=V1,V2] [--sweep-prefill=NAME=V1,V2]" >&2; exit 2 ;;
 esac

@@ -37,7 +37,7 @@ struct GenerationParams {
   std::vector<int64_t> snapshot_at;
   std::function<void(const SequenceState& state)> on_snapshot;
   // Optional: a grammar the output must follow and/or logit_bias (engine/output_constraint.h). A
-  // constrained run picks its tokens on the host, from the masked f32 rows.
+  // grammar's mask goes with a device pick (TokenPick::masks); logit_bias picks on the host.
   std::shared_ptr<const OutputConstraint> constraint;
   // Optional: sees each row of raw logits (vocab) before penalties and sampling, e.g. for logprobs.
   std::function<void(std::span<const float> logits)> on_logits;

@@ -1,35 +1,14 @@
 #include "engine/output_constraint.h"
 
 #include <algorithm>
-#include <limits>
 #include <string>
 
 #include "base/error.h"
+#include "ops/ref/sampling.h"
 
 namespace sanctum {
 
 namespace {
-
-constexpr float kForbidden = -std::numeric_limits<float>::infinity();
-
-// Sets the logits of tokens whose bit is clear to -inf. Masks are mostly empty words (a JSON state
-// allows a few hundred of 150k+ tokens), so whole words are filled at once.
-void mask_row(std::span<float> row, std::span<const uint32_t> mask, size_t mask_tokens) {
-  const size_t n = std::min(row.size(), mask_tokens);
-  for (size_t w = 0; w * 32 < n; ++w) {
-    const uint32_t bits = mask[w];
-    const size_t begin = w * 32, end = std::min(n, begin + 32);
-    if (bits == ~0u) continue;
-    if (bits == 0) {
-      std::fill(row.begin() + static_cast<std::ptrdiff_t>(begin), row.begin() + static_cast<std::ptrdiff_t>(end), kForbidden);
-      continue;
-    }
-    for (size_t i = begin; i < end; ++i)
-      if (!((bits >> (i - begin)) & 1)) row[i] = kForbidden;
-  }
-  // Ids past the grammar's vocabulary (none where it was built at the model's size) never fit it.
-  std::fill(row.begin() + static_cast<std::ptrdiff_t>(n), row.end(), kForbidden);
-}
 
 void allow(std::vector<uint32_t>& mask, int32_t token) {
   if (token >= 0 && static_cast<size_t>(token) / 32 < mask.size()) mask[static_cast<size_t>(token) / 32] |= uint32_t{1} << (token % 32);
@@ -53,15 +32,51 @@ ConstraintState::Phase ConstraintState::after_reasoning() const {
   return constraint_->trigger >= 0 ? Phase::before_trigger : Phase::grammar;
 }
 
+bool ConstraintState::masked_now() const {
+  return constraint_ && (phase_ == Phase::grammar || (phase_ == Phase::first && after_reasoning() == Phase::grammar));
+}
+
+bool ConstraintState::current_mask() {
+  if (!masked_now()) return false;
+  matcher_->fill_mask(mask_);
+  if (phase_ == Phase::first) allow(mask_, constraint_->open_reasoning);
+  // Ids past the grammar's vocabulary (none where it was built at the model's size) never fit it.
+  const size_t tokens = constraint_->grammar->vocab().size();
+  if (tokens % 32 != 0 && !mask_.empty()) mask_.back() &= (uint32_t{1} << (tokens % 32)) - 1;
+  return true;
+}
+
 void ConstraintState::apply(std::span<float> row) {
   if (!constraint_) return;
   for (const auto& [token, bias] : constraint_->logit_bias)
     if (token >= 0 && static_cast<size_t>(token) < row.size()) row[static_cast<size_t>(token)] += bias;
-  const bool masked = phase_ == Phase::grammar || (phase_ == Phase::first && after_reasoning() == Phase::grammar);
-  if (!masked) return;
-  matcher_->fill_mask(mask_);
-  if (phase_ == Phase::first) allow(mask_, constraint_->open_reasoning);
-  mask_row(row, mask_, constraint_->grammar->vocab().size());
+  if (current_mask()) ops::ref::mask_row(row, mask_);
+}
+
+bool ConstraintState::fill_mask(std::span<uint32_t> words) {
+  if (!current_mask()) return false;
+  const size_t n = std::min(words.size(), mask_.size());
+  std::copy(mask_.begin(), mask_.begin() + static_cast<std::ptrdiff_t>(n), words.begin());
+  std::fill(words.begin() + static_cast<std::ptrdiff_t>(n), words.end(), 0u);
+  return true;
+}
+
+bool ConstraintState::fill_masks(std::span<const int32_t> draft, std::span<uint32_t> words, size_t row_words) {
+  check(words.size() == (draft.size() + 1) * row_words, ErrorKind::internal, "fill_masks: one row of words per draft token and one more");
+  const Phase phase = phase_;
+  const size_t history = matcher_ ? matcher_->history_size() : 0;
+  bool any = false;
+  size_t j = 0;
+  for (; j <= draft.size(); ++j) {
+    const std::span<uint32_t> row = words.subspan(j * row_words, row_words);
+    if (fill_mask(row)) any = true;
+    else std::fill(row.begin(), row.end(), ~0u);
+    if (j == draft.size() || complete() || !allows(draft[j])) break;
+  }
+  std::fill(words.begin() + static_cast<std::ptrdiff_t>(std::min(j + 1, draft.size() + 1) * row_words), words.end(), ~0u);
+  phase_ = phase;
+  if (matcher_) matcher_->rollback(matcher_->history_size() - history);
+  return any;
 }
 
 bool ConstraintState::allows(int32_t token) {

@@ -36,8 +36,20 @@ class ConstraintState {
   explicit ConstraintState(std::shared_ptr<const OutputConstraint> constraint);
 
   bool active() const { return constraint_ != nullptr; }
+  // The constraint adds logit_bias to the rows (which only the host's apply does).
+  bool biases() const { return constraint_ && !constraint_->logit_bias.empty(); }
   // Adds logit_bias to `row` (vocab logits) and sets every token the grammar forbids now to -inf.
   void apply(std::span<float> row);
+  // The grammar's mask now as `words` (the rows of a device's pick: ops/sampling.h `allowed`; bit
+  // t % 32 of word t / 32 set: token t allowed, ids past the grammar's vocabulary clear, words past
+  // its mask zero). False, `words` untouched, when nothing is masked now (free text: reasoning,
+  // before the trigger, no grammar). What apply() masks a row with, without the logit_bias.
+  bool fill_mask(std::span<uint32_t> words);
+  // fill_mask for each row of a verification: row j (of draft.size() + 1, `row_words` each) under the
+  // state after draft[0 .. j), draft being tokens allowed_prefix kept; a row with nothing masked
+  // allows every id, and so do the rows after the grammar completes (no verification reads them).
+  // False when no row is masked. The state is left as it was.
+  bool fill_masks(std::span<const int32_t> draft, std::span<uint32_t> words, size_t row_words);
   // Takes an emitted token; throws sanctum::Error (internal) where the grammar refuses it, which a
   // token sampled from an applied row never is unless no token could continue.
   void accept(int32_t token);
@@ -50,6 +62,8 @@ class ConstraintState {
  private:
   enum class Phase { first, reasoning, before_trigger, grammar };
   Phase after_reasoning() const;
+  bool masked_now() const;
+  bool current_mask();         // fills mask_ when masked_now()
   bool allows(int32_t token);  // advances like accept, or returns false and changes nothing
 
   std::shared_ptr<const OutputConstraint> constraint_;

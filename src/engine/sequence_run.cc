@@ -244,17 +244,35 @@ std::span<float> SequenceRun::row_of(const Tensor& rows, int64_t r) {
 }
 
 // Tokens picked where the logits are (a GPU: only ids cross to the host) when the model can and the
-// request needs nothing the device pick lacks: penalties, a constraint (grammar mask, logit_bias) and
-// the raw rows (on_logits, for logprobs, or a kept prompt row) sample on the host. Both follow the same seeded stream, so a seed gives one
-// output. Top-k also samples on the host for now: the device sampler's top-k search (one block per
-// row) costs more than the row copy plus the host's partial sort (H200, vocab 248320: 2.5 ms against
-// 1.25 ms with top_p; vocab 4096: about 40 us slower per token), while greedy, temperature, top-p and
-// min-p are faster on the device.
+// request needs nothing the device pick lacks: penalties, logit_bias (a few biased ids, left on the
+// host rather than carried into the pick) and the raw rows (on_logits, for logprobs, or a kept
+// prompt row) sample on the host. Both follow the same seeded stream, so a seed gives one output. A
+// grammar's mask goes with the pick (TokenPick::masks), worked out while the forward runs. Top-k
+// also samples on the host for now: the device sampler's top-k search (one block per row) costs
+// more than the row copy plus the host's partial sort (H200, vocab 248320: 2.5 ms against 1.25 ms
+// with top_p; vocab 4096: about 40 us slower per token), while greedy, temperature, top-p and min-p
+// are faster on the device.
 bool SequenceRun::picks_on_device(const Model& model) const {
   const SamplingParams& sp = params_.sampling;
   const bool device_sampler_pays = sp.greedy() || sp.top_k == 0 || sp.top_k >= model.vocab_size();
   return model.picks_on_device() && !params_.on_logits && !sp.has_penalties() && device_sampler_pays && !keep_prompt_row_ &&
-         !constraint_.active();
+         !constraint_.biases();
+}
+
+// The grammar's masks of a device pick (TokenPick::masks), one row per logits row, each over the
+// model's vocabulary: a plain step's one row under the state now, or a verification's rows (the
+// replayed tokens' rows are not read: every id allowed) under the state after the drafts before each.
+RowMasks SequenceRun::row_masks(bool verification) {
+  const size_t words = static_cast<size_t>((model_->vocab_size() + 31) / 32);
+  if (!verification) {
+    mask_words_.resize(words);
+    if (!constraint_.fill_mask(mask_words_)) return {};
+  } else {
+    mask_words_.assign(fed_.size() * words, ~0u);
+    const std::span<uint32_t> after_replay = std::span<uint32_t>(mask_words_).subspan(first_ * words);
+    if (!constraint_.fill_masks(draft_, after_replay, words)) return {};
+  }
+  return {mask_words_, static_cast<int64_t>(words)};
 }
 
 // The device pick of a step whose last `rows` rows are sampled (the rows before them, replayed
@@ -265,6 +283,7 @@ TokenPick SequenceRun::pick_for(size_t rows) {
   TokenPick pick;
   pick.greedy = sp.greedy();
   pick.sampling = {sp.temperature, sp.top_p, sp.top_k, sp.min_p};
+  if (constraint_.active()) pick.masks = [this, rows] { return row_masks(rows > 0); };
   if (pick.greedy) return pick;
   if (rows == 0) {
     uniform_ = sampler_.uniform();
@@ -287,6 +306,7 @@ void SequenceRun::step_alone(Model& model) {
   if (was_prefilling) {
     if (step.which == LogitsFor::last && on_device) {
       const int32_t token = model.forward_pick(step.tokens, state_, LogitsFor::last, pick_for(0))[0];
+      constraint_.accept(token);
       prompt_piece_done();
       first_token(token);
       return;
@@ -294,10 +314,12 @@ void SequenceRun::step_alone(Model& model) {
     take(model.forward(step.tokens, state_, step.which), 0.0);
     return;
   }
-  if (draft_.empty() && on_device && model.chains_picks() && fed_.size() == 1)
+  // A constrained step's mask needs the token before it, which a chained step is queued without.
+  if (draft_.empty() && on_device && model.chains_picks() && fed_.size() == 1 && !constraint_.active())
     return chained_run(model, std::min(chain_limit_, params_.speculate ? gate_.plain_run() : params_.max_tokens));
   if (draft_.empty() && on_device) {
     token_ = model.forward_pick(fed_, state_, LogitsFor::last, pick_for(0))[0];
+    constraint_.accept(token_);
     if (params_.speculate) {
       if (fed_.size() == 1) gate_.on_plain_step(seconds_since(start));
       else gate_.on_replay_step(static_cast<int>(fed_.size()), seconds_since(start));
@@ -308,7 +330,12 @@ void SequenceRun::step_alone(Model& model) {
   if (!draft_.empty() && on_device && (params_.sampling.greedy() || fed_.size() <= static_cast<size_t>(ops::kMaxSampleRows))) {
     // Every row's pick in one small copy of ids.
     const std::span<const int32_t> ids = model.forward_pick(fed_, state_, LogitsFor::all, pick_for(draft_.size() + 1));
-    const size_t picked = verify([&](size_t j, const RecentTokens&) { return ids[first_ + j]; }, seconds_since(start));
+    const size_t picked = verify(
+        [&](size_t j, const RecentTokens&) {
+          constraint_.accept(ids[first_ + j]);
+          return ids[first_ + j];
+        },
+        seconds_since(start));
     if (!params_.sampling.greedy()) sampler_.skip_uniforms(picked);
     return;
   }

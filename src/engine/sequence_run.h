@@ -11,7 +11,8 @@
 // masked under the state after the tokens emitted before it, then sampled, and the token taken by
 // the state. Prompt-lookup drafts are trimmed at their first token the grammar refuses, so a
 // verification row never goes to a draft that could not be kept; the output is the same with or
-// without drafts.
+// without drafts. On a model that picks on the device, a grammar's masks go with the pick (worked
+// out while the forward runs) and only logit_bias keeps a run on the host's rows.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -78,6 +79,7 @@ class SequenceRun {
   bool picks_on_device(const Model& model) const;
   int32_t pick(std::span<float> row, const RecentTokens& recent);
   TokenPick pick_for(size_t rows_ahead);
+  RowMasks row_masks(bool verification);
   void chained_run(Model& model, int steps);
 
   const Model* model_;
@@ -117,9 +119,10 @@ class SequenceRun {
   SequenceState::Checkpoint before_;  // its buffers are reused by every verification
   std::chrono::steady_clock::time_point t0_, t_decode_;
   bool started_ = false;
-  // Device picks' uniforms (pick_for): the TokenPick points at them.
+  // Device picks' uniforms and grammar masks (pick_for): the TokenPick points at them.
   double uniform_ = 0.0;
   std::vector<double> ahead_;
+  std::vector<uint32_t> mask_words_;
 };
 
 }  // namespace sanctum

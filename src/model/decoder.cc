@@ -166,7 +166,8 @@ class DecoderModel final : public Model {
   }
 
   // On the GPU the rows stay there: argmax or sampling runs after the step (a recorded step is
-  // replayed first) and only the ids come back, a few bytes instead of rows x vocab floats.
+  // replayed first) and only the ids come back, a few bytes instead of rows x vocab floats. A
+  // constrained pick's masks are worked out on the host while the step runs (device_masks).
   std::span<const int32_t> forward_pick(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which,
                                         const TokenPick& pick) override {
     const ScopedTuning use(config_.tuning);
@@ -176,8 +177,9 @@ class DecoderModel final : public Model {
     const int64_t rows = logits.dim(0);
     if (picked_ids_.numel() < rows) picked_ids_ = Tensor::zeros({rows}, DType::i32, config_.device);
     Tensor ids = picked_ids_.slice(0, 0, rows);
-    if (pick.greedy) ops::argmax_rows(logits, ids);
-    else ops::sample_rows(logits, pick.sampling, pick.uniforms, ids);
+    const Tensor allowed = device_masks(pick, rows);
+    if (pick.greedy) ops::argmax_rows(logits, ids, allowed);
+    else ops::sample_rows(logits, pick.sampling, pick.uniforms, ids, allowed);
     picked_.resize(static_cast<size_t>(rows));
     device_memory::cuda_copy(picked_.data(), ids.raw(), static_cast<size_t>(rows) * sizeof(int32_t),
                              device_memory::CopyKind::device_to_host);  // waits for the step and the pick
@@ -198,8 +200,9 @@ class DecoderModel final : public Model {
     const int32_t fed[1] = {token};
     Tensor logits = forward_logits(fed, state, LogitsFor::last, token == kPickedToken);
     Tensor ids = picked_ids_.slice(0, 0, 1);
-    if (pick.greedy) ops::argmax_rows(logits, ids);
-    else ops::sample_rows(logits, pick.sampling, pick.uniforms, ids);
+    const Tensor allowed = device_masks(pick, 1);
+    if (pick.greedy) ops::argmax_rows(logits, ids, allowed);
+    else ops::sample_rows(logits, pick.sampling, pick.uniforms, ids, allowed);
     ops::feed_pick(ids, step_);
     tickets_.push_back(device_memory::queue_copy_to_host(ids.raw(), sizeof(int32_t)));
     chain_state_ = &state;
@@ -519,6 +522,22 @@ class DecoderModel final : public Model {
     graph_.replay();
   }
 
+  // The pick's masks (TokenPick::masks), asked for once the step is queued, so that the host's grammar
+  // work overlaps the GPU's forward, and queued on the stream through pinned staging (no wait) into a
+  // device buffer of (rows, row_words) u32; undefined when no row is masked. The buffer is outside
+  // any recorded step (picks run after the replay), but allocating it re-records the step: it is
+  // made once with room for as many rows as picked_ids_ holds (a verification's).
+  Tensor device_masks(const TokenPick& pick, int64_t rows) {
+    const Tensor host = pick_masks(pick, rows);
+    if (!host) return {};
+    const int64_t words = host.numel();
+    if (row_masks_.numel() < words)
+      row_masks_ = Tensor::zeros({std::max(words, host.dim(1) * picked_ids_.numel())}, DType::u32, config_.device);
+    Tensor allowed = row_masks_.slice(0, 0, words).reshape({rows, host.dim(1)});
+    device_memory::cuda_upload(allowed.raw(), host.raw(), host.nbytes());
+    return allowed;
+  }
+
   // The device's step input: token and position.
   void write_step(int32_t token, int64_t position) {
     check(token >= 0 && token < embed_.rows, ErrorKind::invalid_argument,
@@ -616,6 +635,7 @@ class DecoderModel final : public Model {
   // Picking on the GPU (CUDA only; tuning gpu_sampling=0 turns it off).
   bool device_picks_ = false;
   Tensor picked_ids_;  // i32 (rows) on the device: forward_pick's ids before they are copied back
+  Tensor row_masks_;   // u32 on the device: constrained picks' masks (device_masks)
   // Chained decode (queue_pick): on with device picks and recorded steps (a recording given up later
   // leaves it on: forward_logits then embeds the fed pick from step_); the copies of picks not yet read.
   bool chained_ = false;

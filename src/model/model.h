@@ -3,6 +3,7 @@
 // checkpoint) and per-call scratch; one engine thread drives it at a time.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,12 +32,25 @@ struct BatchEntry {
   LogitsFor which = LogitsFor::last;
 };
 
+// The tokens each logits row may pick (a grammar's masks): `row_words` u32 words per row, the rows
+// one after another; bit t % 32 of a row's word t / 32 set: token t allowed (ids past the row's words
+// never). No words: no row is masked.
+struct RowMasks {
+  std::span<const uint32_t> words;
+  int64_t row_words = 0;
+};
+
 // How forward_pick chooses the token of each logits row. No penalties and nothing that needs the
 // raw row (logprobs): callers that need those sample on the host from forward()'s logits.
 struct TokenPick {
   bool greedy = true;                // argmax, exactly sanctum::argmax
   ops::RowSampling sampling;         // when not greedy
   std::span<const double> uniforms;  // when not greedy: one per row, from Sampler::uniform()
+  // Constrained output (empty: none): called once per forward_pick or queue_pick, after the forward
+  // is queued and before any row is picked, so that on a GPU the host works out the masks while the
+  // rows are computed. Each row is then picked as if the logits its mask leaves out were -inf
+  // (ops::ref::mask_row). The words must stay valid until the call that asked for them returns.
+  std::function<RowMasks()> masks;
 };
 
 class Model {
@@ -108,10 +122,22 @@ class Model {
                                                 const TokenPick& pick) {
     Tensor logits = forward(tokens, state, which);
     Tensor ids = Tensor::zeros({logits.dim(0)}, DType::i32);
-    if (pick.greedy) ops::argmax_rows(logits, ids);
-    else ops::sample_rows(logits, pick.sampling, pick.uniforms, ids);
+    const Tensor allowed = pick_masks(pick, logits.dim(0));
+    if (pick.greedy) ops::argmax_rows(logits, ids, allowed);
+    else ops::sample_rows(logits, pick.sampling, pick.uniforms, ids, allowed);
     picked_.assign(ids.data<int32_t>(), ids.data<int32_t>() + ids.dim(0));
     return picked_;
+  }
+  // pick.masks() as a host (rows, row_words) u32 view for ops' `allowed`; undefined when no row is
+  // masked. Throws internal when the masks do not cover `rows` rows.
+  static Tensor pick_masks(const TokenPick& pick, int64_t rows) {
+    if (!pick.masks) return {};
+    const RowMasks m = pick.masks();
+    if (m.words.empty()) return {};
+    check(m.row_words > 0 && static_cast<int64_t>(m.words.size()) == rows * m.row_words, ErrorKind::internal,
+          "TokenPick::masks: " + std::to_string(m.words.size()) + " words for " + std::to_string(rows) + " rows of " +
+              std::to_string(m.row_words));
+    return Tensor::view_of(m.words.data(), {rows, m.row_words}, DType::u32, nullptr);
   }
   virtual bool picks_on_device() const { return false; }
 

@@ -22,18 +22,29 @@ Device check_rows(const char* op, const Tensor& logits, const Tensor& ids) {
   SANCTUM_REQUIRE(logits.dim(1) <= INT32_MAX, op, "vocab must fit i32 ids");
   return device;
 }
+
+void check_allowed(const char* op, const Tensor& logits, const Tensor& allowed, Device device) {
+  if (!allowed) return;
+  SANCTUM_REQUIRE(allowed.device() == device, op, "allowed must be on the logits' device");
+  detail::require_dtype(op, "allowed", allowed, DType::u32);
+  SANCTUM_REQUIRE(allowed.ndim() == 2 && allowed.dim(0) == logits.dim(0) && allowed.dim(1) > 0 && allowed.is_contiguous(), op,
+                  "allowed must be a contiguous (rows, words) mask, rows = " + std::to_string(logits.dim(0)) + ", got " +
+                      allowed.shape_string());
+}
 }  // namespace
 
-void argmax_rows(const Tensor& logits, Tensor& ids) {
+void argmax_rows(const Tensor& logits, Tensor& ids, const Tensor& allowed) {
   const Device device = check_rows("argmax_rows", logits, ids);
+  check_allowed("argmax_rows", logits, allowed, device);
   if (logits.dim(0) == 0) return;
-  if (device == Device::cuda) return cuda::argmax_rows(logits, ids);
-  ref::argmax_rows(logits, ids);
+  if (device == Device::cuda) return cuda::argmax_rows(logits, ids, allowed);
+  ref::argmax_rows(logits, ids, allowed);
 }
 
-void sample_rows(const Tensor& logits, const RowSampling& s, std::span<const double> uniforms, Tensor& ids) {
+void sample_rows(const Tensor& logits, const RowSampling& s, std::span<const double> uniforms, Tensor& ids, const Tensor& allowed) {
   constexpr const char* kOp = "sample_rows";
   const Device device = check_rows(kOp, logits, ids);
+  check_allowed(kOp, logits, allowed, device);
   SANCTUM_REQUIRE(s.temperature > 0.0f, kOp, "temperature must be > 0 (use argmax_rows for greedy)");
   SANCTUM_REQUIRE(s.top_p > 0.0f && s.top_p <= 1.0f, kOp, "top_p must be in (0, 1]");
   SANCTUM_REQUIRE(s.top_k >= 0, kOp, "top_k must be >= 0");
@@ -42,8 +53,8 @@ void sample_rows(const Tensor& logits, const RowSampling& s, std::span<const dou
   SANCTUM_REQUIRE(logits.dim(0) <= kMaxSampleRows, kOp, "at most " + std::to_string(kMaxSampleRows) + " rows per call");
   for (double u : uniforms) SANCTUM_REQUIRE(u >= 0.0 && u < 1.0, kOp, "uniforms must be in [0, 1)");
   if (logits.dim(0) == 0) return;
-  if (device == Device::cuda) return cuda::sample_rows(logits, s, uniforms, ids);
-  ref::sample_rows(logits, s, uniforms, ids);
+  if (device == Device::cuda) return cuda::sample_rows(logits, s, uniforms, ids, allowed);
+  ref::sample_rows(logits, s, uniforms, ids, allowed);
 }
 
 void feed_pick(const Tensor& picked, Tensor& step) {

@@ -1,14 +1,18 @@
 // Token selection on the GPU (ops/sampling.h) against the host: argmax bit for bit with
 // sanctum::argmax, draws against the scalar twin at the same uniforms, and sampled frequencies
-// against the host Sampler's distribution; the chained decode's pieces (feed_pick, the queued
-// copies back). Skips without a GPU; scripts/gpu_check.sh runs it there.
+// against the host Sampler's distribution, without and under allowed-token masks (the host path's
+// mask_row); the chained decode's pieces (feed_pick, the queued copies back). Skips without a GPU;
+// scripts/gpu_check.sh runs it there.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "../ops/op_test_util.h"
@@ -220,6 +224,132 @@ TEST_F(CudaSampling, top_p_draws_follow_the_host_sampler) {
     EXPECT_LT(chi2, df + 6.0 * std::sqrt(2.0 * df)) << "vocab " << vocab << " cells " << cells;
     std::printf("vocab %lld: %lld draws, %d identical to the host sampler, chi2 %.1f on %.0f df\n", static_cast<long long>(vocab),
                 static_cast<long long>(n), same, chi2, df);
+  }
+}
+
+// Allowed-token masks (a grammar's): the kinds a constrained decode meets, each row's mask built over
+// `words` u32 words (bit i % 32 of word i / 32: id i allowed). far_below also lowers the allowed ids'
+// logits far under the forbidden ones', so that a pick that ignored the mask could not look right.
+enum class MaskKind { sparse, single, all, none, far_below, dense };
+constexpr MaskKind kMaskKinds[] = {MaskKind::sparse, MaskKind::single, MaskKind::all, MaskKind::none, MaskKind::far_below, MaskKind::dense};
+
+std::vector<uint32_t> make_mask(Rng& rng, MaskKind kind, int64_t vocab, int64_t words, std::vector<float>& logits) {
+  std::vector<uint32_t> m(static_cast<size_t>(words), 0u);
+  auto allow = [&](int64_t i) {
+    if (i / 32 < words) m[static_cast<size_t>(i / 32)] |= 1u << (i % 32);
+  };
+  switch (kind) {
+    case MaskKind::sparse:  // a JSON state: a few hundred ids of the vocabulary
+      for (int k = 0; k < 300; ++k) allow(rng.integer(0, vocab - 1));
+      break;
+    case MaskKind::single: allow(rng.integer(0, vocab - 1)); break;
+    case MaskKind::all: std::fill(m.begin(), m.end(), ~0u); break;
+    case MaskKind::none: break;
+    case MaskKind::far_below:
+      for (int k = 0; k < 200; ++k) {
+        const int64_t i = rng.integer(0, vocab - 1);
+        allow(i);
+        logits[static_cast<size_t>(i)] = rng.normal() - 60.0f;
+      }
+      break;
+    case MaskKind::dense:
+      for (uint32_t& w : m) w = static_cast<uint32_t>(rng.integer(0, UINT32_MAX));
+      break;
+  }
+  return m;
+}
+
+// One call's rows, a row of every mask kind (twice: the second with the awkward values), their masks
+// as a (rows, words) u32 tensor on the GPU, and each row as the host's mask_row leaves it.
+struct MaskedRows {
+  std::vector<std::vector<float>> logits, masked;
+  Tensor allowed;
+};
+MaskedRows masked_rows(Rng& rng, int64_t vocab, int64_t words, float scale) {
+  MaskedRows out;
+  Tensor allowed = Tensor::zeros({2 * static_cast<int64_t>(std::size(kMaskKinds)), words}, DType::u32);
+  int64_t r = 0;
+  for (int copy = 0; copy < 2; ++copy)
+    for (MaskKind kind : kMaskKinds) {
+      std::vector<float> l = copy == 0 ? std::vector<float>(static_cast<size_t>(vocab)) : awkward_logits(rng, vocab, scale);
+      if (copy == 0)
+        for (float& x : l) x = rng.normal() * scale;
+      const std::vector<uint32_t> m = make_mask(rng, kind, vocab, words, l);
+      std::copy(m.begin(), m.end(), allowed.data<uint32_t>() + r * words);
+      std::vector<float> masked = l;
+      ops::ref::mask_row(masked, m);
+      out.logits.push_back(std::move(l));
+      out.masked.push_back(std::move(masked));
+      ++r;
+    }
+  out.allowed = test::gpu(allowed);
+  return out;
+}
+
+// The mask's words cover the vocabulary exactly, past it, or short of it (the last ids never allowed).
+std::vector<int64_t> word_counts(int64_t vocab) {
+  const int64_t exact = (vocab + 31) / 32;
+  std::vector<int64_t> w = {exact, exact + 2};
+  if (exact > 1) w.push_back(exact - 1);
+  return w;
+}
+
+TEST_F(CudaSampling, masked_argmax_is_the_host_argmax_of_the_masked_row) {
+  Rng rng(31);
+  SCOPED_TRACE(test::seed_note());
+  for (int64_t vocab : {int64_t{1}, int64_t{33}, int64_t{1000 + 7}, int64_t{4096}, int64_t{151936}, int64_t{248320}}) {
+    for (int64_t words : word_counts(vocab)) {
+      const MaskedRows rows = masked_rows(rng, vocab, words, 2.0f);
+      Tensor logits = upload_rows(rows.logits, vocab, 3);
+      Tensor ids = Tensor::zeros({static_cast<int64_t>(rows.logits.size())}, DType::i32, Device::cuda);
+      ops::argmax_rows(logits, ids, rows.allowed);
+      const auto got = download(ids);
+      for (size_t r = 0; r < got.size(); ++r)
+        EXPECT_EQ(got[r], argmax(rows.masked[r])) << "vocab " << vocab << " words " << words << " row " << r;
+    }
+  }
+}
+
+// Seeded sampling under masks: the device's draws at given uniforms against the scalar twin's on the
+// masked row (the host path: mask_row, then the Sampler), and never a token the mask leaves out.
+TEST_F(CudaSampling, masked_sampling_draws_what_the_reference_draws_on_the_masked_row) {
+  Rng rng(32);
+  SCOPED_TRACE(test::seed_note());
+  std::mt19937_64 stream(test::test_seed());
+  const ops::RowSampling configs[] = {{1.0f, 1.0f, 0, 0.0f}, {0.7f, 0.9f, 0, 0.0f}, {1.3f, 1.0f, 40, 0.0f},      {1.0f, 0.5f, 5, 0.05f},
+                                      {0.8f, 1.0f, 0, 0.1f}, {1.0f, 1.0f, 1, 0.0f}, {1.0f, 1.0f, 1 << 20, 0.0f}, {0.6f, 0.99f, 50, 0.02f}};
+  for (int64_t vocab : {int64_t{33}, int64_t{1000 + 7}, int64_t{151936}, int64_t{248320}}) {
+    for (int64_t words : word_counts(vocab)) {
+      const MaskedRows rows = masked_rows(rng, vocab, words, vocab > 10000 ? 3.0f : 1.5f);
+      const int64_t n = static_cast<int64_t>(rows.logits.size());
+      Tensor logits = upload_rows(rows.logits, vocab, 1);
+      Tensor ids = Tensor::zeros({n}, DType::i32, Device::cuda);
+      for (const auto& c : configs) {
+        std::vector<std::vector<float>> weights;
+        for (const auto& m : rows.masked) weights.push_back(ops::ref::sample_weights(m, c));
+        int mismatches = 0, draws = 0, forbidden = 0;
+        const int calls = vocab > 10000 ? 3 : 10;
+        for (int call = 0; call < calls; ++call) {
+          std::vector<double> u(static_cast<size_t>(n));
+          for (double& x : u) x = std::uniform_real_distribution<double>(0.0, 1.0)(stream);
+          ops::sample_rows(logits, c, u, ids, rows.allowed);
+          const auto got = download(ids);
+          for (size_t r = 0; r < got.size(); ++r, ++draws) {
+            mismatches += got[r] != ops::ref::draw_row(weights[r], u[r]);
+            const bool any_allowed = std::any_of(rows.masked[r].begin(), rows.masked[r].end(), [](float x) { return x > -INFINITY; });
+            forbidden += any_allowed && !(rows.masked[r][static_cast<size_t>(got[r])] > -INFINITY);
+            if (!any_allowed) {
+              EXPECT_EQ(got[r], 0) << "nothing allowed: token 0, row " << r;
+            }
+          }
+        }
+        const std::string where = "vocab " + std::to_string(vocab) + " words " + std::to_string(words) + " T " +
+                                  std::to_string(c.temperature) + " top_p " + std::to_string(c.top_p) + " top_k " +
+                                  std::to_string(c.top_k) + " min_p " + std::to_string(c.min_p);
+        EXPECT_EQ(forbidden, 0) << where;
+        EXPECT_LE(mismatches, std::max(1, draws / 100)) << where;
+      }
+    }
   }
 }
 

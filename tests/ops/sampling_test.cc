@@ -2,8 +2,11 @@
 // and the ops' CPU dispatch. The GPU side is tests/gpu/cuda_sampling_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "base/error.h"
@@ -117,6 +120,71 @@ TEST(SamplingOps, cpu_tensors_use_the_reference) {
   for (int64_t r = 0; r < rows; ++r)
     EXPECT_EQ(ids.data<int32_t>()[r],
               ops::ref::sample_row({logits.data<float>() + r * vocab, static_cast<size_t>(vocab)}, s, u[static_cast<size_t>(r)]));
+}
+
+TEST(SamplingRef, mask_row_forbids_clear_bits_and_ids_past_the_words) {
+  std::vector<float> row(70, 1.0f);
+  const std::vector<uint32_t> allowed = {0x5u, ~0u};  // ids 0, 2, 32..63; 64.. lie past the words
+  ops::ref::mask_row(row, allowed);
+  for (size_t i = 0; i < row.size(); ++i) {
+    const bool kept = i == 0 || i == 2 || (i >= 32 && i < 64);
+    EXPECT_EQ(row[i], kept ? 1.0f : -INFINITY) << "id " << i;
+  }
+}
+
+// The ops' `allowed` on the CPU: each row picked as the reference picks its masked copy, so a pick
+// never leaves the mask, and a row whose allowed logits are far below the others still picks one.
+TEST(SamplingOps, allowed_masks_each_row_as_mask_row_does) {
+  Rng rng(4);
+  SCOPED_TRACE(test::seed_note());
+  const int64_t rows = 6, vocab = 1000 + 7, words = (vocab + 31) / 32;
+  Tensor logits = Tensor::zeros({rows, vocab}, DType::f32);
+  test::fill_normal(logits, rng, 3.0f);
+  Tensor allowed = Tensor::zeros({rows, words}, DType::u32);
+  auto bits = [&](int64_t r) { return std::span<uint32_t>(allowed.data<uint32_t>() + r * words, static_cast<size_t>(words)); };
+  for (int64_t i = 0; i < vocab; i += 97) bits(0)[static_cast<size_t>(i / 32)] |= 1u << (i % 32);  // sparse
+  bits(1)[17] = 1u << 5;                                                                           // one token
+  std::fill(bits(2).begin(), bits(2).end(), ~0u);                                                  // all
+  for (int64_t i = 0; i < vocab; ++i) {                                                            // the allowed ones far below the rest
+    if (i % 5 == 0) bits(3)[static_cast<size_t>(i / 32)] |= 1u << (i % 32);
+    if (i % 5 == 0) logits.data<float>()[3 * vocab + i] -= 200.0f;
+  }
+  // rows 4 and 5: nothing allowed (token 0), and random words
+  for (uint32_t& w : bits(5)) w = static_cast<uint32_t>(rng.integer(0, UINT32_MAX));
+  auto masked = [&](int64_t r) {
+    std::vector<float> row(logits.data<float>() + r * vocab, logits.data<float>() + (r + 1) * vocab);
+    ops::ref::mask_row(row, bits(r));
+    return row;
+  };
+  auto is_allowed = [&](int64_t r, int32_t t) { return (bits(r)[static_cast<size_t>(t / 32)] >> (t % 32)) & 1u; };
+  Tensor ids = Tensor::zeros({rows}, DType::i32);
+  ops::argmax_rows(logits, ids, allowed);
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(ids.data<int32_t>()[r], argmax(masked(r))) << "row " << r;
+    if (r != 4) {
+      EXPECT_TRUE(is_allowed(r, ids.data<int32_t>()[r])) << "row " << r;
+    }
+  }
+  EXPECT_EQ(ids.data<int32_t>()[1], 17 * 32 + 5);
+  EXPECT_EQ(ids.data<int32_t>()[4], 0);
+  const ops::RowSampling configs[] = {{1.0f, 1.0f, 0, 0.0f}, {0.8f, 0.9f, 0, 0.0f}, {1.2f, 1.0f, 20, 0.05f}};
+  for (const auto& s : configs) {
+    for (int trial = 0; trial < 10; ++trial) {
+      std::vector<double> u(static_cast<size_t>(rows));
+      for (double& x : u) x = rng.uniform(0.0f, 0.999f);
+      ops::sample_rows(logits, s, u, ids, allowed);
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(ids.data<int32_t>()[r], ops::ref::sample_row(masked(r), s, u[static_cast<size_t>(r)])) << "row " << r;
+        if (r != 4) {
+          EXPECT_TRUE(is_allowed(r, ids.data<int32_t>()[r])) << "row " << r << " top_p " << s.top_p;
+        }
+      }
+    }
+  }
+  Tensor short_mask = Tensor::zeros({rows - 1, words}, DType::u32);
+  EXPECT_THROW(ops::argmax_rows(logits, ids, short_mask), Error);
+  Tensor wrong_type = Tensor::zeros({rows, words}, DType::i32);
+  EXPECT_THROW(ops::argmax_rows(logits, ids, wrong_type), Error);
 }
 
 TEST(SamplingOps, bad_arguments_name_the_op) {

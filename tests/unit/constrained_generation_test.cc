@@ -269,6 +269,108 @@ TEST(LogitBias, cannot_push_a_token_past_the_grammar) {
   EXPECT_EQ(schema_violation(output_text(r.tokens)), "");
 }
 
+// The fixture behind a model that says it picks on the device: Model's default forward_pick (the
+// host reference ops under the pick's masks) stands in for a GPU's. It counts picks and masked rows,
+// and checks that each pick's masks are asked for after its forward (when a GPU computes the rows).
+class DevicePicking : public Model {
+ public:
+  explicit DevicePicking(std::unique_ptr<Model> inner) : Model(inner->config()), inner_(std::move(inner)) {}
+  SequenceState new_state() const override { return inner_->new_state(); }
+  Tensor forward(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which) override {
+    forwarded_ = true;
+    return inner_->forward(tokens, state, which);
+  }
+  std::span<const int32_t> forward_pick(std::span<const int32_t> tokens, SequenceState& state, LogitsFor which,
+                                        const TokenPick& pick) override {
+    ++picks;
+    forwarded_ = false;
+    TokenPick checked = pick;
+    if (pick.masks)
+      checked.masks = [&] {
+        EXPECT_TRUE(forwarded_) << "masks asked for before the forward";
+        const RowMasks m = pick.masks();
+        if (!m.words.empty()) masked_rows += static_cast<int>(m.words.size() / static_cast<size_t>(m.row_words));
+        return m;
+      };
+    return Model::forward_pick(tokens, state, which, checked);
+  }
+  bool picks_on_device() const override { return true; }
+  size_t weight_bytes_per_token() const override { return inner_->weight_bytes_per_token(); }
+  int picks = 0, masked_rows = 0;
+
+ private:
+  std::unique_ptr<Model> inner_;
+  bool forwarded_ = false;
+};
+
+TEST(ConstrainedGeneration, device_picks_under_the_grammar_give_the_host_tokens) {
+  auto host = load_model(kModel);
+  DevicePicking device(load_model(kModel));
+  int64_t drafted = 0;
+  for (float temperature : {0.0f, 0.8f, 1.5f})
+    for (uint64_t seed = 0; seed < (temperature == 0.0f ? 1u : 3u); ++seed)
+      for (bool speculate : {false, true}) {
+        GenerationParams p = constrained_params(temperature, seed);
+        if (seed == 1) p.sampling.top_p = 0.9f;
+        if (seed == 2) p.sampling.min_p = 0.05f;
+        p.speculate = speculate;
+        p.lookup.always = true;
+        const GenerationResult want = run(*host, p);
+        const int picks = device.picks, masked = device.masked_rows;
+        const GenerationResult got = run(device, p);
+        const std::string where =
+            "temperature " + std::to_string(temperature) + " seed " + std::to_string(seed) + " speculate " + std::to_string(speculate);
+        EXPECT_EQ(got.tokens, want.tokens) << where;
+        EXPECT_EQ(got.finish, want.finish) << where;
+        EXPECT_EQ(schema_violation(output_text(got.tokens)), "") << where;
+        EXPECT_GT(device.picks, picks) << where;
+        EXPECT_GT(device.masked_rows, masked) << where;
+        drafted += got.drafted_tokens;
+      }
+  EXPECT_GT(drafted, 0);  // verification rows were picked under per-row masks
+}
+
+TEST(ConstrainedGeneration, logit_bias_keeps_the_host_path) {
+  DevicePicking device(load_model(kModel));
+  GenerationParams p = constrained_params(0.0f, 0);
+  auto c = std::make_shared<OutputConstraint>(*p.constraint);
+  c->logit_bias = {{encode("x")[0], 5.0f}};
+  p.constraint = c;
+  const GenerationResult r = run(device, p);
+  EXPECT_EQ(device.picks, 0);
+  EXPECT_EQ(schema_violation(output_text(r.tokens)), "");
+}
+
+// A verification's rows: each under the state after the draft tokens before it, as apply() masks a
+// row there; free-text rows (reasoning) allow every id; words past the grammar's mask are zero.
+TEST(ConstraintState, fill_masks_gives_each_verification_row_the_mask_apply_uses) {
+  auto c = std::make_shared<OutputConstraint>(*schema_constraint());
+  c->open_reasoning = encode("ab")[0];
+  c->close_reasoning = encode("cd")[0];
+  const std::vector<int32_t> draft = {encode("ab")[0], encode("x")[0], encode("cd")[0], encode("{\"")[0], encode("name")[0]};
+  const size_t row_words = kVocab / 32 + 2;  // a model wider than the grammar's vocabulary
+  ConstraintState s(c);
+  std::vector<uint32_t> words((draft.size() + 1) * row_words, 0xdeadbeefu);
+  ASSERT_TRUE(s.fill_masks(draft, words, row_words));
+  for (size_t j = 0; j <= draft.size(); ++j) {
+    ConstraintState at(c);
+    for (size_t k = 0; k < j; ++k) at.accept(draft[k]);
+    std::vector<float> row(kVocab, 0.0f);
+    at.apply(row);
+    const bool free_text = j == 1 || j == 2;  // inside the reasoning block
+    for (int32_t t = 0; t < kVocab; ++t) {
+      const bool bit = (words[j * row_words + static_cast<size_t>(t) / 32] >> (t % 32)) & 1u;
+      ASSERT_EQ(bit, row[static_cast<size_t>(t)] == 0.0f) << "row " << j << " token " << t;
+    }
+    for (size_t w = kVocab / 32; w < row_words; ++w) EXPECT_EQ(words[j * row_words + w], free_text ? ~0u : 0u) << "row " << j;
+  }
+  std::vector<uint32_t> first(row_words);
+  ASSERT_TRUE(s.fill_mask(first));  // the state is the one before the draft
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), words.begin()));
+  s.accept(draft[0]);
+  EXPECT_FALSE(s.fill_mask(first));  // reasoning: nothing masked
+}
+
 // The engine batches sequences (and forks n > 1 choices from one prefill): each keeps its own grammar state.
 class Collector : public GenerationSink {
  public:

@@ -3,7 +3,9 @@
 // asc) at a prefix, and a prefix is fixed by a threshold key (the logit's order-preserving bits) plus
 // how many of the ids tied at it (lowest ids first) stay. Each threshold is found by a 16-way search
 // over the key range, one pass over the row per 4 bits; the draw is an inverse CDF in ascending id
-// order over 2^-52 fixed-point weights, so block sums and scans are exact and order-free.
+// order over 2^-52 fixed-point weights, so block sums and scans are exact and order-free. Both read
+// each logit through the row's allowed-token mask when there is one (a forbidden logit is -inf, and
+// is not loaded).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -32,6 +34,21 @@ struct SampleArgs {
 
 __device__ __forceinline__ float nan_to_neg_inf(float v) { return isnan(v) ? -INFINITY : v; }
 
+// One row's logits as the pick sees them: -inf where the row's mask (null: none; `words` u32 words,
+// bit i % 32 of word i / 32) leaves token i out, NaN as -inf.
+struct MaskedRow {
+  const float* logits;
+  const uint32_t* mask;
+  int64_t words;
+  __device__ __forceinline__ float operator[](int64_t i) const {
+    if (mask != nullptr && (i >= words * 32 || ((mask[i >> 5] >> (i & 31)) & 1u) == 0)) return -INFINITY;
+    return nan_to_neg_inf(logits[i]);
+  }
+};
+__device__ __forceinline__ MaskedRow masked_row(const float* logits, int64_t stride, const uint32_t* mask, int64_t words, int64_t row) {
+  return {logits + row * stride, mask == nullptr ? nullptr : mask + row * words, words};
+}
+
 // Larger floats give larger keys (-0 and +0 differ, so callers fold -0 into +0 first).
 __device__ __forceinline__ uint32_t order_key(float f) {
   const uint32_t b = __float_as_uint(f);
@@ -47,17 +64,16 @@ __device__ __forceinline__ float key_value(uint32_t k) { return __uint_as_float(
 // zeroes it for the next call).
 
 __device__ __forceinline__ unsigned long long packed_candidate(float v, int64_t i) {
-  v = nan_to_neg_inf(v);
-  if (v == 0.0f) v = 0.0f;  // -0 ties with +0
+  if (v == 0.0f) v = 0.0f;  // -0 ties with +0 (v is never NaN: MaskedRow)
   return (static_cast<unsigned long long>(order_key(v)) << 32) | static_cast<unsigned long long>(~static_cast<uint32_t>(i));
 }
 
 __device__ __forceinline__ unsigned long long max_u64(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 
 __global__ void __launch_bounds__(kArgmaxThreads)
-    argmax_kernel(const float* logits, int64_t stride, int64_t vocab, unsigned long long* best) {
+    argmax_kernel(const float* logits, int64_t stride, int64_t vocab, const uint32_t* mask, int64_t words, unsigned long long* best) {
   __shared__ unsigned long long warps_best[kArgmaxThreads / 32];
-  const float* row = logits + static_cast<int64_t>(blockIdx.y) * stride;
+  const MaskedRow row = masked_row(logits, stride, mask, words, blockIdx.y);
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kArgmaxSlice, end = min(vocab, begin + kArgmaxSlice);
   unsigned long long mine = 0;  // below every candidate (order_key(-inf) > 0)
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) mine = max_u64(mine, packed_candidate(row[i], i));
@@ -197,11 +213,11 @@ __device__ __forceinline__ uint64_t to_fixed(float p) { return __double2ull_rn(s
 // The sampler: the same decisions as Sampler::probabilities (ops/ref/sampling.cc spells them out
 // with a sort), then the inverse CDF at u.
 __global__ void __launch_bounds__(kSampleThreads)
-    sample_kernel(const float* logits, int64_t stride, int64_t vocab, SampleArgs a, int32_t* ids) {
+    sample_kernel(const float* logits, int64_t stride, int64_t vocab, const uint32_t* mask, int64_t words, SampleArgs a, int32_t* ids) {
   __shared__ double scratch[kSampleWarps * kPivots];
   __shared__ float fscratch[32];
   __shared__ uint64_t uscratch[kSampleWarps];
-  const float* row = logits + static_cast<int64_t>(blockIdx.x) * stride;
+  const MaskedRow row = masked_row(logits, stride, mask, words, blockIdx.x);
   const float t = a.temperature;
   const bool plain = a.top_k == 0 && a.top_p >= 1.0f && a.min_p <= 0.0f;  // softmax over every id, as the host's fast path
 
@@ -209,7 +225,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   const float max_in = [&] {
     float m = -INFINITY;
     for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-      float c = nan_to_neg_inf(row[i]);
+      float c = row[i];
       if (!plain) c = __fdiv_rn(c, t);
       m = fmaxf(m, c);
     }
@@ -221,11 +237,11 @@ __global__ void __launch_bounds__(kSampleThreads)
     return;
   }
   auto scaled = [&](int64_t i) {
-    float c = __fdiv_rn(nan_to_neg_inf(row[i]), t);
+    float c = __fdiv_rn(row[i], t);
     return c == 0.0f ? 0.0f : c;  // -0 ties with +0, as in the host's comparisons
   };
   auto weight = [&](int64_t i) {  // unnormalised
-    return plain ? expf(__fdiv_rn(nan_to_neg_inf(row[i]) - max_in, t)) : expf(scaled(i) - max_in);
+    return plain ? expf(__fdiv_rn(row[i] - max_in, t)) : expf(scaled(i) - max_in);
   };
 
   const bool top_k = !plain && a.top_k > 0 && a.top_k < vocab;
@@ -344,18 +360,20 @@ __global__ void feed_pick_kernel(const int32_t* __restrict__ picked, int32_t* __
 
 }  // namespace
 
-void argmax_rows(const Tensor& logits, Tensor& ids) {
+void argmax_rows(const Tensor& logits, Tensor& ids, const Tensor& allowed) {
   const auto r = rows_of<const float>(logits, "argmax_rows");
   check(r.rows <= 65535, ErrorKind::unsupported, "[argmax_rows] cuda takes at most 65535 rows per call");
   unsigned long long* best = argmax_scratch(r.rows);
   const dim3 grid(static_cast<unsigned>((r.cols + kArgmaxSlice - 1) / kArgmaxSlice), static_cast<unsigned>(r.rows));
-  argmax_kernel<<<grid, kArgmaxThreads, 0, stream()>>>(r.data, r.stride, r.cols, best);
+  const uint32_t* mask = allowed ? allowed.data<const uint32_t>() : nullptr;
+  const int64_t words = allowed ? allowed.dim(1) : 0;
+  argmax_kernel<<<grid, kArgmaxThreads, 0, stream()>>>(r.data, r.stride, r.cols, mask, words, best);
   check_launch("argmax_rows");
   argmax_unpack_kernel<<<blocks_for(r.rows, 128), 128, 0, stream()>>>(best, r.rows, ids.data<int32_t>());
   check_launch("argmax_rows");
 }
 
-void sample_rows(const Tensor& logits, const RowSampling& s, std::span<const double> uniforms, Tensor& ids) {
+void sample_rows(const Tensor& logits, const RowSampling& s, std::span<const double> uniforms, Tensor& ids, const Tensor& allowed) {
   const auto r = rows_of<const float>(logits, "sample_rows");
   SampleArgs a;
   a.temperature = s.temperature;
@@ -363,7 +381,10 @@ void sample_rows(const Tensor& logits, const RowSampling& s, std::span<const dou
   a.min_p = s.min_p;
   a.top_k = s.top_k;
   for (size_t i = 0; i < uniforms.size(); ++i) a.u[i] = uniforms[i];
-  sample_kernel<<<static_cast<unsigned>(r.rows), kSampleThreads, 0, stream()>>>(r.data, r.stride, r.cols, a, ids.data<int32_t>());
+  const uint32_t* mask = allowed ? allowed.data<const uint32_t>() : nullptr;
+  const int64_t words = allowed ? allowed.dim(1) : 0;
+  sample_kernel<<<static_cast<unsigned>(r.rows), kSampleThreads, 0, stream()>>>(r.data, r.stride, r.cols, mask, words, a,
+                                                                                ids.data<int32_t>());
   check_launch("sample_rows");
 }
 

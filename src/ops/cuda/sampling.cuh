@@ -9,8 +9,8 @@
 
 namespace sanctum::ops::cuda {
 
-void argmax_rows(const Tensor& logits, Tensor& ids);
-void sample_rows(const Tensor& logits, const RowSampling& sampling, std::span<const double> uniforms, Tensor& ids);
+void argmax_rows(const Tensor& logits, Tensor& ids, const Tensor& allowed);
+void sample_rows(const Tensor& logits, const RowSampling& sampling, std::span<const double> uniforms, Tensor& ids, const Tensor& allowed);
 void feed_pick(const Tensor& picked, Tensor& step);
 
 }  // namespace sanctum::ops::cuda

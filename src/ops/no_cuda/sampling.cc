@@ -4,8 +4,10 @@
 
 namespace sanctum::ops::cuda {
 
-void argmax_rows(const Tensor&, Tensor&) { fail(ErrorKind::unsupported, "[argmax_rows] this sanctum was built without CUDA"); }
-void sample_rows(const Tensor&, const RowSampling&, std::span<const double>, Tensor&) {
+void argmax_rows(const Tensor&, Tensor&, const Tensor&) {
+  fail(ErrorKind::unsupported, "[argmax_rows] this sanctum was built without CUDA");
+}
+void sample_rows(const Tensor&, const RowSampling&, std::span<const double>, Tensor&, const Tensor&) {
   fail(ErrorKind::unsupported, "[sample_rows] this sanctum was built without CUDA");
 }
 

@@ -103,17 +103,44 @@ int32_t sample_row(std::span<const float> logits, const RowSampling& sampling, d
   return draw_row(sample_weights(logits, sampling), u);
 }
 
-void argmax_rows(const Tensor& logits, Tensor& ids) {
-  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
-  for (int64_t r = 0; r < rows; ++r)
-    ids.data<int32_t>()[r * ids.stride(0)] = argmax_row({detail::row_ptr<float>(logits, r), static_cast<size_t>(vocab)});
+// Masks are mostly empty words (a JSON grammar state allows a few hundred of 150k+ tokens), so whole
+// words are filled at once.
+void mask_row(std::span<float> row, std::span<const uint32_t> allowed) {
+  const size_t n = std::min(row.size(), allowed.size() * 32);
+  for (size_t w = 0; w * 32 < n; ++w) {
+    const uint32_t bits = allowed[w];
+    const size_t begin = w * 32, end = std::min(n, begin + 32);
+    if (bits == ~0u) continue;
+    if (bits == 0) {
+      std::fill(row.begin() + static_cast<std::ptrdiff_t>(begin), row.begin() + static_cast<std::ptrdiff_t>(end), -INFINITY);
+      continue;
+    }
+    for (size_t i = begin; i < end; ++i)
+      if (!((bits >> (i - begin)) & 1)) row[i] = -INFINITY;
+  }
+  std::fill(row.begin() + static_cast<std::ptrdiff_t>(n), row.end(), -INFINITY);
 }
 
-void sample_rows(const Tensor& logits, const RowSampling& sampling, std::span<const double> uniforms, Tensor& ids) {
-  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
-  for (int64_t r = 0; r < rows; ++r)
-    ids.data<int32_t>()[r * ids.stride(0)] =
-        sample_row({detail::row_ptr<float>(logits, r), static_cast<size_t>(vocab)}, sampling, uniforms[static_cast<size_t>(r)]);
+namespace {
+// Row r of logits, through `allowed`'s row r when it is defined (masked in `scratch`).
+std::span<const float> row_of(const Tensor& logits, int64_t r, const Tensor& allowed, std::vector<float>& scratch) {
+  const std::span<const float> row{detail::row_ptr<float>(logits, r), static_cast<size_t>(logits.dim(1))};
+  if (!allowed) return row;
+  scratch.assign(row.begin(), row.end());
+  mask_row(scratch, {detail::row_ptr<uint32_t>(allowed, r), static_cast<size_t>(allowed.dim(1))});
+  return scratch;
+}
+}  // namespace
+
+void argmax_rows(const Tensor& logits, Tensor& ids, const Tensor& allowed) {
+  std::vector<float> scratch;
+  for (int64_t r = 0; r < logits.dim(0); ++r) ids.data<int32_t>()[r * ids.stride(0)] = argmax_row(row_of(logits, r, allowed, scratch));
+}
+
+void sample_rows(const Tensor& logits, const RowSampling& sampling, std::span<const double> uniforms, Tensor& ids, const Tensor& allowed) {
+  std::vector<float> scratch;
+  for (int64_t r = 0; r < logits.dim(0); ++r)
+    ids.data<int32_t>()[r * ids.stride(0)] = sample_row(row_of(logits, r, allowed, scratch), sampling, uniforms[static_cast<size_t>(r)]);
 }
 
 }  // namespace sanctum::ops::ref

@@ -19,10 +19,15 @@ std::vector<float> sample_weights(std::span<const float> logits, const RowSampli
 // Inverse CDF over `weights` in ascending id order at u in [0, 1).
 int32_t draw_row(const std::vector<float>& weights, double u);
 
+// Sets to -inf the logits of the tokens `allowed` leaves out (bit t % 32 of word t / 32 clear, and
+// every id at or past allowed.size() * 32): what the ops' `allowed` argument means.
+void mask_row(std::span<float> row, std::span<const uint32_t> allowed);
+
 // sample_weights then draw_row; a row without a finite logit gives 0.
 int32_t sample_row(std::span<const float> logits, const RowSampling& sampling, double u);
 
-void argmax_rows(const Tensor& logits, Tensor& ids);
-void sample_rows(const Tensor& logits, const RowSampling& sampling, std::span<const double> uniforms, Tensor& ids);
+void argmax_rows(const Tensor& logits, Tensor& ids, const Tensor& allowed = Tensor{});
+void sample_rows(const Tensor& logits, const RowSampling& sampling, std::span<const double> uniforms, Tensor& ids,
+                 const Tensor& allowed = Tensor{});
 
 }  // namespace sanctum::ops::ref
