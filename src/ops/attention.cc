@@ -1,7 +1,10 @@
 #include "ops/attention.h"
 
+#include <functional>
+
 #include "ops/cpu/kernels.h"
 #include "ops/cuda/kernels.h"
+#include "ops/gated_output.h"
 #include "ops/gating.h"
 #include "ops/op_util.h"
 
@@ -64,8 +67,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Position
   cache_attention(q, k, v, positions, scale, nullptr, out);
 }
 
-void gated_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, const Tensor& gate,
-                     Tensor& out) {
+namespace detail {
+void gate_attention_output(const Tensor& q, const Tensor& gate, Tensor& out, const std::function<void(const Tensor* gate)>& attend) {
   detail::require_defined(kOp, "q", q);
   detail::require_defined(kOp, "gate", gate);
   detail::require_defined(kOp, "out", out);
@@ -77,10 +80,16 @@ void gated_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Po
   SANCTUM_REQUIRE(gate.device() == out.device(), kOp, "gate and out must be on one device");
   const auto rows = [](const Tensor& t) { return t.reshape({t.dim(0) * t.dim(1), t.dim(2)}); };
   const Tensor gate_rows = rows(gate);  // refuses a gate whose heads are not rows of one stride, before anything runs
-  if (out.device() == Device::cuda && cuda::attention_takes_gate(q.dim(0))) return cache_attention(q, k, v, positions, scale, &gate, out);
-  cache_attention(q, k, v, positions, scale, nullptr, out);
+  if (out.device() == Device::cuda && cuda::attention_takes_gate(q.dim(0))) return attend(&gate);
+  attend(nullptr);
   Tensor out_rows = rows(out);
   sigmoid_mul(out_rows, gate_rows, out_rows);
+}
+}  // namespace detail
+
+void gated_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& positions, float scale, const Tensor& gate,
+                     Tensor& out) {
+  detail::gate_attention_output(q, gate, out, [&](const Tensor* g) { cache_attention(q, k, v, positions, scale, g, out); });
 }
 
 DType attention_output_dtype(int64_t queries, int64_t head_dim, Device device) {

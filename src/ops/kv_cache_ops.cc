@@ -6,7 +6,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/cuda/kernels.h"
 #include "ops/elementwise.h"
-#include "ops/gating.h"
+#include "ops/gated_output.h"
 #include "ops/op_util.h"
 #include "ops/rms_norm.h"
 #include "ops/rope_store.h"
@@ -159,21 +159,7 @@ void attention(const Tensor& q, const KvRows& k, const KvRows& v, const Position
 void gated_attention(const Tensor& q, const KvRows& k, const KvRows& v, const Positions& positions, float scale, const Tensor& gate,
                      Tensor& out) {
   if (is_f32(k) && is_f32(v)) return gated_attention(q, k.data, v.data, positions, scale, gate, out);
-  constexpr const char* kOp = "attention";
-  detail::require_defined(kOp, "gate", gate);
-  detail::require_defined(kOp, "out", out);
-  detail::require_dtype(kOp, "gate", gate, DType::f32);
-  detail::require_dtype(kOp, "out", out, DType::f32);
-  SANCTUM_REQUIRE(gate.ndim() == 3 && detail::same_shape(gate, out), kOp,
-                  "gate " + gate.shape_string() + " must match out " + out.shape_string());
-  detail::require_inner_contiguous(kOp, "gate", gate);
-  SANCTUM_REQUIRE(gate.device() == out.device(), kOp, "gate and out must be on one device");
-  const auto rows = [](const Tensor& t) { return t.reshape({t.dim(0) * t.dim(1), t.dim(2)}); };
-  const Tensor gate_rows = rows(gate);  // refuses a gate whose heads are not rows of one stride, before anything runs
-  if (out.device() == Device::cuda && cuda::attention_takes_gate(q.dim(0))) return cache_attention(q, k, v, positions, scale, &gate, out);
-  cache_attention(q, k, v, positions, scale, nullptr, out);
-  Tensor out_rows = rows(out);
-  sigmoid_mul(out_rows, gate_rows, out_rows);
+  detail::gate_attention_output(q, gate, out, [&](const Tensor* g) { cache_attention(q, k, v, positions, scale, g, out); });
 }
 
 }  // namespace sanctum::ops

@@ -103,21 +103,13 @@ HWY_INLINE void KeyDot4Bf16(const float* HWY_RESTRICT q, const KvSide& k, int64_
   }
 }
 
-// acc += p * v_j, head kvh, in value format F. q4's p * min terms go to bias (one per block), added
+// acc += p * v_j, head kvh, in quantized value format F. q4's p * min terms go to bias (one per block), added
 // once at the end rather than to every element of every row.
 template <KvFormat F>
 HWY_INLINE void AddValue(float p, const KvSide& v, int64_t j, int64_t kvh, int64_t d, float* HWY_RESTRICT acc, float* HWY_RESTRICT bias) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  if constexpr (F == KvFormat::bf16) {
-    const hn::Rebind<hwy::bfloat16_t, DF> dbf;
-    const auto* vj = static_cast<const hwy::bfloat16_t*>(v.data) + j * v.stride0 + kvh * v.stride1;
-    const auto vp = hn::Set(df, p);
-    int64_t c = 0;
-    for (; c + N <= d; c += N) hn::StoreU(hn::MulAdd(vp, hn::PromoteTo(df, hn::LoadU(dbf, vj + c)), hn::LoadU(df, acc + c)), df, acc + c);
-    const auto* bits = reinterpret_cast<const uint16_t*>(vj);
-    for (; c < d; ++c) acc[c] += p * bf16_to_f32(bits[c]);
-  } else if constexpr (F == KvFormat::q8) {
+  if constexpr (F == KvFormat::q8) {
     const hn::Rebind<int8_t, DF> di8;
     const hn::Rebind<int32_t, DF> di32;
     const int8_t* vj = static_cast<const int8_t*>(v.data) + j * v.stride0 + kvh * v.stride1;
@@ -134,7 +126,7 @@ HWY_INLINE void AddValue(float p, const KvSide& v, int64_t j, int64_t kvh, int64
       for (; c < end; ++c) acc[c] += ps * static_cast<float>(vj[c]);
     }
   } else {
-    static_assert(F == KvFormat::q4, "values are bf16, q8 or q4 here");
+    static_assert(F == KvFormat::q4, "values are q8 or q4 here (bf16 rows go through AddWeightedRows)");
     const hn::Rebind<uint8_t, DF> du8;
     const hn::Rebind<uint32_t, DF> du32;
     const hn::Rebind<int32_t, DF> di32;

@@ -44,13 +44,7 @@ void FullAttentionItems(const Tensor& q, const Tensor& k, const Tensor& v, float
     }
     const float inv_sum = ExpScoresInPlace(p.data(), m, mx);
     std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t j = 0; j < m; ++j) {
-      const float* vj = vb + j * v.stride(0);
-      const auto pj = hn::Set(df, p[static_cast<size_t>(j)]);
-      int64_t c = 0;
-      for (; c + N <= d; c += N) hn::StoreU(hn::MulAdd(pj, hn::LoadU(df, vj + c), hn::LoadU(df, acc.data() + c)), df, acc.data() + c);
-      for (; c < d; ++c) acc[static_cast<size_t>(c)] += p[static_cast<size_t>(j)] * vj[c];
-    }
+    AddWeightedRows(p.data(), m, vb, v.stride(0), d, acc.data());
     float* o = out.data<float>() + i * out.stride(0) + h * out.stride(1);
     for (int64_t c = 0; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] * inv_sum;
   }
