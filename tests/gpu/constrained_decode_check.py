@@ -12,6 +12,8 @@ pick, and verification rows of prompt-lookup drafts each get their own.
    a string until max_tokens).
 
   python3 tests/gpu/constrained_decode_check.py             (needs SANCTUM_BIN, jsonschema, tokenizers and mlx-lm)
+  ... --model-dir DIR   the small-vocabulary model made there beforehand (a machine without mlx: scripts/gpu_check.sh
+                        bundle makes it)
   python3 tests/gpu/constrained_decode_check.py --device cpu  (the same comparisons with every server on the CPU)
 """
 import argparse
@@ -83,13 +85,14 @@ def validates(schema: dict, text: str) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda", help="the device of the servers under test (cpu: a run without a GPU)")
+    ap.add_argument("--model-dir", type=Path, help="where the model is (made there when missing; default: a temporary folder)")
     a = ap.parse_args()
     binary = os.environ["SANCTUM_BIN"]
     forms = schemas()
     ok = True
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        model = small_vocab_model.make_model(tmp / "chatml", "chatml")
+        model = small_vocab_model.make_model(a.model_dir or tmp / "chatml", "chatml")
         gpu = ["--device", a.device, *EXACT]
         tested = f"{a.device} device picks"
         modes = {"cpu reference": ["--device", "cpu", *EXACT], tested: gpu, f"{a.device} --no-pld": [*gpu, "--no-pld"],

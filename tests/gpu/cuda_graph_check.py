@@ -39,8 +39,11 @@ def main() -> int:
     # A short prompt, so one recording serves many positions (across attention key tiles), then a
     # cache growth at 256 rows and a second recording.
     prompt = ",".join(str(7 + (i * 37) % 900) for i in range(30))
-    for precision, sampling in (("f32", ["--temperature", "0"]), ("bf16", ["--temperature", "0"]),
-                                ("bf16", ["--temperature", "0.8", "--top-p", "0.9", "--seed", "7"])):
+    # bf16 runs without prompt lookup: its verify rows go through other kernels than a one-row step
+    # (rounding differently), and when the draft gate drafts depends on measured step times, so with
+    # it on the same greedy run may part at a near-tie from one run to the next.
+    for precision, sampling in (("f32", ["--temperature", "0"]), ("bf16", ["--temperature", "0", "--no-pld"]),
+                                ("bf16", ["--temperature", "0.8", "--top-p", "0.9", "--seed", "7", "--no-pld"])):
         args = ["generate", "--model", str(MODEL), "--device", "cuda", "--matmul-precision", precision, "--prompt-ids", prompt,
                 "--max-tokens", "300", "--ignore-eos", *sampling]
         outputs = {mode: run(args, mode) for mode in MODES}
@@ -52,7 +55,7 @@ def main() -> int:
         moe = random_checkpoint.write_mlx_4bit(Path(tmp) / "moe-4l", config)
         ids = ",".join(str(11 + (i * 53) % (config["vocab_size"] - 11)) for i in range(40))
         args = ["generate", "--model", str(moe), "--device", "cuda", "--matmul-precision", "bf16", "--prompt-ids", ids, "--max-tokens", "64",
-                "--ignore-eos", "--temperature", "0"]
+                "--ignore-eos", "--temperature", "0", "--no-pld"]
         outputs = {mode: run(args, mode) for mode in MODES}
     same = len(set(outputs.values())) == 1 and len(outputs["chained"].split(",")) == 64
     ok &= same
