@@ -18,14 +18,17 @@ double mib(size_t bytes) { return static_cast<double>(bytes) / static_cast<doubl
 std::string mib_text(size_t bytes) { return std::to_string((bytes + kMiB - 1) / kMiB) + " MiB"; }
 
 // f32 activations of `piece` tokens through one layer (the widest of attention and feed-forward
-// buffers, a few of each alive at once) plus the logits of the rows that need them.
+// buffers, a few of each alive at once) plus the logits of the rows that need them, plus the bf16
+// keys a CPU prefill reads transposed (ops/kv_format.h: bounded, and no more than the context).
 size_t scratch_estimate(const ModelConfig& c, int64_t piece) {
   const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
   const int64_t linear = c.linear_num_key_heads * c.linear_key_head_dim * 2 + c.linear_num_value_heads * c.linear_value_head_dim * 2;
   const int64_t ffn = std::max(c.intermediate_size,
                                c.moe_intermediate_size * std::max<int64_t>(1, c.num_experts_per_tok) + c.shared_expert_intermediate_size);
   const int64_t per_token = 4 * c.hidden_size + std::max(2 * q + 2 * kv, linear) + 3 * ffn;
-  return static_cast<size_t>(piece * per_token + c.vocab_size) * sizeof(float);
+  const int64_t transposed_keys =
+      std::min(ops::kMaxTransposedKeyBytes, std::max<int64_t>(c.max_position_embeddings, piece) * kv * static_cast<int64_t>(sizeof(float)));
+  return static_cast<size_t>(piece * per_token + c.vocab_size) * sizeof(float) + static_cast<size_t>(transposed_keys);
 }
 
 }  // namespace

@@ -28,6 +28,11 @@ enum class KvCacheDtype : uint8_t { f32, bf16, q8, q4v };
 
 inline constexpr int64_t kKvBlock = 32;
 
+// A CPU prefill reads bf16 keys widened and transposed into scratch of at most this many bytes (the
+// keys past it are read in rows, with the same bits): 32k keys of two 64-wide kv heads, 8k of two
+// 256-wide ones.
+inline constexpr int64_t kMaxTransposedKeyBytes = int64_t{16} << 20;
+
 KvFormat key_format(KvCacheDtype dtype);
 KvFormat value_format(KvCacheDtype dtype);
 const char* kv_cache_dtype_name(KvCacheDtype dtype);

@@ -23,6 +23,24 @@ namespace sanctum::ops::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// The sum of v's lanes as a halving tree: lane l + N/2 added to lane l, then the same on the lower
+// half, down to one lane. Spelled out (rather than SumOfLanes, whose order is the target's) because
+// the transposed score kernels add their per-lane accumulators in exactly this pairing, and a
+// score must have the same bits whichever form computed it.
+template <class D>
+HWY_INLINE float LaneTreeSum(D d, hn::VFromD<D> v) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::GetLane(v);
+#else
+  if constexpr (hn::MaxLanes(d) == 1) {
+    return hn::GetLane(v);
+  } else {
+    const hn::Half<D> dh;
+    return LaneTreeSum(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+#endif
+}
+
 // q·k: two vector accumulators in order, summed, then the tail.
 HWY_INLINE float AttentionDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t d) {
   const hn::ScalableTag<float> df;

@@ -32,7 +32,9 @@ void add_bias(Tensor& y, const Tensor& bias);
 void copy(const Tensor& src, Tensor& dst);
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out);
 // The same reading a KV cache in any stored format (attention_kv.cc); k and v hold q_pos0 + n rows.
-void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, float scale, Tensor& out);
+// A prefill transposes bf16 keys into scratch of at most max_transposed_bytes (ops/kv_format.h).
+void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, float scale, Tensor& out,
+                  int64_t max_transposed_bytes = kMaxTransposedKeyBytes);
 // src (n, kv_heads * head_dim) f32 into dst rows [row0, row0 + n), converted (kv_quantize.cc).
 void store_kv_rows(const Tensor& src, const KvRows& dst, int64_t row0);
 
