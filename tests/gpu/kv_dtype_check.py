@@ -1,12 +1,12 @@
-"""The KV cache in bf16, q8 and q4v on a GPU machine against the CPU's, end to end on the embedded default
-model: with --kv-cache-dtype bf16 (then q8, then q4v) on --device cuda and on the CPU, both in the exact matmul
-mode, `sanctum generate` greedy for 32 tokens must print the same tokens, and `sanctum logits` over a
-300-token prompt prefilled in part (280 tokens: past one 256-row cache block, read by the prefill
-kernels) and then stepped one token at a time (the decode kernel reading the stored rows) must pick
-the same top token wherever the CPU's top two are apart, with every logit within TOLERANCE of the
-CPU's largest. The f32 cache's CPU/GPU distance is printed beside each as the baseline. Then the
-fast matmul mode on the GPU (tensor-core prefill reading the stored rows) against the CPU with the
-bf16 mode check's bounds.
+"""The KV cache in bf16, q8 and q4v on a GPU machine against the CPU's, end to end on the embedded
+default model: with --kv-cache-dtype bf16 (then q8, then q4v) on --device cuda and on the CPU, both in
+the exact matmul mode, `sanctum generate` greedy for 32 tokens must print the same tokens, and
+`sanctum logits` over a 300-token prompt prefilled in part (280 tokens: past one 256-row cache block,
+read by the prefill kernels) and then stepped one token at a time (the decode kernel reading the
+stored rows) must pick the same top token wherever the CPU's top two are apart, with every logit
+within TOLERANCE of the CPU's largest. The f32 cache's CPU/GPU distance is printed beside each as
+the baseline. Then the fast matmul mode on the GPU (tensor-core prefill reading the stored rows)
+against the CPU with the bf16 mode check's bounds.
 
   python3 tests/gpu/kv_dtype_check.py          (needs SANCTUM_BIN)
 """
