@@ -9,8 +9,8 @@
 #   scripts/gpu_check.sh run [stages]    on the GPU machine (Python with torch/transformers, CUDA 13):
 #                                        unpacks, runs the CUDA op tests, the mlx-lm and transformers
 #                                        parity suites with --device cuda, the CUDA-graph on/off
-#                                        check, the bf16-against-f32 check, the KV cache in bf16 and q8
-#                                        against the CPU's, the split-norm check and every tuning
+#                                        check, the bf16-against-f32 check, the KV cache in bf16, q8 and
+#                                        q4v against the CPU's, the split-norm check and every tuning
 #                                        knob's off path,
 #                                        then each stage named:
 #                                        --large (27B-shape parity with transformers), --vision (the vision
@@ -142,7 +142,7 @@ run() {
     python3 tests/gpu/cuda_graph_check.py 2>&1 | tee "$out/graphs.log" || status=1
     echo "== the bf16 mode (tiled weights) against the f32 mode"
     python3 tests/gpu/bf16_mode_check.py 2>&1 | tee "$out/bf16.log" || status=1
-    echo "== the KV cache in bf16 and q8 on the GPU against the CPU's"
+    echo "== the KV cache in bf16, q8 and q4v on the GPU against the CPU's"
     python3 tests/gpu/kv_dtype_check.py 2>&1 | tee "$out/kv_dtype.log" || status=1
     echo "== the split RMSNorm against add+RMSNorm (one-token steps, bf16 mode)"
     python3 tests/gpu/split_norm_check.py 2>&1 | tee "$out/split_norm.log" || status=1
@@ -169,7 +169,7 @@ run() {
         echo "== grammar-constrained decode: masks applied on the GPU against the CPU's answers"
         python3 tests/gpu/constrained_decode_check.py --model-dir "$DIST/small_vocab_chatml" 2>&1 | tee "$out/constrained.log" || status=1 ;;
       --kv-dtype)
-        echo "== the KV cache in bf16 and q8 on the GPU against the CPU's"
+        echo "== the KV cache in bf16, q8 and q4v on the GPU against the CPU's"
         python3 tests/gpu/kv_dtype_check.py 2>&1 | tee "$out/kv_dtype.log" || status=1 ;;
       --ops=*)
         echo "== CUDA op tests matching ${stage#--ops=}"

@@ -8,19 +8,17 @@
 namespace sanctum::cli {
 
 namespace {
-void apply_kv_cache_dtype(const Args& args, Device device) {
+// Every dtype runs on both devices.
+void apply_kv_cache_dtype(const Args& args) {
   if (args.has(kKvCacheDtypeFlag)) ops::set_kv_cache_dtype(ops::parse_kv_cache_dtype(*args.get(kKvCacheDtypeFlag)));
   else if (!ops::kv_cache_dtype_chosen()) ops::set_kv_cache_dtype(kDefaultKvCacheDtype);
-  check(device == Device::cpu || ops::kv_cache_dtype() != ops::KvCacheDtype::q4v, ErrorKind::unsupported,
-        std::string("--kv-cache-dtype ") + ops::kv_cache_dtype_name(ops::kv_cache_dtype()) +
-            ": the CUDA attention kernels read f32, bf16 and q8 KV caches; use --kv-cache-dtype f32, bf16 or q8 with --device cuda");
 }
 }  // namespace
 
 Device apply_device_flags(const Args& args) {
   const std::string name = args.get_or(kDeviceFlag, "cpu");
   check(name == "cpu" || name == "cuda", ErrorKind::invalid_argument, "--device must be cpu or cuda, got '" + name + "'");
-  apply_kv_cache_dtype(args, name == "cuda" ? Device::cuda : Device::cpu);
+  apply_kv_cache_dtype(args);
   const long long limit = args.get_int(kGpuMemoryLimitFlag, 0);
   check(limit >= 0, ErrorKind::invalid_argument, "--gpu-memory-limit-mb must be >= 0 (0: no limit)");
   if (name == "cpu") {

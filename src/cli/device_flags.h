@@ -21,7 +21,7 @@ inline constexpr const char* kDeviceUsage = "[--device cpu|cuda] [--gpu-memory-l
 // on cuda, int8 activations on a CPU with VNNI (ops::default_cpu_matmul_precision). Sets the KV cache
 // dtype from --kv-cache-dtype (or SANCTUM_KV_CACHE_DTYPE), else kDefaultKvCacheDtype.
 // Throws Error(invalid_argument) for an unknown device or dtype, Error(unsupported) when cuda is not
-// usable or cannot take the dtype (q4v: its kernels read f32, bf16 and q8 caches).
+// usable.
 Device apply_device_flags(const Args& args);
 
 // The KV cache dtype when neither --kv-cache-dtype nor SANCTUM_KV_CACHE_DTYPE names one, on either

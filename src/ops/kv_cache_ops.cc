@@ -21,14 +21,9 @@ bool gpu_bf16(const KvRows& r) { return r.format == KvFormat::bf16 && r.data && 
 // f32 or bf16 rows as the row ops take them: (rows, kv_heads * head_dim).
 Tensor rows_2d(const KvRows& r) { return r.data.reshape({r.rows(), r.kv_heads() * r.head_dim}); }
 
-// The checks every op on a converted cache makes: its storage shaped as the format says, in a format
-// its device's kernels read (the CPU all; a GPU bf16 and q8).
+// The checks every op on a converted cache makes: its storage shaped as the format says.
 void check_cache(const char* op, const KvRows& r) {
   detail::require_defined(op, "cache", r.data);
-  SANCTUM_REQUIRE(
-      r.data.device() == Device::cpu || r.format != KvFormat::q4, op,
-      "a KV cache with q4 values (--kv-cache-dtype q4v) runs on the CPU only; use --kv-cache-dtype bf16 or q8 with --device cuda",
-      ErrorKind::unsupported);
   SANCTUM_REQUIRE(r.data.ndim() == 3 && r.head_dim > 0, op, "cache data must be (rows, kv_heads, width), got " + r.data.shape_string());
   detail::require_inner_contiguous(op, "cache", r.data);
   const bool quantized = r.format == KvFormat::q8 || r.format == KvFormat::q4;

@@ -1,9 +1,8 @@
 #pragma once
 // The ops that write and read a KV cache in any stored format (ops/kv_format.h). With f32 keys and
 // values each is exactly its f32 form (store_rows, rope_and_store, norm_rope_and_store, attention,
-// gated_attention), on either device. On the CPU every format runs; on a GPU f32, bf16 (stored by
-// the f32 ops' kernels, which round) and q8, keys and values alike: a cache with q4 values (q4v) is
-// refused there, naming the dtypes that run. A GPU store writes the bytes the CPU's store writes.
+// gated_attention), on either device. Every format runs on both devices (on a GPU a bf16 cache is
+// stored by the f32 ops' kernels, which round); a GPU store writes the bytes the CPU's store writes.
 #include "ops/kv_format.h"
 #include "ops/positions.h"
 #include "ops/rope.h"

@@ -259,7 +259,7 @@ TEST(CudaPerf, DISABLED_attention_decode_kv_dtypes) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
     for (int64_t keys : {4096, 16384, 65536}) {
       double f32_seconds = 0.0;
-      for (ops::KvCacheDtype dtype : {ops::KvCacheDtype::f32, ops::KvCacheDtype::bf16, ops::KvCacheDtype::q8}) {
+      for (ops::KvCacheDtype dtype : {ops::KvCacheDtype::f32, ops::KvCacheDtype::bf16, ops::KvCacheDtype::q8, ops::KvCacheDtype::q4v}) {
         const ops::KvRows k = ops::KvRows::zeros(keys, s.kv_heads, s.d, ops::key_format(dtype), Device::cuda);
         const ops::KvRows v = ops::KvRows::zeros(keys, s.kv_heads, s.d, ops::value_format(dtype), Device::cuda);
         std::vector<int32_t> block(kBlock);

@@ -1,7 +1,8 @@
 // Causal GQA attention over the KV cache, flash-style: a block takes 16 queries of one head (two per
 // warp) and walks the keys in tiles of 32 staged in shared memory, keeping a running max, sum and
 // output per query (online softmax), so nothing of size n × n_kv is ever stored. K/V of the query
-// head's KV head are read in place, in the cache's element (f32, bf16 or q8, as f32 once staged).
+// head's KV head are read in place, in the cache's elements (f32, bf16, q8 or q4 values; as f32 once
+// staged).
 // When few blocks would run, the keys are also split across blocks (split-K) and a second kernel
 // merges the partial results. This kernel is the exact-mode prefill and the fast mode's for 9 to 63
 // queries; attention() sends decode and fast-mode long prefill to attention_paths.cuh.
@@ -25,7 +26,7 @@ constexpr int kWarps = 8, kQueriesPerWarp = 2, kQueries = kWarps * kQueriesPerWa
 struct AttnArgs {
   const float* q;
   int64_t q_s0, q_s1;
-  KvSide k, v;  // read as the template's KvElem
+  KvSide k, v;  // read as the template's KvElems
   float* out;
   int64_t o_s0, o_s1;
   int64_t n, q_pos0, n_heads;
@@ -37,9 +38,9 @@ struct AttnArgs {
   float* part;  // (n, heads, splits, d + 2): acc..., max, sum
 };
 
-// PL = values of the head per lane (head_dim <= 32 * PL); E = the cache's element, converted to f32 as
-// a key tile is staged.
-template <int PL, KvElem E>
+// PL = values of the head per lane (head_dim <= 32 * PL); K and V = the cache's elements, converted to
+// f32 as a key tile is staged.
+template <int PL, KvElem K, KvElem V>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
   extern __shared__ float smem[];
   const int D = a.d, DP = 32 * PL;
@@ -73,8 +74,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnArgs a) {
       const int j = i / DP, c = i % DP;
       const int64_t t = t0 + j;
       const bool ok = t < key_end && c < D;
-      ks[j * (DP + 1) + c] = ok ? kv_value<E>(a.k, t, kvh, c) : 0.0f;
-      vs[j * DP + c] = ok ? kv_value<E>(a.v, t, kvh, c) : 0.0f;
+      ks[j * (DP + 1) + c] = ok ? kv_value<K>(a.k, t, kvh, c) : 0.0f;
+      vs[j * DP + c] = ok ? kv_value<V>(a.v, t, kvh, c) : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -155,25 +156,25 @@ __global__ void attention_combine(AttnArgs a) {
   }
 }
 
-template <int PL, KvElem E>
+template <int PL, KvElem K, KvElem V>
 void launch(const AttnArgs& a, dim3 grid) {
   const size_t smem = (static_cast<size_t>(kKeyTile) * (32 * PL + 1) + kKeyTile * 32 * PL + kQueries * 32 * PL) * sizeof(float);
   static bool configured = false;
   if (!configured) {
-    check_cuda(cudaFuncSetAttribute(attention_kernel<PL, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+    check_cuda(cudaFuncSetAttribute(attention_kernel<PL, K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                "attention smem");
     configured = true;
   }
-  attention_kernel<PL, E><<<grid, kWarps * 32, smem, stream()>>>(a);
+  attention_kernel<PL, K, V><<<grid, kWarps * 32, smem, stream()>>>(a);
 }
 
-template <KvElem E>
+template <KvElem K, KvElem V>
 void launch_lanes(const AttnArgs& a, dim3 grid) {
   const int pl = (a.d + 31) / 32;
-  if (pl <= 1) launch<1, E>(a, grid);
-  else if (pl <= 2) launch<2, E>(a, grid);
-  else if (pl <= 4) launch<4, E>(a, grid);
-  else launch<8, E>(a, grid);
+  if (pl <= 1) launch<1, K, V>(a, grid);
+  else if (pl <= 2) launch<2, K, V>(a, grid);
+  else if (pl <= 4) launch<4, K, V>(a, grid);
+  else launch<8, K, V>(a, grid);
 }
 
 Tensor& partial_scratch() {
@@ -214,8 +215,10 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
 void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
                   const Tensor* gate) {
   check(q.dim(2) <= 256, ErrorKind::unsupported, "[attention] cuda supports head_dim up to 256, got " + std::to_string(q.dim(2)));
-  check(k.format == v.format && k.format != KvFormat::q4, ErrorKind::unsupported,
-        "[attention] cuda reads keys and values of one format, f32, bf16 or q8; use --kv-cache-dtype f32, bf16 or q8 with --device cuda");
+  check((k.format == v.format && k.format != KvFormat::q4) || (k.format == KvFormat::q8 && v.format == KvFormat::q4),
+        ErrorKind::unsupported,
+        "[attention] cuda reads the caches --kv-cache-dtype makes (keys and values both f32, bf16 or q8, or q8 keys with q4 values); "
+        "make the cache with ops::key_format and ops::value_format of one dtype");
   if (q.dim(0) == 0) return;
   AttnView view = attn_view(q, k, v, q_pos0, device_q_pos0, scale, out);
   if (gate != nullptr) {  // the decode kernel's paths below write it gated
@@ -276,10 +279,14 @@ void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_p
     a.part = part.data<float>();
   }
   const dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(a.n_heads), static_cast<unsigned>(splits));
-  switch (view.kv) {
-    case KvElem::f32: launch_lanes<KvElem::f32>(a, grid); break;
-    case KvElem::bf16: launch_lanes<KvElem::bf16>(a, grid); break;
-    case KvElem::q8: launch_lanes<KvElem::q8>(a, grid); break;
+  switch (view.k_elem) {
+    case KvElem::f32: launch_lanes<KvElem::f32, KvElem::f32>(a, grid); break;
+    case KvElem::bf16: launch_lanes<KvElem::bf16, KvElem::bf16>(a, grid); break;
+    case KvElem::q8:
+      if (view.v_elem == KvElem::q4) launch_lanes<KvElem::q8, KvElem::q4>(a, grid);
+      else launch_lanes<KvElem::q8, KvElem::q8>(a, grid);
+      break;
+    case KvElem::q4: break;  // keys are never q4 (checked above)
   }
   check_launch("attention");
   if (splits > 1) {

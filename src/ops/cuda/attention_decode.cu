@@ -1,9 +1,10 @@
 // Attention for a few queries (decode): bandwidth-bound on K/V, so a block takes every query head of
 // one KV head ("rows" = query × head-in-group, up to RB of them, q in registers) and reads each K/V
 // row once for all of them. The block's keys are split across its warps in batches of KB keys read
-// straight from global in the cache's element (f32, bf16 or q8; 4-value vector loads where aligned):
-// a batch's loads are all issued before the first is converted (dequantized in registers where
-// used), and a bf16 or q8 warp loads its next batch while it computes this one. Each warp keeps an
+// straight from global in the cache's elements (f32, bf16 or q8, or q8 keys with q4 values; 4-value
+// vector loads where aligned): a batch's loads are all issued before the first is converted
+// (dequantized in registers where used), and a warp over any cache but f32 loads its next batch while
+// it computes this one. Each warp keeps an
 // online softmax per row, the warps merge in shared memory, and when the keys are also split across
 // blocks (split-K) a second kernel merges the splits.
 #include <algorithm>
@@ -50,16 +51,18 @@ __device__ __forceinline__ Chunk<VEC> load_chunk(const float* p) {
 }
 
 // The stored words of one batch: keys t0 .. t0 + KB - 1, chunks lane + 32 p of VEC values.
-template <KvElem E, int VEC, int P, int KB>
+template <KvElem K, KvElem V, int VEC, int P, int KB>
 struct KvBatch {
-  KvWords<E, VEC> k[KB][P], v[KB][P];
+  KvWords<K, VEC> k[KB][P];
+  KvWords<V, VEC> v[KB][P];
 };
 
 // Issues every load of a batch before any is used. Keys past key_end and lanes past d read zeros,
 // or with CLAMP (no branch nor predicate on any load) the split's last key and the row's last chunk:
 // finite values where the cache is, which masked scores and q's zeros past d weigh by 0.
-template <bool CLAMP, KvElem E, int VEC, int P, int KB>
-__device__ __forceinline__ void load_batch(KvBatch<E, VEC, P, KB>& b, const AttnView& a, int64_t t0, int64_t key_end, int64_t g, int lane) {
+template <bool CLAMP, KvElem K, KvElem V, int VEC, int P, int KB>
+__device__ __forceinline__ void load_batch(KvBatch<K, V, VEC, P, KB>& b, const AttnView& a, int64_t t0, int64_t key_end, int64_t g,
+                                           int lane) {
 #pragma unroll
   for (int j = 0; j < KB; ++j)
 #pragma unroll
@@ -68,12 +71,12 @@ __device__ __forceinline__ void load_batch(KvBatch<E, VEC, P, KB>& b, const Attn
       if constexpr (CLAMP) {
         const int64_t t = t0 + j < key_end ? t0 + j : key_end - 1;
         const int cc = c < a.d ? c : a.d - VEC;
-        b.k[j][p] = kv_load<E, VEC>(a.k, t, g, cc);
-        b.v[j][p] = kv_load<E, VEC>(a.v, t, g, cc);
+        b.k[j][p] = kv_load<K, VEC>(a.k, t, g, cc);
+        b.v[j][p] = kv_load<V, VEC>(a.v, t, g, cc);
       } else {
         const bool ok = t0 + j < key_end && c < a.d;
-        b.k[j][p] = ok ? kv_load<E, VEC>(a.k, t0 + j, g, c) : KvWords<E, VEC>{};
-        b.v[j][p] = ok ? kv_load<E, VEC>(a.v, t0 + j, g, c) : KvWords<E, VEC>{};
+        b.k[j][p] = ok ? kv_load<K, VEC>(a.k, t0 + j, g, c) : KvWords<K, VEC>{};
+        b.v[j][p] = ok ? kv_load<V, VEC>(a.v, t0 + j, g, c) : KvWords<V, VEC>{};
       }
     }
 }
@@ -87,8 +90,8 @@ __device__ __forceinline__ Chunk<VEC> zero_chunk() {
 }
 
 // Lane `lane` holds chunks lane + 32 p (p < P) of VEC floats each: elements (lane + 32 p) * VEC + e.
-// K/V are read in the cache's element E and dequantized in registers. Grid: (splits, kv heads, row groups).
-template <KvElem E, int VEC, int P, int RB, int KB>
+// K and V are read in the cache's elements and dequantized in registers. Grid: (splits, kv heads, row groups).
+template <KvElem K, KvElem V, int VEC, int P, int RB, int KB>
 __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArgs args) {
   wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
   allow_next_early();
@@ -132,10 +135,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
       for (int e = 0; e < VEC; ++e) acc[r][p][e] = 0.0f;
   }
 
+  // A q4 value chunk's nibbles (kv_word_value): chunk lane + 32 p starts at (lane + 32 p) * VEC, the
+  // same offset in its block of 32 for every p. Lanes past d read another chunk (load_batch) whose
+  // values, finite either way, reach no output.
+  const uint32_t v_shift = q4_shift(lane * VEC);
   const int64_t key_begin = split * args.keys_per_split;
   const int64_t key_end = key_begin + args.keys_per_split < block_limit ? key_begin + args.keys_per_split : block_limit;
   // Keys t0 .. t0 + KB - 1 into each row's online softmax.
-  auto consume = [&](const KvBatch<E, VEC, P, KB>& b, int64_t t0) {
+  auto consume = [&](const KvBatch<K, V, VEC, P, KB>& b, int64_t t0) {
     float s[RB][KB];
 #pragma unroll
     for (int r = 0; r < RB; ++r)
@@ -176,18 +183,18 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
 #pragma unroll
         for (int p = 0; p < P; ++p)
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) acc[r][p][e] += pj * kv_word_value(b.v[j][p], e);
+          for (int e = 0; e < VEC; ++e) acc[r][p][e] += pj * kv_word_value(b.v[j][p], e, v_shift);
       }
       m[r] = new_m;
     }
   };
   // Warps take interleaved batches of KB consecutive keys, so the block's loads stay contiguous. A
-  // bf16 or q8 batch takes half the registers or less of an f32 one, so those warps keep two: the
+  // bf16, q8 or q4v batch takes half the registers or less of an f32 one, so those warps keep two: the
   // next batch's loads are in flight while this one is computed.
   constexpr int64_t kStride = kWarps * KB;
   int64_t t0 = key_begin + static_cast<int64_t>(warp) * KB;
-  if constexpr (E != KvElem::f32 && VEC == 4) {
-    KvBatch<E, VEC, P, KB> b0, b1;
+  if constexpr (K != KvElem::f32 && VEC == 4) {
+    KvBatch<K, V, VEC, P, KB> b0, b1;
     if (t0 < key_end) load_batch<true>(b0, a, t0, key_end, g, lane);
     for (; t0 < key_end; t0 += 2 * kStride) {
       if (t0 + kStride < key_end) load_batch<true>(b1, a, t0 + kStride, key_end, g, lane);
@@ -198,7 +205,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
     }
   } else {
     for (; t0 < key_end; t0 += kStride) {
-      KvBatch<E, VEC, P, KB> b;
+      KvBatch<K, V, VEC, P, KB> b;
       load_batch<false>(b, a, t0, key_end, g, lane);
       consume(b, t0);
     }
@@ -286,7 +293,7 @@ Tensor& partial_scratch() {
   return t;
 }
 
-template <KvElem E, int VEC, int P, int RB>
+template <KvElem K, KvElem V, int VEC, int P, int RB>
 void launch(DecodeArgs args) {
   constexpr int KB = RB >= 8 ? 2 : 4;
   const AttnView& a = args.a;
@@ -315,7 +322,7 @@ void launch(DecodeArgs args) {
     args.part = part.data<float>();
   }
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(row_groups));
-  launch_early(attention_decode_kernel<E, VEC, P, RB, KB>, grid, dim3(kWarps * 32), 0, args);
+  launch_early(attention_decode_kernel<K, V, VEC, P, RB, KB>, grid, dim3(kWarps * 32), 0, args);
   check_launch("attention decode");
   if (splits > 1) {
     launch_early(decode_combine, dim3(static_cast<unsigned>(a.n), static_cast<unsigned>(a.heads), static_cast<unsigned>((a.d + 31) / 32)),
@@ -330,25 +337,25 @@ void launch(DecodeArgs args) {
 // weights streaming through) takes blocks of up to eight rows and reads it once. On an H200 at 512
 // keys (768 of capacity; bench/gpu/decode_sweep.py, tg128), two rows a block against eight: MoE shape
 // 456.6 -> 474.6 tok/s, 27B 151.6 -> 153.0, 24B 193.3 -> 195.5.
-template <KvElem E, int VEC, int P>
+template <KvElem K, KvElem V, int VEC, int P>
 void launch_rows(const DecodeArgs& args) {
   constexpr int64_t kRereadBytes = int64_t{8} << 20;
   const AttnView& a = args.a;
-  const bool cache_in_l2 = a.key_rows * a.kv_heads * a.d * 2 * static_cast<int64_t>(kv_elem_bytes(E)) <= kRereadBytes;
-  if (args.rows <= 2 || cache_in_l2) launch<E, VEC, P, 2>(args);
-  else if (args.rows <= 4) launch<E, VEC, P, 4>(args);
-  else launch<E, VEC, P, 8>(args);
+  const bool cache_in_l2 = a.key_rows * a.kv_heads * a.d * (kv_elem_bits(K) + kv_elem_bits(V)) / 8 <= kRereadBytes;
+  if (args.rows <= 2 || cache_in_l2) launch<K, V, VEC, P, 2>(args);
+  else if (args.rows <= 4) launch<K, V, VEC, P, 4>(args);
+  else launch<K, V, VEC, P, 8>(args);
 }
 
-template <KvElem E>
+template <KvElem K, KvElem V>
 void launch_vectors(const DecodeArgs& args) {
   const AttnView& a = args.a;
   // Whole chunks of four values need every row start of q, k and v on a four-value boundary.
   const bool vec4 =
-      a.d % 4 == 0 && a.q_s0 % 4 == 0 && a.q_s1 % 4 == 0 && aligned16(a.q) && kv_rows_aligned(a.k, E, 4) && kv_rows_aligned(a.v, E, 4);
-  if (vec4 && a.d <= 128) launch_rows<E, 4, 1>(args);
-  else if (vec4) launch_rows<E, 4, 2>(args);
-  else launch_rows<E, 1, 8>(args);
+      a.d % 4 == 0 && a.q_s0 % 4 == 0 && a.q_s1 % 4 == 0 && aligned16(a.q) && kv_rows_aligned(a.k, K, 4) && kv_rows_aligned(a.v, V, 4);
+  if (vec4 && a.d <= 128) launch_rows<K, V, 4, 1>(args);
+  else if (vec4) launch_rows<K, V, 4, 2>(args);
+  else launch_rows<K, V, 1, 8>(args);
 }
 
 }  // namespace
@@ -358,10 +365,13 @@ void attention_decode(const AttnView& a) {
   args.a = a;
   args.groups = static_cast<int>(a.heads / a.kv_heads);
   args.rows = static_cast<int>(a.n * args.groups);
-  switch (a.kv) {
-    case KvElem::f32: return launch_vectors<KvElem::f32>(args);
-    case KvElem::bf16: return launch_vectors<KvElem::bf16>(args);
-    case KvElem::q8: return launch_vectors<KvElem::q8>(args);
+  switch (a.k_elem) {
+    case KvElem::f32: return launch_vectors<KvElem::f32, KvElem::f32>(args);
+    case KvElem::bf16: return launch_vectors<KvElem::bf16, KvElem::bf16>(args);
+    case KvElem::q8:
+      if (a.v_elem == KvElem::q4) return launch_vectors<KvElem::q8, KvElem::q4>(args);
+      return launch_vectors<KvElem::q8, KvElem::q8>(args);
+    case KvElem::q4: return;  // keys are never q4 (attention_kv checks the pair)
   }
 }
 

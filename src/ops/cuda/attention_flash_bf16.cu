@@ -1,7 +1,7 @@
 // Long-prefill attention on the tensor cores (fast precision mode), flash-attention style.
 //
 // A first pass rounds Q to bf16 once, head-major ([head][row][d]), and K and V likewise where the
-// cache is f32 (or q8, dequantized); a bf16 cache is read where it lies. The blocks, which each walk
+// cache is f32 (or q8 or q4v, dequantized); a bf16 cache is read where it lies. The blocks, which each walk
 // all the keys their queries see, then copy finished 16-byte rows straight into shared memory
 // (cp.async, the next key tile in flight while this one is computed) instead of each converting
 // rows. A block takes 64 queries of one head, 16 per warp; per key tile a warp
@@ -225,17 +225,17 @@ __global__ void kv_to_bf16_head_major(KvSide s, int64_t rows, int64_t heads, int
                              : bf16_bits(kv_value<E>(s, row, head, c));
 }
 
-// K or V as the kernel reads it: a bf16 cache in place, any other rounded into dst head-major.
-void flash_side(const AttnView& a, const KvSide& side, int64_t keys, int d, __nv_bfloat16* dst, const __nv_bfloat16** out, int64_t* s0,
-                int64_t* s1) {
-  if (a.kv == KvElem::bf16) {
+// K or V (in element e) as the kernel reads it: a bf16 cache in place, any other rounded into dst head-major.
+void flash_side(const AttnView& a, const KvSide& side, KvElem e, int64_t keys, int d, __nv_bfloat16* dst, const __nv_bfloat16** out,
+                int64_t* s0, int64_t* s1) {
+  if (e == KvElem::bf16) {
     *out = static_cast<const __nv_bfloat16*>(side.data);
     *s0 = side.s0;
     *s1 = side.s1;
     return;
   }
-  *out = a.kv == KvElem::f32 ? bf16_head_major(static_cast<const float*>(side.data), side.s0, side.s1, keys, a.kv_heads, d, dst)
-                             : kv_bf16_head_major(side, a.kv, keys, a.kv_heads, d, dst);
+  *out = e == KvElem::f32 ? bf16_head_major(static_cast<const float*>(side.data), side.s0, side.s1, keys, a.kv_heads, d, dst)
+                          : kv_bf16_head_major(side, e, keys, a.kv_heads, d, dst);
   *s0 = d;
   *s1 = keys * d;
 }
@@ -250,12 +250,14 @@ void launch(const AttnView& a) {
     configured = true;
   }
   const int64_t keys = a.q_pos0 + a.n, q_elems = a.n * a.heads * D;
-  const int64_t kv_elems = a.kv == KvElem::bf16 ? 0 : keys * a.kv_heads * D;  // a bf16 cache is read in place
-  auto* base = static_cast<__nv_bfloat16*>(scratch_bytes(bf16_rows_scratch(), static_cast<size_t>(q_elems + 2 * kv_elems) * 2));
+  // A bf16 side is read in place.
+  const int64_t k_elems = a.k_elem == KvElem::bf16 ? 0 : keys * a.kv_heads * D,
+                v_elems = a.v_elem == KvElem::bf16 ? 0 : keys * a.kv_heads * D;
+  auto* base = static_cast<__nv_bfloat16*>(scratch_bytes(bf16_rows_scratch(), static_cast<size_t>(q_elems + k_elems + v_elems) * 2));
   FlashArgs f{};
   f.q = bf16_head_major(a.q, a.q_s0, a.q_s1, a.n, a.heads, D, base);
-  flash_side(a, a.k, keys, D, base + q_elems, &f.k, &f.k_s0, &f.k_s1);
-  flash_side(a, a.v, keys, D, base + q_elems + kv_elems, &f.v, &f.v_s0, &f.v_s1);
+  flash_side(a, a.k, a.k_elem, keys, D, base + q_elems, &f.k, &f.k_s0, &f.k_s1);
+  flash_side(a, a.v, a.v_elem, keys, D, base + q_elems + k_elems, &f.v, &f.v_s0, &f.v_s1);
   f.out = a.out;
   f.o_s0 = a.o_s0;
   f.o_s1 = a.o_s1;
@@ -271,18 +273,18 @@ void launch(const AttnView& a) {
 
 bool rows_of_float4(const float* p, int64_t s0, int64_t s1) { return aligned16(p) && s0 % 4 == 0 && s1 % 4 == 0; }
 
-// K and V rows the kernels can take: f32 rows of whole float4s for the rounding pass, bf16 rows of
-// whole 16-byte vectors for cp.async; a q8 cache is dequantized value by value.
-bool kv_rows_ok(const AttnView& a) {
-  switch (a.kv) {
-    case KvElem::f32:
-      return rows_of_float4(static_cast<const float*>(a.k.data), a.k.s0, a.k.s1) &&
-             rows_of_float4(static_cast<const float*>(a.v.data), a.v.s0, a.v.s1);
-    case KvElem::bf16: return kv_rows_aligned(a.k, KvElem::bf16, 8) && kv_rows_aligned(a.v, KvElem::bf16, 8);
-    case KvElem::q8: return true;
+// K or V rows the kernels can take: f32 rows of whole float4s for the rounding pass, bf16 rows of
+// whole 16-byte vectors for cp.async; q8 and q4 rows are dequantized value by value.
+bool side_rows_ok(const KvSide& s, KvElem e) {
+  switch (e) {
+    case KvElem::f32: return rows_of_float4(static_cast<const float*>(s.data), s.s0, s.s1);
+    case KvElem::bf16: return kv_rows_aligned(s, KvElem::bf16, 8);
+    case KvElem::q8:
+    case KvElem::q4: return true;
   }
   return false;
 }
+bool kv_rows_ok(const AttnView& a) { return side_rows_ok(a.k, a.k_elem) && side_rows_ok(a.v, a.v_elem); }
 
 }  // namespace
 
@@ -299,6 +301,7 @@ __nv_bfloat16* kv_bf16_head_major(const KvSide& src, KvElem e, int64_t rows, int
     case KvElem::f32: kv_to_bf16_head_major<KvElem::f32><<<blocks, 256, 0, stream()>>>(src, rows, heads, d, out); break;
     case KvElem::bf16: kv_to_bf16_head_major<KvElem::bf16><<<blocks, 256, 0, stream()>>>(src, rows, heads, d, out); break;
     case KvElem::q8: kv_to_bf16_head_major<KvElem::q8><<<blocks, 256, 0, stream()>>>(src, rows, heads, d, out); break;
+    case KvElem::q4: kv_to_bf16_head_major<KvElem::q4><<<blocks, 256, 0, stream()>>>(src, rows, heads, d, out); break;
   }
   check_launch("attention (bf16 cache rows)");
   return dst;

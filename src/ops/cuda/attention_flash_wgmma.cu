@@ -8,7 +8,7 @@
 // from registers: the layout S comes out in is the one A goes in, V read MN-major from shared memory).
 //
 // K and V are rewritten once per call into 64-key tiles already in the 128-byte swizzle the MMA reads
-// (kv_to_swizzled_tiles: f32 rows rounded, bf16 rows copied, q8 rows dequantized), a tile's K and V
+// (kv_to_swizzled_tiles: f32 rows rounded, bf16 rows copied, q8 and q4 rows dequantized), a tile's K and V
 // next to each other, so one bulk copy per tile (three stages, counted by shared-memory barriers)
 // brings both in, with no per-thread copies and no proxy fence. Keys past the end are zero rows:
 // masked scores give P = 0, and 0 · 0 adds nothing.
@@ -55,7 +55,7 @@ struct WgmmaArgs {
 
 // dst = K and V of every KV head as swizzled tiles, one thread per 16-byte chunk written: chunk c of
 // key row r of a 64 x 64 block lands at chunk c ^ (r % 8), as swizzled_k_major and swizzled_mn_major read.
-template <KvElem E>
+template <KvElem K, KvElem V>
 __global__ void kv_to_swizzled_tiles(KvSide k, KvSide v, int64_t keys, int64_t kv_heads, int64_t tiles, uint4* __restrict__ dst) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   constexpr int kHalves = kD / 64;
@@ -66,7 +66,8 @@ __global__ void kv_to_swizzled_tiles(KvSide k, KvSide v, int64_t keys, int64_t k
   const int64_t tile = block / kHalves / 2 % tiles, head = block / kHalves / 2 / tiles;
   const int64_t key = tile * kKeys + r;
   const int c = slot ^ (r & 7);
-  dst[i] = key < keys ? kv_bf16x8<E>(which == 0 ? k : v, key, head, half * 64 + c * 8) : make_uint4(0, 0, 0, 0);
+  if (key >= keys) dst[i] = make_uint4(0, 0, 0, 0);
+  else dst[i] = which == 0 ? kv_bf16x8<K>(k, key, head, half * 64 + c * 8) : kv_bf16x8<V>(v, key, head, half * 64 + c * 8);
 }
 
 // The running softmax of a thread's shares of rows g and g + 8 over one tile of raw scores: the causal
@@ -334,10 +335,11 @@ Tensor& kv_tiles_scratch() {
 bool attention_flash_wgmma_present() { return wgmma_flash_present(); }
 
 bool attention_flash_wgmma_ok(const AttnView& a) {
-  // The tiles are written 8 values at a time: q8 rows of whole 8-byte words (f32 and bf16 rows are
-  // whole 16-byte vectors where attention_flash_bf16_ok holds).
-  const bool q8_rows = a.kv != KvElem::q8 || (kv_rows_aligned(a.k, a.kv, 8) && kv_rows_aligned(a.v, a.kv, 8));
-  return a.d == kD && a.scale > 0.0f && attention_flash_bf16_ok(a) && q8_rows && wgmma_flash_present();
+  // The tiles are written 8 values at a time: q8 and q4 rows of whole 8-byte words (f32 and bf16 rows
+  // are whole 16-byte vectors where attention_flash_bf16_ok holds).
+  const auto rows_ok = [](const KvSide& s, KvElem e) { return (e != KvElem::q8 && e != KvElem::q4) || kv_rows_aligned(s, e, 8); };
+  return a.d == kD && a.scale > 0.0f && attention_flash_bf16_ok(a) && rows_ok(a.k, a.k_elem) && rows_ok(a.v, a.v_elem) &&
+         wgmma_flash_present();
 }
 
 void attention_flash_wgmma(const AttnView& a) {
@@ -347,10 +349,19 @@ void attention_flash_wgmma(const AttnView& a) {
   bf16_head_major(a.q, a.q_s0, a.q_s1, a.n, a.heads, kD, q);
   const int64_t chunks = a.kv_heads * tiles * kStageBytes / 16;
   const unsigned blocks = blocks_for(chunks, 256);
-  switch (a.kv) {
-    case KvElem::f32: kv_to_swizzled_tiles<KvElem::f32><<<blocks, 256, 0, stream()>>>(a.k, a.v, keys, a.kv_heads, tiles, kv); break;
-    case KvElem::bf16: kv_to_swizzled_tiles<KvElem::bf16><<<blocks, 256, 0, stream()>>>(a.k, a.v, keys, a.kv_heads, tiles, kv); break;
-    case KvElem::q8: kv_to_swizzled_tiles<KvElem::q8><<<blocks, 256, 0, stream()>>>(a.k, a.v, keys, a.kv_heads, tiles, kv); break;
+  switch (a.k_elem) {
+    case KvElem::f32:
+      kv_to_swizzled_tiles<KvElem::f32, KvElem::f32><<<blocks, 256, 0, stream()>>>(a.k, a.v, keys, a.kv_heads, tiles, kv);
+      break;
+    case KvElem::bf16:
+      kv_to_swizzled_tiles<KvElem::bf16, KvElem::bf16><<<blocks, 256, 0, stream()>>>(a.k, a.v, keys, a.kv_heads, tiles, kv);
+      break;
+    case KvElem::q8:
+      if (a.v_elem == KvElem::q4)
+        kv_to_swizzled_tiles<KvElem::q8, KvElem::q4><<<blocks, 256, 0, stream()>>>(a.k, a.v, keys, a.kv_heads, tiles, kv);
+      else kv_to_swizzled_tiles<KvElem::q8, KvElem::q8><<<blocks, 256, 0, stream()>>>(a.k, a.v, keys, a.kv_heads, tiles, kv);
+      break;
+    case KvElem::q4: break;  // keys are never q4 (attention_kv checks the pair)
   }
   check_launch("attention (K and V tiles)");
   WgmmaArgs f{};

@@ -4,7 +4,7 @@
 //   O_h = P_h V             written straight into out with its strides.
 // An f32 cache multiplies in TF32. A bf16 cache is multiplied where it lies by bf16 GEMMs, with Q
 // rounded to bf16 once per call and P written in bf16 by the softmax (the flash kernels' roundings);
-// a q8 cache is first dequantized to bf16 rows in scratch.
+// a q8 or q4v cache is first dequantized to bf16 rows in scratch.
 // Query blocks are sized so one block's S (group heads × rows × keys) stays near L2 size, which
 // also bounds the scratch and skips most of the masked upper triangle (a block only multiplies the
 // keys its last query sees).
@@ -62,8 +62,8 @@ Tensor& kv_scratch() {
   return t;
 }
 
-// A bf16 or q8 cache: bf16 GEMMs over K and V in place (q8: dequantized into scratch first), Q and P
-// in bf16, S and O in f32.
+// A bf16, q8 or q4v cache: bf16 GEMMs over K and V in place (q8 and q4: dequantized into scratch
+// first), Q and P in bf16, S and O in f32.
 void attention_gemm_bf16(const AttnView& a) {
   const int64_t G = a.heads / a.kv_heads, keys_all = a.q_pos0 + a.n;
   const int64_t ld_all = (keys_all + 7) / 8 * 8;  // 16-byte rows of P for the GEMMs
@@ -79,11 +79,11 @@ void attention_gemm_bf16(const AttnView& a) {
   // K and V as bf16 rows: row t of KV head g at base + t * s0 + g * s1.
   const void *k = a.k.data, *v = a.v.data;
   int64_t k_s0 = a.k.s0, k_s1 = a.k.s1, v_s0 = a.v.s0, v_s1 = a.v.s1;
-  if (a.kv != KvElem::bf16) {
+  if (a.k_elem != KvElem::bf16 || a.v_elem != KvElem::bf16) {  // the pairs a cache holds: both bf16 or neither
     const int64_t elems = keys_all * a.kv_heads * a.d;
     auto* kv16 = static_cast<__nv_bfloat16*>(scratch_bytes(kv_scratch(), static_cast<size_t>(2 * elems) * 2));
-    k = kv_bf16_head_major(a.k, a.kv, keys_all, a.kv_heads, a.d, kv16);
-    v = kv_bf16_head_major(a.v, a.kv, keys_all, a.kv_heads, a.d, kv16 + elems);
+    k = kv_bf16_head_major(a.k, a.k_elem, keys_all, a.kv_heads, a.d, kv16);
+    v = kv_bf16_head_major(a.v, a.v_elem, keys_all, a.kv_heads, a.d, kv16 + elems);
     k_s0 = v_s0 = a.d;
     k_s1 = v_s1 = keys_all * a.d;
   }
@@ -116,7 +116,7 @@ void attention_gemm_bf16(const AttnView& a) {
 }  // namespace
 
 void attention_gemm(const AttnView& a) {
-  if (a.kv != KvElem::f32) return attention_gemm_bf16(a);
+  if (a.k_elem != KvElem::f32) return attention_gemm_bf16(a);
   const float* k = static_cast<const float*>(a.k.data);
   const float* v = static_cast<const float*>(a.v.data);
   const int64_t G = a.heads / a.kv_heads, keys_all = a.q_pos0 + a.n;

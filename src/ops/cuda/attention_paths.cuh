@@ -13,8 +13,9 @@ namespace sanctum::ops::cuda {
 struct AttnView {
   const float* q;
   int64_t q_s0, q_s1;
-  KvSide k, v;              // (key rows, kv heads, d) in the cache's stored element
-  KvElem kv = KvElem::f32;  // of k and v alike
+  KvSide k, v;  // (key rows, kv heads, d) in the cache's stored elements
+  // Of k and of v: f32, bf16 or q8 alike, or q8 keys with q4 values (--kv-cache-dtype q4v).
+  KvElem k_elem = KvElem::f32, v_elem = KvElem::f32;
   float* out;
   int64_t o_s0, o_s1;
   int64_t n, q_pos0, heads, kv_heads;
@@ -34,7 +35,7 @@ __device__ __forceinline__ float gated_out(const AttnView& a, int64_t i, int64_t
 }
 
 // The view of ops::attention's tensors: q and out (n, heads, d) with out f32 or bf16 (out16), k and v
-// a cache's sides (key rows, kv heads, d) in one of f32, bf16 and q8.
+// a cache's sides (key rows, kv heads, d) in a pair of elements the view names.
 inline AttnView attn_view(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale,
                           Tensor& out) {
   const bool bf16 = out.dtype() == DType::bf16;
@@ -44,7 +45,8 @@ inline AttnView attn_view(const Tensor& q, const KvRows& k, const KvRows& v, int
   a.q_s1 = q.stride(1);
   a.k = kv_side(k);
   a.v = kv_side(v);
-  a.kv = k.format == KvFormat::bf16 ? KvElem::bf16 : k.format == KvFormat::q8 ? KvElem::q8 : KvElem::f32;
+  a.k_elem = kv_elem(k.format);
+  a.v_elem = kv_elem(v.format);
   a.out = bf16 ? nullptr : out.data<float>();
   a.o_s0 = out.stride(0);
   a.o_s1 = out.stride(1);
@@ -76,7 +78,7 @@ void attention_decode(const AttnView& a);
 
 // Long prefill in the fast precision mode, flash-attention style on the tensor cores (bf16 Q, K, V
 // and P, f32 sums and softmax; attention_flash_bf16.cu): head dims 64, 128 and 256, rows of whole
-// 16-byte vectors, the position on the host. A bf16 cache is read in place; f32 and q8 ones are
+// 16-byte vectors, the position on the host. A bf16 cache is read in place; f32, q8 and q4 sides are
 // rounded (dequantized) once per call into bf16 head-major scratch.
 bool attention_flash_bf16_ok(const AttnView& a);
 void attention_flash_bf16(const AttnView& a);
@@ -97,7 +99,7 @@ void attention_flash_wgmma(const AttnView& a);
 // Long prefill in the fast precision mode for the other head dims: per KV head and query block,
 // S = scale * Q K^T and O = P V on cuBLAS (f32 accumulation) with a causal softmax kernel between
 // them. An f32 cache multiplies in TF32; a bf16 cache is read in place by bf16 GEMMs (Q and P rounded
-// to bf16, as the flash kernels round them), a q8 one dequantized to bf16 scratch first.
+// to bf16, as the flash kernels round them), a q8 or q4v one dequantized to bf16 scratch first.
 void attention_gemm(const AttnView& a);
 
 }  // namespace sanctum::ops::cuda

@@ -55,11 +55,11 @@ void store_rows(const Tensor& src, Tensor& dst, int64_t row0, const int32_t* dev
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
                const Tensor* gate = nullptr);
 // ops::attention over a KV cache in a stored format (ops/kv_format.h): keys and values both f32, bf16
-// or q8, k and v the cache's rows; gate as above.
+// or q8, or q8 keys with q4 values (q4v); k and v the cache's rows; gate as above.
 void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
                   const Tensor* gate = nullptr);
-// ops::store_kv_rows into a q8 cache: src (n, kv_heads * head_dim) f32 rows to dst rows [row0, row0 + n),
-// quantized to the bytes the CPU's store writes. (A bf16 cache takes store_rows, which rounds.)
+// ops::store_kv_rows into a q8 or q4 cache side: src (n, kv_heads * head_dim) f32 rows to dst rows
+// [row0, row0 + n), quantized to the bytes the CPU's store writes. (A bf16 cache takes store_rows, which rounds.)
 void store_kv_rows(const Tensor& src, const KvRows& dst, int64_t row0, const int32_t* device_row0);
 bool attention_takes_gate(int64_t queries);
 bool attention_gives_bf16(int64_t queries, int64_t head_dim);
