@@ -24,8 +24,8 @@ struct RepeatProfile {
   };
   static constexpr uint32_t kNever = 0xFFFFFFFF;
 
-  std::vector<int32_t> ids;   // accepted tokens, by the further bodies they need, ascending
-  std::vector<uint32_t> upto;  // upto[n]: ids[0, upto[n]) need at most n further bodies
+  std::vector<int32_t> ids;           // accepted tokens, by the further bodies they need, ascending
+  std::vector<uint32_t> upto;         // upto[n]: ids[0, upto[n]) need at most n further bodies
   std::vector<Candidate> candidates;  // ascending index
   // Tokens that reach the chain's last count (ascending index): exact only where the repeat allows
   // no more than the chain's length, walked for real where it allows more.

@@ -100,8 +100,9 @@ TEST(GrammarCountedRepeat, tokens_longer_than_the_canonical_chain_are_masked_exa
 TEST(GrammarCountedRepeat, a_bounded_string_accepts_exactly_its_lengths) {
   const auto vocab = qwen3_vocab();
   for (auto [min, max] : {std::pair{0, 9}, std::pair{3, 20}, std::pair{12, 40}, std::pair{1, 300}}) {
-    const CompiledGrammar compiled(
-        schema(R"({"type": "string", "minLength": )" + std::to_string(min) + R"(, "maxLength": )" + std::to_string(max) + "}"), vocab);
+    const CompiledGrammar compiled(schema(R"({"type": "string", "minLength": )" + std::to_string(min) + R"(, "maxLength": )" +
+                                          std::to_string(max) + "}"),
+                                   vocab);
     // One- and two-byte characters and an escape: each counts as one.
     for (const std::string ch : {"a", "\xc3\xa9", "\\n"})
       for (int n = 0; n <= max + 2; ++n) {

@@ -72,5 +72,4 @@ inline std::string mask_diff(const std::vector<uint32_t>& got, const std::vector
   return count ? std::to_string(count) + " tokens differ:" + out : "";
 }
 
-
 }  // namespace sanctum::grammar
