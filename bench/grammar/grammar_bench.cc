@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     std::ofstream(dump_dir + "/meta.json") << nlohmann::json{{"eos_ids", vocab->eos_ids()}}.dump();
     paths.open(dump_dir + "/paths.jsonl");
   }
-  std::vector<double> compile_us, cold_us, warm_us, apply_us, context_bytes, state_bytes;
+  std::vector<double> compile_us, cold_us, warm_us, apply_us, context_bytes, profile_bytes, state_bytes;
   size_t compiled_count = 0, unsupported = 0, masks = 0, state_hits = 0, state_misses = 0;
   std::vector<uint32_t> mask(vocab->mask_words());
   std::vector<float> logits(vocab->size(), 0.5f);
@@ -162,6 +162,7 @@ int main(int argc, char** argv) {
     state_hits += stats.state_hits;
     state_misses += stats.state_misses;
     context_bytes.push_back(static_cast<double>(stats.mask_bytes));
+    profile_bytes.push_back(static_cast<double>(stats.repeat_profile_bytes));
     state_bytes.push_back(static_cast<double>(stats.state_mask_bytes));
     if (paths.is_open()) paths << nlohmann::json{{"file", file.filename().string()}, {"path", path}, {"masks", samples}}.dump() << "\n";
   }
@@ -177,6 +178,7 @@ int main(int argc, char** argv) {
                               {"mask_warm_us", summary(warm_us)},
                               {"apply_us", summary(apply_us)},
                               {"context_mask_bytes_per_grammar", summary(context_bytes)},
+                              {"repeat_profile_bytes_per_grammar", summary(profile_bytes)},
                               {"state_mask_bytes_per_grammar", summary(state_bytes)}};
   std::cout << out.dump(2) << "\n";
   return 0;

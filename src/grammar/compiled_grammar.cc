@@ -1,6 +1,7 @@
 #include "grammar/compiled_grammar.h"
 
 #include <algorithm>
+#include <iterator>
 #include <mutex>
 #include <numeric>
 
@@ -13,10 +14,10 @@ void PositionMask::apply(std::span<uint32_t> mask, const Vocabulary& vocab) cons
   switch (form) {
     case Form::accepted_ids:
       for (int32_t id : ids) mask[static_cast<size_t>(id) / 32] |= uint32_t{1} << (id % 32);
-      return;
+      break;
     case Form::bitset:
       for (size_t i = 0; i < bits.size(); ++i) mask[i] |= bits[i];
-      return;
+      break;
     case Form::all_but_ids: {
       const auto& all = vocab.ordinary_mask();
       // ids are few here; clear them from a copy of "all" word by word as we go.
@@ -26,9 +27,14 @@ void PositionMask::apply(std::span<uint32_t> mask, const Vocabulary& vocab) cons
         while (k < ids.size() && static_cast<size_t>(ids[k]) / 32 == w) word &= ~(uint32_t{1} << (ids[k++] % 32));
         mask[w] |= word;
       }
-      return;
+      break;
     }
   }
+  if (profile)
+    for (size_t i = 0; i < profile_count; ++i) {
+      const int32_t id = profile->ids[i];
+      mask[static_cast<size_t>(id) / 32] |= uint32_t{1} << (id % 32);
+    }
 }
 
 size_t PositionMask::memory_bytes() const {
@@ -37,6 +43,12 @@ size_t PositionMask::memory_bytes() const {
 
 PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context,
                                   const PositionMask* base) {
+  // A refinement only revisits what its shallower context left uncertain.
+  return walk_context_mask(grammar, vocab, context, base ? &base->uncertain : nullptr);
+}
+
+PositionMask walk_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context,
+                               const std::vector<uint32_t>* indices) {
   StackMachine machine(grammar);
   // The known parents, bottom first, over the context's end.
   uint32_t parent = context.back() == kContextRoot ? kRootParent : kOpenParent;
@@ -46,10 +58,8 @@ PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& voca
   machine.start_at(context[0], parent, tops, flags);
   std::vector<int32_t> accepted;
   PositionMask m;
-  // A refinement only revisits what its shallower context left uncertain.
-  std::span<const uint32_t> indices;
-  if (base) indices = base->uncertain;
-  walk_tokens(machine, vocab, tops, indices, base == nullptr, [&](uint32_t index, TokenClass c) {
+  const std::span<const uint32_t> some = indices ? std::span<const uint32_t>(*indices) : std::span<const uint32_t>();
+  walk_tokens(machine, vocab, tops, some, indices == nullptr, [&](uint32_t index, TokenClass c) {
     if (c == TokenClass::accepted) accepted.push_back(vocab.sorted()[index]);
     if (c == TokenClass::uncertain) m.uncertain.push_back(index);
   });
@@ -84,7 +94,7 @@ CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::sh
     if (impl_->grammar->element(pos).kind == ElementKind::bytes) impl_->terminal_positions.push_back(pos);
 }
 
-const PositionMask& CompiledGrammar::mask_for(std::span<const uint32_t> context, const PositionMask* base) const {
+const PositionMask& CompiledGrammar::mask_for(std::span<const uint32_t> context, const PositionMask* base, size_t counted_at) const {
   const std::string key(reinterpret_cast<const char*>(context.data()), context.size_bytes());
   {
     std::shared_lock lock(impl_->mutex);
@@ -92,9 +102,66 @@ const PositionMask& CompiledGrammar::mask_for(std::span<const uint32_t> context,
     if (it != impl_->masks.end()) return *it->second;
   }
   // Computed outside the lock; two threads racing on one context both compute, the first one stays.
-  auto mask = std::make_unique<PositionMask>(compute_context_mask(*impl_->grammar, *impl_->vocab, context, base));
+  auto mask = std::make_unique<PositionMask>(counted_at > 0 && base ? counted_mask(context, *base, counted_at)
+                                                                    : compute_context_mask(*impl_->grammar, *impl_->vocab, context, base));
   std::unique_lock lock(impl_->mutex);
   auto [it, inserted] = impl_->masks.try_emplace(key, std::move(mask));
+  return *it->second;
+}
+
+PositionMask CompiledGrammar::counted_mask(std::span<const uint32_t> context, const PositionMask& base, size_t counted_at) const {
+  // Few tokens reach the repeat from here (a nested repeat below another): walking them is cheap.
+  constexpr size_t kProfileAbove = 256;
+  const Grammar& g = *impl_->grammar;
+  const CountedReturn* counted = g.counted_return(context[counted_at]);
+  SANCTUM_CHECK(counted && counted_at + 2 < context.size(), ErrorKind::internal, "grammar: a counted context without its follower");
+  if (base.uncertain.size() < kProfileAbove) return compute_context_mask(g, *impl_->vocab, context, &base);
+  const RepeatProfile& profile = profile_for(context, base, counted_at);
+  // Tokens that leave the repeat mid-token within the count, and those past the chain's counts.
+  std::vector<uint32_t> walk;
+  for (const RepeatProfile::Candidate& c : profile.candidates)
+    if (c.exit_bodies <= counted->remaining && c.accept_bodies > counted->remaining) walk.push_back(c.index);
+  if (counted->remaining > profile.length && !profile.overflow.empty()) {
+    std::vector<uint32_t> merged;
+    std::set_union(walk.begin(), walk.end(), profile.overflow.begin(), profile.overflow.end(), std::back_inserter(merged));
+    walk = std::move(merged);
+  }
+  PositionMask m = walk_context_mask(g, *impl_->vocab, context, &walk);
+  m.profile = &profile;
+  m.profile_count = profile.accepted(counted->remaining);
+  m.accepted_count += m.profile_count;
+  return m;
+}
+
+const RepeatProfile& CompiledGrammar::profile_for(std::span<const uint32_t> context, const PositionMask& base, size_t counted_at) const {
+  const Grammar& g = *impl_->grammar;
+  // The bytes the follower can start with, or any when it can be passed without a byte.
+  StackMachine machine(g);
+  uint32_t parent = context.back() == kContextRoot ? kRootParent : kOpenParent;
+  for (size_t i = context.size() - 1; i-- > counted_at + 2;) parent = machine.push_node(context[i], parent);
+  std::vector<uint32_t> tops;
+  StepFlags flags;
+  machine.start_at(context[counted_at + 1], parent, tops, flags);
+  ByteSet follow;
+  for (uint32_t t : tops) {
+    const ByteSet& set = g.byte_set(g.element(machine.node(t).pos).arg);
+    for (size_t w = 0; w < follow.bits.size(); ++w) follow.bits[w] |= set.bits[w];
+  }
+  const uint32_t chain = g.counted_return(context[counted_at])->chain;
+  // Keyed by the positions above the repeat, the chain and the follower's first bytes.
+  std::string key(reinterpret_cast<const char*>(context.data()), counted_at * sizeof(uint32_t));
+  key.append(reinterpret_cast<const char*>(&chain), sizeof chain);
+  key.append(reinterpret_cast<const char*>(follow.bits.data()), sizeof follow.bits);
+  key.push_back(flags.open_end ? 1 : 0);
+  {
+    std::shared_lock lock(impl_->mutex);
+    auto it = impl_->profiles.find(key);
+    if (it != impl_->profiles.end()) return *it->second;
+  }
+  auto profile = std::make_unique<RepeatProfile>(build_repeat_profile(g, *impl_->vocab, context.first(counted_at), g.canonical_chain(chain),
+                                                                      flags.open_end ? nullptr : &follow, base.uncertain));
+  std::unique_lock lock(impl_->mutex);
+  auto [it, inserted] = impl_->profiles.try_emplace(key, std::move(profile));
   return *it->second;
 }
 
@@ -116,6 +183,10 @@ CompileStats CompiledGrammar::stats() const {
   s.state_hits = impl_->state_masks->hits();
   s.state_misses = impl_->state_masks->misses();
   std::shared_lock lock(impl_->mutex);
+  for (const auto& [key, p] : impl_->profiles) {
+    ++s.repeat_profiles;
+    s.repeat_profile_bytes += p->memory_bytes();
+  }
   for (const auto& [key, m] : impl_->masks) {
     ++s.masks_computed;
     s.mask_bytes += m->memory_bytes();

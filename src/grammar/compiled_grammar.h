@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/repeat_profile.h"
 #include "grammar/state_mask_cache.h"
 #include "grammar/vocabulary.h"
 
@@ -27,6 +28,9 @@ struct PositionMask {
   std::vector<uint32_t> bits;       // bitset: the accepted ids
   std::vector<uint32_t> uncertain;  // sorted-vocabulary indices, ascending
   size_t accepted_count = 0;
+  // Inside a counted repeat: also the first `profile_count` ids of a shared profile.
+  const RepeatProfile* profile = nullptr;
+  size_t profile_count = 0;
 
   // ORs the context-independent accepted tokens into `mask`.
   void apply(std::span<uint32_t> mask, const Vocabulary& vocab) const;
@@ -37,6 +41,7 @@ struct CompileStats {
   size_t rules = 0, elements = 0, terminals = 0;
   size_t masks_computed = 0, mask_bytes = 0, uncertain_tokens = 0;
   size_t state_masks = 0, state_mask_bytes = 0, state_hits = 0, state_misses = 0;  // the whole-state cache (StateMaskCache)
+  size_t repeat_profiles = 0, repeat_profile_bytes = 0;                            // counted repeats (RepeatProfile)
 };
 
 // Context ends: the stack's bottom (the grammar completes there) or an unknown rest.
@@ -53,8 +58,10 @@ class CompiledGrammar {
   const Vocabulary& vocab() const { return *impl_->vocab; }
   // The mask of a context: positions top-first, ending in kContextRoot or kContextOpen. `base` is the
   // mask of the same context one level shallower (null at level 0): a deeper mask holds only the
-  // tokens it adds, so a matcher applies every level it went through.
-  const PositionMask& mask_for(std::span<const uint32_t> context, const PositionMask* base) const;
+  // tokens it adds, so a matcher applies every level it went through. `counted_at` > 0 says that
+  // context[counted_at] is a counted repeat's return (Grammar::counted_return) and base is the mask
+  // of the positions above it: the level then takes the repeat and its follower at once.
+  const PositionMask& mask_for(std::span<const uint32_t> context, const PositionMask* base, size_t counted_at = 0) const;
   // Computes the masks of every terminal position with an open context (the k = 0 level) now, so
   // that requests pay less on first use; returns the count.
   size_t precompute_all() const;
@@ -69,13 +76,20 @@ class CompiledGrammar {
     std::vector<uint32_t> terminal_positions;
     mutable std::shared_mutex mutex;
     std::unordered_map<std::string, std::unique_ptr<PositionMask>> masks;
+    std::unordered_map<std::string, std::unique_ptr<RepeatProfile>> profiles;
     std::unique_ptr<StateMaskCache> state_masks;
   };
+  PositionMask counted_mask(std::span<const uint32_t> context, const PositionMask& base, size_t counted_at) const;
+  const RepeatProfile& profile_for(std::span<const uint32_t> context, const PositionMask& base, size_t counted_at) const;
+
   std::shared_ptr<Impl> impl_;
 };
 
 // Builds a context's mask by walking the whole vocabulary, or only base's uncertain tokens.
 PositionMask compute_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context,
                                   const PositionMask* base);
+// Walks the tokens at `indices` (all of them when null) from `context` into a mask.
+PositionMask walk_context_mask(const Grammar& grammar, const Vocabulary& vocab, std::span<const uint32_t> context,
+                               const std::vector<uint32_t>* indices);
 
 }  // namespace sanctum::grammar

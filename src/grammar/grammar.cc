@@ -4,6 +4,14 @@
 
 namespace sanctum::grammar {
 
+namespace {
+// Canonical chains count at most this many bodies after the first: a token longer than that (in
+// bytes, each body taking one at least) is walked against its real stack instead.
+constexpr uint32_t kCanonicalLength = 256;
+// Bounded tails at least this long are counted repeats; shorter ones cost little per count.
+constexpr int64_t kCountedRepeatMin = 8;
+}  // namespace
+
 uint32_t Grammar::declare(std::string name) {
   names_.push_back(std::move(name));
   alts_.emplace_back();
@@ -105,6 +113,41 @@ void Grammar::finish(uint32_t root) {
   root_ = root;
   compute_nullable();
   reject_left_recursion();
+  // An empty body would let a token pass any number of counts: such repeats keep per-count masks.
+  std::erase_if(counted_, [&](const auto& entry) {
+    const Item body = chains_[entry.second.chain].body;
+    return body.is_rule && nullable_[body.arg];
+  });
+}
+
+uint32_t Grammar::build_chain(Item body, uint32_t length) {
+  std::vector<uint32_t> c(length + 1);
+  for (uint32_t& r : c) r = declare("counted_chain");
+  const Item mark = bytes(ByteSet{});
+  for (uint32_t n = 0; n < length; ++n) define(c[n], {{body, ref(c[n + 1])}, {mark}});
+  define(c[length], {{mark}});
+  const uint32_t entry = add_rule("counted_entry", {{body, ref(c[0])}});
+  const CanonicalChain chain{body, alts_[entry][0] + 1, alts_[c[0]][0], length};
+  SANCTUM_CHECK(chain.exit(alts_[c[length]][0]) == length && chain.inside(alts_[c[length - 1]][0] + 1) == length, ErrorKind::internal,
+                "grammar: canonical chain layout");
+  chains_.push_back(chain);
+  return static_cast<uint32_t>(chains_.size() - 1);
+}
+
+void Grammar::add_counted_repeat(Item body, const std::vector<std::pair<uint32_t, uint32_t>>& returns, uint32_t longest) {
+  const uint32_t length = std::clamp<uint32_t>(longest, 1, kCanonicalLength);
+  const auto key = std::make_pair(body.is_rule, body.arg);
+  auto it = chain_of_body_.find(key);
+  uint32_t chain = 0;
+  if (it != chain_of_body_.end() && chains_[it->second].length >= length) {
+    chain = it->second;
+  } else {
+    // Past the size budget the repeat stays a plain chain of rules (same language, per-count masks).
+    if (elements_.size() + 5 * (size_t{length} + 2) > limits_.max_elements || names_.size() + length + 2 > limits_.max_rules) return;
+    chain = build_chain(body, length);
+    chain_of_body_[key] = chain;
+  }
+  for (auto [pos, remaining] : returns) counted_[pos] = CountedReturn{chain, remaining};
 }
 
 std::string Grammar::describe() const {
@@ -156,9 +199,28 @@ uint32_t make_repeat(Grammar& g, Item body, int64_t min, int64_t max, const std:
                                          std::to_string(max_count) + "; lower it");
   // The optional tail nests, (x (x (x)?)?)?, so a string of n copies has one parse.
   Sequence seq;
+  const bool counted = max >= 0 && max - min >= kCountedRepeatMin;
+  // A counted body is a rule, so that the stack shows the count below it (a lone terminal would be
+  // a different top for every count).
+  if (counted && !body.is_rule) body = Grammar::ref(g.add_rule(name + "_item", {{body}}));
   for (int64_t i = 0; i < min; ++i) seq.push_back(body);
   if (max < 0) {
     seq.push_back(Grammar::ref(make_star(g, body, name + "_star")));
+  } else if (counted) {
+    // R_j ::= body R_j-1 | (empty), ending in an empty R_0 so that every body of the tail returns to
+    // a position of its own: after the body of R_j, j - 1 more may follow.
+    uint32_t tail = g.add_rule(name + "_end", {{}});
+    std::vector<std::pair<uint32_t, uint32_t>> returns;
+    for (int64_t j = 1; j <= max - min; ++j) {
+      tail = g.add_rule(name + "_opt", {{body, Grammar::ref(tail)}, {}});
+      returns.push_back({g.alternatives(tail)[0] + 1, static_cast<uint32_t>(j - 1)});
+    }
+    seq.push_back(Grammar::ref(tail));
+    const uint32_t rule = g.add_rule(name, {seq});
+    // The last required body returns to the tail's reference: all of the tail may follow.
+    if (min > 0) returns.push_back({g.alternatives(rule)[0] + static_cast<uint32_t>(min), static_cast<uint32_t>(max - min)});
+    g.add_counted_repeat(body, returns, static_cast<uint32_t>(max - min));
+    return rule;
   } else if (max > min) {
     uint32_t tail = g.add_rule(name + "_opt", {{body}, {}});
     for (int64_t i = min + 1; i < max; ++i) tail = g.add_rule(name + "_opt", {{body, Grammar::ref(tail)}, {}});

@@ -8,6 +8,8 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -51,6 +53,37 @@ struct Item {
 };
 using Sequence = std::vector<Item>;
 
+// A return position of a bounded repeat's optional tail (make_repeat): after the body that returns
+// here, at most `remaining` more bodies may follow before the repeat is left. `chain` names the
+// body's canonical chain, which has the same body with every count.
+struct CountedReturn {
+  uint32_t chain;
+  uint32_t remaining;
+};
+
+// A chain no rule of the grammar reaches, used only to precompute a repeat's masks once for every
+// count: `entry` returns from a body (none started after it yet); C_n ::= body C_n+1 | mark_n for
+// n < length, C_length ::= mark_length. The marks are terminals that match no byte, so a walk that
+// leaves the repeat after n more bodies stops on mark_n and the count can be read off the stack.
+struct CanonicalChain {
+  Item body;
+  uint32_t entry;   // the return position after the first body
+  uint32_t base;    // the first element of C_0; C_n starts at base + 5n
+  uint32_t length;  // bodies the chain can count after the first
+  // More bodies started after the first when a stack's bottom return is `pos`; -1 if not this chain's.
+  int64_t inside(uint32_t pos) const {
+    if (pos == entry) return 0;
+    if (pos < base || pos >= base + 5 * length || (pos - base) % 5 != 1) return -1;
+    return (pos - base) / 5 + 1;
+  }
+  // The count at which a top at `pos` left the repeat; -1 if `pos` is not one of the chain's marks.
+  int64_t exit(uint32_t pos) const {
+    if (pos == base + 5 * length) return length;
+    if (pos < base || pos >= base + 5 * length || (pos - base) % 5 != 3) return -1;
+    return (pos - base) / 5;
+  }
+};
+
 // Limits that keep a hostile grammar or schema from taking unbounded time or memory to compile.
 struct GrammarLimits {
   size_t max_elements = 2'000'000;
@@ -91,7 +124,18 @@ class Grammar {
   bool nullable(uint32_t r) const { return nullable_[r]; }
   std::string describe() const;  // the lowered grammar, one rule a line (tests, debugging)
 
+  // Registers the return positions (position, more bodies allowed) of a bounded repeat of `body` (a
+  // rule); `longest` is its largest count. Positions of a nullable body are dropped at finish().
+  void add_counted_repeat(Item body, const std::vector<std::pair<uint32_t, uint32_t>>& returns, uint32_t longest);
+  const CountedReturn* counted_return(uint32_t pos) const {
+    if (counted_.empty()) return nullptr;
+    auto it = counted_.find(pos);
+    return it == counted_.end() ? nullptr : &it->second;
+  }
+  const CanonicalChain& canonical_chain(uint32_t chain) const { return chains_[chain]; }
+
  private:
+  uint32_t build_chain(Item body, uint32_t length);
   void check_budget() const;
   void compute_nullable();
   void reject_left_recursion() const;
@@ -105,13 +149,17 @@ class Grammar {
   std::map<std::array<uint64_t, 4>, uint32_t> byte_set_index_;
   std::vector<bool> nullable_;
   uint32_t root_ = 0;
+  std::unordered_map<uint32_t, CountedReturn> counted_;
+  std::vector<CanonicalChain> chains_;
+  std::map<std::pair<bool, uint32_t>, uint32_t> chain_of_body_;  // the longest chain built per body
 };
 
 // Repetition helpers shared by the text parser and the schema compiler. `body` is one item.
 uint32_t make_optional(Grammar& g, Item body, const std::string& name);
 uint32_t make_star(Grammar& g, Item body, const std::string& name);
 uint32_t make_plus(Grammar& g, Item body, const std::string& name);
-// body{min,max}; max < 0 means unbounded. Throws GrammarError past `max_count`.
+// body{min,max}; max < 0 means unbounded. Throws GrammarError past `max_count`. A long bounded tail
+// is registered as a counted repeat (Grammar::add_counted_repeat) so its masks are shared by counts.
 uint32_t make_repeat(Grammar& g, Item body, int64_t min, int64_t max, const std::string& name, int64_t max_count = 10'000);
 // Wraps a sequence as one item (a rule with one alternative), or returns its only item.
 Item as_item(Grammar& g, const Sequence& seq, const std::string& name);

@@ -46,7 +46,8 @@ class JsonBuilder {
   const SchemaJson& document_;
   JsonGrammarOptions options_;
   Item ws_;
-  std::optional<Item> any_value_, string_any_, sep_, number_any_, integer_any_;
+  // bounded_char_: one character rule for every length-bounded string, so their repeats share masks.
+  std::optional<Item> any_value_, string_any_, sep_, number_any_, integer_any_, bounded_char_;
   std::map<std::string, uint32_t> refs_;  // pointer -> rule
   size_t counter_ = 0;
 };

@@ -258,8 +258,8 @@ Item JsonBuilder::string(const SchemaJson& schema, const std::string& path) {
     if (min > options_.max_repeat || max > options_.max_repeat)
       unsupported("maxLength", path, "a string length bound over " + std::to_string(options_.max_repeat));
     string_any();  // builds the shared character rule
-    const Item ch = json_char_item(g_, CodepointSet{}.complement(), "char", options_.escaped_only);
-    s.push_back(Grammar::ref(make_repeat(g_, ch, min, max, "chars", options_.max_repeat)));
+    if (!bounded_char_) bounded_char_ = json_char_item(g_, CodepointSet{}.complement(), "char", options_.escaped_only);
+    s.push_back(Grammar::ref(make_repeat(g_, *bounded_char_, min, max, "chars", options_.max_repeat)));
   }
   g_.append_literal(s, "\"");
   return Grammar::ref(g_.add_rule("string_c", {s}));

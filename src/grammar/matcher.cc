@@ -109,10 +109,11 @@ const PositionMask& GrammarMatcher::apply_context_masks(uint32_t top, std::span<
   context_.assign(1, machine_.node(top).pos);
   uint32_t below = machine_.node(top).parent;
   const PositionMask* base = nullptr;
+  size_t counted_at = 0;
   for (;;) {
     const bool at_root = below == kRootParent;
     context_.push_back(at_root ? kContextRoot : kContextOpen);
-    const PositionMask& m = compiled_.mask_for(context_, base);
+    const PositionMask& m = compiled_.mask_for(context_, base, counted_at);
     // Tops often share contexts (alternatives after a value): apply each mask once per fill.
     if (std::find(applied_.begin(), applied_.end(), &m) == applied_.end()) {
       applied_.push_back(&m);
@@ -122,6 +123,14 @@ const PositionMask& GrammarMatcher::apply_context_masks(uint32_t top, std::span<
     base = &m;
     context_.back() = machine_.node(below).pos;
     below = machine_.node(below).parent;
+    // A counted repeat's return comes with its follower: the level is then one mask per count
+    // drawn from a profile shared by every count (CompiledGrammar::mask_for).
+    counted_at = 0;
+    if (below != kRootParent && compiled_.grammar().counted_return(context_.back())) {
+      counted_at = context_.size() - 1;
+      context_.push_back(machine_.node(below).pos);
+      below = machine_.node(below).parent;
+    }
   }
 }
 
