@@ -2,8 +2,9 @@
 
 For each model, context and dtype (interleaved, so a loaded machine slows every dtype alike):
 `sanctum bench --tg N --decode-context C --kv-cache-dtype D --json` in a fresh process, reporting decode
-tok/s, the process's peak RSS, and the KV bytes per token the dtype stores (the memory plan's
-formula: src/ops/kv_format.h) with the KV bytes of the context that implies.
+tok/s, the process's peak RSS beside the memory plan sanctum computes for one sequence of that length (weights,
+KV cache, recurrent state, scratch: engine/memory_plan.h), and the KV bytes per token the dtype stores (counted here
+from the config, as a check of the plan's formula: src/ops/kv_format.h) with the KV bytes of the context that implies.
 
   .venv/bin/python bench/kv_cache_speed.py --models models/default/mlx-4bit --contexts 512 4096
 
@@ -53,7 +54,7 @@ def bench(binary, model, context, dtype, tg, reps, threads):
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
     result = json.loads(out)
     tg_row = next(r for r in result["results"] if r["test"].startswith("tg"))
-    return tg_row["tokens_per_second"], tg_row["stddev"], usage.ru_maxrss * 1024
+    return tg_row["tokens_per_second"], tg_row["stddev"], usage.ru_maxrss * 1024, result["memory_plan"]
 
 
 def llama_decode(gguf: str, context: int, kv_type: str, tg: int, reps: int, threads: int) -> tuple[float, int]:
@@ -109,14 +110,18 @@ def main():
                 print(f"{model.name:22s} ctx {context:6d} llama.cpp {kv_type:4s}  decode {tps:8.2f} tok/s  peak RSS {rss / 2**20:8.1f} MiB",
                       flush=True)
             for dtype in a.dtypes:
-                tps, sd, rss = bench(a.binary, model, context, dtype, a.tg, a.repetitions, a.threads)
+                tps, sd, rss, plan = bench(a.binary, model, context, dtype, a.tg, a.repetitions, a.threads)
                 per_token = kv_bytes_per_token(model, dtype)
                 row = {"model": model.name, "context": context, "dtype": dtype, "decode_tokens_per_second": tps, "stddev": sd,
                        "peak_rss_mib": rss / 2**20, "kv_bytes_per_token": per_token,
-                       "kv_mib_at_context": per_token * (context + a.tg) / 2**20}
+                       "kv_mib_at_context": per_token * (context + a.tg) / 2**20, "memory_plan": plan,
+                       "peak_rss_over_plan": rss / 2**20 / plan["total_mib"]}
                 rows.append(row)
                 print(f"{model.name:22s} ctx {context:6d} {dtype:4s}  decode {tps:8.2f} ± {sd:5.2f} tok/s  peak RSS {row['peak_rss_mib']:8.1f} MiB  "
+                      f"plan {plan['total_mib']:8.1f} MiB (RSS/plan {row['peak_rss_over_plan']:.3f})  "
                       f"KV {per_token} B/token ({row['kv_mib_at_context']:.1f} MiB at the context)", flush=True)
+                if abs(plan["kv_per_token_kib"] * 1024 - per_token) > 0.5:
+                    raise SystemExit(f"the plan counts {plan['kv_per_token_kib'] * 1024} KV bytes per token, the config {per_token}")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
 

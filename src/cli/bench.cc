@@ -20,6 +20,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/device_flags.h"
+#include "engine/memory_plan.h"
 #include "model/model.h"
 #include "ops/kv_format.h"
 #include "ops/precision.h"
@@ -228,6 +229,13 @@ int run_bench(int argc, char** argv) {
                           {"kv_cache_dtype", ops::kv_cache_dtype_name(ops::kv_cache_dtype())},
                           {"device", device_name(device)},
                           {"decode_picks_on_device", picks_on_device}};
+    // The plan serve would make for one sequence as long as this run's longest (the plan's parts,
+    // to set beside the process's peak RSS).
+    const int64_t longest = std::max(pp.empty() ? 0 : *std::max_element(pp.begin(), pp.end()), decode_context + n_gen);
+    MemoryPlan plan = plan_memory(*model, 0, 0, chunk);
+    plan.state_bound = plan.kv_per_token * static_cast<size_t>(longest) + plan.recurrent_per_sequence;
+    out["memory_plan"] = plan.to_json();
+    out["memory_plan"]["sequence_tokens"] = longest;
     if (device == Device::cuda) out["gpu_memory_peak_bytes"] = device_memory::cuda_memory_peak();
     if (bandwidth > 0) out["memory_read_gb_per_second"] = bandwidth;
     std::printf("%s\n", out.dump(2).c_str());
