@@ -265,6 +265,44 @@ TEST_F(MatmulInt8, repacked_rows_are_bit_identical_for_any_n_and_thread_count) {
                         label("repacked m=4864 n=", n, " threads=", compute_pool().size()));
 }
 
+// Decode batches (n from 2 up to the row-tiled kernel's limit and one past it, into the panels): every
+// row count, both widths, every group size and scale dtype, checkpoint and repacked layouts, at k
+// with a partial last 64-byte step or a partial 128-value unit and m with a partial 16-row block.
+TEST_F(MatmulInt8, decode_batches_of_every_row_count_match_twin_bit_exactly) {
+  Rng rng(22);
+  const DType dtypes[] = {DType::bf16, DType::f16, DType::f32};
+  int case_index = 0;
+  for (int bits : {4, 8})
+    for (int g : {32, 64, 128})
+      for (int64_t k : {int64_t{3} * g, int64_t{5} * g, int64_t{736}}) {
+        if (k % g != 0) continue;
+        const DType sdt = dtypes[case_index++ % 3];
+        const int64_t m = 16 + 2 * (case_index % 9) + 1;  // odd, 17..33
+        const Weight w = test::random_quantized(m, k, bits, g, sdt, rng);
+        const Weight p = prepared_int8(w);
+        for (int64_t n = 1; n <= 17; ++n) {
+          const std::string what = label("q", bits, " g", g, " ", dtype_name(sdt), " n=", n, " k=", k, " m=", m);
+          expect_matches_twin(test::random_tensor({n, k}, DType::f32, rng), w, what);
+          expect_matches_twin(test::random_tensor({n, k}, DType::f32, rng), p, "repacked " + what);
+        }
+      }
+}
+
+// What keeps a sequence's logits independent of the rest of its batch: each row of an n-row call is
+// the 1-row call on that row, bit for bit, for every decode batch size.
+TEST_F(MatmulInt8, each_row_of_a_decode_batch_equals_that_row_alone) {
+  Rng rng(23);
+  for (int bits : {4, 8})
+    for (int g : {32, 64, 128}) {
+      const Weight w = test::random_quantized(45, 640, bits, g, g == 64 ? DType::f16 : DType::bf16, rng);
+      const Weight p = prepared_int8(test::random_quantized(51, 896, bits, g, g == 128 ? DType::f32 : DType::bf16, rng));
+      for (int64_t n = 2; n <= 16; ++n) {
+        test::expect_rows_independent_of_n(w, n, rng, label("q", bits, " g", g, " n=", n));
+        test::expect_rows_independent_of_n(p, n, rng, label("repacked q", bits, " g", g, " n=", n));
+      }
+    }
+}
+
 // The f32 kernels (and every other reader) keep the checkpoint layout, so switching modes after a
 // load prepared in int8 mode changes nothing there.
 TEST_F(MatmulInt8, repacking_leaves_the_f32_mode_unchanged) {

@@ -23,7 +23,9 @@
 //     Weights prepared at load in int8 mode are read repacked (int8_weight.h: each 16-row block one
 //     stream, scales and biases already transposed); others in the checkpoint layout, with each
 //     block's scales and biases transposed on every call.
-//   a few rows (n <= kMatVecRows): the mat-vec per row, over runs of weight blocks that stay in L2.
+//   a decode batch (2 <= n <= kTileRows): each 16-row block is loaded and transposed to rows in lanes
+//     once per unit (a 16x16 dword transpose, then the 4-bit nibbles split), and every x row
+//     broadcasts its dwords against it, so the weights are read and unpacked once for all rows.
 //   mat-mat (more rows): 32 weight rows are unpacked once into a row-interleaved panel (for each quad of 4
 //     kernel-order values: 32 rows × 4 bytes), then each x row broadcasts its quad against the panel.
 #ifndef HWY_WANT_AVX3_DL
@@ -573,20 +575,122 @@ void MatVecRange(const Shape8& s, const Weight& wt, const Int8Weight* pw, const 
   }
 }
 
-// A few x rows (a decode batch): each row's mat-vec, the kernel n == 1 runs, over a run of weight
-// blocks small enough to stay in L2 while every row reads it, so the weights come from memory once
-// per call and each row keeps the bits it has alone. Past three rows the mat-mat panels win (their
-// unpacked codes make the dot products cheaper; qwen2 0.5B shape, 2 threads: a step of 2 rows 27 ms
-// this way against 37 ms in panels, of 4 rows 41 ms against 34 ms).
-constexpr int64_t kMatVecRows = 3;
+// A decode batch (2 <= n <= kTileRows): each 16-row weight block is loaded, transposed to rows in
+// lanes and unpacked once per unit, then applied to every x row, so the weights are read and unpacked
+// once per call rather than once per row. The unit's entries w[e] (e < unit / 4) hold one dword of
+// codes per weight row (lane i: row i), in x order:
+//   4-bit: w[2c], w[2c + 1]: the even and odd values of the row's packed dword c, against the x
+//     bytes 4c and 64 + 4c of the unit (kernel order);
+//   8-bit: w[16l + c]: dword c of load l, against the x bytes 64l + 4c of the unit.
+// Either way entry e holds values of group e * 4 / G of the unit, G / 4 entries a group. Each x row
+// broadcasts its dword against the entry, so a group's integer sums come out with rows in lanes and
+// the f32 steps are GroupStep's, in the mat-vec's order: each row keeps the bits it has alone.
+constexpr int64_t kTileRows = 16;
+constexpr int kRowTile = 4;  // x rows per register tile
+
+HWY_INLINE int64_t EntryOffset(int bits, int64_t e) { return bits == 4 ? (e & 1) * 64 + (e >> 1) * 4 : 4 * e; }
+
+// x rows [i0, i0 + NX) against unit u's entries w; tot[x * 16 ..] (rows in lanes) receives the groups.
+template <int BITS, int NX, Rec R>
+HWY_INLINE void RowsTile(const Shape8& s, const __m512i* HWY_RESTRICT w, int64_t u, const uint8_t* HWY_RESTRICT rec, const XQ& xq,
+                         int64_t i0, float* HWY_RESTRICT tot) {
+  const int64_t per_group = s.G / 4;
+  const int64_t ng = std::min(s.groups_per_unit, s.groups - u * s.groups_per_unit);
+  const int8_t* xr[NX];
+  for (int x = 0; x < NX; ++x) xr[x] = xq.row(i0 + x) + u * s.unit;
+  for (int64_t q = 0; q < ng; ++q) {
+    __m512i acc[NX];
+    for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_si512();
+    for (int64_t e = q * per_group; e < (q + 1) * per_group; ++e) {
+      const __m512i wv = _mm512_load_si512(w + e);
+      const int64_t o = EntryOffset(BITS, e);
+      for (int x = 0; x < NX; ++x) {
+        int32_t quad;
+        std::memcpy(&quad, xr[x] + o, 4);
+        acc[x] = _mm512_dpbusd_epi32(acc[x], wv, _mm512_set1_epi32(quad));
+      }
+    }
+    const int64_t g = u * s.groups_per_unit + q;
+    for (int x = 0; x < NX; ++x) {
+      float* t = tot + (i0 + x) * 16;
+      _mm512_store_ps(t, GroupStep<R>(_mm512_load_ps(t), acc[x], xq.scale(i0 + x)[g], xq.sums(i0 + x)[g], rec + g * kRecordBytes<R>));
+    }
+  }
+}
+
+// n x rows (n <= kTileRows) over weight blocks [b0, b1): y row i at ybase + i * ystride.
 template <int BITS, Rec R, bool kPacked>
-void MatVecRows(const Shape8& s, const Weight& wt, const Int8Weight* pw, const XQ& xq, int64_t n, float* y, int64_t y_stride, int64_t b0,
-                int64_t b1) {
-  const int64_t block_bytes = 16 * s.row_bytes;
-  const int64_t run = std::max<int64_t>(1, (int64_t{256} << 10) / std::max<int64_t>(block_bytes, 1));
-  for (int64_t c0 = b0; c0 < b1; c0 += run) {
-    const int64_t c1 = std::min(b1, c0 + run);
-    for (int64_t i = 0; i < n; ++i) MatVecRange<BITS, R, kPacked>(s, wt, pw, xq, i, y + i * y_stride, c0, c1);
+void MatVecTiles(const Shape8& s, const Weight& wt, const Int8Weight* pw, const XQ& xq, int64_t n, float* ybase, int64_t ystride,
+                 int64_t b0, int64_t b1) {
+  thread_local std::vector<float> scratch;
+  if (!kPacked) scratch.resize(static_cast<size_t>(32 * s.groups));
+  alignas(64) float tot[kTileRows * 16];
+  alignas(64) __m512i w[32];  // one unit's entries: unit / 4 <= 32
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const bool contiguous = kPacked || wt.data.stride(0) * 4 == s.row_bytes;
+  const uint8_t* pf;
+  const uint8_t* pf_end;
+  if constexpr (kPacked) {
+    pf = pw->block_codes(b0) + kPrefetchAhead;
+    pf_end = pw->block_codes(pw->blocks);
+  } else {
+    pf = RowBytes(wt, std::min(b0 * 16, wt.rows - 1)) + kPrefetchAhead;
+    pf_end = RowBytes(wt, wt.rows - 1) + s.row_bytes;
+  }
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* rp[16];
+    const uint8_t* base = nullptr;
+    const uint8_t* rec;
+    if constexpr (kPacked) {
+      base = pw->block_codes(b);
+      rec = pw->record(b, 0);
+    } else {
+      int64_t rows[16];
+      for (int i = 0; i < 16; ++i) {
+        rows[i] = std::min(b * 16 + i, wt.rows - 1);
+        rp[i] = RowBytes(wt, rows[i]);
+      }
+      TransposeScales(wt, rows, s.groups, scratch.data());
+      rec = reinterpret_cast<const uint8_t*>(scratch.data());
+    }
+    std::fill(tot, tot + n * 16, 0.0f);
+    for (int64_t u = 0; u < s.units; ++u) {
+      for (int64_t l = 0; l < s.loads_per_unit; ++l) {
+        const int64_t o = (u * s.loads_per_unit + l) * 64;
+        if (contiguous) {
+          for (int i = 0; i < 16 && pf < pf_end; ++i, pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+        } else {
+          for (int i = 0; i < 16; ++i) _mm_prefetch(reinterpret_cast<const char*>(rp[i] + o + 1024), _MM_HINT_T0);
+        }
+        __m512i in[16], out[16];
+        if constexpr (kPacked) {
+          for (int i = 0; i < 16; ++i) in[i] = _mm512_load_si512(base + o * 16 + i * 64);
+        } else {
+          const __mmask64 mask = BytesMask(s.row_bytes - o);
+          for (int i = 0; i < 16; ++i) in[i] = _mm512_maskz_loadu_epi8(mask, rp[i] + o);
+        }
+        Transpose16(in, out);
+        if constexpr (BITS == 4) {
+          for (int c = 0; c < 16; ++c) {
+            w[2 * c] = _mm512_and_si512(out[c], m4);
+            w[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(out[c], 4), m4);
+          }
+        } else {
+          for (int c = 0; c < 16; ++c) w[l * 16 + c] = out[c];
+        }
+      }
+      int64_t i = 0;
+      for (; i + kRowTile <= n; i += kRowTile) RowsTile<BITS, kRowTile, R>(s, w, u, rec, xq, i, tot);
+      switch (n - i) {
+        case 1: RowsTile<BITS, 1, R>(s, w, u, rec, xq, i, tot); break;
+        case 2: RowsTile<BITS, 2, R>(s, w, u, rec, xq, i, tot); break;
+        case 3: RowsTile<BITS, 3, R>(s, w, u, rec, xq, i, tot); break;
+        default: break;
+      }
+    }
+    const int64_t valid = std::min<int64_t>(16, wt.rows - b * 16);
+    for (int64_t i = 0; i < n; ++i)
+      _mm512_mask_storeu_ps(ybase + i * ystride + b * 16, static_cast<__mmask16>((1u << valid) - 1u), _mm512_load_ps(tot + i * 16));
   }
 }
 
@@ -602,17 +706,26 @@ void VnniRun(const Tensor& x, const Weight& wt, Tensor& y) {
   };
   float* ybase = y.data<float>();
   const Int8Weight* pw = int8_weight(wt);
-  if (n <= kMatVecRows) {
+  if (n <= kTileRows) {
     quantize(0, n);
     const int64_t blocks = (m + 15) / 16;
     const int64_t grain = std::max<int64_t>(1, 2048 / std::max<int64_t>(s.k, 1));
     const int64_t ys = y.stride(0);
     pool.parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-      if (!pw) return MatVecRows<BITS, Rec::kF32, false>(s, wt, pw, xq, n, ybase, ys, b0, b1);
+      if (n == 1) {
+        if (!pw) return MatVecRange<BITS, Rec::kF32, false>(s, wt, pw, xq, 0, ybase, b0, b1);
+        switch (RecordFormat(*pw)) {
+          case Rec::kBF16: MatVecRange<BITS, Rec::kBF16, true>(s, wt, pw, xq, 0, ybase, b0, b1); break;
+          case Rec::kF16: MatVecRange<BITS, Rec::kF16, true>(s, wt, pw, xq, 0, ybase, b0, b1); break;
+          default: MatVecRange<BITS, Rec::kF32, true>(s, wt, pw, xq, 0, ybase, b0, b1); break;
+        }
+        return;
+      }
+      if (!pw) return MatVecTiles<BITS, Rec::kF32, false>(s, wt, pw, xq, n, ybase, ys, b0, b1);
       switch (RecordFormat(*pw)) {
-        case Rec::kBF16: MatVecRows<BITS, Rec::kBF16, true>(s, wt, pw, xq, n, ybase, ys, b0, b1); break;
-        case Rec::kF16: MatVecRows<BITS, Rec::kF16, true>(s, wt, pw, xq, n, ybase, ys, b0, b1); break;
-        default: MatVecRows<BITS, Rec::kF32, true>(s, wt, pw, xq, n, ybase, ys, b0, b1); break;
+        case Rec::kBF16: MatVecTiles<BITS, Rec::kBF16, true>(s, wt, pw, xq, n, ybase, ys, b0, b1); break;
+        case Rec::kF16: MatVecTiles<BITS, Rec::kF16, true>(s, wt, pw, xq, n, ybase, ys, b0, b1); break;
+        default: MatVecTiles<BITS, Rec::kF32, true>(s, wt, pw, xq, n, ybase, ys, b0, b1); break;
       }
     });
     return;
