@@ -588,33 +588,52 @@ void MatVecRange(const Shape8& s, const Weight& wt, const Int8Weight* pw, const 
 constexpr int64_t kTileRows = 16;
 constexpr int kRowTile = 4;  // x rows per register tile
 
-HWY_INLINE int64_t EntryOffset(int bits, int64_t e) { return bits == 4 ? (e & 1) * 64 + (e >> 1) * 4 : 4 * e; }
-
 // x rows [i0, i0 + NX) against unit u's entries w; tot[x * 16 ..] (rows in lanes) receives the groups.
-template <int BITS, int NX, Rec R>
+// G fixed at compile time, so a group's entries unroll with their x offsets as constants; even and
+// odd entries go to separate accumulators (twice the independent dpbusd chains; integer sums, so
+// the split changes no bits).
+template <int BITS, int NX, Rec R, int G>
 HWY_INLINE void RowsTile(const Shape8& s, const __m512i* HWY_RESTRICT w, int64_t u, const uint8_t* HWY_RESTRICT rec, const XQ& xq,
                          int64_t i0, float* HWY_RESTRICT tot) {
-  const int64_t per_group = s.G / 4;
+  constexpr int kPairs = G / 8;  // (even, odd) entry pairs a group
   const int64_t ng = std::min(s.groups_per_unit, s.groups - u * s.groups_per_unit);
   const int8_t* xr[NX];
   for (int x = 0; x < NX; ++x) xr[x] = xq.row(i0 + x) + u * s.unit;
   for (int64_t q = 0; q < ng; ++q) {
-    __m512i acc[NX];
-    for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_si512();
-    for (int64_t e = q * per_group; e < (q + 1) * per_group; ++e) {
-      const __m512i wv = _mm512_load_si512(w + e);
-      const int64_t o = EntryOffset(BITS, e);
-      for (int x = 0; x < NX; ++x) {
-        int32_t quad;
-        std::memcpy(&quad, xr[x] + o, 4);
-        acc[x] = _mm512_dpbusd_epi32(acc[x], wv, _mm512_set1_epi32(quad));
+    __m512i acc[2][NX];
+    for (int x = 0; x < NX; ++x) acc[0][x] = acc[1][x] = _mm512_setzero_si512();
+    const __m512i* wq = w + q * 2 * kPairs;
+    const int64_t xo = q * 2 * kPairs * (BITS == 4 ? 2 : 4);  // the group's first x byte in the unit
+#pragma GCC unroll 4
+    for (int c = 0; c < kPairs; ++c) {
+      // x bytes of the pair's entries (2c, 2c + 1 of the group): 4-bit 4c and 64 + 4c, 8-bit 8c and 8c + 4.
+      const int o0 = BITS == 4 ? 4 * c : 8 * c, o1 = BITS == 4 ? 64 + 4 * c : 8 * c + 4;
+      const __m512i w0 = _mm512_load_si512(wq + 2 * c), w1 = _mm512_load_si512(wq + 2 * c + 1);
+      for (int x = 0; x < NX; ++x) {  // broadcasts straight from memory (vpbroadcastd m32)
+        acc[0][x] = _mm512_dpbusd_epi32(acc[0][x], w0, _mm512_broadcastd_epi32(_mm_loadu_si32(xr[x] + xo + o0)));
+        acc[1][x] = _mm512_dpbusd_epi32(acc[1][x], w1, _mm512_broadcastd_epi32(_mm_loadu_si32(xr[x] + xo + o1)));
       }
     }
     const int64_t g = u * s.groups_per_unit + q;
     for (int x = 0; x < NX; ++x) {
       float* t = tot + (i0 + x) * 16;
-      _mm512_store_ps(t, GroupStep<R>(_mm512_load_ps(t), acc[x], xq.scale(i0 + x)[g], xq.sums(i0 + x)[g], rec + g * kRecordBytes<R>));
+      const __m512i isum = _mm512_add_epi32(acc[0][x], acc[1][x]);
+      _mm512_store_ps(t, GroupStep<R>(_mm512_load_ps(t), isum, xq.scale(i0 + x)[g], xq.sums(i0 + x)[g], rec + g * kRecordBytes<R>));
     }
+  }
+}
+
+// Every x row (n) against unit u's entries, kRowTile rows at a time.
+template <int BITS, Rec R, int G>
+void RowsOfUnit(const Shape8& s, const __m512i* HWY_RESTRICT w, int64_t u, const uint8_t* HWY_RESTRICT rec, const XQ& xq, int64_t n,
+                float* HWY_RESTRICT tot) {
+  int64_t i = 0;
+  for (; i + kRowTile <= n; i += kRowTile) RowsTile<BITS, kRowTile, R, G>(s, w, u, rec, xq, i, tot);
+  switch (n - i) {
+    case 1: RowsTile<BITS, 1, R, G>(s, w, u, rec, xq, i, tot); break;
+    case 2: RowsTile<BITS, 2, R, G>(s, w, u, rec, xq, i, tot); break;
+    case 3: RowsTile<BITS, 3, R, G>(s, w, u, rec, xq, i, tot); break;
+    default: break;
   }
 }
 
@@ -679,13 +698,10 @@ void MatVecTiles(const Shape8& s, const Weight& wt, const Int8Weight* pw, const 
           for (int c = 0; c < 16; ++c) w[l * 16 + c] = out[c];
         }
       }
-      int64_t i = 0;
-      for (; i + kRowTile <= n; i += kRowTile) RowsTile<BITS, kRowTile, R>(s, w, u, rec, xq, i, tot);
-      switch (n - i) {
-        case 1: RowsTile<BITS, 1, R>(s, w, u, rec, xq, i, tot); break;
-        case 2: RowsTile<BITS, 2, R>(s, w, u, rec, xq, i, tot); break;
-        case 3: RowsTile<BITS, 3, R>(s, w, u, rec, xq, i, tot); break;
-        default: break;
+      switch (s.G) {
+        case 32: RowsOfUnit<BITS, R, 32>(s, w, u, rec, xq, n, tot); break;
+        case 64: RowsOfUnit<BITS, R, 64>(s, w, u, rec, xq, n, tot); break;
+        default: RowsOfUnit<BITS, R, 128>(s, w, u, rec, xq, n, tot); break;
       }
     }
     const int64_t valid = std::min<int64_t>(16, wt.rows - b * 16);
