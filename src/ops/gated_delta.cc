@@ -61,13 +61,28 @@ void require_per_head(const char* op, const char* name, const Tensor& t, int64_t
                   std::string(name) + " must be a contiguous (" + std::to_string(heads) + ") vector, got " + dims(t));
 }
 
+// The checks of the *_rows ops: one state per row, rows in range and distinct, states apart.
+void check_rows(const char* kOp, int64_t n, std::span<const int64_t> rows, std::span<Tensor* const> states) {
+  SANCTUM_REQUIRE(rows.size() == states.size(), kOp,
+                  std::to_string(rows.size()) + " rows but " + std::to_string(states.size()) + " states: one state per row");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SANCTUM_REQUIRE(rows[i] >= 0 && rows[i] < n, kOp, "row " + std::to_string(rows[i]) + " is outside the " + std::to_string(n) + " rows");
+    SANCTUM_REQUIRE(states[i] != nullptr, kOp, "state " + std::to_string(i) + " is null");
+    for (size_t j = 0; j < i; ++j) {
+      SANCTUM_REQUIRE(rows[j] != rows[i], kOp, "row " + std::to_string(rows[i]) + " is listed twice");
+      SANCTUM_REQUIRE(!overlap(*states[i], *states[j]), kOp,
+                      "states " + std::to_string(j) + " and " + std::to_string(i) + " overlap: each row needs a state of its own");
+    }
+  }
+}
+
 }  // namespace
 
 namespace {
 
 // Checks shared by both conv entry points; kernel and channels come from the weight's layout.
 void check_conv(const char* kOp, const Tensor& x, const Tensor& state, const Tensor& w, const char* w_name, int64_t kernel,
-                int64_t w_channels, Tensor& out) {
+                int64_t w_channels, const Tensor& out) {
   require_f32_matrix(kOp, "x", x);
   require_f32_matrix(kOp, "out", out);
   detail::require_defined(kOp, "state", state);
@@ -124,9 +139,33 @@ void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps,
   cpu::causal_conv1d_silu_taps(x, state, taps, out);
 }
 
-void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
-                      const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out, GatedDeltaAlgorithm algorithm) {
-  constexpr const char* kOp = "gated_delta_rule";
+void causal_conv1d_silu_taps_rows(const Tensor& x, std::span<const int64_t> rows, std::span<Tensor* const> states, const Tensor& taps,
+                                  Tensor& out) {
+  constexpr const char* kOp = "causal_conv1d_silu_taps_rows";
+  detail::require_defined(kOp, "taps", taps);
+  detail::require_dtype(kOp, "taps", taps, DType::f32);
+  SANCTUM_REQUIRE(taps.ndim() == 2 && taps.dim(0) >= 1, kOp, "taps must be (kernel, channels), got " + dims(taps));
+  detail::require_inner_contiguous(kOp, "taps", taps);
+  require_f32_matrix(kOp, "x", x);
+  require_f32_matrix(kOp, "out", out);
+  SANCTUM_REQUIRE(out.dim(0) == x.dim(0), kOp, "out " + dims(out) + " must have the rows of x " + dims(x));
+  check_rows(kOp, x.dim(0), rows, states);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    check_conv(kOp, x.slice(0, rows[i], rows[i] + 1), *states[i], taps, "taps", taps.dim(0), taps.dim(1),
+               out.slice(0, rows[i], rows[i] + 1));
+    SANCTUM_REQUIRE(taps.dim(0) == 1 || states[i]->stride(0) == states[0]->stride(0), kOp, "every state must have the first's row stride");
+  }
+  if (rows.empty()) return;
+  SANCTUM_REQUIRE(!overlap(out, x), kOp, "out must not alias x");
+  if (x.device() == Device::cuda) return cuda::causal_conv1d_silu_taps_rows(x, rows, states, taps, out);
+  cpu::causal_conv1d_silu_taps_rows(x, rows, states, taps, out);
+}
+
+namespace {
+
+// The checks of gated_delta_rule; returns the one device of its tensors.
+Device check_rule(const char* kOp, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                  const Tensor& dt_bias, const GatedDeltaShape& shape, const Tensor& state, const Tensor& out) {
   const int64_t hk = shape.n_key_heads, dk = shape.key_dim, hv = shape.n_value_heads, dv = shape.value_dim;
   SANCTUM_REQUIRE(hk > 0 && dk > 0 && hv > 0 && dv > 0, kOp, "head counts and dims must be positive");
   SANCTUM_REQUIRE(hv % hk == 0, kOp,
@@ -162,11 +201,41 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
     SANCTUM_REQUIRE(!overlap(out, *t), kOp, std::string("out must not alias ") + name);
   for (const auto& [name, t] : {detail::Named{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}})
     SANCTUM_REQUIRE(!overlap(state, *t), kOp, std::string("state must not alias ") + name);
+  return device;
+}
+
+}  // namespace
+
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                      const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out, GatedDeltaAlgorithm algorithm) {
+  const Device device = check_rule("gated_delta_rule", q, k, v, a, b, a_log, dt_bias, shape, state, out);
+  const int64_t n = q.dim(0);
   if (algorithm == GatedDeltaAlgorithm::automatic)
     algorithm = n >= kChunkedFromTokens ? GatedDeltaAlgorithm::chunked : GatedDeltaAlgorithm::sequential;
   if (device == Device::cuda) return cuda::gated_delta_rule(q, k, v, a, b, a_log, dt_bias, shape, state, out, algorithm);
   if (algorithm == GatedDeltaAlgorithm::chunked) cpu::gated_delta_chunked(q, k, v, a, b, a_log, dt_bias, shape, state, out);
   else cpu::gated_delta_sequential(q, k, v, a, b, a_log, dt_bias, shape, state, out);
+}
+
+void gated_delta_rule_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                           const Tensor& dt_bias, const GatedDeltaShape& shape, std::span<const int64_t> rows,
+                           std::span<Tensor* const> states, Tensor& out) {
+  constexpr const char* kOp = "gated_delta_rule_rows";
+  for (const auto& [name, t] : {detail::Named{"q", &q}, {"k", &k}, {"v", &v}, {"a", &a}, {"b", &b}, {"out", &out}}) {
+    require_f32_matrix(kOp, name, *t);
+    SANCTUM_REQUIRE(t->dim(0) == q.dim(0), kOp,
+                    std::string(name) + " " + dims(*t) + " must have the " + std::to_string(q.dim(0)) + " rows of q");
+  }
+  check_rows(kOp, q.dim(0), rows, states);
+  if (rows.empty()) return;
+  Device device = Device::cpu;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t r = rows[i];
+    device = check_rule(kOp, q.slice(0, r, r + 1), k.slice(0, r, r + 1), v.slice(0, r, r + 1), a.slice(0, r, r + 1), b.slice(0, r, r + 1),
+                        a_log, dt_bias, shape, *states[i], out.slice(0, r, r + 1));
+  }
+  if (device == Device::cuda) return cuda::gated_delta_rule_rows(q, k, v, a, b, a_log, dt_bias, shape, rows, states, out);
+  cpu::gated_delta_sequential_rows(q, k, v, a, b, a_log, dt_bias, shape, rows, states, out);
 }
 
 void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {

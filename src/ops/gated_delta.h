@@ -1,6 +1,7 @@
 #pragma once
 // Ops of the GatedDeltaNet (linear attention) mixer of Qwen3.5 / Qwen3-Next.
 #include <cstdint>
+#include <span>
 
 #include "tensor/tensor.h"
 
@@ -18,6 +19,12 @@ void causal_conv1d_silu(const Tensor& x, Tensor& state, const Tensor& weight, Te
 // (kernel, channels) f32, tap-major, so decode does not convert and transpose the weight per call.
 Tensor conv1d_taps(const Tensor& weight);
 void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps, Tensor& out);
+
+// One token for each of several sequences in one call (a decode step of a batch): row rows[i] of x
+// and of out belongs to the sequence whose conv state is states[i]. Each row's output and new state
+// are bit for bit those of causal_conv1d_silu_taps on that row alone. Rows and states distinct.
+void causal_conv1d_silu_taps_rows(const Tensor& x, std::span<const int64_t> rows, std::span<Tensor* const> states, const Tensor& taps,
+                                  Tensor& out);
 
 struct GatedDeltaShape {
   int64_t n_key_heads = 0, key_dim = 0;      // Hk, Dk
@@ -42,6 +49,13 @@ enum class GatedDeltaAlgorithm { automatic, sequential, chunked };
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
                       const Tensor& dt_bias, const GatedDeltaShape& shape, Tensor& state, Tensor& out,
                       GatedDeltaAlgorithm algorithm = GatedDeltaAlgorithm::automatic);
+
+// The rule for one token of each of several sequences (a decode step of a batch): row rows[i] of
+// q, k, v, a, b and out belongs to the sequence whose recurrent state is states[i]. Each row's output
+// and new state are bit for bit those of gated_delta_rule (sequential) on that row alone.
+void gated_delta_rule_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                           const Tensor& dt_bias, const GatedDeltaShape& shape, std::span<const int64_t> rows,
+                           std::span<Tensor* const> states, Tensor& out);
 
 // out = rms_norm(x over each head's d values, weight, eps) * silu(z), elementwise.
 //   x, z, out: (n, H*d) f32 (rows may be strided); weight: (d) f32/bf16/f16. out may alias x.

@@ -1,6 +1,7 @@
 #include "model/blocks/gated_delta_net.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "base/error.h"
 #include "model/blocks/row_lora.h"
@@ -77,7 +78,24 @@ void GatedDeltaNetBlock::forward(const BlockInput& x, const BatchRows& batch, si
 
   Tensor conv = ws.get(kConv, n, cd);  // (n, conv_dim): [q | k | v] after conv + SiLU
   Tensor y = ws.get(kY, n, vd);
+  // Sequences of one token (a decode step) go through one call each for the conv and the rule, not
+  // two per sequence: a batch's decode then costs one dispatch (or launch) per op, whatever its size.
+  std::vector<int64_t> one_rows;
+  std::vector<Tensor*> conv_states, recurrent_states;
+  for (const SequenceRows& s : batch.sequences)
+    if (s.end - s.begin == 1) {
+      one_rows.push_back(s.begin);
+      conv_states.push_back(&s.state->linear(layer).conv);
+      recurrent_states.push_back(&s.state->linear(layer).recurrent);
+    }
+  if (one_rows.size() < 2) one_rows.clear();
+  if (!one_rows.empty()) {
+    ops::causal_conv1d_silu_taps_rows(qkv, one_rows, conv_states, conv_taps_, conv);
+    ops::gated_delta_rule_rows(conv.slice(1, 0, kd), conv.slice(1, kd, 2 * kd), conv.slice(1, 2 * kd, cd), a, b, a_log_, dt_bias_,
+                               shape_.heads, one_rows, recurrent_states, y);
+  }
   for (const SequenceRows& s : batch.sequences) {
+    if (!one_rows.empty() && s.end - s.begin == 1) continue;
     LinearAttentionState& state = s.state->linear(layer);
     const int64_t pos0 = batch.positions_of(s).first(), rows = s.end - s.begin;
     Tensor conv_s = conv.slice(0, s.begin, s.end);

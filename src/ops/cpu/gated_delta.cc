@@ -318,6 +318,34 @@ void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps,
   });
 }
 
+void causal_conv1d_silu_taps_rows(const Tensor& x, std::span<const int64_t> rows, std::span<Tensor* const> states, const Tensor& taps,
+                                  Tensor& out) {
+  const int64_t count = static_cast<int64_t>(rows.size()), channels = x.dim(1), hist = taps.dim(0) - 1;
+  if (count == 0 || channels == 0) return;
+  // Each sequence's [state; x row] as row pointers, as conv() lays out one sequence of one token.
+  std::vector<const float*> inputs(static_cast<size_t>(count * (hist + 1)));
+  std::vector<Tensor> outs(static_cast<size_t>(count));
+  for (int64_t s = 0; s < count; ++s) {
+    const float** in = inputs.data() + s * (hist + 1);
+    for (int64_t i = 0; i < hist; ++i) in[i] = detail::row_ptr<const float>(*states[static_cast<size_t>(s)], i);
+    in[hist] = detail::row_ptr<const float>(x, rows[static_cast<size_t>(s)]);
+    outs[static_cast<size_t>(s)] = out.slice(0, rows[static_cast<size_t>(s)], rows[static_cast<size_t>(s)] + 1);
+  }
+  const int64_t blocks = (channels + kConvBlock - 1) / kConvBlock;
+  const int64_t grain = std::max<int64_t>(1, 16384 / (kConvBlock * (hist + 1)));
+  compute_pool().parallel_for(count * blocks, grain, [&](int64_t i0, int64_t i1) {
+    const FlushDenormals ftz;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t s = i / blocks, c0 = (i % blocks) * kConvBlock, c1 = std::min(channels, c0 + kConvBlock);
+      const float* const* in = inputs.data() + s * (hist + 1);
+      HWY_DYNAMIC_DISPATCH(ConvChannels)(in, 1, hist, taps.data<const float>(), taps.stride(0), 0, outs[static_cast<size_t>(s)], c0, c1);
+      Tensor& state = *states[static_cast<size_t>(s)];
+      const size_t bytes = static_cast<size_t>(c1 - c0) * sizeof(float);
+      for (int64_t r = 0; r < hist; ++r) std::memmove(detail::row_ptr<float>(state, r) + c0, in[1 + r] + c0, bytes);
+    }
+  });
+}
+
 void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor& out) {
   const int64_t rows = x.dim(0), d = weight.dim(0);
   std::vector<float> w(static_cast<size_t>(d));
@@ -338,6 +366,38 @@ void gated_delta_sequential(const Tensor& q, const Tensor& k, const Tensor& v, c
   compute_pool().parallel_for(shape.n_value_heads, 1, [&](int64_t h0, int64_t h1) {
     const FlushDenormals ftz;
     HWY_DYNAMIC_DISPATCH(SequentialHeads)(args, h0, h1);
+  });
+}
+
+void gated_delta_sequential_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                                 const Tensor& dt_bias, const GatedDeltaShape& shape, std::span<const int64_t> rows,
+                                 std::span<Tensor* const> states, Tensor& out) {
+  const int64_t count = static_cast<int64_t>(rows.size()), hv = shape.n_value_heads;
+  if (count == 0) return;
+  std::vector<float> rate, bias;
+  per_head_params(a_log, dt_bias, hv, rate, bias);
+  // Each sequence's one-row views (kept alive for the args that point at them).
+  std::vector<Tensor> views(static_cast<size_t>(count * 6));
+  std::vector<GdnArgs> args;
+  args.reserve(static_cast<size_t>(count));
+  for (int64_t s = 0; s < count; ++s) {
+    const int64_t r = rows[static_cast<size_t>(s)];
+    Tensor* v6 = views.data() + s * 6;
+    v6[0] = q.slice(0, r, r + 1);
+    v6[1] = k.slice(0, r, r + 1);
+    v6[2] = v.slice(0, r, r + 1);
+    v6[3] = a.slice(0, r, r + 1);
+    v6[4] = b.slice(0, r, r + 1);
+    v6[5] = out.slice(0, r, r + 1);
+    args.push_back(make_args(v6[0], v6[1], v6[2], v6[3], v6[4], rate, bias, shape, *states[static_cast<size_t>(s)], v6[5]));
+  }
+  compute_pool().parallel_for(count * hv, 1, [&](int64_t i0, int64_t i1) {
+    const FlushDenormals ftz;
+    while (i0 < i1) {  // runs of heads of one sequence
+      const int64_t s = i0 / hv, h1 = std::min(i1, (s + 1) * hv);
+      HWY_DYNAMIC_DISPATCH(SequentialHeads)(args[static_cast<size_t>(s)], i0 - s * hv, h1 - s * hv);
+      i0 = h1;
+    }
   });
 }
 

@@ -36,12 +36,8 @@ __device__ __forceinline__ float conv_step(float (&window)[kMaxKernel], const fl
 }
 
 // Thread per channel, sequential over tokens with the window in registers.
-__global__ void conv1d_silu_kernel(Rows<const float> x, float* state, int64_t state_stride, const float* taps, int kernel, int64_t channels,
-                                   Rows<float> out) {
-  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
-  allow_next_early();
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (c >= channels) return;
+__device__ __forceinline__ void conv1d_silu_channel(Rows<const float> x, float* state, int64_t state_stride, const float* taps, int kernel,
+                                                    int64_t channels, Rows<float> out, int64_t c) {
   const int hist = kernel - 1;
   float window[kMaxKernel];  // window[j] = input at t - hist + j
   float w[kMaxKernel];
@@ -56,6 +52,35 @@ __global__ void conv1d_silu_kernel(Rows<const float> x, float* state, int64_t st
 #pragma unroll
   for (int j = 0; j < kMaxKernel; ++j)
     if (j < hist) state[j * state_stride + c] = window[j];
+}
+
+__global__ void conv1d_silu_kernel(Rows<const float> x, float* state, int64_t state_stride, const float* taps, int kernel, int64_t channels,
+                                   Rows<float> out) {
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c < channels) conv1d_silu_channel(x, state, state_stride, taps, kernel, channels, out, c);
+}
+
+// Up to kBatchRows sequences of one token each per launch: their rows and their own states, passed
+// by value (no upload, and a recorded launch keeps them).
+constexpr int kBatchRows = 64;
+struct BatchRows {
+  float* state[kBatchRows];
+  int64_t row[kBatchRows];
+};
+
+// The kernel above for sequence blockIdx.y of the batch: one row, its own state.
+__global__ void conv1d_silu_rows_kernel(Rows<const float> x, BatchRows batch, int64_t state_stride, const float* taps, int kernel,
+                                        int64_t channels, Rows<float> out) {
+  wait_for_previous();
+  allow_next_early();
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  const int64_t row = batch.row[blockIdx.y];
+  const Rows<const float> xr{x.data + row * x.stride, 1, x.cols, x.stride};
+  const Rows<float> outr{out.data + row * out.stride, 1, out.cols, out.stride};
+  conv1d_silu_channel(xr, batch.state[blockIdx.y], state_stride, taps, kernel, channels, outr, c);
 }
 
 // Prefill: thread per (channel, run of kConvRun tokens). Reads inputs t - hist .. t from x, or from
@@ -265,12 +290,12 @@ __global__ void __launch_bounds__(W * 32) gated_delta_kernel(RuleArgs r) {
   }
 }
 
-// One token (decode): the walk above without its staging. Each warp computes the token's norms,
-// gate and decay itself from global loads (in the walk's order of summation, so the bits are the
-// walk's), and each group of 8 lanes updates one state row in registers. Grid: (value heads, row
-// blocks of 4 W rows).
+// One token (row t of q, k, v, a, b and out) against `state`: the walk above without its staging.
+// Each warp computes the token's norms, gate and decay itself from global loads (in the walk's order
+// of summation, so the bits are the walk's), and each group of 8 lanes updates one state row in
+// registers.
 template <int E4, int W>
-__global__ void __launch_bounds__(W * 32) gated_delta_step_kernel(RuleArgs r) {
+__device__ __forceinline__ void gated_delta_step(const RuleArgs& r, int64_t t, float* state) {
   const float A = expf(load_float(r.a_log, r.a_log_kind, blockIdx.x));  // weights: read before the wait
   const float dt_bias = load_float(r.dt_bias, r.dt_bias_kind, blockIdx.x);
   wait_for_previous();  // launched early (common.cuh): nothing else is read before the kernel ahead ends
@@ -279,8 +304,8 @@ __global__ void __launch_bounds__(W * 32) gated_delta_step_kernel(RuleArgs r) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gl = lane & 7;
   const int64_t h = blockIdx.x, kh = h / r.group, dk = r.dk, dv = r.dv;
   const int64_t row = static_cast<int64_t>(blockIdx.y) * 4 * W + 4 * warp + (lane >> 3);
-  const float* q = r.q.data + kh * dk;
-  const float* k = r.k.data + kh * dk;
+  const float* q = r.q.data + t * r.q.stride + kh * dk;
+  const float* k = r.k.data + t * r.k.stride + kh * dk;
 
   float qss = 0.0f, kss = 0.0f;
   for (int c = lane; c < DKP; c += 32) {
@@ -291,10 +316,10 @@ __global__ void __launch_bounds__(W * 32) gated_delta_step_kernel(RuleArgs r) {
   qss = warp_sum(qss);
   kss = warp_sum(kss);
   const float inv_k = 1.0f / sqrtf(kss + 1e-6f), q_scale = r.q_scale / sqrtf(qss + 1e-6f);
-  const float beta = sigmoid(r.b.data[h]), decay = expf(-A * softplus(r.a.data[h] + dt_bias));
+  const float beta = sigmoid(r.b.data[t * r.b.stride + h]), decay = expf(-A * softplus(r.a.data[t * r.a.stride + h] + dt_bias));
 
   float S[E4][4], kk[E4][4], qq[E4][4];
-  float* s = r.state + (h * dv + (row < dv ? row : 0)) * dk;
+  float* s = state + (h * dv + (row < dv ? row : 0)) * dk;
 #pragma unroll
   for (int e = 0; e < E4; ++e)
 #pragma unroll
@@ -314,7 +339,7 @@ __global__ void __launch_bounds__(W * 32) gated_delta_step_kernel(RuleArgs r) {
     }
 #pragma unroll
   for (int o = 1; o < kGroupLanes; o <<= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-  const float u = ((row < dv ? r.v.data[h * dv + row] : 0.0f) - d * inv_k) * beta * inv_k;
+  const float u = ((row < dv ? r.v.data[t * r.v.stride + h * dv + row] : 0.0f) - d * inv_k) * beta * inv_k;
   float y = 0.0f;
 #pragma unroll
   for (int e = 0; e < E4; ++e)
@@ -326,7 +351,7 @@ __global__ void __launch_bounds__(W * 32) gated_delta_step_kernel(RuleArgs r) {
 #pragma unroll
   for (int o = 1; o < kGroupLanes; o <<= 1) y += __shfl_xor_sync(0xffffffffu, y, o);
   if (row >= dv) return;
-  if (gl == 0) r.out.data[h * dv + row] = y * q_scale;
+  if (gl == 0) r.out.data[t * r.out.stride + h * dv + row] = y * q_scale;
 #pragma unroll
   for (int e = 0; e < E4; ++e)
 #pragma unroll
@@ -334,6 +359,18 @@ __global__ void __launch_bounds__(W * 32) gated_delta_step_kernel(RuleArgs r) {
       const int64_t c = 4 * (gl + kGroupLanes * e) + j;
       if (c < dk) s[c] = S[e][j];
     }
+}
+
+// One token (decode). Grid: (value heads, row blocks of 4 W rows).
+template <int E4, int W>
+__global__ void __launch_bounds__(W * 32) gated_delta_step_kernel(RuleArgs r) {
+  gated_delta_step<E4, W>(r, 0, r.state);
+}
+
+// One token of each sequence of a batch, its own state. Grid: (value heads, row blocks, sequences).
+template <int E4, int W>
+__global__ void __launch_bounds__(W * 32) gated_delta_rows_kernel(RuleArgs r, BatchRows batch) {
+  gated_delta_step<E4, W>(r, batch.row[blockIdx.z], batch.state[blockIdx.z]);
 }
 
 template <int E4, int R>
@@ -357,7 +394,66 @@ void launch_rule_rows(const RuleArgs& r, int64_t hv) {
   else launch_rule<E4, 1>(r, hv);
 }
 
+template <int E4>
+void launch_rule_batch(const RuleArgs& r, const BatchRows& batch, int count, int64_t hv) {
+  constexpr int kWarps = 4;
+  launch_early(gated_delta_rows_kernel<E4, kWarps>,
+               dim3(static_cast<unsigned>(hv), static_cast<unsigned>((r.dv + 4 * kWarps - 1) / (4 * kWarps)), static_cast<unsigned>(count)),
+               dim3(kWarps * 32), 0, r, batch);
+}
+
+// Calls launch(batch, count) for each run of up to kBatchRows of the rows and their states.
+template <class Launch>
+void for_each_batch(std::span<const int64_t> rows, std::span<Tensor* const> states, Launch&& launch) {
+  for (size_t i0 = 0; i0 < rows.size(); i0 += kBatchRows) {
+    const int count = static_cast<int>(std::min<size_t>(kBatchRows, rows.size() - i0));
+    BatchRows batch{};
+    for (int i = 0; i < count; ++i) {
+      batch.state[i] = states[i0 + i]->data<float>();
+      batch.row[i] = rows[i0 + i];
+    }
+    launch(batch, count);
+  }
+}
+
 }  // namespace
+
+void causal_conv1d_silu_taps_rows(const Tensor& x, std::span<const int64_t> rows, std::span<Tensor* const> states, const Tensor& taps,
+                                  Tensor& out) {
+  const int kernel = static_cast<int>(taps.dim(0));
+  check(kernel <= kMaxKernel, ErrorKind::unsupported,
+        "[causal_conv1d_silu] cuda supports conv kernels up to " + std::to_string(kMaxKernel) + " taps, got " + std::to_string(kernel));
+  const int64_t channels = x.dim(1);
+  if (channels == 0 || rows.empty()) return;
+  const auto rx = rows_of<const float>(x, "causal_conv1d_silu_taps_rows");
+  const auto ro = rows_of<float>(out, "causal_conv1d_silu_taps_rows");
+  const int64_t state_stride = kernel > 1 ? states[0]->stride(0) : 0;
+  for_each_batch(rows, states, [&](const BatchRows& batch, int count) {
+    launch_early(conv1d_silu_rows_kernel, dim3(blocks_for(channels, 128), static_cast<unsigned>(count)), dim3(128), 0, rx, batch,
+                 state_stride, taps.data<float>(), kernel, channels, ro);
+  });
+  check_launch("causal_conv1d_silu_taps_rows");
+}
+
+void gated_delta_rule_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b, const Tensor& a_log,
+                           const Tensor& dt_bias, const GatedDeltaShape& shape, std::span<const int64_t> rows,
+                           std::span<Tensor* const> states, Tensor& out) {
+  if (rows.empty()) return;
+  check(shape.key_dim <= 256, ErrorKind::unsupported, "[gated_delta_rule] cuda supports key heads up to 256 dims");
+  RuleArgs r;
+  static_cast<RuleInputs&>(r) = rule_inputs(q, k, v, a, b, a_log, dt_bias, shape, *states[0], out);
+  r.dk = shape.key_dim;
+  r.dv = shape.value_dim;
+  r.group = shape.n_value_heads / shape.n_key_heads;
+  const int64_t e4 = (shape.key_dim + 31) / 32, hv = shape.n_value_heads;
+  for_each_batch(rows, states, [&](const BatchRows& batch, int count) {
+    if (e4 <= 1) launch_rule_batch<1>(r, batch, count, hv);
+    else if (e4 <= 2) launch_rule_batch<2>(r, batch, count, hv);
+    else if (e4 <= 4) launch_rule_batch<4>(r, batch, count, hv);
+    else launch_rule_batch<8>(r, batch, count, hv);
+  });
+  check_launch("gated_delta_rule_rows");
+}
 
 void causal_conv1d_silu_taps(const Tensor& x, Tensor& state, const Tensor& taps, Tensor& out) {
   const int kernel = static_cast<int>(taps.dim(0));

@@ -45,6 +45,13 @@ void store_kv_rows(const Tensor&, const KvRows&, int64_t, const int32_t*) { no_c
 bool attention_takes_gate(int64_t) { return false; }
 bool attention_gives_bf16(int64_t, int64_t) { return false; }
 void causal_conv1d_silu_taps(const Tensor&, Tensor&, const Tensor&, Tensor&) { no_cuda("causal_conv1d_silu_taps"); }
+void causal_conv1d_silu_taps_rows(const Tensor&, std::span<const int64_t>, std::span<Tensor* const>, const Tensor&, Tensor&) {
+  no_cuda("causal_conv1d_silu_taps_rows");
+}
+void gated_delta_rule_rows(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                           const GatedDeltaShape&, std::span<const int64_t>, std::span<Tensor* const>, Tensor&) {
+  no_cuda("gated_delta_rule_rows");
+}
 void gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                       const GatedDeltaShape&, Tensor&, Tensor&, GatedDeltaAlgorithm) {
   no_cuda("gated_delta_rule");
