@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -77,6 +78,61 @@ TEST(SamplingRef, sample_row_draws_what_the_sampler_draws_at_its_uniforms) {
         const int32_t want = host.sample(l, RecentTokens());
         EXPECT_EQ(ops::ref::sample_row(base, c, stream.uniform()), want)
             << "vocab " << vocab << " T " << c.temperature << " top_p " << c.top_p << " top_k " << c.top_k << " min_p " << c.min_p;
+      }
+    }
+  }
+}
+
+// The filtered distribution the plain way: every id sorted (logit descending, then id), softmax,
+// min-p, top-p, all in that order. sample_weights sorts only what top-p can keep and sums in id
+// order where every id takes part, so the weights may differ in the last bits, never the kept set.
+std::vector<float> full_sort_weights(std::span<const float> logits, const ops::RowSampling& s) {
+  std::vector<std::pair<float, int32_t>> c;
+  for (size_t i = 0; i < logits.size(); ++i)
+    c.push_back({(std::isnan(logits[i]) ? -INFINITY : logits[i]) / s.temperature, static_cast<int32_t>(i)});
+  std::sort(c.begin(), c.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  if (s.top_k > 0 && static_cast<size_t>(s.top_k) < c.size()) c.resize(static_cast<size_t>(s.top_k));
+  const float max_logit = c.front().first;
+  double total = 0.0;
+  for (auto& [l, id] : c) total += (l = std::exp(l - max_logit));
+  for (auto& [l, id] : c) l = static_cast<float>(l / total);
+  if (s.min_p > 0.0f)
+    while (c.size() > 1 && c.back().first < s.min_p * c.front().first) c.pop_back();
+  if (s.top_p < 1.0f) {
+    double mass = 0.0;
+    size_t n = 0;
+    while (n < c.size() && mass < s.top_p) mass += c[n++].first;
+    c.resize(n);
+  }
+  double kept = 0.0;
+  for (const auto& [prob, id] : c) kept += prob;
+  std::vector<float> p(logits.size(), 0.0f);
+  for (const auto& [prob, id] : c) p[static_cast<size_t>(id)] = static_cast<float>(prob / kept);
+  return p;
+}
+
+TEST(SamplingRef, filters_keep_what_a_full_sort_keeps) {
+  Rng rng(5);
+  SCOPED_TRACE(test::seed_note());
+  const ops::RowSampling configs[] = {
+      {0.7f, 0.8f, 0, 0.0f}, {1.0f, 0.1f, 0, 0.0f},   {1.5f, 0.999f, 0, 0.0f}, {0.3f, 0.5f, 0, 0.0f},    {1.0f, 1.0f, 0, 0.05f},
+      {1.0f, 0.9f, 0, 0.3f}, {2.0f, 0.95f, 0, 0.01f}, {1.0f, 0.9f, 20, 0.0f},  {0.6f, 0.95f, 20, 0.05f}, {1.0f, 0.9f, 100000, 0.0f},
+  };
+  for (int64_t vocab : {1, 7, 33, 1000, 50001}) {
+    for (float scale : {0.05f, 1.0f, 8.0f}) {  // flat (top-p keeps most ids), ordinary, peaked
+      const auto l = awkward_logits(rng, vocab, scale);
+      for (const auto& c : configs) {
+        const auto got = ops::ref::sample_weights(l, c), want = full_sort_weights(l, c);
+        int wrong_set = 0;
+        double worst = 0.0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          wrong_set += (got[i] > 0.0f) != (want[i] > 0.0f);
+          worst = std::max(worst, static_cast<double>(std::fabs(got[i] - want[i])) / std::max(want[i], 1e-30f));
+        }
+        EXPECT_EQ(wrong_set, 0) << "vocab " << vocab << " scale " << scale << " T " << c.temperature << " top_p " << c.top_p << " top_k "
+                                << c.top_k << " min_p " << c.min_p;
+        EXPECT_LT(worst, 1e-5) << "vocab " << vocab << " scale " << scale << " top_p " << c.top_p << " min_p " << c.min_p;
       }
     }
   }

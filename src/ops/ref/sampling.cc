@@ -20,41 +20,23 @@ int32_t argmax_row(std::span<const float> logits) {
   return best;
 }
 
-// The one implementation of the host's filtered distribution: Sampler::probabilities (after its
-// penalties) calls it too, so the device sampler's truth and the host sampler cannot drift apart.
-std::vector<float> sample_weights(std::span<const float> logits, const RowSampling& s) {
-  auto logit = [&](size_t i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };  // NaN is never picked
-  std::vector<float> p(logits.size(), 0.0f);
-  if (logits.empty()) return p;
-  bool any_finite = false;
-  for (size_t i = 0; i < logits.size() && !any_finite; ++i) any_finite = logit(i) != -INFINITY;
-  if (!any_finite) {  // nothing to weigh: token 0, as argmax gives
-    p[0] = 1.0f;
-    return p;
-  }
-  if (s.top_k == 0 && s.top_p >= 1.0f && s.min_p <= 0.0f) {  // plain softmax, no sort
-    float max_logit = -INFINITY;
-    for (size_t i = 0; i < logits.size(); ++i) max_logit = std::max(max_logit, logit(i));
-    double total = 0.0;
-    for (size_t i = 0; i < logits.size(); ++i) {
-      p[i] = std::exp((logit(i) - max_logit) / s.temperature);
-      total += p[i];
-    }
-    for (float& x : p) x = static_cast<float>(x / total);
-    return p;
-  }
-  // Candidates sorted by logit (descending, then by id), filtered by top-k, then softmax. The order
-  // is total, so partial_sort keeps exactly the first k of a full sort.
+namespace {
+
+float finite_or_neg_inf(float v) { return std::isnan(v) ? -INFINITY : v; }  // NaN is never picked
+
+// Candidates (scaled logit, id) in the full order: logit descending, then id.
+bool by_logit(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+// The first `keep` candidates of the full order, sorted: softmax over them, then min-p, then top-p,
+// every sum in that order.
+std::vector<float> filter_top_k(std::span<const float> logits, const RowSampling& s) {
   std::vector<std::pair<float, int32_t>> c(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) c[i] = {logit(i) / s.temperature, static_cast<int32_t>(i)};
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  if (s.top_k > 0 && static_cast<size_t>(s.top_k) < c.size()) {
-    const auto keep = static_cast<std::ptrdiff_t>(s.top_k);
-    std::partial_sort(c.begin(), c.begin() + keep, c.end(), by_logit);
-    c.resize(static_cast<size_t>(keep));
-  } else {
-    std::sort(c.begin(), c.end(), by_logit);
-  }
+  for (size_t i = 0; i < logits.size(); ++i) c[i] = {finite_or_neg_inf(logits[i]) / s.temperature, static_cast<int32_t>(i)};
+  const auto keep = static_cast<std::ptrdiff_t>(s.top_k);
+  std::partial_sort(c.begin(), c.begin() + keep, c.end(), by_logit);  // a total order: exactly a full sort's first k
+  c.resize(static_cast<size_t>(keep));
   const float max_logit = c.front().first;
   double total = 0.0;
   for (auto& [l, id] : c) {
@@ -76,10 +58,92 @@ std::vector<float> sample_weights(std::span<const float> logits, const RowSampli
     }
     c.resize(n);
   }
+  std::vector<float> p(logits.size(), 0.0f);
   double kept = 0.0;
   for (const auto& [prob, id] : c) kept += prob;
   for (const auto& [prob, id] : c) p[static_cast<size_t>(id)] = static_cast<float>(prob / kept);
   return p;
+}
+
+// Every id a candidate (no top-k): the softmax and min-p's cut run in id order, and only the prefix
+// top-p may keep is ever sorted. The ids whose weight reaches a threshold are always a prefix of the
+// full order (weights fall along it), so the threshold falls until the sorted prefix holds top_p's
+// mass: a peaked distribution sorts a few ids, a flat one what it must (a full sort cost 10-20 ms a
+// token at 152k ids).
+std::vector<float> filter_all(std::span<const float> logits, const RowSampling& s) {
+  const size_t n = logits.size();
+  std::vector<float> scaled(n), p(n);
+  size_t top = 0;
+  for (size_t i = 0; i < n; ++i) {
+    scaled[i] = finite_or_neg_inf(logits[i]) / s.temperature;
+    if (scaled[i] > scaled[top]) top = i;
+  }
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    p[i] = std::exp(scaled[i] - scaled[top]);
+    total += p[i];
+  }
+  for (float& x : p) x = static_cast<float>(x / total);
+  // min-p, relative to the most likely token: the ids below it leave (the most likely stays).
+  const float floor = s.min_p > 0.0f ? s.min_p * p[top] : 0.0f;
+  auto kept_after_min_p = [&](size_t i) { return p[i] >= floor && (p[i] > 0.0f || i == top); };
+  std::vector<int32_t> chosen;
+  if (s.top_p < 1.0f) {
+    size_t eligible = 0;
+    for (size_t i = 0; i < n; ++i) eligible += kept_after_min_p(i);
+    std::vector<std::pair<float, int32_t>> prefix;
+    for (float tau = p[top];; tau /= 16.0f) {
+      prefix.clear();
+      for (size_t i = 0; i < n; ++i)
+        if (kept_after_min_p(i) && p[i] >= tau) prefix.push_back({scaled[i], static_cast<int32_t>(i)});
+      std::sort(prefix.begin(), prefix.end(), by_logit);
+      double mass = 0.0;
+      size_t m = 0;
+      while (m < prefix.size() && mass < s.top_p) mass += p[static_cast<size_t>(prefix[m++].second)];
+      if (mass >= s.top_p || prefix.size() == eligible || tau == 0.0f) {
+        for (size_t j = 0; j < m; ++j) chosen.push_back(prefix[j].second);  // in the full order
+        break;
+      }
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      if (kept_after_min_p(i)) chosen.push_back(static_cast<int32_t>(i));
+  }
+  double kept = 0.0;
+  for (int32_t id : chosen) kept += p[static_cast<size_t>(id)];
+  std::vector<float> out(n, 0.0f);
+  for (int32_t id : chosen) out[static_cast<size_t>(id)] = static_cast<float>(p[static_cast<size_t>(id)] / kept);
+  return out;
+}
+
+}  // namespace
+
+// The one implementation of the host's filtered distribution: Sampler::probabilities (after its
+// penalties) calls it too, so the device sampler's truth and the host sampler cannot drift apart.
+std::vector<float> sample_weights(std::span<const float> logits, const RowSampling& s) {
+  auto logit = [&](size_t i) { return finite_or_neg_inf(logits[i]); };
+  if (logits.empty()) return {};
+  bool any_finite = false;
+  for (size_t i = 0; i < logits.size() && !any_finite; ++i) any_finite = logit(i) != -INFINITY;
+  if (!any_finite) {  // nothing to weigh: token 0, as argmax gives
+    std::vector<float> p(logits.size(), 0.0f);
+    p[0] = 1.0f;
+    return p;
+  }
+  if (s.top_k == 0 && s.top_p >= 1.0f && s.min_p <= 0.0f) {  // plain softmax, no sort
+    std::vector<float> p(logits.size(), 0.0f);
+    float max_logit = -INFINITY;
+    for (size_t i = 0; i < logits.size(); ++i) max_logit = std::max(max_logit, logit(i));
+    double total = 0.0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      p[i] = std::exp((logit(i) - max_logit) / s.temperature);
+      total += p[i];
+    }
+    for (float& x : p) x = static_cast<float>(x / total);
+    return p;
+  }
+  if (s.top_k > 0 && static_cast<size_t>(s.top_k) < logits.size()) return filter_top_k(logits, s);
+  return filter_all(logits, s);
 }
 
 // Inverse CDF over ids in ascending order: deterministic for a given u. The total is summed first
