@@ -54,8 +54,8 @@ TEST_F(CudaGatedDeltaRows, batch_equals_one_row_calls_and_the_cpu) {
   const GatedDeltaShape shapes[] = {{16, 128, 48, 128}, {2, 24, 6, 40}, {2, 16, 4, 8}};
   for (const GatedDeltaShape& s : shapes) {
     for (int64_t count : {2, 5, 70}) {
-      SCOPED_TRACE("Dk " + std::to_string(s.key_dim) + " Hv " + std::to_string(s.n_value_heads) + " sequences " +
-                   std::to_string(count) + " " + test::seed_note());
+      SCOPED_TRACE("Dk " + std::to_string(s.key_dim) + " Hv " + std::to_string(s.n_value_heads) + " sequences " + std::to_string(count) +
+                   " " + test::seed_note());
       Rng rng(static_cast<uint64_t>(s.key_dim * 100 + count));
       const int64_t n = count + 3, kd = s.n_key_heads * s.key_dim, vd = s.n_value_heads * s.value_dim, channels = 2 * kd + vd;
       const int64_t kernel = 4;
@@ -87,8 +87,8 @@ TEST_F(CudaGatedDeltaRows, batch_equals_one_row_calls_and_the_cpu) {
       }
       Tensor conv = gpu(Tensor::zeros({n, channels}, DType::f32)), y = gpu(Tensor::zeros({n, vd}, DType::f32));
       ops::causal_conv1d_silu_taps_rows(g_qkv, rows, conv_ptrs, g_taps, conv);
-      ops::gated_delta_rule_rows(conv.slice(1, 0, kd), conv.slice(1, kd, 2 * kd), conv.slice(1, 2 * kd, channels), g_a, g_b, g_a_log,
-                                 g_dt, s, rows, rec_ptrs, y);
+      ops::gated_delta_rule_rows(conv.slice(1, 0, kd), conv.slice(1, kd, 2 * kd), conv.slice(1, 2 * kd, channels), g_a, g_b, g_a_log, g_dt,
+                                 s, rows, rec_ptrs, y);
 
       // One row at a time on the GPU, and on the CPU.
       Tensor conv1 = gpu(Tensor::zeros({n, channels}, DType::f32)), y1 = gpu(Tensor::zeros({n, vd}, DType::f32));

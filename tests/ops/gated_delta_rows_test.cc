@@ -51,7 +51,8 @@ TEST(GatedDeltaRows, conv_rows_equal_one_row_calls) {
   for (int64_t kernel : {4, 3, 2}) {
     for (int64_t channels : {5, 37, 1001}) {
       for (int64_t count : {1, 2, 5, 9}) {
-        SCOPED_TRACE("kernel " + std::to_string(kernel) + " channels " + std::to_string(channels) + " sequences " + std::to_string(count) + " " + test::seed_note());
+        SCOPED_TRACE("kernel " + std::to_string(kernel) + " channels " + std::to_string(channels) + " sequences " + std::to_string(count) +
+                     " " + test::seed_note());
         const uint64_t seed = static_cast<uint64_t>(kernel * 10000 + channels * 10 + count);
         const int64_t n = count + 3;  // three rows belong to no listed sequence
         // x a strided view, as the block's projections are column slices of one matmul output.
@@ -158,15 +159,20 @@ TEST(GatedDeltaRows, bad_arguments_throw) {
   expect_error([&] { rule({0, 1}, {&s0, nullptr}); }, "a null state");
   expect_error([&] { rule({0, 1}, {&s0, &wrong}); }, "a state of the wrong shape");
   Tensor short_out = Tensor::zeros({3, 32}, DType::f32);
-  expect_error([&] { gated_delta_rule_rows(in.q, in.k, in.v, in.a, in.b, in.a_log, in.dt_bias, s, std::vector<int64_t>{0},
-                                           std::vector<Tensor*>{&s0}, short_out); },
-               "out with fewer rows than q");
+  expect_error(
+      [&] {
+        gated_delta_rule_rows(in.q, in.k, in.v, in.a, in.b, in.a_log, in.dt_bias, s, std::vector<int64_t>{0}, std::vector<Tensor*>{&s0},
+                              short_out);
+      },
+      "out with fewer rows than q");
 
   const Tensor x = randn({3, 10}, 4);
   const Tensor taps = conv1d_taps(randn({10, 4}, 5));
   Tensor c0 = randn({3, 10}, 6), c1 = randn({3, 10}, 7), c_wrong = randn({2, 10}, 8);
   Tensor conv_out = Tensor::zeros({3, 10}, DType::f32);
-  auto conv = [&](std::vector<int64_t> rows, std::vector<Tensor*> states) { causal_conv1d_silu_taps_rows(x, rows, states, taps, conv_out); };
+  auto conv = [&](std::vector<int64_t> rows, std::vector<Tensor*> states) {
+    causal_conv1d_silu_taps_rows(x, rows, states, taps, conv_out);
+  };
   expect_error([&] { conv({0, 1}, {&c0}); }, "conv: fewer states than rows");
   expect_error([&] { conv({1, 1}, {&c0, &c1}); }, "conv: a row twice");
   expect_error([&] { conv({0, 3}, {&c0, &c1}); }, "conv: a row out of range");
