@@ -1,7 +1,9 @@
 #include "ops/ref/sampling.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 
 #include "ops/op_util.h"
@@ -23,6 +25,14 @@ int32_t argmax_row(std::span<const float> logits) {
 namespace {
 
 float finite_or_neg_inf(float v) { return std::isnan(v) ? -INFINITY : v; }  // NaN is never picked
+
+// A key whose ascending order is the full order (logit descending, then id): the logit's bits made
+// order-preserving and inverted above the id. -0 counts as +0, as the comparison below has it.
+uint64_t order_key(float logit, size_t id) {
+  uint32_t bits = std::bit_cast<uint32_t>(logit == 0.0f ? 0.0f : logit);
+  bits = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;  // ascending as the float
+  return (static_cast<uint64_t>(~bits) << 32) | static_cast<uint64_t>(id);
+}
 
 // Candidates (scaled logit, id) in the full order: logit descending, then id.
 bool by_logit(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
@@ -91,17 +101,17 @@ std::vector<float> filter_all(std::span<const float> logits, const RowSampling& 
   if (s.top_p < 1.0f) {
     size_t eligible = 0;
     for (size_t i = 0; i < n; ++i) eligible += kept_after_min_p(i);
-    std::vector<std::pair<float, int32_t>> prefix;
+    std::vector<uint64_t> prefix;  // order_key: ascending is the full order
     for (float tau = p[top];; tau /= 16.0f) {
       prefix.clear();
       for (size_t i = 0; i < n; ++i)
-        if (kept_after_min_p(i) && p[i] >= tau) prefix.push_back({scaled[i], static_cast<int32_t>(i)});
-      std::sort(prefix.begin(), prefix.end(), by_logit);
+        if (kept_after_min_p(i) && p[i] >= tau) prefix.push_back(order_key(scaled[i], i));
+      std::sort(prefix.begin(), prefix.end());
       double mass = 0.0;
       size_t m = 0;
-      while (m < prefix.size() && mass < s.top_p) mass += p[static_cast<size_t>(prefix[m++].second)];
+      while (m < prefix.size() && mass < s.top_p) mass += p[prefix[m++] & 0xFFFFFFFFu];
       if (mass >= s.top_p || prefix.size() == eligible || tau == 0.0f) {
-        for (size_t j = 0; j < m; ++j) chosen.push_back(prefix[j].second);  // in the full order
+        for (size_t j = 0; j < m; ++j) chosen.push_back(static_cast<int32_t>(prefix[j] & 0xFFFFFFFFu));  // in the full order
         break;
       }
     }
