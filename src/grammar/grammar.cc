@@ -162,6 +162,14 @@ void Grammar::build_chains() {
   chain_of_body_.clear();
 }
 
+size_t Grammar::memory_bytes() const {
+  size_t n = elements_.capacity() * sizeof(Element) + byte_sets_.capacity() * sizeof(ByteSet) + nullable_.capacity() / 8 +
+             chains_.capacity() * sizeof(CanonicalChain) + counted_.size() * (sizeof(CountedReturn) + 2 * sizeof(void*) + 8);
+  for (size_t r = 0; r < names_.size(); ++r)
+    n += sizeof(std::string) + names_[r].capacity() + sizeof(std::vector<uint32_t>) + alts_[r].capacity() * sizeof(uint32_t);
+  return n + byte_set_index_.size() * (sizeof(ByteSet) + 48);  // a map node per byte set
+}
+
 std::string Grammar::describe() const {
   std::string out;
   for (uint32_t r = 0; r < names_.size(); ++r) {

@@ -123,6 +123,7 @@ class Grammar {
   const ByteSet& byte_set(uint32_t i) const { return byte_sets_[i]; }
   bool nullable(uint32_t r) const { return nullable_[r]; }
   std::string describe() const;  // the lowered grammar, one rule a line (tests, debugging)
+  size_t memory_bytes() const;   // about what the grammar itself holds
 
   // Registers the return positions (position, more bodies allowed) of a bounded repeat of `body` (a
   // rule); `longest` is its largest count. The chain is built at finish(), where positions of a
