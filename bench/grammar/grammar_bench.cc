@@ -116,12 +116,7 @@ int main(int argc, char** argv) {
   size_t compiled_count = 0, unsupported = 0, masks = 0, state_hits = 0, state_misses = 0, evicted = 0;
   size_t cache_peak_lookup = 0, cache_peak_walk = 0;
   CompiledGrammarCache cache(cache_bytes);
-  struct Slow {
-    double us;
-    std::string schema;
-    size_t step;
-  };
-  std::vector<Slow> slowest;  // the slowest cold steps
+  std::vector<std::pair<size_t, std::string>> cold_begin;  // (first index into cold_us, schema) per schema
   std::vector<uint32_t> mask(vocab->mask_words());
   std::vector<float> logits(vocab->size(), 0.5f);
   for (const auto& file : files) {
@@ -146,6 +141,7 @@ int main(int argc, char** argv) {
     cache_peak_lookup = std::max(cache_peak_lookup, cache.stats().bytes);
     ++compiled_count;
     // Cold walk: picks tokens and fills the mask caches.
+    cold_begin.push_back({cold_us.size(), file.filename().string()});
     std::vector<int32_t> path;
     {
       GrammarMatcher m(compiled);
@@ -155,11 +151,6 @@ int main(int argc, char** argv) {
         t0 = Clock::now();
         m.fill_mask(mask);
         cold_us.push_back(us_since(t0));
-        slowest.push_back({cold_us.back(), file.filename().string(), path.size()});
-        if (slowest.size() > 16) {
-          std::sort(slowest.begin(), slowest.end(), [](const Slow& a, const Slow& b) { return a.us > b.us; });
-          slowest.resize(8);
-        }
         allowed.clear();
         for (size_t w = 0; w < mask.size(); ++w)
           for (uint32_t bits = mask[w]; bits; bits &= bits - 1)
@@ -197,10 +188,17 @@ int main(int argc, char** argv) {
     cache_peak_walk = std::max(cache_peak_walk, cache.stats().bytes);
     if (paths.is_open()) paths << nlohmann::json{{"file", file.filename().string()}, {"path", path}, {"masks", samples}}.dump() << "\n";
   }
-  std::sort(slowest.begin(), slowest.end(), [](const Slow& a, const Slow& b) { return a.us > b.us; });
+  std::vector<size_t> order(cold_us.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const size_t shown = std::min<size_t>(5, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(),
+                    [&](size_t a, size_t b) { return cold_us[a] > cold_us[b]; });
   nlohmann::json slowest_json = nlohmann::json::array();
-  for (size_t i = 0; i < std::min<size_t>(5, slowest.size()); ++i)
-    slowest_json.push_back({{"us", slowest[i].us}, {"schema", slowest[i].schema}, {"step", slowest[i].step}});
+  for (size_t k = 0; k < shown; ++k) {
+    const size_t i = order[k];
+    auto it = std::upper_bound(cold_begin.begin(), cold_begin.end(), i, [](size_t x, const auto& b) { return x < b.first; }) - 1;
+    slowest_json.push_back({{"us", cold_us[i]}, {"schema", it->second}, {"step", i - it->first}});
+  }
   const nlohmann::json out = {{"vocab_size", vocab->size()},
                               {"schemas", files.size()},
                               {"compiled", compiled_count},
