@@ -50,7 +50,7 @@ struct CompileStats {
 // whole-state masks (StateMaskCache), which take `state_bytes` of `bytes`.
 struct MaskBudget {
   // 32 MiB: above what every schema of tests/data/json_schemas holds after a 400-token walk at a
-  // 248k vocabulary (at most 15.6 MB; bench/RESULTS.md), so served schemas do not recompute masks.
+  // 248k vocabulary (at most 15.7 MB, all counted; bench/RESULTS.md), so served schemas keep their masks.
   static constexpr size_t kDefaultBytes = size_t{32} << 20;
   size_t bytes = kDefaultBytes;
   size_t state_bytes = StateMaskCache::kDefaultBudgetBytes;  // 0: no whole-state cache
