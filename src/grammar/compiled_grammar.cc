@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <mutex>
 #include <numeric>
 
 #include "grammar/stack_machine.h"
@@ -85,28 +84,27 @@ PositionMask walk_context_mask(const Grammar& grammar, const Vocabulary& vocab, 
   return m;
 }
 
-CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab, size_t state_cache_bytes)
+CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab, MaskBudget budget)
     : impl_(std::make_shared<Impl>()) {
   impl_->grammar = std::move(grammar);
   impl_->vocab = std::move(vocab);
-  impl_->state_masks = std::make_unique<StateMaskCache>(state_cache_bytes);
+  const size_t state_bytes = std::min(budget.state_bytes, budget.bytes);
+  impl_->masks = std::make_unique<MaskStore>(budget.bytes - state_bytes);
+  impl_->state_masks = std::make_unique<StateMaskCache>(state_bytes);
   for (uint32_t pos = 0; pos < impl_->grammar->element_count(); ++pos)
     if (impl_->grammar->element(pos).kind == ElementKind::bytes) impl_->terminal_positions.push_back(pos);
+  impl_->grammar_bytes = impl_->grammar->memory_bytes() + impl_->terminal_positions.capacity() * sizeof(uint32_t);
 }
 
-const PositionMask& CompiledGrammar::mask_for(std::span<const uint32_t> context, const PositionMask* base, size_t counted_at) const {
-  const std::string key(reinterpret_cast<const char*>(context.data()), context.size_bytes());
-  {
-    std::shared_lock lock(impl_->mutex);
-    auto it = impl_->masks.find(key);
-    if (it != impl_->masks.end()) return *it->second;
-  }
+std::shared_ptr<const PositionMask> CompiledGrammar::mask_for(std::span<const uint32_t> context, const PositionMask* base,
+                                                              size_t counted_at) const {
+  const std::string_view key(reinterpret_cast<const char*>(context.data()), context.size_bytes());
+  if (auto mask = impl_->masks->find_mask(key)) return mask;
   // Computed outside the lock; two threads racing on one context both compute, the first one stays.
-  auto mask = std::make_unique<PositionMask>(counted_at > 0 && base ? counted_mask(context, *base, counted_at)
-                                                                    : compute_context_mask(*impl_->grammar, *impl_->vocab, context, base));
-  std::unique_lock lock(impl_->mutex);
-  auto [it, inserted] = impl_->masks.try_emplace(key, std::move(mask));
-  return *it->second;
+  auto mask =
+      std::make_shared<const PositionMask>(counted_at > 0 && base ? counted_mask(context, *base, counted_at)
+                                                                  : compute_context_mask(*impl_->grammar, *impl_->vocab, context, base));
+  return impl_->masks->add_mask(key, std::move(mask));
 }
 
 PositionMask CompiledGrammar::counted_mask(std::span<const uint32_t> context, const PositionMask& base, size_t counted_at) const {
@@ -116,24 +114,25 @@ PositionMask CompiledGrammar::counted_mask(std::span<const uint32_t> context, co
   const CountedReturn* counted = g.counted_return(context[counted_at]);
   SANCTUM_CHECK(counted && counted_at + 2 < context.size(), ErrorKind::internal, "grammar: a counted context without its follower");
   if (base.uncertain.size() < kProfileAbove) return compute_context_mask(g, *impl_->vocab, context, &base);
-  const RepeatProfile& profile = profile_for(context, base, counted_at);
+  std::shared_ptr<const RepeatProfile> profile = profile_for(context, base, counted_at);
   // Tokens that leave the repeat mid-token within the count, and those past the chain's counts.
   std::vector<uint32_t> walk;
-  for (const RepeatProfile::Candidate& c : profile.candidates)
+  for (const RepeatProfile::Candidate& c : profile->candidates)
     if (c.exit_bodies <= counted->remaining && c.accept_bodies > counted->remaining) walk.push_back(c.index);
-  if (counted->remaining > profile.length && !profile.overflow.empty()) {
+  if (counted->remaining > profile->length && !profile->overflow.empty()) {
     std::vector<uint32_t> merged;
-    std::set_union(walk.begin(), walk.end(), profile.overflow.begin(), profile.overflow.end(), std::back_inserter(merged));
+    std::set_union(walk.begin(), walk.end(), profile->overflow.begin(), profile->overflow.end(), std::back_inserter(merged));
     walk = std::move(merged);
   }
   PositionMask m = walk_context_mask(g, *impl_->vocab, context, &walk);
-  m.profile = &profile;
-  m.profile_count = profile.accepted(counted->remaining);
+  m.profile_count = profile->accepted(counted->remaining);
   m.accepted_count += m.profile_count;
+  m.profile = std::move(profile);
   return m;
 }
 
-const RepeatProfile& CompiledGrammar::profile_for(std::span<const uint32_t> context, const PositionMask& base, size_t counted_at) const {
+std::shared_ptr<const RepeatProfile> CompiledGrammar::profile_for(std::span<const uint32_t> context, const PositionMask& base,
+                                                                  size_t counted_at) const {
   const Grammar& g = *impl_->grammar;
   // The bytes the follower can start with, or any when it can be passed without a byte.
   StackMachine machine(g);
@@ -153,16 +152,11 @@ const RepeatProfile& CompiledGrammar::profile_for(std::span<const uint32_t> cont
   key.append(reinterpret_cast<const char*>(&chain), sizeof chain);
   key.append(reinterpret_cast<const char*>(follow.bits.data()), sizeof follow.bits);
   key.push_back(flags.open_end ? 1 : 0);
-  {
-    std::shared_lock lock(impl_->mutex);
-    auto it = impl_->profiles.find(key);
-    if (it != impl_->profiles.end()) return *it->second;
-  }
-  auto profile = std::make_unique<RepeatProfile>(build_repeat_profile(g, *impl_->vocab, context.first(counted_at), g.canonical_chain(chain),
-                                                                      flags.open_end ? nullptr : &follow, base.uncertain));
-  std::unique_lock lock(impl_->mutex);
-  auto [it, inserted] = impl_->profiles.try_emplace(key, std::move(profile));
-  return *it->second;
+  if (auto profile = impl_->masks->find_profile(key)) return profile;
+  auto profile =
+      std::make_shared<const RepeatProfile>(build_repeat_profile(g, *impl_->vocab, context.first(counted_at), g.canonical_chain(chain),
+                                                                 flags.open_end ? nullptr : &follow, base.uncertain));
+  return impl_->masks->add_profile(key, std::move(profile));
 }
 
 size_t CompiledGrammar::precompute_all() const {
@@ -182,17 +176,17 @@ CompileStats CompiledGrammar::stats() const {
   s.state_mask_bytes = impl_->state_masks->bytes();
   s.state_hits = impl_->state_masks->hits();
   s.state_misses = impl_->state_masks->misses();
-  std::shared_lock lock(impl_->mutex);
-  for (const auto& [key, p] : impl_->profiles) {
-    ++s.repeat_profiles;
-    s.repeat_profile_bytes += p->memory_bytes();
-  }
-  for (const auto& [key, m] : impl_->masks) {
-    ++s.masks_computed;
-    s.mask_bytes += m->memory_bytes();
-    s.uncertain_tokens += m->uncertain.size();
-  }
+  const MaskStore::Stats m = impl_->masks->stats();
+  s.masks_computed = m.masks;
+  s.mask_bytes = m.mask_bytes;
+  s.uncertain_tokens = m.uncertain_tokens;
+  s.repeat_profiles = m.profiles;
+  s.repeat_profile_bytes = m.profile_bytes;
+  s.evicted = m.evicted;
+  s.memory_bytes = memory_bytes();
   return s;
 }
+
+size_t CompiledGrammar::memory_bytes() const { return impl_->grammar_bytes + impl_->masks->bytes() + impl_->state_masks->bytes(); }
 
 }  // namespace sanctum::grammar

@@ -111,6 +111,7 @@ void Grammar::finish(uint32_t root) {
   for (uint32_t r = 0; r < names_.size(); ++r)
     if (!defined_[r]) throw GrammarError("undefined rule", "grammar: rule '" + names_[r] + "' is used but never defined");
   root_ = root;
+  build_chains();
   compute_nullable();
   reject_left_recursion();
   // An empty body would let a token pass any number of counts: such repeats keep per-count masks.
@@ -135,19 +136,38 @@ uint32_t Grammar::build_chain(Item body, uint32_t length) {
 }
 
 void Grammar::add_counted_repeat(Item body, const std::vector<std::pair<uint32_t, uint32_t>>& returns, uint32_t longest) {
-  const uint32_t length = std::clamp<uint32_t>(longest, 1, kCanonicalLength);
+  // The chain is built at finish(), once per body and as long as the body's longest repeat, so that
+  // every repeat of one body (the bounded strings of a schema share their character rule) shares
+  // one chain and so one set of repeat profiles. Until then `chain` is the body's pending index.
   const auto key = std::make_pair(body.is_rule, body.arg);
-  auto it = chain_of_body_.find(key);
-  uint32_t chain = 0;
-  if (it != chain_of_body_.end() && chains_[it->second].length >= length) {
-    chain = it->second;
-  } else {
+  auto [it, inserted] = chain_of_body_.try_emplace(key, static_cast<uint32_t>(pending_chains_.size()));
+  if (inserted) pending_chains_.push_back({body, 0});
+  uint32_t& length = pending_chains_[it->second].second;
+  length = std::max(length, std::clamp<uint32_t>(longest, 1, kCanonicalLength));
+  for (auto [pos, remaining] : returns) counted_[pos] = CountedReturn{it->second, remaining};
+}
+
+void Grammar::build_chains() {
+  constexpr uint32_t kNone = 0xFFFFFFFF;
+  std::vector<uint32_t> chain_of(pending_chains_.size(), kNone);
+  for (size_t i = 0; i < pending_chains_.size(); ++i) {
+    const auto [body, length] = pending_chains_[i];
     // Past the size budget the repeat stays a plain chain of rules (same language, per-count masks).
-    if (elements_.size() + 5 * (size_t{length} + 2) > limits_.max_elements || names_.size() + length + 2 > limits_.max_rules) return;
-    chain = build_chain(body, length);
-    chain_of_body_[key] = chain;
+    if (elements_.size() + 5 * (size_t{length} + 2) > limits_.max_elements || names_.size() + length + 2 > limits_.max_rules) continue;
+    chain_of[i] = build_chain(body, length);
   }
-  for (auto [pos, remaining] : returns) counted_[pos] = CountedReturn{chain, remaining};
+  std::erase_if(counted_, [&](const auto& entry) { return chain_of[entry.second.chain] == kNone; });
+  for (auto& [pos, counted] : counted_) counted.chain = chain_of[counted.chain];
+  pending_chains_.clear();
+  chain_of_body_.clear();
+}
+
+size_t Grammar::memory_bytes() const {
+  size_t n = elements_.capacity() * sizeof(Element) + byte_sets_.capacity() * sizeof(ByteSet) + nullable_.capacity() / 8 +
+             chains_.capacity() * sizeof(CanonicalChain) + counted_.size() * (sizeof(CountedReturn) + 2 * sizeof(void*) + 8);
+  for (size_t r = 0; r < names_.size(); ++r)
+    n += sizeof(std::string) + names_[r].capacity() + sizeof(std::vector<uint32_t>) + alts_[r].capacity() * sizeof(uint32_t);
+  return n + byte_set_index_.size() * (sizeof(ByteSet) + 48);  // a map node per byte set
 }
 
 std::string Grammar::describe() const {

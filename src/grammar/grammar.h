@@ -123,9 +123,11 @@ class Grammar {
   const ByteSet& byte_set(uint32_t i) const { return byte_sets_[i]; }
   bool nullable(uint32_t r) const { return nullable_[r]; }
   std::string describe() const;  // the lowered grammar, one rule a line (tests, debugging)
+  size_t memory_bytes() const;   // about what the grammar itself holds
 
   // Registers the return positions (position, more bodies allowed) of a bounded repeat of `body` (a
-  // rule); `longest` is its largest count. Positions of a nullable body are dropped at finish().
+  // rule); `longest` is its largest count. The chain is built at finish(), where positions of a
+  // nullable body are dropped.
   void add_counted_repeat(Item body, const std::vector<std::pair<uint32_t, uint32_t>>& returns, uint32_t longest);
   const CountedReturn* counted_return(uint32_t pos) const {
     if (counted_.empty()) return nullptr;
@@ -136,6 +138,7 @@ class Grammar {
 
  private:
   uint32_t build_chain(Item body, uint32_t length);
+  void build_chains();
   void check_budget() const;
   void compute_nullable();
   void reject_left_recursion() const;
@@ -151,7 +154,9 @@ class Grammar {
   uint32_t root_ = 0;
   std::unordered_map<uint32_t, CountedReturn> counted_;
   std::vector<CanonicalChain> chains_;
-  std::map<std::pair<bool, uint32_t>, uint32_t> chain_of_body_;  // the longest chain built per body
+  // Before finish(): per body, an index into pending_chains_ (the body and its longest count).
+  std::map<std::pair<bool, uint32_t>, uint32_t> chain_of_body_;
+  std::vector<std::pair<Item, uint32_t>> pending_chains_;
 };
 
 // Repetition helpers shared by the text parser and the schema compiler. `body` is one item.

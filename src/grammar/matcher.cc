@@ -77,11 +77,12 @@ void GrammarMatcher::combine_mask(std::span<uint32_t> bitmask) {
   std::fill(bitmask.begin(), bitmask.end(), 0u);
   const auto current = tops();
   uncertain_.clear();
-  applied_.clear();
+  held_.clear();
   for (uint32_t t : current) {
     const PositionMask& m = apply_context_masks(t, bitmask);
     uncertain_.insert(uncertain_.end(), m.uncertain.begin(), m.uncertain.end());
   }
+  held_.clear();  // the masks' own references: eviction may free them now
   if (current.size() > 1) {
     std::sort(uncertain_.begin(), uncertain_.end());
     uncertain_.erase(std::unique(uncertain_.begin(), uncertain_.end()), uncertain_.end());
@@ -113,11 +114,12 @@ const PositionMask& GrammarMatcher::apply_context_masks(uint32_t top, std::span<
   for (;;) {
     const bool at_root = below == kRootParent;
     context_.push_back(at_root ? kContextRoot : kContextOpen);
-    const PositionMask& m = compiled_.mask_for(context_, base, counted_at);
+    std::shared_ptr<const PositionMask> held = compiled_.mask_for(context_, base, counted_at);
+    const PositionMask& m = *held;
     // Tops often share contexts (alternatives after a value): apply each mask once per fill.
-    if (std::find(applied_.begin(), applied_.end(), &m) == applied_.end()) {
-      applied_.push_back(&m);
+    if (std::find(held_.begin(), held_.end(), held) == held_.end()) {
       m.apply(bitmask, compiled_.vocab());
+      held_.push_back(std::move(held));
     }
     if (at_root || m.uncertain.size() <= kRefineAbove || context_.size() > kMaxDepth) return m;
     base = &m;

@@ -3,6 +3,7 @@
 // vocabulary), accepting a sampled token, and rolling back accepted tokens (rejected speculative
 // drafts). Cheap to create: it shares the CompiledGrammar and owns only its stacks.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -61,7 +62,8 @@ class GrammarMatcher {
   std::vector<uint32_t> tops_;  // every step's tops, back to back
   std::vector<Step> history_;
   std::vector<uint32_t> scratch_, next_, uncertain_, context_;
-  std::vector<const PositionMask*> applied_;
+  // The masks this fill applied (each once), held so that eviction cannot free them mid-fill.
+  std::vector<std::shared_ptr<const PositionMask>> held_;
   std::vector<uint32_t> key_, stacks_;
   std::vector<std::pair<uint32_t, uint32_t>> segments_;  // [begin, end) of each top's stack in stacks_
 };

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include "grammar/stack_machine.h"
@@ -36,20 +36,20 @@ void walk_tokens(StackMachine& machine, const Vocabulary& vocab, std::span<const
   std::vector<WalkLevel> levels;
   const size_t base_mark = machine.arena_size();
   levels.push_back(WalkLevel{0, tops.size(), base_mark, false, false});
-  const std::string* prev = nullptr;
+  std::string_view prev;
   const size_t n = all ? vocab.sorted().size() : indices.size();
   const auto& lcp = vocab.lcp();
   for (size_t k = 0; k < n; ++k) {
     const uint32_t index = all ? static_cast<uint32_t>(k) : indices[k];
-    const std::string& s = vocab.bytes(vocab.sorted()[index]);
+    const std::string_view s = vocab.sorted_bytes(index);
     size_t l = 0;
     if (all) {
       l = k == 0 ? 0 : lcp[k];
-    } else if (prev) {
-      const size_t m = std::min(prev->size(), s.size());
-      while (l < m && (*prev)[l] == s[l]) ++l;
+    } else {
+      const size_t m = std::min(prev.size(), s.size());
+      while (l < m && prev[l] == s[l]) ++l;
     }
-    prev = &s;
+    prev = s;
     if (levels.size() > l + 1) {
       levels.resize(l + 1);
       tops.resize(levels.back().tops_end);

@@ -24,7 +24,10 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t
   std::sort(sorted_.begin(), sorted_.end(),
             [&](int32_t a, int32_t b) { return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)]; });
   lcp_.assign(sorted_.size(), 0);
+  sorted_offsets_.assign(1, 0);
   for (size_t i = 0; i < sorted_.size(); ++i) {
+    sorted_blob_ += bytes_[static_cast<size_t>(sorted_[i])];
+    sorted_offsets_.push_back(static_cast<uint32_t>(sorted_blob_.size()));
     sorted_index_[static_cast<size_t>(sorted_[i])] = static_cast<int32_t>(i);
     if (i == 0) continue;
     const std::string& a = bytes_[static_cast<size_t>(sorted_[i - 1])];

@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sanctum {
@@ -36,6 +37,11 @@ class Vocabulary {
   int32_t sorted_index(int32_t id) const { return sorted_index_[static_cast<size_t>(id)]; }
   // lcp()[i]: bytes shared by sorted()[i] and sorted()[i - 1] (0 for i = 0), capped at 65535.
   const std::vector<uint16_t>& lcp() const { return lcp_; }
+  // The bytes of sorted()[index], from one buffer in sorted order: walks read it front to back
+  // instead of chasing each token's own allocation.
+  std::string_view sorted_bytes(size_t index) const {
+    return std::string_view(sorted_blob_).substr(sorted_offsets_[index], sorted_offsets_[index + 1] - sorted_offsets_[index]);
+  }
   // One bit per id with bytes: the mask of "every ordinary token".
   const std::vector<uint32_t>& ordinary_mask() const { return ordinary_; }
 
@@ -45,6 +51,8 @@ class Vocabulary {
   std::vector<int32_t> sorted_;
   std::vector<int32_t> sorted_index_;
   std::vector<uint16_t> lcp_;
+  std::string sorted_blob_;
+  std::vector<uint32_t> sorted_offsets_;  // sorted_.size() + 1
   std::vector<uint32_t> ordinary_;
 };
 

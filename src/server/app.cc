@@ -20,6 +20,13 @@ App::App(ServerOptions options, ServerMetrics& metrics) : options_(std::move(opt
       .add("GET", "/health/deep", [this](Exchange& ex, std::string_view) { deep_health(ex); })
       .add("GET", "/metrics",
            [this](Exchange& ex, std::string_view) {
+             // The grammar caches grow as requests compute masks: read them at the scrape.
+             for (const auto& m : models_)
+               if (m->grammars) {
+                 const auto s = m->grammars->stats();
+                 metrics_.grammar_cache_bytes.with({m->id}).set(static_cast<double>(s.bytes));
+                 metrics_.grammar_cache_grammars.with({m->id}).set(static_cast<double>(s.grammars));
+               }
              ex.respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.registry.render());
            })
       .add("GET", "/v1/models", [this](Exchange& ex, std::string_view) { list_models(ex); })

@@ -25,6 +25,10 @@ ServerMetrics::ServerMetrics()
       loras_loaded(registry.gauge("sanctum_lora_adapters_loaded", "Adapters a model serves per request (BASE:NAME).", {"model"})),
       lora_requests(
           registry.counter("sanctum_lora_requests_total", "Generation requests by the adapter they chose.", {"model", "adapter"})),
+      grammar_cache_bytes(registry.gauge("sanctum_grammar_cache_bytes",
+                                         "Bytes held by a model's cached compiled grammars: the grammars and their token masks.",
+                                         {"model"})),
+      grammar_cache_grammars(registry.gauge("sanctum_grammar_cache_grammars", "Compiled grammars a model keeps for reuse.", {"model"})),
       engine(registry) {
   add_build_info(registry);
 }

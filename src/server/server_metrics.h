@@ -21,9 +21,11 @@ class ServerMetrics {
   Gauge& model_loaded;
   Family<Gauge>& memory_plan;  // {model, part}: weights | state_bound | prompt_cache | scratch, bytes
   Histogram& time_to_first_token;
-  Family<Gauge>& loras_loaded;     // {model}: adapters served per request (--lora, /admin/adapters)
-  Family<Counter>& lora_requests;  // {model, adapter}: generation requests that chose the adapter
-  EngineMetrics engine;            // the inference series
+  Family<Gauge>& loras_loaded;            // {model}: adapters served per request (--lora, /admin/adapters)
+  Family<Counter>& lora_requests;         // {model, adapter}: generation requests that chose the adapter
+  Family<Gauge>& grammar_cache_bytes;     // {model}: cached compiled grammars with their masks (set at each scrape)
+  Family<Gauge>& grammar_cache_grammars;  // {model}
+  EngineMetrics engine;                   // the inference series
 
   // One finished HTTP request.
   void observe_http(const std::string& route, const std::string& method, int status, double seconds);

@@ -4,7 +4,8 @@ The model has random weights over a small vocabulary (tests/e2e/small_vocab_mode
 all, so every answer that finishes is valid only because of the constraint. Each answer that ends with finish_reason
 "stop" must parse and validate with `jsonschema` (formats checked); a random model may wander inside a string until
 max_tokens, so only most, not all, answers must finish. Schemas we cannot enforce must be refused with a 400 naming
-the feature (the list tests/grammar/expected_unsupported.json, the same one the grammar walk test pins).
+the feature (the list tests/grammar/expected_unsupported.json, the same one the grammar walk test pins). The 248
+schemas in turn also pass the server's bound on cached grammars (128), which /metrics reports.
 """
 import json
 import sys
@@ -40,14 +41,16 @@ def answers(sanctum_bin, tmp_path_factory):
     try:
         with ThreadPoolExecutor(16) as pool:
             out = list(pool.map(ask, sorted(SCHEMAS.glob("*.json"))))
+        status, _, metrics = sh.request(server.port, "GET", "/metrics")
+        assert status == 200
     finally:
         server.terminate()
-    return out
+    return out, metrics.decode()
 
 
 def test_unsupported_schemas_are_400s_naming_the_feature(answers):
     refused = {}
-    for name, status, body in answers:
+    for name, status, body in answers[0]:
         if status == 400:
             assert body["error"]["param"] == "response_format", body
             refused[name] = body["error"]["message"]
@@ -58,7 +61,7 @@ def test_unsupported_schemas_are_400s_naming_the_feature(answers):
 
 def test_every_finished_answer_parses_and_validates(answers):
     invalid, finished, compiled = [], 0, 0
-    for name, status, body in answers:
+    for name, status, body in answers[0]:
         if status != 200:
             continue
         compiled += 1
@@ -80,3 +83,13 @@ def test_every_finished_answer_parses_and_validates(answers):
     assert invalid == []
     assert compiled >= 240
     assert finished >= 0.9 * compiled, f"only {finished} of {compiled} answers finished within {MAX_TOKENS} tokens"
+
+
+def test_the_grammar_cache_keeps_its_bound_and_reports_it(answers):
+    answers, metrics = answers
+    compiled = sum(status == 200 for _, status, _ in answers)
+    assert compiled > 128
+    # The least recently used went past 128 grammars; the bytes they hold are under the 256 MiB bound.
+    assert sh.metric_value(metrics, "sanctum_grammar_cache_grammars", {"model": "small"}) == 128
+    held = sh.metric_value(metrics, "sanctum_grammar_cache_bytes", {"model": "small"})
+    assert 0 < held <= 256 << 20

@@ -150,7 +150,7 @@ TEST(GrammarCachedMask, every_step_equals_a_scalar_walk_over_the_vocabulary_on_r
     replay(compiled, first, std::string(name) + " replay");
     EXPECT_EQ(compiled.stats().state_hits - hits_before, first.masks.size()) << name;
     // A budget that holds a few states: entries are evicted and recomputed, never mixed up.
-    const CompiledGrammar tight(grammar, vocab, size_t{64} << 10);
+    const CompiledGrammar tight(grammar, vocab, MaskBudget{.state_bytes = size_t{64} << 10});
     for (int pass = 0; pass < 2; ++pass) {
       replay(tight, first, std::string(name) + " tight budget");
       replay(tight, second, std::string(name) + " tight budget");

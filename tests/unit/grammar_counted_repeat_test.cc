@@ -33,7 +33,8 @@ std::shared_ptr<const Grammar> schema(const std::string& text) { return json_sch
 void check_walks(const std::shared_ptr<const Grammar>& grammar, const std::shared_ptr<const Vocabulary>& vocab, size_t steps,
                  const std::string& label, int seeds = 2) {
   for (int seed = 1; seed <= seeds; ++seed) {
-    const CompiledGrammar compiled(grammar, vocab, 0);  // no whole-state cache: every step combines context masks
+    const CompiledGrammar compiled(grammar, vocab,
+                                   MaskBudget{.state_bytes = 0});  // no whole-state cache: every step combines context masks
     ScalarReference reference(*grammar);
     GrammarMatcher matcher(compiled);
     std::mt19937 rng(static_cast<uint32_t>(seed));
@@ -119,7 +120,7 @@ TEST(GrammarCountedRepeat, a_bounded_string_accepts_exactly_its_lengths) {
 TEST(GrammarCountedRepeat, profiles_replace_per_count_masks) {
   // A 600-character bound: without profiles each count walked the vocabulary again.
   const auto vocab = qwen3_vocab();
-  const CompiledGrammar compiled(schema(R"({"type": "string", "maxLength": 600})"), vocab, 0);
+  const CompiledGrammar compiled(schema(R"({"type": "string", "maxLength": 600})"), vocab, MaskBudget{.state_bytes = 0});
   GrammarMatcher m(compiled);
   std::vector<uint32_t> mask(vocab->mask_words());
   ASSERT_TRUE(m.accept_bytes("\""));
