@@ -29,9 +29,7 @@ RowsView view(const KvRows& r, int64_t kv_head) {
                   r.scales ? r.scales.stride(0) : 0, r.format};
 }
 
-bool transposes(const AttentionSeq& s) {
-  return s.k.format == KvFormat::bf16 && s.v.format == KvFormat::bf16 && s.q.dim(0) > kRowQueries;
-}
+bool transposes(const AttentionSeq& s) { return s.k.format == KvFormat::bf16 && s.v.format == KvFormat::bf16 && s.q.dim(0) > kRowQueries; }
 
 void append_tasks(const AttentionSeq& s, float scale, std::vector<DecodeTask>& tasks) {
   const int64_t n = s.q.dim(0), n_heads = s.q.dim(1), kv_heads = s.k.kv_heads(), group = n_heads / kv_heads;
@@ -84,7 +82,8 @@ void run_split(ThreadPool& pool, const std::vector<DecodeTask>& tasks) {
   const int64_t n = static_cast<int64_t>(tasks.size()), pieces = (pool.size() + n - 1) / n, lanes = decode_lanes();
   std::vector<std::vector<float>> p(static_cast<size_t>(n)), maxima(static_cast<size_t>(n));
   for (int64_t a = 0; a < n; ++a) {
-    p[static_cast<size_t>(a)].resize(static_cast<size_t>(tasks[static_cast<size_t>(a)].group * p_stride(tasks[static_cast<size_t>(a)].n_keys)));
+    p[static_cast<size_t>(a)].resize(
+        static_cast<size_t>(tasks[static_cast<size_t>(a)].group * p_stride(tasks[static_cast<size_t>(a)].n_keys)));
     maxima[static_cast<size_t>(a)].resize(static_cast<size_t>(pieces * tasks[static_cast<size_t>(a)].group));
   }
   const auto keys = [&](const DecodeTask& t, int64_t c) {
@@ -164,7 +163,8 @@ void attention_batch(std::span<const AttentionSeq> seqs, float scale, int64_t ma
     if (transposes(s)) attention_kv_transposed(s, scale, max_transposed_bytes);
 }
 
-void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, float scale, Tensor& out, int64_t max_transposed_bytes) {
+void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, float scale, Tensor& out,
+                  int64_t max_transposed_bytes) {
   const AttentionSeq seq{q, k, v, q_pos0, out};
   attention_batch({&seq, 1}, scale, max_transposed_bytes);
 }

@@ -320,10 +320,14 @@ HWY_INLINE void AccumulateVectors(const float* p, int64_t p_stride, const float*
                                   int64_t b, int64_t len, float* acc, int64_t acc_stride, int64_t col, int64_t nv) {
   constexpr int kNV = MaxChunkVectors(F);
   const int64_t N = static_cast<int64_t>(hn::Lanes(DF()));
-  for (; nv >= kNV; nv -= kNV, col += kNV * N) AccumulateChunk<F, RC, kNV>(p, p_stride, rows, stride, scales, nb, b, len, acc, acc_stride, col);
-  if constexpr (kNV > 3) if (nv == 3) return AccumulateChunk<F, RC, 3>(p, p_stride, rows, stride, scales, nb, b, len, acc, acc_stride, col);
-  if constexpr (kNV > 2) if (nv == 2) return AccumulateChunk<F, RC, 2>(p, p_stride, rows, stride, scales, nb, b, len, acc, acc_stride, col);
-  if constexpr (kNV > 1) if (nv == 1) return AccumulateChunk<F, RC, 1>(p, p_stride, rows, stride, scales, nb, b, len, acc, acc_stride, col);
+  for (; nv >= kNV; nv -= kNV, col += kNV * N)
+    AccumulateChunk<F, RC, kNV>(p, p_stride, rows, stride, scales, nb, b, len, acc, acc_stride, col);
+  if constexpr (kNV > 3)
+    if (nv == 3) return AccumulateChunk<F, RC, 3>(p, p_stride, rows, stride, scales, nb, b, len, acc, acc_stride, col);
+  if constexpr (kNV > 2)
+    if (nv == 2) return AccumulateChunk<F, RC, 2>(p, p_stride, rows, stride, scales, nb, b, len, acc, acc_stride, col);
+  if constexpr (kNV > 1)
+    if (nv == 1) return AccumulateChunk<F, RC, 1>(p, p_stride, rows, stride, scales, nb, b, len, acc, acc_stride, col);
 }
 
 // AccumulateVectors for rc <= RC heads.
@@ -343,8 +347,8 @@ HWY_INLINE void AccumulateColumns(int64_t R, const float* p, int64_t p_stride, c
   constexpr int kRC = MaxChunkHeads(F);
   if (nv > 0)
     for (int64_t r0 = 0; r0 < R; r0 += kRC)
-      AccumulateHeads<F, kRC>(std::min<int64_t>(kRC, R - r0), p + r0 * p_stride, p_stride, rows, stride, scales, nb, b, len, acc + r0 * w, w,
-                              begin, nv);
+      AccumulateHeads<F, kRC>(std::min<int64_t>(kRC, R - r0), p + r0 * p_stride, p_stride, rows, stride, scales, nb, b, len, acc + r0 * w,
+                              w, begin, nv);
   for (int64_t r = 0; r < R; ++r)
     for (int64_t c = vec_end; c < end; ++c) {
       float x = acc[r * w + c];
@@ -378,7 +382,7 @@ void AccumulateRun(int64_t R, const float* p, int64_t p_stride, const float* row
 template <KvFormat F>
 void ValuesOf(const DecodeTask& t, const float* p, int64_t p_stride, int64_t c0, int64_t c1, DecodeScratch& s) {
   const int64_t d = t.head_dim, R = t.group, n = t.n_keys, w = c1 - c0, nb = (w + kBlocks - 1) / kBlocks;
-  float* acc = s.acc.data();  // (R, w) running p·V
+  float* acc = s.acc.data();    // (R, w) running p·V
   float* bias = s.bias.data();  // (R, nb) q4: running p·min per block
   std::fill(acc, acc + R * w, 0.0f);
   std::fill(bias, bias + R * nb, 0.0f);
