@@ -49,6 +49,10 @@ struct AttentionSeq {
 void attention_batch(std::span<const AttentionSeq> seqs, float scale, int64_t max_transposed_bytes = kMaxTransposedKeyBytes);
 // A prefill over a bf16 cache: the keys transposed, then the queries (attention_kv.cc).
 void attention_kv_transposed(const AttentionSeq& seq, float scale, int64_t max_transposed_bytes);
+// The greedy pick of a row (sampling.cc): ref::argmax_row's index, among the ids allowed's bits
+// leave (words u32 of them; ids past words * 32 never) when allowed is set.
+int32_t argmax_row(std::span<const float> logits, const uint32_t* allowed = nullptr, int64_t words = 0);
+void argmax_rows(const Tensor& logits, Tensor& ids, const Tensor& allowed);
 // src (n, kv_heads * head_dim) f32 into dst rows [row0, row0 + n), converted (kv_quantize.cc).
 void store_kv_rows(const Tensor& src, const KvRows& dst, int64_t row0);
 
