@@ -1,10 +1,11 @@
 // Causal GQA attention of a few queries over a KV cache in any stored format, the heads of a kv group
 // together: each key and value row is read (and widened or dequantized) once for all of them, and
 // the scores of a block of keys come out of one lane tree (TreeSums) rather than one per score.
-// Every score, probability and output element has exactly the bits of the one-head-at-a-time
-// kernels: the f32 cache's AttentionDot, the stored formats' KeyDot and AddValue (attention_kv.cc),
-// and so of a bf16 prefill's transposed blocks. Tasks are (query, kv group); a long row may be split
-// into key ranges and column ranges (attention_batch.cc) without changing a bit.
+// Every score, probability and output element has exactly the bits a head computed alone gets (the
+// f32 cache's AttentionDot order, the stored formats' KeyDot order, each value element's chain of
+// one multiply-add per row), which are also the bits of a bf16 prefill's transposed blocks
+// (attention_kv.cc). Tasks are (query, kv group); a long row may be split into key ranges and column
+// ranges (attention_batch.cc) without changing a bit.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/attention_decode.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -224,8 +225,8 @@ void TaskExp(const DecodeTask& t, int64_t j0, int64_t j1, float* p, int64_t p_st
   for (int64_t r = 0; r < t.group; ++r) ExpScoresRange(p + r * p_stride, j0, j1, t.n_keys, mx[r]);
 }
 
-// Value rows [j, j + len), columns [c0, c1) (c0 a multiple of the block), as f32 rows of c1 - c0:
-// bf16 widened, q8 codes and q4 nibbles converted (exactly), their block scales (and q4's minimums)
+// Quantized value rows [j, j + len), columns [c0, c1) (c0 a multiple of the block), as f32 rows of
+// c1 - c0: q8 codes and q4 nibbles converted (exactly), their block scales (and q4's minimums)
 // beside them, per row and block.
 template <KvFormat F>
 HWY_INLINE void LoadValueRun(const RowsView& v, int64_t j, int64_t len, int64_t c0, int64_t c1, DecodeScratch& s) {
@@ -233,13 +234,7 @@ HWY_INLINE void LoadValueRun(const RowsView& v, int64_t j, int64_t len, int64_t 
   const int64_t N = static_cast<int64_t>(hn::Lanes(df)), w = c1 - c0, b0 = c0 / kBlocks, nb = (w + kBlocks - 1) / kBlocks;
   for (int64_t t = 0; t < len; ++t) {
     float* dst = s.values.data() + t * w;
-    if constexpr (F == KvFormat::bf16) {
-      const hn::Rebind<hwy::bfloat16_t, DF> dbf;
-      const auto* src = static_cast<const hwy::bfloat16_t*>(v.data) + (j + t) * v.stride + c0;
-      int64_t c = 0;
-      for (; c + N <= w; c += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dbf, src + c)), df, dst + c);
-      for (; c < w; ++c) dst[c] = bf16_to_f32(reinterpret_cast<const uint16_t*>(src)[c]);
-    } else if constexpr (F == KvFormat::q8) {
+    if constexpr (F == KvFormat::q8) {
       const hn::Rebind<int8_t, DF> di8;
       const hn::Rebind<int32_t, DF> di32;
       const int8_t* src = static_cast<const int8_t*>(v.data) + (j + t) * v.stride + c0;
@@ -249,7 +244,7 @@ HWY_INLINE void LoadValueRun(const RowsView& v, int64_t j, int64_t len, int64_t 
       for (; c < w; ++c) dst[c] = static_cast<float>(src[c]);
       for (int64_t b = 0; b < nb; ++b) s.value_scales[static_cast<size_t>(t * nb + b)] = bf16_to_f32(sc[b]);
     } else {
-      static_assert(F == KvFormat::q4, "values are f32 (read in place), bf16, q8 or q4");
+      static_assert(F == KvFormat::q4, "f32 and bf16 values are read in place; the quantized ones are q8 or q4");
       const hn::Rebind<uint8_t, DF> du8;
       const hn::Rebind<uint32_t, DF> du32;
       const hn::Rebind<int32_t, DF> di32;
@@ -276,8 +271,13 @@ HWY_INLINE void LoadValueRun(const RowsView& v, int64_t j, int64_t len, int64_t 
   }
 }
 
-// The weight of row t for head r in block b: p (f32, bf16 rows), or p times the block's scale, as
-// AddValue forms it before its multiply-adds.
+// Value rows as the accumulation reads them: bf16 in place (widened in registers), f32 in place,
+// the quantized formats' codes converted into f32 runs.
+template <KvFormat F>
+using ValueRow = std::conditional_t<F == KvFormat::bf16, hwy::bfloat16_t, float>;
+
+// The weight of row t for head r in block b: p (f32, bf16 rows), or the product of p and the block's
+// scale (q8, q4), formed before the multiply-adds with the codes.
 template <KvFormat F>
 HWY_INLINE float RowWeight(const float* HWY_RESTRICT p, const float* HWY_RESTRICT scales, int64_t t, int64_t nb, int64_t b) {
   if constexpr (F == KvFormat::f32 || F == KvFormat::bf16) return p[t];
@@ -288,7 +288,7 @@ HWY_INLINE float RowWeight(const float* HWY_RESTRICT p, const float* HWY_RESTRIC
 // vectors of columns inside one block: each element's chain exactly as the one-head kernels add it,
 // with RC * NV accumulators in registers across the rows.
 template <KvFormat F, int RC, int NV>
-HWY_INLINE void AccumulateChunk(const float* HWY_RESTRICT p, int64_t p_stride, const float* HWY_RESTRICT rows, int64_t stride,
+HWY_INLINE void AccumulateChunk(const float* HWY_RESTRICT p, int64_t p_stride, const ValueRow<F>* HWY_RESTRICT rows, int64_t stride,
                                 const float* HWY_RESTRICT scales, int64_t nb, int64_t b, int64_t len, float* HWY_RESTRICT acc,
                                 int64_t acc_stride, int64_t col) {
   const DF df;
@@ -298,7 +298,7 @@ HWY_INLINE void AccumulateChunk(const float* HWY_RESTRICT p, int64_t p_stride, c
     for (int v = 0; v < NV; ++v) a[r][v] = hn::LoadU(df, acc + r * acc_stride + col + v * N);
   for (int64_t t = 0; t < len; ++t) {
     VF x[NV];
-    for (int v = 0; v < NV; ++v) x[v] = hn::LoadU(df, rows + t * stride + col + v * N);
+    for (int v = 0; v < NV; ++v) x[v] = LoadRowF32(df, rows + t * stride + col + v * N);
     for (int r = 0; r < RC; ++r) {
       const VF w = hn::Set(df, RowWeight<F>(p + r * p_stride, scales, t, nb, b));
       for (int v = 0; v < NV; ++v) a[r][v] = hn::MulAdd(w, x[v], a[r][v]);
@@ -316,8 +316,8 @@ constexpr int MaxChunkVectors(KvFormat f) {
 constexpr int MaxChunkHeads(KvFormat f) { return std::min(8, 16 / MaxChunkVectors(f)); }
 
 template <KvFormat F, int RC>
-HWY_INLINE void AccumulateVectors(const float* p, int64_t p_stride, const float* rows, int64_t stride, const float* scales, int64_t nb,
-                                  int64_t b, int64_t len, float* acc, int64_t acc_stride, int64_t col, int64_t nv) {
+HWY_INLINE void AccumulateVectors(const float* p, int64_t p_stride, const ValueRow<F>* rows, int64_t stride, const float* scales,
+                                  int64_t nb, int64_t b, int64_t len, float* acc, int64_t acc_stride, int64_t col, int64_t nv) {
   constexpr int kNV = MaxChunkVectors(F);
   const int64_t N = static_cast<int64_t>(hn::Lanes(DF()));
   for (; nv >= kNV; nv -= kNV, col += kNV * N)
@@ -332,7 +332,7 @@ HWY_INLINE void AccumulateVectors(const float* p, int64_t p_stride, const float*
 
 // AccumulateVectors for rc <= RC heads.
 template <KvFormat F, int RC>
-HWY_INLINE void AccumulateHeads(int64_t rc, const float* p, int64_t p_stride, const float* rows, int64_t stride, const float* scales,
+HWY_INLINE void AccumulateHeads(int64_t rc, const float* p, int64_t p_stride, const ValueRow<F>* rows, int64_t stride, const float* scales,
                                 int64_t nb, int64_t b, int64_t len, float* acc, int64_t acc_stride, int64_t col, int64_t nv) {
   if (rc == RC) return AccumulateVectors<F, RC>(p, p_stride, rows, stride, scales, nb, b, len, acc, acc_stride, col, nv);
   if constexpr (RC > 1) AccumulateHeads<F, RC - 1>(rc, p, p_stride, rows, stride, scales, nb, b, len, acc, acc_stride, col, nv);
@@ -341,7 +341,7 @@ HWY_INLINE void AccumulateHeads(int64_t rc, const float* p, int64_t p_stride, co
 // Columns [begin, vec_end) (relative to c0) as whole vectors, then [vec_end, end) element by element,
 // for every head.
 template <KvFormat F>
-HWY_INLINE void AccumulateColumns(int64_t R, const float* p, int64_t p_stride, const float* rows, int64_t stride, const float* scales,
+HWY_INLINE void AccumulateColumns(int64_t R, const float* p, int64_t p_stride, const ValueRow<F>* rows, int64_t stride, const float* scales,
                                   int64_t nb, int64_t b, int64_t len, float* acc, int64_t w, int64_t begin, int64_t vec_end, int64_t end) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(DF())), nv = (vec_end - begin) / N;
   constexpr int kRC = MaxChunkHeads(F);
@@ -352,7 +352,7 @@ HWY_INLINE void AccumulateColumns(int64_t R, const float* p, int64_t p_stride, c
   for (int64_t r = 0; r < R; ++r)
     for (int64_t c = vec_end; c < end; ++c) {
       float x = acc[r * w + c];
-      for (int64_t t = 0; t < len; ++t) x += RowWeight<F>(p + r * p_stride, scales, t, nb, b) * rows[t * stride + c];
+      for (int64_t t = 0; t < len; ++t) x += RowWeight<F>(p + r * p_stride, scales, t, nb, b) * RowF32(rows + t * stride + c);
       acc[r * w + c] = x;
     }
 }
@@ -361,8 +361,8 @@ HWY_INLINE void AccumulateColumns(int64_t R, const float* p, int64_t p_stride, c
 // kernels use them (bf16 and f32 rows: all but the row's tail; q8: each block's whole vectors; q4:
 // whole blocks), element by element (multiply, then add) elsewhere.
 template <KvFormat F>
-void AccumulateRun(int64_t R, const float* p, int64_t p_stride, const float* rows, int64_t stride, const DecodeScratch& s, int64_t len,
-                   int64_t d, int64_t c0, int64_t c1, float* acc, float* bias) {
+void AccumulateRun(int64_t R, const float* p, int64_t p_stride, const ValueRow<F>* rows, int64_t stride, const DecodeScratch& s,
+                   int64_t len, int64_t d, int64_t c0, int64_t c1, float* acc, float* bias) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(DF())), w = c1 - c0, nb = (w + kBlocks - 1) / kBlocks;
   const float* scales = s.value_scales.data();
   if constexpr (F == KvFormat::f32 || F == KvFormat::bf16) {
@@ -386,16 +386,18 @@ void ValuesOf(const DecodeTask& t, const float* p, int64_t p_stride, int64_t c0,
   float* bias = s.bias.data();  // (R, nb) q4: running p·min per block
   std::fill(acc, acc + R * w, 0.0f);
   std::fill(bias, bias + R * nb, 0.0f);
-  const int64_t run = F == KvFormat::f32 ? n : s.run_rows(w);
+  constexpr bool kInPlace = F == KvFormat::f32 || F == KvFormat::bf16;
+  const int64_t run = kInPlace ? n : s.run_rows(w);
   for (int64_t j = 0; j < n; j += run) {
     const int64_t len = std::min(run, n - j);
-    const float* rows = s.values.data();
+    const ValueRow<F>* rows;
     int64_t stride = w;
-    if constexpr (F == KvFormat::f32) {
-      rows = static_cast<const float*>(t.v.data) + j * t.v.stride + c0;
+    if constexpr (F == KvFormat::f32 || F == KvFormat::bf16) {
+      rows = static_cast<const ValueRow<F>*>(t.v.data) + j * t.v.stride + c0;
       stride = t.v.stride;
     } else {
       LoadValueRun<F>(t.v, j, len, c0, c1, s);
+      rows = s.values.data();
     }
     AccumulateRun<F>(R, p + j, p_stride, rows, stride, s, len, d, c0, c1, acc, bias);
   }
@@ -403,8 +405,8 @@ void ValuesOf(const DecodeTask& t, const float* p, int64_t p_stride, int64_t c0,
     const float inv_sum = InverseExpSum(p + r * p_stride, n);
     float* o = t.out + r * t.o_stride + c0;
     const float* a = acc + r * w;
-    // f32 as AttentionItems wrote it; the stored formats add their (q4) bias, zero for the others,
-    // which also makes a -0 sum +0 as there
+    // f32 scaled as it is; the stored formats add their (q4) bias, zero for the others, which also
+    // makes a -0 sum +0 (the transposed prefill adds the same zero)
     if constexpr (F == KvFormat::f32)
       for (int64_t c = 0; c < w; ++c) o[c] = a[c] * inv_sum;
     else
