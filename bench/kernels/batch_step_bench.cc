@@ -4,12 +4,15 @@
 // Run: batch_step_bench MODEL_DIR [threads] [rows,rows,...] [steps] [context]  (int8 matmuls, CPU;
 // the KV cache in bf16 as the command-line tools keep it, or as SANCTUM_KV_CACHE_DTYPE names)
 // Prints, per row count, the median and min ms per step over `steps` steps after a `context`-token
-// prompt (default 24) and 4 warm-up steps, and the aggregate tokens per second the median gives.
-// Long contexts show what attention over the cache costs beside the projections.
+// prompt (default 24) and 4 warm-up steps, the aggregate tokens per second the median gives, and the
+// median CPU time of the process per step (all threads; on a shared machine it moves less than the
+// wall time, since time spent descheduled is not in it). Long contexts show what attention over the
+// cache costs beside the projections.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -25,6 +28,12 @@ using namespace sanctum;
 namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 std::vector<int> parse_rows(const std::string& text) {
   std::vector<int> out;
@@ -70,21 +79,25 @@ int main(int argc, char** argv) {
       states.back().restore(*prefilled);
     }
     std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(rows));
-    std::vector<double> ms;
+    std::vector<double> ms, cpu_ms;
     for (int step = 0; step < steps + 4; ++step) {
       std::vector<BatchEntry> batch;
       for (int i = 0; i < rows; ++i) {
         tokens[static_cast<size_t>(i)] = {next_token()};
         batch.push_back({tokens[static_cast<size_t>(i)], &states[static_cast<size_t>(i)], LogitsFor::last});
       }
-      const double t0 = now_s();
+      const double t0 = now_s(), c0 = cpu_s();
       model->forward_batch(batch);
-      if (step >= 4) ms.push_back((now_s() - t0) * 1e3);
+      if (step >= 4) {
+        ms.push_back((now_s() - t0) * 1e3);
+        cpu_ms.push_back((cpu_s() - c0) * 1e3);
+      }
     }
     std::sort(ms.begin(), ms.end());
+    std::sort(cpu_ms.begin(), cpu_ms.end());
     const double median = ms[ms.size() / 2];
-    std::printf("rows %2d  context %5d  median %7.2f ms/step  min %7.2f ms  -> %7.1f tok/s aggregate\n", rows, context, median, ms.front(),
-                rows * 1e3 / median);
+    std::printf("rows %2d  context %5d  median %7.2f ms/step  min %7.2f ms  -> %7.1f tok/s aggregate  cpu %7.2f ms/step\n", rows, context,
+                median, ms.front(), rows * 1e3 / median, cpu_ms[cpu_ms.size() / 2]);
     std::fflush(stdout);
   }
   return 0;
