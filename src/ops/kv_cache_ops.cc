@@ -1,6 +1,7 @@
 #include "ops/kv_cache_ops.h"
 
 #include <string>
+#include <vector>
 
 #include "ops/attention.h"
 #include "ops/cpu/kernels.h"
@@ -62,9 +63,9 @@ int64_t check_store(const char* op, const Tensor& src, const KvRows& dst, const 
   return first;
 }
 
-// attention over a converted cache; gate, where given (a GPU that takes it), applied on the way out.
-void cache_attention(const Tensor& q, const KvRows& k, const KvRows& v, const Positions& positions, float scale, const Tensor* gate,
-                     Tensor& out) {
+// attention's checks over a cache of any format; returns the first query's position (on a GPU the
+// host's copy).
+int64_t check_cache_attention(const Tensor& q, const KvRows& k, const KvRows& v, const Positions& positions, const Tensor& out) {
   constexpr const char* kOp = "attention";
   check_cache(kOp, k);
   check_cache(kOp, v);
@@ -89,13 +90,51 @@ void cache_attention(const Tensor& q, const KvRows& k, const KvRows& v, const Po
   const int64_t first = first_row(positions, device);
   SANCTUM_REQUIRE(first >= 0 && k.rows() >= first + q.dim(0) && v.rows() >= first + q.dim(0), kOp,
                   "the cache holds " + std::to_string(k.rows()) + " rows, queries need " + std::to_string(first + q.dim(0)));
+  return first;
+}
+
+// attention over a converted cache; gate, where given (a GPU that takes it), applied on the way out.
+void cache_attention(const Tensor& q, const KvRows& k, const KvRows& v, const Positions& positions, float scale, const Tensor* gate,
+                     Tensor& out) {
+  const int64_t first = check_cache_attention(q, k, v, positions, out);
   if (q.dim(0) == 0 || q.dim(1) == 0) return;
-  if (device == Device::cuda) {
+  if (k.data.device() == Device::cuda) {
     // The GPU kernels size their launches by the cache's capacity, recorded or not (as the f32 op).
     const int32_t* device_first = positions.device != nullptr ? positions.device->data<int32_t>() : nullptr;
     return cuda::attention_kv(q, k, v, first, device_first, scale, out, gate);
   }
   cpu::attention_kv(q, k, v, first, scale, out);
+}
+
+// store_kv_rows's checks for either route it takes (the row ops' for f32 caches).
+void check_store_any(const char* op, const Tensor& src, const KvRows& dst, const Positions& positions) {
+  if (is_f32(dst) || gpu_bf16(dst)) {
+    check_cache(op, dst);
+    check_store_rows(src, rows_2d(dst), positions);
+  } else {
+    check_store(op, src, dst, positions);
+  }
+}
+
+// Rows [s.begin, s.end) of t.
+Tensor rows_of(const Tensor& t, const SequenceCache& s) { return t.slice(0, s.begin, s.end); }
+
+// The sequences' rows lie in the batch's n rows, their positions are theirs in `positions` (when
+// given), and they share q's device; returns whether they run one by one (one sequence, or a GPU).
+bool check_sequences(const char* op, const Tensor& q, std::span<const SequenceCache> seqs, std::span<const int32_t> positions) {
+  detail::require_defined(op, "q", q);
+  const int64_t n = q.ndim() > 0 ? q.dim(0) : 0;
+  for (const SequenceCache& s : seqs) {
+    SANCTUM_REQUIRE(0 <= s.begin && s.begin <= s.end && s.end <= n, op,
+                    "a sequence's rows [" + std::to_string(s.begin) + ", " + std::to_string(s.end) + ") are outside the batch's " +
+                        std::to_string(n));
+    SANCTUM_REQUIRE(s.positions.size() == s.end - s.begin, op,
+                    std::to_string(s.positions.size()) + " positions for a sequence of " + std::to_string(s.end - s.begin) + " rows");
+    SANCTUM_REQUIRE(positions.empty() || s.begin == s.end ||
+                        (static_cast<int64_t>(positions.size()) == n && positions[static_cast<size_t>(s.begin)] == s.positions.first()),
+                    op, "the batch's positions must be each sequence's, row by row");
+  }
+  return seqs.size() <= 1 || q.device() == Device::cuda;
 }
 }  // namespace
 
@@ -155,6 +194,86 @@ void gated_attention(const Tensor& q, const KvRows& k, const KvRows& v, const Po
                      Tensor& out) {
   if (is_f32(k) && is_f32(v)) return gated_attention(q, k.data, v.data, positions, scale, gate, out);
   detail::gate_attention_output(q, gate, out, [&](const Tensor* g) { cache_attention(q, k, v, positions, scale, g, out); });
+}
+
+void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions, const RopeTable& table,
+                    std::span<const SequenceCache> seqs) {
+  constexpr const char* kOp = "rope_and_store";
+  if (check_sequences(kOp, q, seqs, positions)) {
+    for (const SequenceCache& s : seqs) {
+      Tensor qs = rows_of(q, s), ks = rows_of(k, s);
+      rope_and_store(qs, ks, rows_of(v, s), s.positions, table, s.k, s.v);
+    }
+    return;
+  }
+  detail::require_defined(kOp, "k", k);
+  SANCTUM_REQUIRE(k.ndim() == 3 && k.dim(0) == q.dim(0), kOp, "k must be (tokens, heads, head_dim) of q's tokens, got " + k.shape_string());
+  const Tensor k_rows = k.reshape({k.dim(0), k.dim(1) * k.dim(2)});
+  for (const SequenceCache& s : seqs) {  // before anything is rotated
+    check_store_any(kOp, rows_of(k_rows, s), s.k, s.positions);
+    check_store_any(kOp, rows_of(v, s), s.v, s.positions);
+  }
+  rope(q, positions, table);
+  rope(k, positions, table);
+  for (const SequenceCache& s : seqs) {
+    store_kv_rows(rows_of(k_rows, s), s.k, s.positions);
+    store_kv_rows(rows_of(v, s), s.v, s.positions);
+  }
+}
+
+void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q,
+                         Tensor& k, const Tensor& v, std::span<const int32_t> positions, const RopeTable& table,
+                         std::span<const SequenceCache> seqs) {
+  constexpr const char* kOp = "norm_rope_and_store";
+  SANCTUM_REQUIRE(q.ndim() == 3 && k.ndim() == 3, kOp,
+                  "q " + q.shape_string() + " and k " + k.shape_string() + " must be 3-D (tokens, heads, head_dim)");
+  if (check_sequences(kOp, q, seqs, positions)) {
+    const int64_t heads = q.dim(1);
+    for (const SequenceCache& s : seqs) {
+      Tensor qs = rows_of(q, s), ks = rows_of(k, s);
+      norm_rope_and_store(q_in.slice(0, s.begin * heads, s.end * heads), q_norm, k_norm, eps, weight_offset, qs, ks, rows_of(v, s),
+                          s.positions, table, s.k, s.v);
+    }
+    return;
+  }
+  const Tensor k_flat = k.reshape({k.dim(0), k.dim(1) * k.dim(2)});
+  for (const SequenceCache& s : seqs) {  // before anything is written
+    check_store_any(kOp, rows_of(k_flat, s), s.k, s.positions);
+    check_store_any(kOp, rows_of(v, s), s.v, s.positions);
+  }
+  Tensor q_rows = q.reshape({q.dim(0) * q.dim(1), q.dim(2)}), k_rows = k.reshape({k.dim(0) * k.dim(1), k.dim(2)});
+  rms_norm(q_in, q_norm, eps, q_rows, weight_offset);
+  rms_norm(k_rows, k_norm, eps, k_rows, weight_offset);
+  rope_and_store(q, k, v, positions, table, seqs);
+}
+
+void attention(const Tensor& q, std::span<const SequenceCache> seqs, float scale, Tensor& out) {
+  if (check_sequences("attention", q, seqs, {})) {
+    for (const SequenceCache& s : seqs) {
+      Tensor os = rows_of(out, s);
+      attention(rows_of(q, s), s.k, s.v, s.positions, scale, os);
+    }
+    return;
+  }
+  std::vector<cpu::AttentionSeq> batch;
+  for (const SequenceCache& s : seqs) {
+    const Tensor qs = rows_of(q, s), os = rows_of(out, s);
+    const int64_t first = check_cache_attention(qs, s.k, s.v, s.positions, os);
+    if (qs.dim(0) > 0 && qs.dim(1) > 0) batch.push_back({qs, s.k, s.v, first, os});
+  }
+  cpu::attention_batch(batch, scale);
+}
+
+void gated_attention(const Tensor& q, std::span<const SequenceCache> seqs, float scale, const Tensor& gate, Tensor& out) {
+  if (check_sequences("attention", q, seqs, {})) {
+    for (const SequenceCache& s : seqs) {
+      Tensor os = rows_of(out, s);
+      gated_attention(rows_of(q, s), s.k, s.v, s.positions, scale, rows_of(gate, s), os);
+    }
+    return;
+  }
+  // on the CPU the gate goes over every row once the batch's attention is done
+  detail::gate_attention_output(q, gate, out, [&](const Tensor*) { attention(q, seqs, scale, out); });
 }
 
 }  // namespace sanctum::ops

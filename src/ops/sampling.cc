@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "ops/cpu/kernels.h"
 #include "ops/cuda/sampling.cuh"
 #include "ops/op_util.h"
 #include "ops/ref/sampling.h"
@@ -38,8 +39,10 @@ void argmax_rows(const Tensor& logits, Tensor& ids, const Tensor& allowed) {
   check_allowed("argmax_rows", logits, allowed, device);
   if (logits.dim(0) == 0) return;
   if (device == Device::cuda) return cuda::argmax_rows(logits, ids, allowed);
-  ref::argmax_rows(logits, ids, allowed);
+  cpu::argmax_rows(logits, ids, allowed);
 }
+
+int32_t argmax_row(std::span<const float> logits) { return cpu::argmax_row(logits); }
 
 void sample_rows(const Tensor& logits, const RowSampling& s, std::span<const double> uniforms, Tensor& ids, const Tensor& allowed) {
   constexpr const char* kOp = "sample_rows";

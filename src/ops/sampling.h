@@ -29,6 +29,8 @@ inline constexpr int64_t kMaxSampleRows = 64;
 // ids (rows) i32 ← per row of logits (rows, vocab) f32 the index of the largest value. The lowest
 // index wins ties, NaN never wins, and a row of only -inf / NaN gives 0: sanctum::argmax exactly.
 void argmax_rows(const Tensor& logits, Tensor& ids, const Tensor& allowed = Tensor{});
+// argmax_rows of one host row, vectorised: what the host Sampler picks greedily.
+int32_t argmax_row(std::span<const float> logits);
 
 // ids (rows) i32 ← per row a token drawn from the distribution Sampler::probabilities gives for it
 // (temperature, then top-k, min-p and top-p over ids sorted by logit, ties by id), by inverse CDF in

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "ops/ref/sampling.h"
+#include "ops/sampling.h"
 
 namespace sanctum {
 
@@ -18,7 +19,7 @@ void RecentTokens::push(int32_t token) {
   }
 }
 
-int32_t argmax(std::span<const float> values) { return ops::ref::argmax_row(values); }
+int32_t argmax(std::span<const float> values) { return ops::argmax_row(values); }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
   check(params.temperature >= 0.0f, ErrorKind::invalid_argument, "temperature must be >= 0");

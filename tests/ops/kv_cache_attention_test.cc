@@ -113,28 +113,34 @@ TEST(KvCacheAttention, matches_ref_on_the_dequantized_rows_for_every_converted_d
 }
 
 // A prefill reads bf16 keys transposed in blocks of the vector width (as many as fit its scratch
-// bound, the rest in rows) and decode reads them in rows: every query must get the same bits either
-// way, at head dims with and without a vector tail and at key counts off the block boundaries.
+// bound, the rest in rows) and decode reads them in rows, a kv group's heads together: every query
+// must get the same bits either way, at head dims with and without a vector tail, key counts off the
+// block boundaries and groups of 2, 7 and 8 heads.
 TEST(KvCacheAttention, a_query_gives_the_same_bits_in_a_prefill_and_in_decode) {
   Rng rng(29);
-  const int64_t heads = 4, kv_heads = 2, keys = 70;
-  for (KvCacheDtype dtype : kConverted)
-    for (int64_t d : {64, 80, 33, 7})
-      for (int64_t bound : {ops::kMaxTransposedKeyBytes, int64_t{4 * kv_heads * d * 20}, int64_t{0}}) {
-        SCOPED_TRACE(test::seed_note() + " dtype " + ops::kv_cache_dtype_name(dtype) + " head_dim " + std::to_string(d) +
-                     " scratch bound " + std::to_string(bound));
-        const KvRows k = stored(random_rows(keys, kv_heads, d, rng), keys, 0, kv_heads, d, ops::key_format(dtype), 32);
-        const KvRows v = stored(random_rows(keys, kv_heads, d, rng), keys, 0, kv_heads, d, ops::value_format(dtype), 32);
-        Tensor q = Tensor::zeros({keys, heads, d}, DType::f32);
-        test::fill_normal(q, rng);
-        Tensor all = Tensor::zeros({keys, heads, d}, DType::f32), one = Tensor::zeros({1, heads, d}, DType::f32);
-        ops::cpu::attention_kv(q, k, v, 0, 0.125f, all, bound);
-        for (int64_t i : {0, 7, 15, 16, 17, 31, 32, 47, 69}) {
-          const std::vector<int32_t> p1 = positions_from(i, 1);
-          ops::attention(q.slice(0, i, i + 1), k, v, ops::Positions{p1}, 0.125f, one);
-          for (int64_t c = 0; c < heads * d; ++c) ASSERT_EQ(one.data<float>()[c], all.data<float>()[i * heads * d + c]) << "query " << i;
+  const int64_t keys = 70;
+  struct Heads {
+    int64_t heads, kv_heads;
+  };
+  for (const Heads& hs : {Heads{4, 2}, Heads{14, 2}, Heads{8, 1}})
+    for (KvCacheDtype dtype : kConverted)
+      for (int64_t d : {64, 80, 33, 7})
+        for (int64_t bound : {ops::kMaxTransposedKeyBytes, int64_t{4 * hs.kv_heads * d * 20}, int64_t{0}}) {
+          const int64_t heads = hs.heads, kv_heads = hs.kv_heads;
+          SCOPED_TRACE(test::seed_note() + " dtype " + ops::kv_cache_dtype_name(dtype) + " head_dim " + std::to_string(d) + " heads " +
+                       std::to_string(heads) + "/" + std::to_string(kv_heads) + " scratch bound " + std::to_string(bound));
+          const KvRows k = stored(random_rows(keys, kv_heads, d, rng), keys, 0, kv_heads, d, ops::key_format(dtype), 32);
+          const KvRows v = stored(random_rows(keys, kv_heads, d, rng), keys, 0, kv_heads, d, ops::value_format(dtype), 32);
+          Tensor q = Tensor::zeros({keys, heads, d}, DType::f32);
+          test::fill_normal(q, rng);
+          Tensor all = Tensor::zeros({keys, heads, d}, DType::f32), one = Tensor::zeros({1, heads, d}, DType::f32);
+          ops::cpu::attention_kv(q, k, v, 0, 0.125f, all, bound);
+          for (int64_t i : {0, 7, 15, 16, 17, 31, 32, 47, 69}) {
+            const std::vector<int32_t> p1 = positions_from(i, 1);
+            ops::attention(q.slice(0, i, i + 1), k, v, ops::Positions{p1}, 0.125f, one);
+            for (int64_t c = 0; c < heads * d; ++c) ASSERT_EQ(one.data<float>()[c], all.data<float>()[i * heads * d + c]) << "query " << i;
+          }
         }
-      }
 }
 
 TEST(KvCacheAttention, gated_form_applies_the_sigmoid_gate_to_the_converted_cache_attention) {

@@ -55,6 +55,62 @@ TEST(SamplingRef, argmax_row_is_the_host_argmax_with_ties_inf_and_nan) {
   EXPECT_EQ(ops::ref::argmax_row(nan_first), 2);
 }
 
+// The vectorised greedy pick (ops::argmax_row, the CPU's argmax_rows) against the scalar twin, on
+// rows of odd lengths around the vector widths and Qwen's vocab, with the maximum planted at a
+// vector's first and last lane, in the tail, and tied across lanes and vectors; NaN and -inf
+// everywhere, and masks that are full, empty, sparse, random and shorter than the row.
+TEST(SamplingOps, vectorised_argmax_is_the_reference_with_planted_ties_nan_and_masks) {
+  Rng rng(5);
+  SCOPED_TRACE(test::seed_note());
+  for (int64_t vocab : {1, 3, 15, 16, 17, 31, 33, 63, 65, 769, 5125, 151936}) {
+    const int trials = vocab > 10000 ? 4 : 40;
+    for (int trial = 0; trial < trials; ++trial) {
+      std::vector<float> l = awkward_logits(rng, vocab, 2.0f);
+      const float top = *std::max_element(l.begin(), l.end(), [](float a, float b) { return a < b || std::isnan(a); }) + 1.0f;
+      switch (trial % 5) {
+        case 0:  // one maximum at a lane boundary, a later tie in another vector
+          l[static_cast<size_t>(std::min<int64_t>(vocab - 1, 16 * rng.integer(0, vocab / 16)))] = top;
+          l[static_cast<size_t>(vocab - 1)] = top;
+          break;
+        case 1:  // the maximum in the row's tail only
+          l[static_cast<size_t>(vocab - 1)] = top;
+          break;
+        case 2:  // NaN before and at the maximum's neighbours, and a +0 / -0 maximum
+          for (float& x : l) x = std::min(x, -1.0f);
+          l[static_cast<size_t>(rng.integer(0, vocab - 1))] = -0.0f;
+          l[static_cast<size_t>(rng.integer(0, vocab - 1))] = 0.0f;
+          for (int i = 0; i < 5; ++i) l[static_cast<size_t>(rng.integer(0, vocab - 1))] = NAN;
+          break;
+        case 3:  // nothing above -inf: token 0
+          for (float& x : l) x = rng.uniform(0.0f, 1.0f) < 0.5f ? -INFINITY : NAN;
+          break;
+        default:  // +inf twice
+          l[static_cast<size_t>(rng.integer(0, vocab - 1))] = INFINITY;
+          l[static_cast<size_t>(rng.integer(0, vocab - 1))] = INFINITY;
+          break;
+      }
+      ASSERT_EQ(ops::argmax_row(l), ops::ref::argmax_row(l)) << "vocab " << vocab << " trial " << trial;
+      // the same row under masks, through the op
+      const int64_t words = (vocab + 31) / 32;
+      for (int kind = 0; kind < 5; ++kind) {
+        const int64_t w = kind == 4 ? std::max<int64_t>(1, words / 2) : words;  // kind 4: shorter than the row
+        Tensor allowed = Tensor::zeros({1, w}, DType::u32);
+        uint32_t* bits = allowed.data<uint32_t>();
+        for (int64_t i = 0; i < w; ++i) {
+          const uint32_t r = static_cast<uint32_t>(rng.integer(0, UINT32_MAX));
+          bits[i] = kind == 0 ? ~0u : kind == 1 ? 0u : kind == 2 ? (rng.uniform(0.0f, 1.0f) < 0.1f ? r & (r >> 7) & (r >> 13) : 0u) : r;
+        }
+        Tensor logits = Tensor::zeros({1, vocab}, DType::f32), ids = Tensor::zeros({1}, DType::i32);
+        std::copy(l.begin(), l.end(), logits.data<float>());
+        std::vector<float> masked = l;
+        ops::ref::mask_row(masked, {bits, static_cast<size_t>(w)});
+        ops::argmax_rows(logits, ids, allowed);
+        ASSERT_EQ(ids.data<int32_t>()[0], ops::ref::argmax_row(masked)) << "vocab " << vocab << " trial " << trial << " mask " << kind;
+      }
+    }
+  }
+}
+
 // Same seed, same configuration: the reference at the Sampler's uniforms draws what the Sampler draws.
 TEST(SamplingRef, sample_row_draws_what_the_sampler_draws_at_its_uniforms) {
   Rng rng(2);
@@ -169,7 +225,7 @@ TEST(SamplingOps, cpu_tensors_use_the_reference) {
   Tensor ids = Tensor::zeros({rows}, DType::i32);
   ops::argmax_rows(logits, ids);
   for (int64_t r = 0; r < rows; ++r)
-    EXPECT_EQ(ids.data<int32_t>()[r], argmax({logits.data<float>() + r * vocab, static_cast<size_t>(vocab)}));
+    EXPECT_EQ(ids.data<int32_t>()[r], ops::ref::argmax_row({logits.data<float>() + r * vocab, static_cast<size_t>(vocab)}));
   const std::vector<double> u = {0.1, 0.5, 0.9, 0.0, 0.75};
   const ops::RowSampling s{0.9f, 0.8f, 10, 0.0f};
   ops::sample_rows(logits, s, u, ids);
@@ -216,7 +272,7 @@ TEST(SamplingOps, allowed_masks_each_row_as_mask_row_does) {
   Tensor ids = Tensor::zeros({rows}, DType::i32);
   ops::argmax_rows(logits, ids, allowed);
   for (int64_t r = 0; r < rows; ++r) {
-    EXPECT_EQ(ids.data<int32_t>()[r], argmax(masked(r))) << "row " << r;
+    EXPECT_EQ(ids.data<int32_t>()[r], ops::ref::argmax_row(masked(r))) << "row " << r;
     if (r != 4) {
       EXPECT_TRUE(is_allowed(r, ids.data<int32_t>()[r])) << "row " << r;
     }

@@ -1,6 +1,7 @@
 #include "model/blocks/attention.h"
 
 #include <cmath>
+#include <vector>
 
 #include "model/blocks/row_lora.h"
 #include "model/blocks/stacked_linear.h"
@@ -76,16 +77,16 @@ void AttentionBlock::forward(const BlockInput& x, const BatchRows& batch, size_t
       ops::matmul_input_dtype(w_.o, n, x.device()) == DType::bf16 && ops::attention_output_dtype(n, D, x.device()) == DType::bf16;
   Tensor attn = bf16 ? ws.get_typed(kAttn, n, H * D, DType::bf16) : ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
+  // Every sequence's rows at once, each over its own cache (one parallel region on the CPU).
+  std::vector<ops::SequenceCache> caches;
+  caches.reserve(batch.sequences.size());
   for (const SequenceRows& s : batch.sequences) {
     KvCache& cache = s.state->kv(layer);
-    const ops::Positions positions = batch.positions_of(s);
     const int64_t capacity = cache.capacity();
-    const ops::KvRows cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
-    Tensor qs = q3.slice(0, s.begin, s.end), ks = k3.slice(0, s.begin, s.end), vs = v.slice(0, s.begin, s.end);
-    Tensor attn_s = attn3.slice(0, s.begin, s.end);
-    ops::rope_and_store(qs, ks, vs, positions, rope, cached_k, cached_v);
-    ops::attention(qs, cached_k, cached_v, positions, 1.0f / std::sqrt(static_cast<float>(D)), attn_s);
+    caches.push_back({s.begin, s.end, batch.positions_of(s), cache.key_rows(0, capacity), cache.value_rows(0, capacity)});
   }
+  ops::rope_and_store(q3, k3, v, batch.positions.host, rope, caches);
+  ops::attention(q3, caches, 1.0f / std::sqrt(static_cast<float>(D)), attn3);
   out.matmul(attn, w_.o);
   add_row_lora(batch, w_.prefix + "o_proj", attn, out);
 }

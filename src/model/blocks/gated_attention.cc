@@ -1,6 +1,7 @@
 #include "model/blocks/gated_attention.h"
 
 #include <cmath>
+#include <vector>
 
 #include "base/error.h"
 #include "model/blocks/row_lora.h"
@@ -64,32 +65,33 @@ void GatedAttentionBlock::forward(const BlockInput& x, const BatchRows& batch, s
   Tensor k3 = k.reshape({n, KV, D});
   Tensor attn = ws.get(kAttn, n, H * D);
   Tensor attn3 = attn.reshape({n, H, D});
+  // Every sequence's rows at once, each over its own cache (one parallel region on the CPU).
+  std::vector<ops::SequenceCache> caches;
+  caches.reserve(batch.sequences.size());
   for (const SequenceRows& s : batch.sequences) {
     KvCache& cache = s.state->kv(layer);
-    const ops::Positions positions = batch.positions_of(s);
-    const int64_t rows = s.end - s.begin, capacity = cache.capacity();
-    const ops::KvRows cached_k = cache.key_rows(0, capacity), cached_v = cache.value_rows(0, capacity);
-    Tensor qg_s = qg3.slice(0, s.begin, s.end), q_s = q3.slice(0, s.begin, s.end), k_s = k3.slice(0, s.begin, s.end);
-    Tensor attn_s = attn3.slice(0, s.begin, s.end);
-    if (batch.mrope.tables == nullptr) {
-      ops::norm_rope_and_store(qg_s.slice(2, 0, D).reshape({rows * H, D}), q_norm_, k_norm_, eps_, norm_offset_, q_s, k_s,
-                               v.slice(0, s.begin, s.end), positions, rope, cached_k, cached_v);
-    } else {  // images: the same steps op by op, with one rotation per position component
-      check(batch.sequences.size() == 1, ErrorKind::internal, "multimodal positions in a batch of several sequences");
-      Tensor q_rows = q_s.reshape({rows * H, D}), k_rows = k_s.reshape({rows * KV, D});
-      ops::rms_norm(qg_s.slice(2, 0, D).reshape({rows * H, D}), q_norm_, eps_, q_rows, norm_offset_);
-      ops::rms_norm(k_rows, k_norm_, eps_, k_rows, norm_offset_);
-      const MropeTables& t = *batch.mrope.tables;
-      for (Tensor* x : {&q_s, &k_s}) {
-        ops::rope(*x, batch.mrope.t, t.t);
-        ops::rope(*x, batch.mrope.h, t.h);
-        ops::rope(*x, batch.mrope.w, t.w);
-      }
-      ops::store_kv_rows(k_s.reshape({rows, KV * D}), cached_k, positions);
-      ops::store_kv_rows(v.slice(0, s.begin, s.end), cached_v, positions);
-    }
-    ops::gated_attention(q_s, cached_k, cached_v, positions, 1.0f / std::sqrt(static_cast<float>(D)), qg_s.slice(2, D, 2 * D), attn_s);
+    const int64_t capacity = cache.capacity();
+    caches.push_back({s.begin, s.end, batch.positions_of(s), cache.key_rows(0, capacity), cache.value_rows(0, capacity)});
   }
+  if (batch.mrope.tables == nullptr) {
+    ops::norm_rope_and_store(qg3.slice(2, 0, D).reshape({n * H, D}), q_norm_, k_norm_, eps_, norm_offset_, q3, k3, v, batch.positions.host,
+                             rope, caches);
+  } else {  // images: the same steps op by op, with one rotation per position component
+    check(caches.size() == 1, ErrorKind::internal, "multimodal positions in a batch of several sequences");
+    const ops::SequenceCache& s = caches.front();
+    Tensor q_rows = q.reshape({n * H, D}), k_rows = k3.reshape({n * KV, D});
+    ops::rms_norm(qg3.slice(2, 0, D).reshape({n * H, D}), q_norm_, eps_, q_rows, norm_offset_);
+    ops::rms_norm(k_rows, k_norm_, eps_, k_rows, norm_offset_);
+    const MropeTables& t = *batch.mrope.tables;
+    for (Tensor* x : {&q3, &k3}) {
+      ops::rope(*x, batch.mrope.t, t.t);
+      ops::rope(*x, batch.mrope.h, t.h);
+      ops::rope(*x, batch.mrope.w, t.w);
+    }
+    ops::store_kv_rows(k3.reshape({n, KV * D}), s.k, s.positions);
+    ops::store_kv_rows(v, s.v, s.positions);
+  }
+  ops::gated_attention(q3, caches, 1.0f / std::sqrt(static_cast<float>(D)), qg3.slice(2, D, 2 * D), attn3);
   out.matmul(attn, w_.o);
   add_row_lora(batch, w_.prefix + "o_proj", attn, out);
 }

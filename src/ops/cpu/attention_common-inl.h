@@ -41,7 +41,8 @@ HWY_INLINE float LaneTreeSum(D d, hn::VFromD<D> v) {
 #endif
 }
 
-// q·k: two vector accumulators in order, summed, then the tail.
+// q·k: two vector accumulators in order, added, their lanes summed as LaneTreeSum pairs them (on
+// x86 the order SumOfLanes used here before), then the tail onto that sum.
 HWY_INLINE float AttentionDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t d) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
@@ -52,35 +53,9 @@ HWY_INLINE float AttentionDot(const float* HWY_RESTRICT a, const float* HWY_REST
     acc1 = hn::MulAdd(hn::LoadU(df, a + c + N), hn::LoadU(df, b + c + N), acc1);
   }
   for (; c + N <= d; c += N) acc0 = hn::MulAdd(hn::LoadU(df, a + c), hn::LoadU(df, b + c), acc0);
-  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
+  float s = LaneTreeSum(df, hn::Add(acc0, acc1));
   for (; c < d; ++c) s += a[c] * b[c];
   return s;
-}
-
-// AttentionDot of q with four rows, each with exactly its own sums: four chains in flight where one
-// would wait on its own FMA and reduction latency.
-HWY_INLINE void AttentionDot4(const float* HWY_RESTRICT q, const float* const* rows, int64_t d, float* out) {
-  const hn::ScalableTag<float> df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  decltype(hn::Zero(df)) acc0[4], acc1[4];
-  for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = hn::Zero(df);
-  int64_t c = 0;
-  for (; c + 2 * N <= d; c += 2 * N) {
-    const auto q0 = hn::LoadU(df, q + c), q1 = hn::LoadU(df, q + c + N);
-    for (int r = 0; r < 4; ++r) {
-      acc0[r] = hn::MulAdd(q0, hn::LoadU(df, rows[r] + c), acc0[r]);
-      acc1[r] = hn::MulAdd(q1, hn::LoadU(df, rows[r] + c + N), acc1[r]);
-    }
-  }
-  for (; c + N <= d; c += N) {
-    const auto q0 = hn::LoadU(df, q + c);
-    for (int r = 0; r < 4; ++r) acc0[r] = hn::MulAdd(q0, hn::LoadU(df, rows[r] + c), acc0[r]);
-  }
-  for (int r = 0; r < 4; ++r) {
-    float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0[r], acc1[r])));
-    for (int64_t t = c; t < d; ++t) s += q[t] * rows[r][t];
-    out[r] = s;
-  }
 }
 
 // N floats of a row at p: f32 as it is, bf16 widened.
@@ -158,6 +133,104 @@ HWY_INLINE float ExpScoresInPlace(float* HWY_RESTRICT p, int64_t n, float mx) {
     vsum = hn::Add(vsum, e);
     hn::StoreU(e, df, p + j);
   }
+  return 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum));
+}
+
+// LaneTreeSum of a full vector's worth of vectors at once, on fixed-width targets of 1, 4, 8 or 16
+// lanes (kTreeSums): v[i] holds the accumulator of key TreeSlot(i), and lane l of the result is
+// LaneTreeSum of key l's, with the same pairing and the same operand order at every level, where one
+// LaneTreeSum per key spends a shuffle and an add per level on one lane's worth of result.
+template <class D>
+constexpr bool kTreeSums =
+    !HWY_HAVE_SCALABLE && (hn::MaxLanes(D()) == 1 || hn::MaxLanes(D()) == 4 || hn::MaxLanes(D()) == 8 || hn::MaxLanes(D()) == 16);
+
+// The input slot of key m: its index bit-reversed, since each level interleaves the keys it pairs.
+constexpr size_t TreeSlot(size_t m, size_t n) {
+  size_t r = 0;
+  for (size_t bit = 1; bit < n; bit <<= 1, m >>= 1) r = (r << 1) | (m & 1);
+  return r;
+}
+
+#if HWY_TARGET == HWY_SCALAR || HWY_HAVE_SCALABLE
+template <class D>
+HWY_INLINE hn::VFromD<D> TreeSums(D d, hn::VFromD<D>* HWY_RESTRICT v) {
+  static_assert(hn::MaxLanes(D()) == 1, "scalable vectors sum each key's lanes with LaneTreeSum");
+  return v[0];
+}
+#else
+// Adjacent groups of W lanes swapped (W < half the vector).
+template <size_t W, class D>
+HWY_INLINE hn::VFromD<D> SwapLaneGroups(D d, hn::VFromD<D> v) {
+  if constexpr (W == 1) {
+    return hn::Shuffle2301(v);
+  } else if constexpr (W == 2) {
+    return hn::Shuffle1032(v);
+  } else {
+    static_assert(W == 4 && hn::MaxLanes(D()) == 16, "four-lane groups are 128-bit blocks of a 16-lane vector");
+    return hn::SwapAdjacentBlocks(v);
+  }
+}
+
+// Even groups of W lanes from `even`, odd ones from `odd`.
+template <size_t W, class D>
+HWY_INLINE hn::VFromD<D> BlendLaneGroups(D d, hn::VFromD<D> odd, hn::VFromD<D> even) {
+  if constexpr (W == 1) {
+    return hn::OddEven(odd, even);
+  } else if constexpr (W == 2) {
+    const hn::Repartition<uint64_t, D> du64;
+    return hn::BitCast(d, hn::OddEven(hn::BitCast(du64, odd), hn::BitCast(du64, even)));
+  } else {
+    static_assert(W == 4 && hn::MaxLanes(D()) == 16, "four-lane groups are 128-bit blocks of a 16-lane vector");
+    return hn::OddEvenBlocks(odd, even);
+  }
+}
+
+// One level of the tree over two vectors whose keys hold 2W partial sums each: lane l of a key's
+// group plus lane l + W, lower operand first as in LaneTreeSum; p's keys land in the even groups of
+// W lanes, q's in the odd ones.
+template <size_t W, class D>
+HWY_INLINE hn::VFromD<D> TreeMerge(D d, hn::VFromD<D> p, hn::VFromD<D> q) {
+  if constexpr (W == hn::MaxLanes(D()) / 2) {
+    return hn::Add(hn::ConcatLowerLower(d, q, p), hn::ConcatUpperUpper(d, q, p));
+  } else {
+    return BlendLaneGroups<W>(d, hn::Add(SwapLaneGroups<W>(d, q), q), hn::Add(p, SwapLaneGroups<W>(d, p)));
+  }
+}
+
+// Levels W, W / 2, ..., 1 over v[0, 2W); the result in v[0].
+template <size_t W, class D>
+HWY_INLINE void TreeLevels(D d, hn::VFromD<D>* HWY_RESTRICT v) {
+  for (size_t i = 0; i < W; ++i) v[i] = TreeMerge<W>(d, v[2 * i], v[2 * i + 1]);
+  if constexpr (W > 1) TreeLevels<W / 2>(d, v);
+}
+
+template <class D>
+HWY_INLINE hn::VFromD<D> TreeSums(D d, hn::VFromD<D>* HWY_RESTRICT v) {
+  static_assert(kTreeSums<D>, "TreeSums needs a fixed-width vector of 4, 8 or 16 lanes");
+  TreeLevels<hn::MaxLanes(D()) / 2>(d, v);
+  return v[0];
+}
+#endif
+
+// p[j] = exp(p[j] - mx) for j in [j0, j1), j0 a multiple of the vector; where j1 is the row's end n,
+// lanes up to n rounded up to the vector are set to -inf first and give 0 (ExpScoresInPlace's steps,
+// one piece of the row at a time).
+HWY_INLINE void ExpScoresRange(float* HWY_RESTRICT p, int64_t j0, int64_t j1, int64_t n, float mx) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t end = j1 == n ? (n + N - 1) / N * N : j1;
+  for (int64_t j = n; j < end; ++j) p[j] = -INFINITY;
+  const auto vm = hn::Set(df, mx);
+  for (int64_t j = j0; j < end; j += N) hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, p + j), vm)), df, p + j);
+}
+
+// 1 / the sum of the exponentials ExpScoresRange left in p[0, n): ExpScoresInPlace's sum.
+HWY_INLINE float InverseExpSum(const float* HWY_RESTRICT p, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t padded = (n + N - 1) / N * N;
+  auto vsum = hn::Zero(df);
+  for (int64_t j = 0; j < padded; j += N) vsum = hn::Add(vsum, hn::LoadU(df, p + j));
   return 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum));
 }
 

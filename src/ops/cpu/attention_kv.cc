@@ -1,7 +1,9 @@
-// Causal GQA attention over a KV cache stored as bf16, q8 or q4 (ops/kv_format.h): each key and
-// value row is dequantized in registers as the kernel reads it, so the cache is never copied to
-// f32. The f32 cache keeps its own kernel (attention.cc). Softmax and its two passes as there; a
-// (query, head) pair's result depends only on its inputs, whatever the chunking or thread count.
+// A prefill's causal GQA attention over a bf16 KV cache: the keys widened and transposed once into
+// blocks of the vector width (as many as fit a scratch bound), so that every query's scores against
+// a block are accumulators with no horizontal sum per score, and the heads of a kv group share each
+// block and each run of value rows. Every score, probability and output element has the bits of the
+// decode tasks (attention_decode.cc), which read the cache in rows: a query gets the same result in
+// a prefill and in decode, whatever the chunking or thread count.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/cpu/attention_kv.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -20,22 +22,20 @@
 #ifndef SANCTUM_OPS_CPU_ATTENTION_KV_ARGS_
 #define SANCTUM_OPS_CPU_ATTENTION_KV_ARGS_
 namespace sanctum::ops::cpu {
-// One side of the cache; strides in elements of data (floats, bf16s or bytes) and of scales.
+// One side of a bf16 cache; strides in bf16s.
 struct KvSide {
   const void* data;
-  const uint16_t* scales;
-  int64_t stride0, stride1, scale_stride0, scale_stride1;
+  int64_t stride0, stride1;
 };
 struct AttentionKvArgs {
   const float* q;
   float* out;
   int64_t q_stride0, q_stride1, o_stride0, o_stride1;
   KvSide k, v;
-  KvFormat k_format, v_format;
   int64_t n_heads, group, head_dim, q_pos0;
   float scale;
-  // bf16 keys [0, kt_blocks * block) of every kv head, widened and transposed (TransposeKeysBf16),
-  // or null: the keys past them are read in rows.
+  // bf16 keys [0, kt_blocks * block) of every kv head, widened and transposed (TransposeKeysBf16);
+  // the keys past them are read in rows.
   const float* kt;
   int64_t kt_blocks;
 };
@@ -48,42 +48,23 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 
-// q · k_j, head kvh, in key format F.
-template <KvFormat F>
+// q · k_j, head kvh, of bf16 keys: one accumulator, its lanes summed as LaneTreeSum pairs them,
+// then the tail's own chain (the decode tasks' order).
 HWY_INLINE float KeyDot(const float* HWY_RESTRICT q, const KvSide& k, int64_t j, int64_t kvh, int64_t d) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+  const auto* kj = static_cast<const hwy::bfloat16_t*>(k.data) + j * k.stride0 + kvh * k.stride1;
   auto acc = hn::Zero(df);
+  int64_t c = 0;
+  for (; c + N <= d; c += N) acc = hn::MulAdd(hn::LoadU(df, q + c), hn::PromoteTo(df, hn::LoadU(dbf, kj + c)), acc);
+  const auto* bits = reinterpret_cast<const uint16_t*>(kj);
   float tail = 0.0f;
-  if constexpr (F == KvFormat::bf16) {
-    const hn::Rebind<hwy::bfloat16_t, DF> dbf;
-    const auto* kj = static_cast<const hwy::bfloat16_t*>(k.data) + j * k.stride0 + kvh * k.stride1;
-    int64_t c = 0;
-    for (; c + N <= d; c += N) acc = hn::MulAdd(hn::LoadU(df, q + c), hn::PromoteTo(df, hn::LoadU(dbf, kj + c)), acc);
-    const auto* bits = reinterpret_cast<const uint16_t*>(kj);
-    for (; c < d; ++c) tail += q[c] * bf16_to_f32(bits[c]);
-  } else {
-    static_assert(F == KvFormat::q8, "keys are bf16 or q8 here");
-    const hn::Rebind<int8_t, DF> di8;
-    const hn::Rebind<int32_t, DF> di32;
-    const int8_t* kj = static_cast<const int8_t*>(k.data) + j * k.stride0 + kvh * k.stride1;
-    const uint16_t* sj = k.scales + j * k.scale_stride0 + kvh * k.scale_stride1;
-    for (int64_t b0 = 0, blk = 0; b0 < d; b0 += kKvBlock, ++blk) {
-      const int64_t end = std::min(b0 + kKvBlock, d);
-      const float s = bf16_to_f32(sj[blk]);
-      const auto vs = hn::Set(df, s);
-      int64_t c = b0;
-      for (; c + N <= end; c += N) {
-        const auto codes = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, kj + c)));
-        acc = hn::MulAdd(hn::Mul(hn::LoadU(df, q + c), codes), vs, acc);
-      }
-      for (; c < end; ++c) tail += q[c] * (s * static_cast<float>(kj[c]));
-    }
-  }
+  for (; c < d; ++c) tail += q[c] * bf16_to_f32(bits[c]);
   return LaneTreeSum(df, acc) + tail;
 }
 
-// KeyDot<bf16> of q with keys j .. j + 3, each with exactly its own sums (four chains in flight).
+// KeyDot of q with keys j .. j + 3, each with exactly its own sums (four chains in flight).
 HWY_INLINE void KeyDot4Bf16(const float* HWY_RESTRICT q, const KvSide& k, int64_t j, int64_t kvh, int64_t d, float* out) {
   const DF df;
   const hn::Rebind<hwy::bfloat16_t, DF> dbf;
@@ -158,102 +139,6 @@ void TransposeKeysBf16(const AttentionKvArgs& a, float* kt, int64_t blocks, int6
   }
 }
 
-// acc += p * v_j, head kvh, in quantized value format F. q4's p * min terms go to bias (one per block), added
-// once at the end rather than to every element of every row.
-template <KvFormat F>
-HWY_INLINE void AddValue(float p, const KvSide& v, int64_t j, int64_t kvh, int64_t d, float* HWY_RESTRICT acc, float* HWY_RESTRICT bias) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  if constexpr (F == KvFormat::q8) {
-    const hn::Rebind<int8_t, DF> di8;
-    const hn::Rebind<int32_t, DF> di32;
-    const int8_t* vj = static_cast<const int8_t*>(v.data) + j * v.stride0 + kvh * v.stride1;
-    const uint16_t* sj = v.scales + j * v.scale_stride0 + kvh * v.scale_stride1;
-    for (int64_t b0 = 0, blk = 0; b0 < d; b0 += kKvBlock, ++blk) {
-      const int64_t end = std::min(b0 + kKvBlock, d);
-      const float ps = p * bf16_to_f32(sj[blk]);
-      const auto vps = hn::Set(df, ps);
-      int64_t c = b0;
-      for (; c + N <= end; c += N) {
-        const auto codes = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, vj + c)));
-        hn::StoreU(hn::MulAdd(vps, codes, hn::LoadU(df, acc + c)), df, acc + c);
-      }
-      for (; c < end; ++c) acc[c] += ps * static_cast<float>(vj[c]);
-    }
-  } else {
-    static_assert(F == KvFormat::q4, "values are q8 or q4 here (bf16 rows go through AddWeightedRows)");
-    const hn::Rebind<uint8_t, DF> du8;
-    const hn::Rebind<uint32_t, DF> du32;
-    const hn::Rebind<int32_t, DF> di32;
-    const uint8_t* vj = static_cast<const uint8_t*>(v.data) + j * v.stride0 + kvh * v.stride1;
-    const uint16_t* sj = v.scales + j * v.scale_stride0 + kvh * v.scale_stride1;
-    const auto nibble = hn::Set(du32, 0xFu);
-    for (int64_t b0 = 0, blk = 0; b0 < d; b0 += kKvBlock, ++blk) {
-      const int64_t len = std::min(kKvBlock, d - b0);
-      const float ps = p * bf16_to_f32(sj[2 * blk]);
-      bias[blk] += p * bf16_to_f32(sj[2 * blk + 1]);
-      const uint8_t* packed = vj + blk * 16;
-      float* a = acc + b0;
-      if (len == kKvBlock && 16 % N == 0) {  // byte i: value i low, value i + 16 high
-        const auto vps = hn::Set(df, ps);
-        for (int64_t i = 0; i < 16; i += N) {
-          const auto bytes = hn::PromoteTo(du32, hn::LoadU(du8, packed + i));
-          const auto lo = hn::ConvertTo(df, hn::BitCast(di32, hn::And(bytes, nibble)));
-          const auto hi = hn::ConvertTo(df, hn::BitCast(di32, hn::ShiftRight<4>(bytes)));
-          hn::StoreU(hn::MulAdd(vps, lo, hn::LoadU(df, a + i)), df, a + i);
-          hn::StoreU(hn::MulAdd(vps, hi, hn::LoadU(df, a + 16 + i)), df, a + 16 + i);
-        }
-      } else {
-        for (int64_t c = 0; c < len; ++c) a[c] += ps * static_cast<float>(c < 16 ? packed[c] & 0xF : packed[c - 16] >> 4);
-      }
-    }
-  }
-}
-
-// Queries i0, i0 + step, ... < i1, heads [h0, h1) of each; head fastest so neighbours share a kv head.
-template <KvFormat KF, KvFormat VF>
-void Items(const AttentionKvArgs& a, int64_t i0, int64_t i1, int64_t step, int64_t h0, int64_t h1) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df)), d = a.head_dim;
-  const int64_t blocks = (d + kKvBlock - 1) / kKvBlock;
-  std::vector<float> p(static_cast<size_t>(a.q_pos0 + i1 + N));  // scores, then probabilities
-  std::vector<float> acc(static_cast<size_t>(d));                // (head_dim) running p·V
-  std::vector<float> bias(static_cast<size_t>(blocks));          // q4: running p·min per block
-  for (int64_t i = i0; i < i1; i += step)
-    for (int64_t h = h0; h < h1; ++h) {
-      const int64_t kvh = h / a.group, n_keys = a.q_pos0 + i + 1;
-      const float* qi = a.q + i * a.q_stride0 + h * a.q_stride1;
-      float mx = -INFINITY;
-      int64_t j = 0;
-      if constexpr (KF == KvFormat::bf16) {
-        for (; j + 4 <= n_keys; j += 4) {
-          float dots[4];
-          KeyDot4Bf16(qi, a.k, j, kvh, d, dots);
-          for (int r = 0; r < 4; ++r) {
-            const float s = dots[r] * a.scale;
-            p[static_cast<size_t>(j + r)] = s;
-            mx = std::max(mx, s);
-          }
-        }
-      }
-      for (; j < n_keys; ++j) {
-        const float s = KeyDot<KF>(qi, a.k, j, kvh, d) * a.scale;
-        p[static_cast<size_t>(j)] = s;
-        mx = std::max(mx, s);
-      }
-      const float inv_sum = ExpScoresInPlace(p.data(), n_keys, mx);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      std::fill(bias.begin(), bias.end(), 0.0f);
-      if constexpr (VF == KvFormat::bf16) {
-        AddWeightedRows(p.data(), n_keys, static_cast<const hwy::bfloat16_t*>(a.v.data) + kvh * a.v.stride1, a.v.stride0, d, acc.data());
-      } else {
-        for (int64_t k = 0; k < n_keys; ++k) AddValue<VF>(p[static_cast<size_t>(k)], a.v, k, kvh, d, acc.data(), bias.data());
-      }
-      float* o = a.out + i * a.o_stride0 + h * a.o_stride1;
-      for (int64_t c = 0; c < d; ++c) o[c] = (acc[static_cast<size_t>(c)] + bias[static_cast<size_t>(c / kKvBlock)]) * inv_sum;
-    }
-}
-
 // Scores of keys [j, n_keys) in rows (KeyDot's order), after the transposed blocks before j.
 HWY_INLINE void RowScoresBf16(const float* HWY_RESTRICT qi, const KvSide& k, int64_t j, int64_t n_keys, int64_t kvh, int64_t d, float scale,
                               float* HWY_RESTRICT p) {
@@ -262,7 +147,7 @@ HWY_INLINE void RowScoresBf16(const float* HWY_RESTRICT qi, const KvSide& k, int
     KeyDot4Bf16(qi, k, j, kvh, d, dots);
     for (int r = 0; r < 4; ++r) p[j + r] = dots[r] * scale;
   }
-  for (; j < n_keys; ++j) p[j] = KeyDot<KvFormat::bf16>(qi, k, j, kvh, d) * scale;
+  for (; j < n_keys; ++j) p[j] = KeyDot(qi, k, j, kvh, d) * scale;
 }
 
 // AddWeightedRows for R heads over the same f32 rows: acc[r][c] += p[r][j] * rows[j][c], each
@@ -312,10 +197,9 @@ HWY_INLINE void AddWeightedRowsR(const float* const* HWY_RESTRICT p, int64_t n, 
     }
 }
 
-// Prefill over bf16 keys and values with the keys transposed (a.kt): the heads of a query that
-// share a kv head go together, so that each block of keys and each run of value rows comes from
-// memory once for all of them and is reused from L1. Every score, probability and output element
-// is computed in the same order as Items computes it, so the bits are the same.
+// Queries i0, i0 + step, ... < i1 with the keys transposed (a.kt): the heads of a query that share a
+// kv head go together, so that each block of keys and each run of value rows comes from memory
+// once for all of them and is reused from L1.
 void GroupItems(const AttentionKvArgs& a, int64_t i0, int64_t i1, int64_t step) {
   const DF df;
   const int64_t n = static_cast<int64_t>(kBlock), d = a.head_dim, group = a.group, kv_heads = a.n_heads / a.group;
@@ -376,19 +260,11 @@ void GroupItems(const AttentionKvArgs& a, int64_t i0, int64_t i1, int64_t step) 
       }
       for (int64_t r = 0; r < group; ++r) {
         float* o = a.out + i * a.o_stride0 + (g * group + r) * a.o_stride1;
-        // + 0.0f as Items adds its (zero) bias: the same sign of zero
+        // + 0.0f as the decode tasks add their (zero) bias: the same sign of zero
         for (int64_t c = 0; c < d; ++c) o[c] = (acc[static_cast<size_t>(r * d + c)] + 0.0f) * inv_sum[static_cast<size_t>(r)];
       }
     }
   }
-}
-
-void AttentionKvItems(const AttentionKvArgs& a, int64_t i0, int64_t i1, int64_t step, int64_t h0, int64_t h1) {
-  if (a.kt) return GroupItems(a, i0, i1, step);
-  if (a.k_format == KvFormat::bf16 && a.v_format == KvFormat::bf16) return Items<KvFormat::bf16, KvFormat::bf16>(a, i0, i1, step, h0, h1);
-  if (a.k_format == KvFormat::q8 && a.v_format == KvFormat::q8) return Items<KvFormat::q8, KvFormat::q8>(a, i0, i1, step, h0, h1);
-  if (a.k_format == KvFormat::q8 && a.v_format == KvFormat::q4) return Items<KvFormat::q8, KvFormat::q4>(a, i0, i1, step, h0, h1);
-  fail(ErrorKind::internal, "[attention] no CPU kernel for this pair of KV formats; the cache dtypes are f32, bf16, q8 and q4v");
 }
 
 }  // namespace HWY_NAMESPACE
@@ -397,61 +273,44 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace sanctum::ops::cpu {
-HWY_EXPORT(AttentionKvItems);
+HWY_EXPORT(GroupItems);
 HWY_EXPORT(KeyBlock);
 HWY_EXPORT(TransposeKeysBf16);
 
 namespace {
-KvSide side_of(const KvRows& r) {
-  return KvSide{r.data.raw(),
-                r.scales ? r.scales.data<const uint16_t>() : nullptr,
-                r.data.stride(0),
-                r.data.stride(1),
-                r.scales ? r.scales.stride(0) : 0,
-                r.scales ? r.scales.stride(1) : 0};
-}
+KvSide side_of(const KvRows& r) { return KvSide{r.data.raw(), r.data.stride(0), r.data.stride(1)}; }
 }  // namespace
 
-void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, float scale, Tensor& out,
-                  int64_t max_transposed_bytes) {
-  const int64_t n = q.dim(0), n_heads = q.dim(1);
+void attention_kv_transposed(const AttentionSeq& seq, float scale, int64_t max_transposed_bytes) {
+  const Tensor& q = seq.q;
+  const int64_t n = q.dim(0), n_heads = q.dim(1), kv_heads = seq.k.kv_heads(), d = q.dim(2);
   AttentionKvArgs args{q.data<const float>(),
-                       out.data<float>(),
+                       seq.out.data<float>(),
                        q.stride(0),
                        q.stride(1),
-                       out.stride(0),
-                       out.stride(1),
-                       side_of(k),
-                       side_of(v),
-                       k.format,
-                       v.format,
+                       seq.out.stride(0),
+                       seq.out.stride(1),
+                       side_of(seq.k),
+                       side_of(seq.v),
                        n_heads,
-                       n_heads / k.kv_heads(),
-                       q.dim(2),
-                       q_pos0,
+                       n_heads / kv_heads,
+                       d,
+                       seq.q_pos0,
                        scale,
                        nullptr,
                        0};
   ThreadPool& pool = compute_pool();
-  if (n < pool.size()) {  // decode: split the heads
-    pool.parallel_for(n_heads, 1, [&](int64_t h0, int64_t h1) { HWY_DYNAMIC_DISPATCH(AttentionKvItems)(args, 0, n, 1, h0, h1); });
-    return;
-  }
-  // prefill: bf16 keys transposed once for all the queries that read them (as many as fit the
-  // scratch bound; the rest are read in rows, with the same bits).
-  std::vector<float> kt;
-  if (k.format == KvFormat::bf16) {
-    const int64_t block = HWY_DYNAMIC_DISPATCH(KeyBlock)(), kv_heads = k.kv_heads(), d = q.dim(2);
-    const int64_t fit = max_transposed_bytes / static_cast<int64_t>(sizeof(float) * kv_heads * d * block);
-    args.kt_blocks = std::min((q_pos0 + n) / block, fit);
-    kt.resize(static_cast<size_t>(kv_heads * args.kt_blocks * d * block));
-    args.kt = kt.data();
-    pool.parallel_for(kv_heads * args.kt_blocks, 1,
-                      [&](int64_t b0, int64_t b1) { HWY_DYNAMIC_DISPATCH(TransposeKeysBf16)(args, kt.data(), args.kt_blocks, b0, b1); });
-  }
+  // as many blocks of keys as fit the scratch bound; the rest are read in rows, with the same bits
+  const int64_t block = HWY_DYNAMIC_DISPATCH(KeyBlock)();
+  const int64_t fit = max_transposed_bytes / static_cast<int64_t>(sizeof(float) * kv_heads * d * block);
+  args.kt_blocks = std::min((seq.q_pos0 + n) / block, fit);
+  std::vector<float> kt(static_cast<size_t>(kv_heads * args.kt_blocks * d * block));
+  args.kt = kt.data();
+  pool.parallel_for(kv_heads * args.kt_blocks, 1,
+                    [&](int64_t b0, int64_t b1) { HWY_DYNAMIC_DISPATCH(TransposeKeysBf16)(args, kt.data(), args.kt_blocks, b0, b1); });
   // queries dealt round-robin, since causal rows grow in cost with i
   const int64_t threads = pool.size();
-  pool.run_on_all([&](int t) { HWY_DYNAMIC_DISPATCH(AttentionKvItems)(args, t, n, threads, 0, n_heads); });
+  pool.run_on_all([&](int t) { HWY_DYNAMIC_DISPATCH(GroupItems)(args, t, n, threads); });
 }
 
 }  // namespace sanctum::ops::cpu

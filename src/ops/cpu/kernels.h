@@ -31,10 +31,28 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void add_bias(Tensor& y, const Tensor& bias);
 void copy(const Tensor& src, Tensor& dst);
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0, float scale, Tensor& out);
-// The same reading a KV cache in any stored format (attention_kv.cc); k and v hold q_pos0 + n rows.
-// A prefill transposes bf16 keys into scratch of at most max_transposed_bytes (ops/kv_format.h).
+// The same reading a KV cache in any stored format; k and v hold q_pos0 + n rows. A prefill over
+// bf16 transposes the keys into scratch of at most max_transposed_bytes (ops/kv_format.h).
 void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, float scale, Tensor& out,
                   int64_t max_transposed_bytes = kMaxTransposedKeyBytes);
+
+// One sequence of a batched attention call: queries q (n, n_heads, head_dim) f32 at positions
+// q_pos0 .. q_pos0 + n - 1, its cache sides in any format (at least q_pos0 + n rows), out like q.
+struct AttentionSeq {
+  Tensor q;
+  KvRows k, v;
+  int64_t q_pos0 = 0;
+  Tensor out;
+};
+// attention_kv for every sequence, their queries' tasks in one parallel region (attention_batch.cc);
+// each sequence's result has the bits it has alone.
+void attention_batch(std::span<const AttentionSeq> seqs, float scale, int64_t max_transposed_bytes = kMaxTransposedKeyBytes);
+// A prefill over a bf16 cache: the keys transposed, then the queries (attention_kv.cc).
+void attention_kv_transposed(const AttentionSeq& seq, float scale, int64_t max_transposed_bytes);
+// The greedy pick of a row (sampling.cc): ref::argmax_row's index, among the ids allowed's bits
+// leave (words u32 of them; ids past words * 32 never) when allowed is set.
+int32_t argmax_row(std::span<const float> logits, const uint32_t* allowed = nullptr, int64_t words = 0);
+void argmax_rows(const Tensor& logits, Tensor& ids, const Tensor& allowed);
 // src (n, kv_heads * head_dim) f32 into dst rows [row0, row0 + n), converted (kv_quantize.cc).
 void store_kv_rows(const Tensor& src, const KvRows& dst, int64_t row0);
 
