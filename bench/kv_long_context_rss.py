@@ -48,7 +48,8 @@ def main() -> None:
             if status != 0:
                 raise SystemExit(f"sanctum generate --kv-cache-dtype {dtype} failed: {p.stderr.read().decode()[-2000:]}")
             rss = usage.ru_maxrss / 1024
-            print(json.dumps({"dtype": dtype, "tokens": length, "kv_rows": rows, "seconds": round(time.time() - start, 1), "peak_rss_mib": round(rss, 1),
+            print(json.dumps({"dtype": dtype, "tokens": length, "kv_rows": rows, "seconds": round(time.time() - start, 1),
+                              "peak_rss_mib": round(rss, 1),
                               "plan_total_mib": round(total, 1), "rss_over_plan": round(rss / total, 3), "plan": plan}), flush=True)
 
 
