@@ -2,7 +2,8 @@
 """Peak RSS of one long prompt per KV cache dtype, beside the memory plan sanctum computes for it.
 
 For each dtype: the plan `sanctum bench --json` reports for the model (weights, scratch of one prefill piece, one
-sequence's recurrent state, KV bytes per token), with the KV bytes of the prompt plus the generated tokens added;
+sequence's recurrent state, KV bytes per token), with the KV bytes of the prompt plus the generated tokens added
+(in whole 256-token blocks, which is what the cache commits and what the engine's admission counts);
 then one `sanctum generate` of a random-id prompt of that length (a single prefill, unlike `sanctum bench`, which
 also warms up) and its process's peak RSS from wait4. One JSON line per dtype.
 
@@ -37,7 +38,8 @@ def main() -> None:
                                   str(a.threads), "--kv-cache-dtype", dtype, "--json"], capture_output=True, text=True, check=True).stdout
             plan = json.loads(out)["memory_plan"]
             length = a.tokens + a.generate
-            total = plan["weights_mib"] + plan["scratch_mib"] + plan["recurrent_per_sequence_mib"] + plan["kv_per_token_kib"] * length / 1024
+            rows = -(-length // 256) * 256  # the cache commits whole 256-token blocks, as admission counts them
+            total = plan["weights_mib"] + plan["scratch_mib"] + plan["recurrent_per_sequence_mib"] + plan["kv_per_token_kib"] * rows / 1024
             start = time.time()
             p = subprocess.Popen([a.binary, "generate", "--model", a.model, "--prompts-file", str(prompt), "--max-tokens", str(a.generate),
                                   "--ignore-eos", "--temperature", "0", "--threads", str(a.threads), "--kv-cache-dtype", dtype, "--no-pld"],
@@ -46,7 +48,8 @@ def main() -> None:
             if status != 0:
                 raise SystemExit(f"sanctum generate --kv-cache-dtype {dtype} failed: {p.stderr.read().decode()[-2000:]}")
             rss = usage.ru_maxrss / 1024
-            print(json.dumps({"dtype": dtype, "tokens": length, "seconds": round(time.time() - start, 1), "peak_rss_mib": round(rss, 1),
+            print(json.dumps({"dtype": dtype, "tokens": length, "kv_rows": rows, "seconds": round(time.time() - start, 1),
+                              "peak_rss_mib": round(rss, 1),
                               "plan_total_mib": round(total, 1), "rss_over_plan": round(rss / total, 3), "plan": plan}), flush=True)
 
 

@@ -35,9 +35,9 @@ def resident_bytes(pid: int) -> int:
     return 0
 
 
-def stream_one(port: int, model: str, prompt: list[int], max_tokens: int) -> tuple[int, int, bool]:
-    """(status, tokens streamed, whether the stream ended in an error event)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+def stream_one(port: int, model: str, prompt: list[int], max_tokens: int, timeout: float = 600) -> tuple[int, int, bool]:
+    """(status, tokens streamed, whether the stream ended in an error event); `timeout` bounds each wait for bytes."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True, "ignore_eos": True, "temperature": 0}
     try:
         conn.request("POST", "/v1/completions", body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})

@@ -72,8 +72,8 @@ void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_g
     if (!cache_given) p.prompt_cache = state_given ? share : share / 4;
     if (!state_given) p.state_bound = share - (cache_given ? 0 : p.prompt_cache);
     p.cache_yields_to_state = !state_given && !cache_given;
-    // A bound that cannot hold one sequence of a single token's state is no bound at all.
-    check(p.state_bound >= p.recurrent_per_sequence + 256 * p.kv_per_token, ErrorKind::invalid_argument,
+    // A bound that cannot hold one sequence of a single token's state (one block) is no bound at all.
+    check(p.state_bound >= p.recurrent_per_sequence + KvCache::kBlockTokens * p.kv_per_token, ErrorKind::invalid_argument,
           "--memory-limit-mb " + mib_text(limit) + " leaves " + mib_text(p.state_bound) +
               " for the running sequences' state, less than one sequence needs; raise the limit");
   }

@@ -15,9 +15,12 @@ struct MemoryPlan {
   size_t weights = 0;                 // the checkpoint's tensors (mapped on the CPU, uploaded to a GPU)
   size_t kv_per_token = 0;            // one sequence's KV cache per token (in --kv-cache-dtype)
   size_t recurrent_per_sequence = 0;  // one sequence's GatedDeltaNet conv + recurrent state
-  size_t state_bound = 0;             // the running sequences' state at their longest (0: unbounded)
-  size_t prompt_cache = 0;            // the prompt cache's bound (0: off)
-  size_t scratch = 0;                 // estimated activations of one forward of a prefill piece
+  // The running sequences' state at their longest (0: unbounded), each sequence's KV counted in the
+  // whole KvCache::kBlockTokens blocks that its cache commits (on the CPU exactly that: it grows
+  // in place, a block at a time; a GPU cache grows by copying into room for half again as many).
+  size_t state_bound = 0;
+  size_t prompt_cache = 0;  // the prompt cache's bound (0: off)
+  size_t scratch = 0;       // estimated activations of one forward of a prefill piece
   // Under --memory-limit-mb with neither bound given: the running sequences may take the prompt
   // cache's share too (the cache gives entries back before a new sequence waits).
   bool cache_yields_to_state = false;

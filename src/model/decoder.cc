@@ -116,7 +116,7 @@ class DecoderModel final : public Model {
     std::vector<LinearAttentionState> linear(layers_.size());
     for (size_t i = 0; i < layers_.size(); ++i) {
       if (layers_[i].gdn) linear[i] = layers_[i].gdn->new_state(config_.device);
-      else kv[i] = KvCache(config_.num_key_value_heads, config_.head_dim, config_.device);
+      else kv[i] = KvCache(config_.num_key_value_heads, config_.head_dim, config_.device, ops::kv_cache_dtype(), config_.context_limit());
     }
     return SequenceState(std::move(kv), std::move(linear));
   }

@@ -12,13 +12,76 @@ namespace sanctum {
 namespace {
 std::atomic<uint64_t> next_writer_id{1};
 
+// Address space one cache (K and V) reserves at most: a checkpoint may declare a context far longer
+// than any sequence reaches.
+constexpr size_t kMaxReserveBytes = size_t{32} << 30;
+
+int64_t whole_blocks(int64_t tokens) { return (tokens + KvCache::kBlockTokens - 1) / KvCache::kBlockTokens * KvCache::kBlockTokens; }
+
 // Whole blocks, and at least half again the current capacity, so long prompts fed in pieces do
 // not copy quadratically.
 int64_t grown_capacity(int64_t tokens, int64_t current) {
-  const int64_t blocks = (tokens + KvCache::kBlockTokens - 1) / KvCache::kBlockTokens;
-  return std::max(blocks * KvCache::kBlockTokens, current + current / 2 / KvCache::kBlockTokens * KvCache::kBlockTokens);
+  return std::max(whole_blocks(tokens), current + current / 2 / KvCache::kBlockTokens * KvCache::kBlockTokens);
+}
+
+// `layout` (a tensor of ops::KvRows::zeros with no rows) with `rows` rows over memory at `base`.
+Tensor rows_over(const Tensor& layout, int64_t rows, void* base, std::shared_ptr<const void> keepalive) {
+  int64_t shape[kMaxDims];
+  for (int i = 0; i < layout.ndim(); ++i) shape[i] = i == 0 ? rows : layout.dim(i);
+  return Tensor::view_of(base, shape, layout.ndim(), layout.dtype(), std::move(keepalive));
+}
+
+// Bytes of one row of `layout`.
+size_t row_bytes_of(const Tensor& layout) {
+  size_t b = dtype_size(layout.dtype());
+  for (int i = 1; i < layout.ndim(); ++i) b *= static_cast<size_t>(layout.dim(i));
+  return b;
 }
 }  // namespace
+
+std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t reserve) const {
+  auto s = std::make_shared<Storage>();
+  s->row_bytes = bytes_per_token(n_kv_heads_, head_dim_, dtype_);
+  const ops::KvFormat formats[2] = {ops::key_format(dtype_), ops::value_format(dtype_)};
+  if (device_ != Device::cpu) {
+    s->k = ops::KvRows::zeros(capacity, n_kv_heads_, head_dim_, formats[0], device_);
+    s->v = ops::KvRows::zeros(capacity, n_kv_heads_, head_dim_, formats[1], device_);
+    s->capacity.store(capacity, std::memory_order_release);
+    return s;
+  }
+  // The layouts ops::KvRows::zeros makes, laid over address space reserved for `rows` rows.
+  auto lay = [&](int64_t rows) {
+    s->reserved.clear();
+    for (int side = 0; side < 2; ++side) {
+      const ops::KvRows layout = ops::KvRows::zeros(0, n_kv_heads_, head_dim_, formats[side], Device::cpu);
+      ops::KvRows& rows_of_side = side == 0 ? s->k : s->v;
+      rows_of_side = ops::KvRows{{}, {}, layout.format, layout.head_dim};
+      for (auto [to, from] : {std::pair{&rows_of_side.data, &layout.data}, std::pair{&rows_of_side.scales, &layout.scales}}) {
+        if (!*from) continue;
+        const size_t row_bytes = row_bytes_of(*from);
+        auto memory = HostReservation::reserve(static_cast<size_t>(rows) * row_bytes);
+        if (!memory) return false;
+        *to = rows_over(*from, rows, memory->data(), memory);
+        s->reserved.push_back({std::move(memory), row_bytes});
+      }
+    }
+    return true;
+  };
+  const int64_t most = static_cast<int64_t>(kMaxReserveBytes / std::max<size_t>(s->row_bytes, 1));
+  const int64_t rows = whole_blocks(std::max(capacity, std::min(reserve, most)));
+  check(lay(rows) || lay(capacity), ErrorKind::io,
+        "KvCache: no address space left to reserve " + std::to_string(capacity) + " rows of " + std::to_string(s->row_bytes) +
+            " bytes; lower --max-seqs or the context length, or raise ulimit -v");
+  grow_in_place(*s, capacity);
+  return s;
+}
+
+bool KvCache::grow_in_place(Storage& s, int64_t capacity) {
+  if (s.reserved.empty() || capacity > s.k.rows()) return false;
+  for (const Storage::Reserved& r : s.reserved) r.memory->commit(static_cast<size_t>(capacity) * r.row_bytes);
+  s.capacity.store(capacity, std::memory_order_release);
+  return true;
+}
 
 // A copy is a snapshot of the other handle's rows: they become immutable for both.
 KvCache::KvCache(const KvCache& other) : KvCache(other.share_prefix(other.rows_)) {
@@ -26,6 +89,7 @@ KvCache::KvCache(const KvCache& other) : KvCache(other.share_prefix(other.rows_)
   head_dim_ = other.head_dim_;
   device_ = other.device_;
   dtype_ = other.dtype_;
+  reserve_tokens_ = other.reserve_tokens_;
 }
 
 KvCache& KvCache::operator=(const KvCache& other) {
@@ -35,7 +99,7 @@ KvCache& KvCache::operator=(const KvCache& other) {
 
 KvCache::KvCache(KvCache&& other) noexcept
     : n_kv_heads_(other.n_kv_heads_), head_dim_(other.head_dim_), device_(other.device_), dtype_(other.dtype_),
-      storage_(std::move(other.storage_)), id_(std::exchange(other.id_, 0)), rows_(other.rows_) {}
+      reserve_tokens_(other.reserve_tokens_), storage_(std::move(other.storage_)), id_(std::exchange(other.id_, 0)), rows_(other.rows_) {}
 
 KvCache& KvCache::operator=(KvCache&& other) noexcept {
   if (this == &other) return *this;
@@ -44,6 +108,7 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
   head_dim_ = other.head_dim_;
   device_ = other.device_;
   dtype_ = other.dtype_;
+  reserve_tokens_ = other.reserve_tokens_;
   storage_ = std::move(other.storage_);
   id_ = std::exchange(other.id_, 0);
   rows_ = other.rows_;
@@ -75,13 +140,23 @@ void KvCache::reserve(int64_t tokens) {
       storage_->writer = id();  // the tail above every snapshot is free: take it
     }
     const bool may_write = storage_->writer == id_ && id_ != 0 && rows_ >= storage_->frozen;
-    if (may_write && tokens <= capacity()) return;       // write in place
+    if (may_write && tokens <= capacity()) return;  // write in place
+    // Grows in place only storage no snapshot holds: a snapshot's buffer keeps the size the prompt
+    // cache counted, and the writer copies its rows out once, into a reservation of its own.
+    if (storage_.use_count() == 1 && grow_in_place(*storage_, whole_blocks(tokens))) return;
     if (!may_write) keep = std::min(rows_, capacity());  // copy-on-write: only our own rows
   }
-  auto fresh = std::make_shared<Storage>();
-  const int64_t cap = grown_capacity(std::max(tokens, keep), storage_ && keep == capacity() ? capacity() : 0);
-  fresh->k = ops::KvRows::zeros(cap, n_kv_heads_, head_dim_, ops::key_format(dtype_), device_);
-  fresh->v = ops::KvRows::zeros(cap, n_kv_heads_, head_dim_, ops::value_format(dtype_), device_);
+  // Outgrowing storage of our own (not copying out of a snapshot's): leave room to grow again.
+  const bool outgrown = storage_ && keep == capacity();
+  std::shared_ptr<Storage> fresh;
+  if (device_ == Device::cpu) {
+    const int64_t cap = whole_blocks(std::max(tokens, keep));
+    const bool past_reservation = outgrown && cap > storage_->k.rows();
+    fresh = new_storage(cap, std::max(reserve_tokens_, past_reservation ? grown_capacity(cap, storage_->k.rows()) : cap));
+  } else {
+    const int64_t cap = grown_capacity(std::max(tokens, keep), outgrown ? capacity() : 0);
+    fresh = new_storage(cap, cap);
+  }
   if (keep > 0) {
     for (auto [to, from] : {std::pair{&fresh->k, &storage_->k}, std::pair{&fresh->v, &storage_->v}}) {
       to->data.slice(0, 0, keep).copy_from(from->data.slice(0, 0, keep));
@@ -101,13 +176,25 @@ void KvCache::check_writable() const {
         "KvCache: writing storage shared with a snapshot; reserve() before writing");
 }
 
+ops::KvRows KvCache::keys(int64_t n) const {
+  SANCTUM_CHECK(n <= capacity(), ErrorKind::internal, "KvCache: reading rows beyond capacity");
+  return storage_->k.slice_rows(0, n);
+}
+
+ops::KvRows KvCache::values(int64_t n) const {
+  SANCTUM_CHECK(n <= capacity(), ErrorKind::internal, "KvCache: reading rows beyond capacity");
+  return storage_->v.slice_rows(0, n);
+}
+
 ops::KvRows KvCache::key_rows(int64_t begin, int64_t end) const {
   check_writable();
+  SANCTUM_CHECK(end <= capacity(), ErrorKind::internal, "KvCache: writing rows beyond capacity; reserve() them first");
   return storage_->k.slice_rows(begin, end);
 }
 
 ops::KvRows KvCache::value_rows(int64_t begin, int64_t end) const {
   check_writable();
+  SANCTUM_CHECK(end <= capacity(), ErrorKind::internal, "KvCache: writing rows beyond capacity; reserve() them first");
   return storage_->v.slice_rows(begin, end);
 }
 
@@ -117,7 +204,7 @@ size_t KvCache::bytes_per_token(int64_t n_kv_heads, int64_t head_dim, ops::KvCac
 }
 
 KvCache KvCache::share_prefix(int64_t n) const {
-  KvCache c(n_kv_heads_, head_dim_, device_, dtype_);
+  KvCache c(n_kv_heads_, head_dim_, device_, dtype_, reserve_tokens_);
   if (n <= 0 || !storage_) return c;  // a layer without attention (or never written) has nothing to share
   check(n <= capacity(), ErrorKind::internal, "KvCache::share_prefix: rows beyond capacity");
   {

@@ -3,6 +3,7 @@
 // hybrid models, conv + recurrent state per GatedDeltaNet layer). Prompt-cache reuse and
 // speculative rollback go only through this API, so the KV cache and the recurrent state can never
 // be rolled back separately.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "ops/kv_format.h"
+#include "tensor/host_reservation.h"
 #include "tensor/tensor.h"
 
 namespace sanctum {
@@ -18,6 +20,13 @@ struct ServedLora;
 
 // K and V rows of one attention layer: (capacity, n_kv_heads, head_dim) in the cache dtype's formats
 // (ops/kv_format.h: f32, bf16, or 8/4-bit codes with per-block scales), grown in blocks.
+//
+// On the CPU the rows live in address space reserved for `reserve_tokens` rows (the model's context)
+// and committed a block at a time (tensor/host_reservation.h): growing storage that no snapshot
+// shares never copies and never holds an old and a new buffer at once. Past the reservation (or on
+// a GPU) growing copies the rows into new storage with room for half again as many; so does a writer
+// outgrowing storage a snapshot shares (the snapshot's buffer keeps its size), once. Rows not yet
+// written read as zero either way.
 //
 // Storage is shared copy-on-write between a sequence and its snapshots (share_prefix): a prompt
 // cache holding every turn of a conversation holds one buffer per layer, not one per turn. Rows
@@ -28,11 +37,16 @@ struct ServedLora;
 class KvCache {
  public:
   static constexpr int64_t kBlockTokens = 256;
+  // The CPU reservation when none is given.
+  static constexpr int64_t kDefaultReserveTokens = 32768;
 
   KvCache() = default;
-  // dtype: the process-wide --kv-cache-dtype (ops::kv_cache_dtype()) unless given.
-  KvCache(int64_t n_kv_heads, int64_t head_dim, Device device = Device::cpu, ops::KvCacheDtype dtype = ops::kv_cache_dtype())
-      : n_kv_heads_(n_kv_heads), head_dim_(head_dim), device_(device), dtype_(dtype) {}
+  // dtype: the process-wide --kv-cache-dtype (ops::kv_cache_dtype()) unless given. reserve_tokens:
+  // the rows a CPU cache grows to in place (0: kDefaultReserveTokens); address space only.
+  KvCache(int64_t n_kv_heads, int64_t head_dim, Device device = Device::cpu, ops::KvCacheDtype dtype = ops::kv_cache_dtype(),
+          int64_t reserve_tokens = 0)
+      : n_kv_heads_(n_kv_heads), head_dim_(head_dim), device_(device), dtype_(dtype),
+        reserve_tokens_(reserve_tokens > 0 ? reserve_tokens : kDefaultReserveTokens) {}
   // A copy reads the same rows but never gets the right to write them in place.
   KvCache(const KvCache& other);
   KvCache& operator=(const KvCache& other);
@@ -40,7 +54,8 @@ class KvCache {
   KvCache& operator=(KvCache&& other) noexcept;
   ~KvCache();
 
-  int64_t capacity() const { return storage_ ? storage_->k.rows() : 0; }
+  // Rows allocated (committed, on the CPU): whole blocks.
+  int64_t capacity() const { return storage_ ? storage_->capacity.load(std::memory_order_acquire) : 0; }
   ops::KvCacheDtype dtype() const { return dtype_; }
   // Makes rows [0, tokens) exist and rows [rows(), tokens) writable by this handle: grows in
   // blocks, and copies rows [0, rows()) into storage of its own first when a snapshot still needs
@@ -49,13 +64,15 @@ class KvCache {
   // Rows this handle holds (the sequence length; kept up to date by SequenceState).
   int64_t rows() const { return rows_; }
   // Views of rows [0, n) as stored: (n, n_kv_heads, head_dim) for f32 and bf16.
-  ops::KvRows keys(int64_t n) const { return storage_->k.slice_rows(0, n); }
-  ops::KvRows values(int64_t n) const { return storage_->v.slice_rows(0, n); }
+  ops::KvRows keys(int64_t n) const;
+  ops::KvRows values(int64_t n) const;
   // Rows [begin, end), for writing new tokens after reserve(); throws if the storage is shared and
   // this handle may not write it.
   ops::KvRows key_rows(int64_t begin, int64_t end) const;
   ops::KvRows value_rows(int64_t begin, int64_t end) const;
-  size_t bytes() const { return storage_ ? storage_->k.nbytes() + storage_->v.nbytes() : 0; }
+  // Bytes of the capacity() rows: what the storage has committed (the memory plan counts the same
+  // whole blocks). On the CPU a page becomes resident when first written, so RSS stays below this.
+  size_t bytes() const { return storage_ ? static_cast<size_t>(capacity()) * storage_->row_bytes : 0; }
   // One token's K and V rows in `dtype`, as bytes() counts them.
   static size_t bytes_per_token(int64_t n_kv_heads, int64_t head_dim, ops::KvCacheDtype dtype);
   // A handle on rows [0, n) of the same storage; no write through any handle can change them.
@@ -65,13 +82,25 @@ class KvCache {
 
  private:
   struct Storage {
-    ops::KvRows k, v;
-    std::mutex mutex;     // guards frozen and writer (handles may live on different threads)
-    int64_t frozen = 0;   // rows [0, frozen) are immutable
-    uint64_t writer = 0;  // the handle allowed to write rows >= frozen in place (0: none)
+    ops::KvRows k, v;                  // rows [0, capacity) usable; on the CPU, views of the whole reservation
+    std::atomic<int64_t> capacity{0};  // grown by the writer; read by any handle (bytes() on other threads)
+    size_t row_bytes = 0;              // one token's K and V rows
+    struct Reserved {
+      std::shared_ptr<HostReservation> memory;
+      size_t row_bytes = 0;
+    };
+    std::vector<Reserved> reserved;  // CPU: the address space under each tensor of k and v
+    std::mutex mutex;                // guards frozen and writer (handles may live on different threads)
+    int64_t frozen = 0;              // rows [0, frozen) are immutable
+    uint64_t writer = 0;             // the handle allowed to write rows >= frozen in place (0: none)
   };
   friend class SequenceState;
   void set_rows(int64_t n) { rows_ = n; }
+  // Storage of `capacity` rows; on the CPU in address space for `reserve` rows (fewer when the
+  // kernel refuses that much).
+  std::shared_ptr<Storage> new_storage(int64_t capacity, int64_t reserve) const;
+  // Commits rows up to `capacity` of a CPU reservation; false when the reservation is too short.
+  static bool grow_in_place(Storage& storage, int64_t capacity);
   void check_writable() const;
   void release_writer();
   uint64_t id();
@@ -79,6 +108,7 @@ class KvCache {
   int64_t n_kv_heads_ = 0, head_dim_ = 0;
   Device device_ = Device::cpu;
   ops::KvCacheDtype dtype_ = ops::KvCacheDtype::f32;
+  int64_t reserve_tokens_ = kDefaultReserveTokens;
   std::shared_ptr<Storage> storage_;
   uint64_t id_ = 0;   // this handle's writer identity (0: not assigned yet)
   int64_t rows_ = 0;  // rows [0, rows_) are this handle's
