@@ -41,8 +41,7 @@ int main() {
     };
     int32_t sink = 0;
     std::printf("  %-40s %7.3f ms\n", "greedy (argmax)", time_ms([&] { sink += ops::ref::argmax_row(logits); }));
-    for (const Case& c : cases)
-      std::printf("  %-40s %7.3f ms\n", c.name, time_ms([&] { sink += ops::ref::sample_row(logits, c.s, 0.5); }));
+    for (const Case& c : cases) std::printf("  %-40s %7.3f ms\n", c.name, time_ms([&] { sink += ops::ref::sample_row(logits, c.s, 0.5); }));
     std::printf("  (checksum %d)\n", sink);
   }
 }
