@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "security/gate.h"
 #include "security/secure_io.h"
+#include "weights/adapters/adapter_config.h"
 #include "weights/checkpoint.h"
 
 namespace sanctum {
@@ -78,6 +79,30 @@ TEST(LoraAdapter, peft_scale_follows_rslora_and_the_patterns) {
   auto a = LoraAdapter::load(d.str());
   EXPECT_FLOAT_EQ(a->targets().at("model.layers.0.self_attn.q_proj").scale, 8.0f / 2.0f);
   EXPECT_FLOAT_EQ(a->targets().at("model.layers.0.mlp.down_proj").scale, 6.0f / std::sqrt(2.0f));
+}
+
+// Patterns a backtracking matcher could take exponential time over (found by adapter_config_fuzz)
+// are refused by name, at once; PEFT's own optional wrapper and plain alternations still match.
+TEST(LoraAdapter, target_patterns_that_could_backtrack_for_ever_are_refused) {
+  const std::string module = "model.layers.3.self_attn.q_proj";
+  for (const char* pattern :
+       {".+++++++++++++++++++++++++++++*\\\\.QQQQ(q_proj|v_proj)", "(a+)+b", "(q_proj|v_proj)*", "(.*)*q_proj", "(a{1,3})+"}) {
+    const std::string text = std::string(R"({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ")") + pattern + "\"}";
+    std::string why;
+    try {  // refused when the config is read, or at the latest when it is asked about a module
+      (void)parse_adapter_config(text, "adapter_config.json", AdapterFormat::peft).targets(module, 4, &why);
+      ADD_FAILURE() << "no error for " << pattern;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("exponential"), std::string::npos) << pattern << ": " << e.what();
+    }
+  }
+  for (const char* pattern :
+       {".*\\\\.(q_proj|v_proj)", "(.*\\\\.)?(q_proj)", ".*?q_proj", "model\\\\.layers\\\\.[0-9]+\\\\.self_attn\\\\.q_proj"}) {
+    const std::string text = std::string(R"({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ")") + pattern + "\"}";
+    const AdapterConfig config = parse_adapter_config(text, "adapter_config.json", AdapterFormat::peft);
+    std::string why;
+    EXPECT_TRUE(config.targets(module, 4, &why)) << pattern << ": " << why;
+  }
 }
 
 TEST(LoraAdapter, checkpoint_hands_out_merged_weights_and_leaves_the_rest) {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <regex>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -52,10 +53,58 @@ std::vector<std::string> strings(const json& j, const std::string& path, const s
 // Patterns come from a file: bounded, so matching them against module paths stays cheap.
 constexpr size_t kMaxPattern = 256;
 
+// Why a pattern could make std::regex's backtracking matcher run for ever (empty when it cannot): a
+// quantifier on a quantifier (`.++`), or a repeat (`*`, `+`, `{}`) of a group that holds a quantifier
+// or an alternation (`(a+)+`, `(a|a)*`). Module-name patterns never need either; an optional group
+// (`(.*\.)?`, PEFT's own wrapper) is fine.
+std::string backtracking_risk(const std::string& p) {
+  auto quantifier = [](char c) { return c == '*' || c == '+' || c == '?' || c == '{'; };
+  std::vector<bool> group_risky;  // per open group: holds a quantifier or an alternation
+  bool last_quantified = false, last_risky_group = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {  // an escaped character is a literal atom
+      ++i;
+      last_quantified = last_risky_group = false;
+      continue;
+    }
+    if (c == '[') {  // a class is one atom; skip to its end
+      for (++i; i < p.size() && p[i] != ']'; ++i)
+        if (p[i] == '\\') ++i;
+      last_quantified = last_risky_group = false;
+      continue;
+    }
+    if (quantifier(c)) {
+      const bool lazy = c == '?' && last_quantified && i > 0 && p[i - 1] != '?';
+      if (last_quantified && !lazy) return "a quantifier on a quantifier";
+      if (last_risky_group && c != '?') return "a repeat of a group that holds a quantifier or '|'";
+      if (!lazy && !group_risky.empty()) group_risky.back() = true;
+      if (c == '{')
+        while (i < p.size() && p[i] != '}') ++i;
+      last_quantified = !lazy;
+      last_risky_group = false;
+      continue;
+    }
+    last_quantified = false;
+    last_risky_group = false;
+    if (c == '(') group_risky.push_back(false);
+    else if (c == '|' && !group_risky.empty()) group_risky.back() = true;
+    else if (c == ')' && !group_risky.empty()) {
+      last_risky_group = group_risky.back();
+      group_risky.pop_back();
+      if (last_risky_group && !group_risky.empty()) group_risky.back() = true;
+    }
+  }
+  return "";
+}
+
 // A Python regular expression as std::regex (ECMAScript) reads it; refused by name when it does not parse.
 std::regex compile(const std::string& pattern, const std::string& path, const std::string& name) {
   check(pattern.size() <= kMaxPattern, ErrorKind::invalid_input,
         field(path, name) + ": a pattern of " + std::to_string(pattern.size()) + " characters; at most " + std::to_string(kMaxPattern));
+  if (const std::string risk = backtracking_risk(pattern); !risk.empty())
+    fail(ErrorKind::invalid_input, field(path, name) + ": '" + pattern + "' has " + risk +
+                                       ", which can take a regex matcher exponential time; list the module names, or simplify the pattern");
   try {
     return std::regex(pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
