@@ -3,10 +3,14 @@
 //   - quantized mat-vec GB/s per shape, with weights cycled through > L3 so they come from DRAM,
 //   - one decode step's worth of mat-vecs (24 layers + lm_head) as tok/s,
 //   - 512-row quantized matmul GFLOP/s (prefill),
-// each in both matmul precisions (f32 activations, int8 activations) side by side.
+// each in both matmul precisions (f32 activations, int8 activations) side by side,
+//   - the int8 dot-product peak: vpdpbusd (64 u8 x s8 products each) per second per thread and with
+//     every thread, the ceiling of any int8 mat-mat on this CPU (a decode batch of B rows needs
+//     B x (weights) / 64 of them a step).
 // Build: bench/kernels/build.sh [build dir]. Run: kernels_bench [threads]
 #include <algorithm>
 #include <chrono>
+#include <immintrin.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +110,47 @@ double matvec_gbps(int64_t rows, int64_t cols, std::mt19937& gen, double* us_per
   return static_cast<double>(ws[0].nbytes()) / best / 1e9;
 }
 
+// vpdpbusd per second on one thread: 12 independent accumulator chains (more than latency x ports on
+// any AVX-512 VNNI core), operands in registers. 0 where the CPU lacks AVX-512 VNNI.
+__attribute__((target("avx512f,avx512vnni"))) double vnni_rate_kernel(int64_t iterations) {
+  __m512i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
+  __m512i w = _mm512_set1_epi32(0x01010101);
+  const __m512i x = _mm512_set1_epi32(0x02020202);
+  const double t0 = now_s();
+  for (int64_t n = 0; n < iterations; ++n) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], w, x);
+    asm volatile("" : "+v"(w));  // keeps the loop from being folded
+  }
+  const double seconds = now_s() - t0;
+  alignas(64) int32_t lanes[16];
+  int32_t sink = 0;
+  for (int i = 0; i < 12; ++i) {
+    _mm512_store_si512(lanes, acc[i]);
+    sink += lanes[i];
+  }
+  if (sink == 42) std::printf(" ");
+  return static_cast<double>(iterations) * 12 / seconds;
+}
+
+// The rate summed over `tasks` threads of the compute pool running the kernel at once.
+double vnni_rate(int tasks) {
+  if (!__builtin_cpu_supports("avx512vnni")) return 0;
+  constexpr int64_t kIterations = 50'000'000;
+  std::vector<double> rates(static_cast<size_t>(tasks));
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    compute_pool().parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) rates[static_cast<size_t>(t)] = vnni_rate_kernel(kIterations);
+    });
+    double sum = 0;
+    for (double r : rates) sum += r;
+    best = std::max(best, sum);
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +159,9 @@ int main(int argc, char** argv) {
   std::printf("threads: %d\n", compute_pool().size());
   const double bw = measure_bandwidth();
   std::printf("memory bandwidth (streaming read, 1 GiB): %.1f GB/s\n", bw);
+  const double one = vnni_rate(1), all = vnni_rate(compute_pool().size());
+  std::printf("int8 dot-product peak: %.2f G vpdpbusd/s on one thread, %.2f G on %d (%.0f G int8 MAC/s)\n", one / 1e9, all / 1e9,
+              compute_pool().size(), all * 64 / 1e9);
 
   struct Shape {
     const char* name;

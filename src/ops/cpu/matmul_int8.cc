@@ -344,13 +344,16 @@ HWY_INLINE void GroupSums(const __m512i (&a)[16], __m512i (&out)[GPU]) {
 
 // tot += one group's contribution for 16 (x row, weight row) pairs: rows in lanes; rec is the
 // group's record of the 16 rows' scales and biases.
+HWY_INLINE __m512 GroupStep(__m512 tot, __m512i isum, float d, float sx, __m512 scale, __m512 bias) {
+  const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d));
+  tot = _mm512_fmadd_ps(t, scale, tot);
+  return _mm512_fmadd_ps(bias, _mm512_set1_ps(sx), tot);
+}
 template <Rec R>
 HWY_INLINE __m512 GroupStep(__m512 tot, __m512i isum, float d, float sx, const uint8_t* HWY_RESTRICT rec) {
   __m512 scale, bias;
   LoadRecord<R>(rec, scale, bias);
-  const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d));
-  tot = _mm512_fmadd_ps(t, scale, tot);
-  return _mm512_fmadd_ps(bias, _mm512_set1_ps(sx), tot);
+  return GroupStep(tot, isum, d, sx, scale, bias);
 }
 
 HWY_INLINE const uint8_t* RowBytes(const Weight& wt, int64_t r) {
@@ -615,10 +618,12 @@ HWY_INLINE void RowsTile(const Shape8& s, const __m512i* HWY_RESTRICT w, int64_t
       }
     }
     const int64_t g = u * s.groups_per_unit + q;
+    __m512 scale, bias;  // the group's record, widened once for the tile's rows
+    LoadRecord<R>(rec + g * kRecordBytes<R>, scale, bias);
     for (int x = 0; x < NX; ++x) {
       float* t = tot + (i0 + x) * 16;
       const __m512i isum = _mm512_add_epi32(acc[0][x], acc[1][x]);
-      _mm512_store_ps(t, GroupStep<R>(_mm512_load_ps(t), isum, xq.scale(i0 + x)[g], xq.sums(i0 + x)[g], rec + g * kRecordBytes<R>));
+      _mm512_store_ps(t, GroupStep(_mm512_load_ps(t), isum, xq.scale(i0 + x)[g], xq.sums(i0 + x)[g], scale, bias));
     }
   }
 }
