@@ -10,10 +10,10 @@
 // Build: bench/kernels/build.sh [build dir]. Run: kernels_bench [threads]
 #include <algorithm>
 #include <chrono>
-#include <immintrin.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <immintrin.h>
 #include <random>
 #include <string>
 #include <vector>

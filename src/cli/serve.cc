@@ -12,6 +12,7 @@
 #include "cli/command.h"
 #include "cli/device_flags.h"
 #include "cli/log_flags.h"
+#include "grammar/grammar_cache.h"
 #include "model/default_model.h"
 #include "ops/precision.h"
 #include "security/gate.h"
@@ -28,7 +29,8 @@ const char* kUsage =
     "                     [--drain-timeout S] [--body-limit BYTES]\n"
     "                     [--default-max-tokens N] [--deep-health-timeout S] [--max-connections N]\n"
     "                     [--keep-alive-timeout S] [--log-format text|json] [--log-level debug|info|warn|error]\n"
-    "                     [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N] [--threads N]\n"
+    "                     [--no-pld] [--pld-max-draft N] [--pld-ngram N] [--prompt-cache-mb N] [--grammar-cache-mb N]\n"
+    "                     [--threads N]\n"
     "                     [--prefill-chunk N] [--matmul-precision f32|int8|bf16] [--device cpu|cuda]\n"
     "                     [--kv-cache-dtype f32|bf16|q8|q4v]\n"
     "                     [--max-image-pixels N] [--max-images-per-request N] [--allow-image-urls]\n"
@@ -48,7 +50,9 @@ const char* kUsage =
     "0.0.0.0 / :: need --allow-unspecified.\n"
     "SIGTERM/SIGINT drain in-flight requests (up to --drain-timeout seconds, default 30), then exit 0.\n"
     "Prompt-lookup speculation is on unless --no-pld (--pld-max-draft / --pld-ngram set its limits);\n"
-    "--prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off).\n"
+    "--prompt-cache-mb bounds prompt-cache reuse (default 1024, 0 turns it off). --grammar-cache-mb\n"
+    "bounds each model's compiled grammars (response_format, tools) and their token masks (default 256;\n"
+    "0 keeps only the grammar in use; a smaller bound also caps each grammar's masks).\n"
     "Images (vision models): each at most --max-image-pixels decoded pixels (default 16777216, the\n"
     "Qwen3-VL/Qwen3.5 processors' own bound), at most --max-images-per-request per request (default 8);\n"
     "remote http(s) image URLs are refused unless --allow-image-urls (then fetched, 10 s and 20 MiB each).\n"
@@ -58,10 +62,11 @@ const char* kUsage =
     "--kv-cache-mb bounds the running sequences' KV cache and recurrent state, each counted at its\n"
     "longest (prompt + max_tokens): new requests wait while it is full, one that cannot fit even alone\n"
     "is a 400, and a max_tokens left to the server shrinks to fit (default 0: no bound);\n"
-    "--memory-limit-mb bounds the whole: what each model's weights and scratch leave goes a quarter to\n"
-    "its prompt cache and the rest to --kv-cache-mb, unless those are given (then the cache gives its\n"
-    "share back before a request waits); startup fails when the weights alone do not fit. The plan is\n"
-    "logged (\"memory plan\") and shown on /health.\n"
+    "--memory-limit-mb bounds the whole: what each model's weights and scratch leave goes an eighth (at\n"
+    "most 256 MiB) to its grammar cache, a quarter of the rest to its prompt cache and the rest to\n"
+    "--kv-cache-mb, unless those are given (with neither of the last two given, the prompt cache gives\n"
+    "its share back before a request waits); startup fails when the weights alone do not fit. The plan\n"
+    "is logged (\"memory plan\") and shown on /health.\n"
     "--max-queue more requests wait (default 16), beyond that 429.\n"
     "--prefill-chunk sets the prompt tokens per forward (default: the model's, 512 on the CPU, 4096 on a\n"
     "GPU): smaller pieces bound a prefill's scratch memory, larger ones spend less per forward.\n"
@@ -243,7 +248,7 @@ int run_serve(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "host", "port", "max-queue", "max-seqs", "max-batch-tokens", "kv-cache-mb", "memory-limit-mb", "stream-flush-tokens", "drain-timeout", "body-limit", "default-max-tokens",
              "deep-health-timeout", "max-connections", "keep-alive-timeout", "log-format", "log-level", "threads",
-             "pld-max-draft", "pld-ngram", "prompt-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "adapter", "adapter-manifest",
+             "pld-max-draft", "pld-ngram", "prompt-cache-mb", "grammar-cache-mb", "manifest", "manifest-sig", "manifest-pubkey", "adapter", "adapter-manifest",
              "adapter-manifest-sig", "adapter-manifest-pubkey", "tls-cert",
              "tls-key", "tls-client-ca", "tls-crl", "tls-host", "tls-port", "auth-token-file", "prefill-chunk", "matmul-precision", kKvCacheDtypeFlag, kDeviceFlag, kTuneFlag,
              kGpuMemoryLimitFlag, "tool-parser", "max-image-pixels", "max-images-per-request",
@@ -301,6 +306,10 @@ int run_serve(int argc, char** argv) {
   check(cache_mb >= 0, ErrorKind::invalid_argument, "--prompt-cache-mb must be >= 0");
   opt.prompt_cache_bytes = static_cast<size_t>(cache_mb) << 20;
   opt.prompt_cache_given = args.has("prompt-cache-mb");
+  const long long grammar_mb = args.get_int("grammar-cache-mb", static_cast<long long>(grammar::CompiledGrammarCache::kDefaultBytes >> 20));
+  check(grammar_mb >= 0, ErrorKind::invalid_argument, "--grammar-cache-mb must be >= 0");
+  opt.grammar_cache_bytes = static_cast<size_t>(grammar_mb) << 20;
+  opt.grammar_cache_given = args.has("grammar-cache-mb");
   opt.images.limits.max_pixels = positive("max-image-pixels", image::kDefaultMaxImagePixels);
   opt.images.max_images_per_request =
       static_cast<int>(std::min<long long>(positive("max-images-per-request", server::kDefaultMaxImagesPerRequest), 1 << 16));

@@ -39,6 +39,7 @@ nlohmann::json MemoryPlan::to_json() const {
                       {"kv_cache_dtype", ops::kv_cache_dtype_name(ops::kv_cache_dtype())},
                       {"recurrent_per_sequence_mib", mib(recurrent_per_sequence)},
                       {"prompt_cache_mib", mib(prompt_cache)},
+                      {"grammar_cache_mib", mib(grammar_cache)},
                       {"scratch_mib", mib(scratch)}};
   j["state_bound_mib"] = bounded() ? nlohmann::json(mib(state_bound)) : nlohmann::json(nullptr);
   j["total_mib"] = bounded() ? nlohmann::json(mib(total())) : nlohmann::json(nullptr);
@@ -60,15 +61,19 @@ MemoryPlan plan_memory(const Model& model, size_t state_bound, size_t prompt_cac
   return p;
 }
 
-void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given) {
+void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given, bool grammar_given) {
   size_t fixed = 0;
-  for (const MemoryPlan& p : plans) fixed += p.weights + p.scratch + (state_given ? p.state_bound : 0) + (cache_given ? p.prompt_cache : 0);
+  for (const MemoryPlan& p : plans)
+    fixed += p.weights + p.scratch + (state_given ? p.state_bound : 0) + (cache_given ? p.prompt_cache : 0) +
+             (grammar_given ? p.grammar_cache : 0);
+  const bool any_given = state_given || cache_given || grammar_given;
   check(fixed < limit, ErrorKind::invalid_argument,
-        "--memory-limit-mb " + mib_text(limit) + ": the weights and scratch" + (state_given || cache_given ? " and the given bounds" : "") +
-            " alone need " + mib_text(fixed) + "; raise the limit" +
-            (state_given || cache_given ? " or lower --kv-cache-mb / --prompt-cache-mb" : ""));
-  const size_t share = (limit - fixed) / plans.size();
+        "--memory-limit-mb " + mib_text(limit) + ": the weights and scratch" + (any_given ? " and the given bounds" : "") + " alone need " +
+            mib_text(fixed) + "; raise the limit" + (any_given ? " or lower --kv-cache-mb / --prompt-cache-mb / --grammar-cache-mb" : ""));
+  const size_t left = (limit - fixed) / plans.size();
   for (MemoryPlan& p : plans) {
+    if (!grammar_given) p.grammar_cache = std::min(p.grammar_cache, left / 8);
+    const size_t share = left - (grammar_given ? 0 : p.grammar_cache);
     if (!cache_given) p.prompt_cache = state_given ? share : share / 4;
     if (!state_given) p.state_bound = share - (cache_given ? 0 : p.prompt_cache);
     p.cache_yields_to_state = !state_given && !cache_given;

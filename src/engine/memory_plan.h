@@ -19,14 +19,15 @@ struct MemoryPlan {
   // whole KvCache::kBlockTokens blocks that its cache commits (on the CPU exactly that: it grows
   // in place, a block at a time; a GPU cache grows by copying into room for half again as many).
   size_t state_bound = 0;
-  size_t prompt_cache = 0;  // the prompt cache's bound (0: off)
-  size_t scratch = 0;       // estimated activations of one forward of a prefill piece
+  size_t prompt_cache = 0;   // the prompt cache's bound (0: off)
+  size_t grammar_cache = 0;  // the server's compiled grammars and their masks (0 where none is kept)
+  size_t scratch = 0;        // estimated activations of one forward of a prefill piece
   // Under --memory-limit-mb with neither bound given: the running sequences may take the prompt
   // cache's share too (the cache gives entries back before a new sequence waits).
   bool cache_yields_to_state = false;
 
   // All parts; meaningless while the state is unbounded (bounded() false).
-  size_t total() const { return weights + state_bound + prompt_cache + scratch; }
+  size_t total() const { return weights + state_bound + prompt_cache + grammar_cache + scratch; }
   bool bounded() const { return state_bound > 0; }
   nlohmann::json to_json() const;  // MiB per part, for logs and /health
 };
@@ -34,10 +35,12 @@ struct MemoryPlan {
 // The plan of a loaded model under the given bounds; `piece` is the prompt tokens per forward.
 MemoryPlan plan_memory(const Model& model, size_t state_bound, size_t prompt_cache, int64_t piece);
 
-// --memory-limit-mb: shares what the weights and scratch of every model leave under `limit` between
-// the prompt caches (a quarter, unless given) and the state bounds (the rest, unless given), equally
-// among the models; with neither given, the cache yields its quarter to the state when needed. Throws invalid_argument naming the numbers
-// when the weights and scratch alone do not fit, or when the given bounds pass the limit.
-void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given);
+// --memory-limit-mb: shares what the weights and scratch of every model leave under `limit`, equally
+// among the models, between the grammar caches (an eighth, at most their planned bound, unless
+// given), the prompt caches (a quarter of the rest, unless given) and the state bounds (the rest,
+// unless given); with neither of the last two given, the prompt cache yields its quarter to the state
+// when needed. Throws invalid_argument naming the numbers when the weights and scratch alone do not
+// fit, or when the given bounds pass the limit.
+void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given, bool grammar_given = false);
 
 }  // namespace sanctum

@@ -48,6 +48,8 @@ struct ServerOptions : ListenOptions {
   size_t memory_limit_bytes = 0;                  // --memory-limit-mb: the bounds above are fitted under it; 0: none
   bool state_bytes_given = false;                 // --kv-cache-mb was given (--memory-limit-mb leaves it)
   bool prompt_cache_given = false;                // --prompt-cache-mb was given
+  size_t grammar_cache_bytes = 0;                 // --grammar-cache-mb: compiled grammars and their masks, per model
+  bool grammar_cache_given = false;               // --grammar-cache-mb was given (--memory-limit-mb leaves it)
   int prefill_chunk = 0;                          // --prefill-chunk: prompt tokens per forward; 0: the model's
   Device device = Device::cpu;                    // --device: where every served model's weights and state live
   Tuning tuning;                                  // --tune / SANCTUM_TUNE: every served model's optimizations

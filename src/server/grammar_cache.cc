@@ -4,9 +4,14 @@
 
 namespace sanctum::server {
 
-GrammarCache::GrammarCache(const Tokenizer& tokenizer, size_t vocab_size, std::vector<int32_t> eos_ids, size_t capacity,
-                           size_t budget_bytes)
-    : tokenizer_(tokenizer), vocab_size_(vocab_size), eos_ids_(std::move(eos_ids)), grammars_(budget_bytes, capacity) {}
+GrammarCache::GrammarCache(const Tokenizer& tokenizer, size_t vocab_size, std::vector<int32_t> eos_ids, size_t budget_bytes,
+                           size_t capacity)
+    : tokenizer_(tokenizer), vocab_size_(vocab_size), eos_ids_(std::move(eos_ids)), grammars_(budget_bytes, capacity) {
+  if (budget_bytes < mask_budget_.bytes) {
+    mask_budget_.bytes = budget_bytes;
+    mask_budget_.state_bytes = std::min(mask_budget_.state_bytes, budget_bytes / 8);
+  }
+}
 
 std::shared_ptr<const grammar::Vocabulary> GrammarCache::vocabulary(std::span<const int32_t> special_as_text) {
   std::vector<int32_t> key(special_as_text.begin(), special_as_text.end());

@@ -26,10 +26,15 @@ namespace sanctum::server {
 
 class GrammarCache {
  public:
-  // `vocab_size`: the model's (the mask width); `eos_ids`: the ids that end its generation.
+  // `vocab_size`: the model's (the mask width); `eos_ids`: the ids that end its generation;
+  // `budget_bytes`: the cache's bound (--grammar-cache-mb, or the memory plan's share).
   GrammarCache(const Tokenizer& tokenizer, size_t vocab_size, std::vector<int32_t> eos_ids,
-               size_t capacity = grammar::CompiledGrammarCache::kDefaultGrammars,
-               size_t budget_bytes = grammar::CompiledGrammarCache::kDefaultBytes);
+               size_t budget_bytes = grammar::CompiledGrammarCache::kDefaultBytes,
+               size_t capacity = grammar::CompiledGrammarCache::kDefaultGrammars);
+
+  // The mask budget of each grammar compiled for this cache: MaskBudget's default, or the cache's
+  // whole bound where that is smaller (a smaller share keeps its eighth for whole-state masks).
+  grammar::MaskBudget mask_budget() const { return mask_budget_; }
 
   // The vocabulary, with `special_as_text` special tokens written as their text (tool-call tags).
   std::shared_ptr<const grammar::Vocabulary> vocabulary(std::span<const int32_t> special_as_text = {});
@@ -52,6 +57,7 @@ class GrammarCache {
   std::map<std::vector<int32_t>, std::shared_ptr<const grammar::Vocabulary>> vocabularies_;
 
   grammar::CompiledGrammarCache grammars_;
+  grammar::MaskBudget mask_budget_;
 };
 
 }  // namespace sanctum::server

@@ -27,10 +27,11 @@ grammar::CompiledGrammar format_grammar(const ServedModel& m, const OutputFormat
   try {
     return m.grammars->get(key, [&] {
       auto vocab = m.grammars->vocabulary();
+      const grammar::MaskBudget budget = m.grammars->mask_budget();
       switch (f.kind) {
-        case OutputFormat::Kind::json_object: return grammar::compile_json_object(vocab);
-        case OutputFormat::Kind::json_schema: return grammar::compile_json_schema(f.schema, vocab);
-        default: return grammar::compile_grammar_text(f.grammar, vocab);
+        case OutputFormat::Kind::json_object: return grammar::compile_json_object(vocab, {}, budget);
+        case OutputFormat::Kind::json_schema: return grammar::compile_json_schema(f.schema, vocab, {}, budget);
+        default: return grammar::compile_grammar_text(f.grammar, vocab, budget);
       }
     });
   } catch (const grammar::GrammarError& e) {
@@ -91,7 +92,9 @@ grammar::CompiledGrammar tools_grammar(const ServedModel& m, const OpenAiRequest
   std::string key = "tools\n" + std::string(tool_parser_name(g.format)) + (g.parallel ? " parallel" : " one") +
                     (g.strict_only ? " strict" : " all") + (g.lead_blank_lines ? " lead" : "") + (g.mistral_args_tag ? " args" : "") +
                     "\n" + g.only + "\n" + g.tools->dump() + "\n" + (g.answer_schema ? g.answer_schema->dump() : "");
-  return m.grammars->get(key, [&] { return grammar::CompiledGrammar(tool_call_grammar(g), m.grammars->vocabulary(specials)); });
+  return m.grammars->get(key, [&] {
+    return grammar::CompiledGrammar(tool_call_grammar(g), m.grammars->vocabulary(specials), m.grammars->mask_budget());
+  });
 }
 
 }  // namespace

@@ -81,7 +81,6 @@ LoadedModel load_served_model(const ModelSpec& spec, const ServerOptions& option
   for (int32_t id : m->tokenizer->eos_ids())
     if (std::find(m->eos_ids.begin(), m->eos_ids.end(), id) == m->eos_ids.end()) m->eos_ids.push_back(id);
   m->prompts = std::make_unique<PromptBuilder>(*m->tokenizer);
-  m->grammars = std::make_unique<GrammarCache>(*m->tokenizer, static_cast<size_t>(cfg.vocab_size), m->eos_ids);
   m->tool_parser = options.tool_parser ? *options.tool_parser : detect_tool_parser(m->tokenizer->chat_template(), *m->tokenizer);
   log::info("tool-call format", {{"model", spec.id},
                                  {"tool_parser", tool_parser_name(m->tool_parser)},
@@ -89,16 +88,21 @@ LoadedModel load_served_model(const ModelSpec& spec, const ServerOptions& option
   return {std::move(m), std::move(model)};
 }
 
-// Every model's memory plan under the flags; with --memory-limit-mb, the bounds fitted under it.
+// Every model's memory plan under the flags; with --memory-limit-mb, the bounds fitted under it. Each
+// model's grammar cache is made here, bounded by its plan.
 void plan_memory(std::vector<LoadedModel>& loaded, const ServerOptions& options) {
   std::vector<MemoryPlan> plans;
   for (const LoadedModel& l : loaded) {
     const int64_t piece = options.prefill_chunk > 0 ? options.prefill_chunk : l.model->prefill_chunk();
     plans.push_back(sanctum::plan_memory(*l.model, options.state_bytes, options.prompt_cache_bytes, piece));
+    plans.back().grammar_cache = options.grammar_cache_bytes;
   }
   if (options.memory_limit_bytes > 0)
-    fit_memory_limit(plans, options.memory_limit_bytes, options.state_bytes_given, options.prompt_cache_given);
+    fit_memory_limit(plans, options.memory_limit_bytes, options.state_bytes_given, options.prompt_cache_given, options.grammar_cache_given);
   for (size_t i = 0; i < loaded.size(); ++i) {
+    ServedModel& m = *loaded[i].served;
+    m.grammars = std::make_unique<GrammarCache>(*m.tokenizer, static_cast<size_t>(loaded[i].model->config().vocab_size), m.eos_ids,
+                                                plans[i].grammar_cache);
     loaded[i].served->memory = plans[i];
     log::info("memory plan", {{"model", loaded[i].served->id}, {"plan", plans[i].to_json().dump()}});
   }

@@ -1,5 +1,5 @@
 """The memory plan: each served model's weights, KV bytes per token, recurrent state per sequence, the
-bounds on running sequences' state and on the prompt cache, and the scratch estimate, logged at startup and
+bounds on running sequences' state, on the prompt cache and on the grammar cache, and the scratch estimate, logged at startup and
 shown on /health and /metrics (computed here from the checkpoint's files and config, not read back from the
 server). --memory-limit-mb fits those bounds under a whole-process limit, refuses to start when the weights
 alone pass it, and a request that cannot fit what it leaves is a 400."""
@@ -55,6 +55,7 @@ def test_the_plan_is_logged_and_shown_from_the_checkpoint_and_flags(serve, tiny_
     assert plan["kv_per_token_kib"] == pytest.approx(expected_kv_per_token(tiny_model) / 1024)
     assert plan["recurrent_per_sequence_mib"] == 0  # qwen2: no GatedDeltaNet layers
     assert plan["prompt_cache_mib"] == 1024 and plan["state_bound_mib"] is None and plan["total_mib"] is None
+    assert plan["grammar_cache_mib"] == 256
     assert memory["limit_mib"] is None and memory["resident_mib"] > plan["weights_mib"]
     logged = [r for r in s.log_records() if r.get("msg") == "memory plan"]
     assert len(logged) == 1 and json.loads(logged[0]["plan"]) == plan
@@ -75,8 +76,10 @@ def test_a_memory_limit_shares_what_the_weights_leave(serve):
     assert memory["limit_mib"] == 40
     assert plan["total_mib"] == pytest.approx(40, abs=1 / 1024)
     left = 40 - plan["weights_mib"] - plan["scratch_mib"]
-    assert plan["prompt_cache_mib"] == pytest.approx(left / 4, abs=1 / 1024)
-    assert plan["state_bound_mib"] == pytest.approx(left - left / 4, abs=1 / 1024)
+    grammar = left / 8  # under 256 MiB here
+    assert plan["grammar_cache_mib"] == pytest.approx(grammar, abs=1 / 1024)
+    assert plan["prompt_cache_mib"] == pytest.approx((left - grammar) / 4, abs=1 / 1024)
+    assert plan["state_bound_mib"] == pytest.approx((left - grammar) * 3 / 4, abs=1 / 1024)
     # A request larger than that bound, even alone, is refused with the numbers.
     choices = int(plan["state_bound_mib"] * 1024 / (plan["kv_per_token_kib"] * 4096)) + 1  # each holds 4,096 tokens at its longest
     status, _, body = sh.post_json(s.port, "/v1/completions", {"model": MODEL, "prompt": [5] * 10, "max_tokens": 4000, "n": choices})
@@ -85,12 +88,21 @@ def test_a_memory_limit_shares_what_the_weights_leave(serve):
     s2 = serve("--memory-limit-mb", "40", "--kv-cache-mb", "8")
     _, plan2 = plan_of(s2)
     assert plan2["state_bound_mib"] == 8
-    assert plan2["prompt_cache_mib"] == pytest.approx(40 - 8 - plan2["weights_mib"] - plan2["scratch_mib"], abs=1 / 1024)
+    grammar2 = plan2["grammar_cache_mib"]
+    assert plan2["prompt_cache_mib"] == pytest.approx(40 - 8 - grammar2 - plan2["weights_mib"] - plan2["scratch_mib"], abs=1 / 1024)
+    # A given grammar cache bound is kept as given, without a limit and under one.
+    _, plan3 = plan_of(serve("--grammar-cache-mb", "3"))
+    assert plan3["grammar_cache_mib"] == 3
+    _, plan4 = plan_of(serve("--memory-limit-mb", "40", "--grammar-cache-mb", "2"))
+    left4 = 40 - 2 - plan4["weights_mib"] - plan4["scratch_mib"]
+    assert plan4["grammar_cache_mib"] == 2 and plan4["prompt_cache_mib"] == pytest.approx(left4 / 4, abs=1 / 1024)
 
 
 @pytest.mark.parametrize("flags,words", [
     (["--memory-limit-mb", "1"], ["--memory-limit-mb 1 MiB", "alone need"]),
     (["--memory-limit-mb", "40", "--kv-cache-mb", "64"], ["the given bounds", "--kv-cache-mb"]),
+    (["--memory-limit-mb", "40", "--grammar-cache-mb", "64"], ["the given bounds", "--grammar-cache-mb"]),
+    (["--grammar-cache-mb", "-1"], ["--grammar-cache-mb must be >= 0"]),
 ])
 def test_a_limit_the_weights_or_given_bounds_pass_stops_startup(sanctum_bin, tiny_model, flags, words):
     run = subprocess.run([sanctum_bin, "serve", "--model", f"{MODEL}={tiny_model}", "--port", str(sh.free_port()), *flags],

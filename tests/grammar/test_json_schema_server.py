@@ -93,3 +93,32 @@ def test_the_grammar_cache_keeps_its_bound_and_reports_it(answers):
     assert sh.metric_value(metrics, "sanctum_grammar_cache_grammars", {"model": "small"}) == 128
     held = sh.metric_value(metrics, "sanctum_grammar_cache_bytes", {"model": "small"})
     assert 0 < held <= 256 << 20
+
+
+def test_a_grammar_cache_of_zero_keeps_no_masks_and_still_constrains(sanctum_bin, tmp_path):
+    """--grammar-cache-mb 0: each grammar's masks are computed again where needed instead of kept, and no
+    grammar stays past the one in use; the answers are the cached server's (same seed) and validate."""
+    model = small_vocab_model.make_model(tmp_path / "chatml", "chatml")
+    names = sorted(p.name for p in SCHEMAS.glob("*.json") if p.name not in EXPECTED_UNSUPPORTED)[:6]
+    answers = {}
+    for flags in (["--grammar-cache-mb", "0"], []):
+        server = sh.Server(sanctum_bin, [f"small={model}"], tmp_path / f"server{len(flags)}.log", extra=flags)
+        try:
+            for name in names:
+                body = {"model": "small", "messages": [{"role": "user", "content": "Fill in the form."}], "max_tokens": 300,
+                        "temperature": 1.0, "seed": 3,
+                        "response_format": {"type": "json_schema", "json_schema": {"name": "form", "schema": json.loads((SCHEMAS / name).read_text())}}}
+                status, _, raw = sh.request(server.port, "POST", "/v1/chat/completions", json.dumps(body).encode(), timeout=300)
+                assert status == 200, raw
+                answers.setdefault(name, []).append(json.loads(raw)["choices"][0])
+            metrics = sh.request(server.port, "GET", "/metrics")[2].decode()
+            if flags:
+                assert sh.metric_value(metrics, "sanctum_grammar_cache_grammars", {"model": "small"}) <= 1
+                assert '"grammar_cache_mib": 0' in json.dumps(json.loads(sh.request(server.port, "GET", "/health")[2])["memory"]["models"]["small"])
+        finally:
+            server.terminate()
+    for name, (bare, cached) in answers.items():
+        assert bare == cached, name
+        if bare["finish_reason"] == "stop":
+            schema = json.loads((SCHEMAS / name).read_text())
+            jsonschema.validators.validator_for(schema)(schema).validate(json.loads(bare["message"]["content"]))

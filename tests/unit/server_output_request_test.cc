@@ -89,9 +89,22 @@ TEST(ServerOutputRequest, logit_bias_takes_token_ids_and_biases_from_minus_to_pl
   }
 }
 
+// Each grammar's masks stay within the cache's bound: MaskBudget's default under the default bound,
+// the whole bound (an eighth of it for whole-state masks) under a smaller one.
+TEST(GrammarCache, a_smaller_bound_caps_each_grammars_mask_budget) {
+  const Tokenizer tok = Tokenizer::load(std::string(SANCTUM_TEST_DATA_DIR) + "/tokenizers/qwen3");
+  const grammar::MaskBudget fallback;
+  EXPECT_EQ(GrammarCache(tok, 151936, {}).mask_budget().bytes, fallback.bytes);
+  EXPECT_EQ(GrammarCache(tok, 151936, {}).mask_budget().state_bytes, fallback.state_bytes);
+  const GrammarCache small(tok, 151936, {}, size_t{1} << 20);
+  EXPECT_EQ(small.mask_budget().bytes, size_t{1} << 20);
+  EXPECT_EQ(small.mask_budget().state_bytes, size_t{1} << 17);
+  EXPECT_EQ(GrammarCache(tok, 151936, {}, 0).mask_budget().bytes, 0u);
+}
+
 TEST(GrammarCache, a_resent_grammar_is_compiled_once_and_the_least_recent_is_evicted) {
   const Tokenizer tok = Tokenizer::load(std::string(SANCTUM_TEST_DATA_DIR) + "/tokenizers/qwen3");
-  GrammarCache cache(tok, 151936, {}, 2);
+  GrammarCache cache(tok, 151936, {}, grammar::CompiledGrammarCache::kDefaultBytes, 2);
   auto vocab = cache.vocabulary();
   EXPECT_EQ(vocab->size(), 151936u);  // the model's padded width
   EXPECT_EQ(cache.vocabulary().get(), vocab.get());
