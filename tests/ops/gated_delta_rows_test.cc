@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -133,15 +134,7 @@ TEST(GatedDeltaRows, rule_rows_equal_one_row_calls) {
   }
 }
 
-template <class F>
-void expect_error(F&& f, const char* what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error for " << what;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("_rows]"), std::string::npos) << what << ": " << e.what();
-  }
-}
+void expect_error(const std::function<void()>& f, const char* what) { test::expect_error_naming(f, "_rows]", what); }
 
 TEST(GatedDeltaRows, bad_arguments_throw) {
   const GatedDeltaShape s{2, 16, 4, 8};

@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "op_test_util.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/precision.h"
 #include "ops/ref/gated_delta.h"
@@ -508,15 +509,7 @@ TEST(GatedRmsNorm, matches_reference) {
 
 // ---------------------------------------------------------------- argument checks
 
-template <class F>
-void expect_error(F&& f, const char* what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error for " << what;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find('['), std::string::npos) << e.what();
-  }
-}
+void expect_error(const std::function<void()>& f, const char* what) { test::expect_error_naming(f, "[", what); }
 
 TEST(GatedDeltaOps, bad_arguments_throw) {
   const GatedDeltaShape s{2, 16, 4, 8};

@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "base/error.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
@@ -102,5 +103,17 @@ inline float at(const Tensor& t, int64_t i, int64_t j) { return load_as_f32(t.ra
 
 // Bitwise equality of two f32 rows.
 inline bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, static_cast<size_t>(n) * 4) == 0; }
+
+// f() must throw sanctum::Error whose message holds `fragment` (an op's "[name]" tag, say); `what`
+// names the case in a failure.
+template <class F>
+void expect_error_naming(F&& f, const std::string& fragment, const char* what) {
+  try {
+    f();
+    ADD_FAILURE() << "no error for " << what;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << what << ": " << e.what();
+  }
+}
 
 }  // namespace sanctum::test

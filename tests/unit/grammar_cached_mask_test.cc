@@ -87,11 +87,6 @@ std::shared_ptr<const Grammar> schema_grammar(const std::string& name) {
   return json_schema_grammar(SchemaJson::parse(text.str()));
 }
 
-std::shared_ptr<const Vocabulary> qwen3_vocab() {
-  static const auto vocab = Vocabulary::from_tokenizer(Tokenizer::load(kData + "/tokenizers/qwen3"));
-  return vocab;
-}
-
 TEST(GrammarCachedMask, states_that_differ_only_below_the_top_keep_their_own_masks) {
   // "development" is the whole schema again ($ref "#"): one rule under different parents, so the
   // same tops with a different rest of the stack (after the closing quote: '}' and the end, or "}}").

@@ -18,13 +18,6 @@
 namespace sanctum::grammar {
 namespace {
 
-const std::string kData = SANCTUM_TEST_DATA_DIR;
-
-std::shared_ptr<const Vocabulary> qwen3_vocab() {
-  static const auto vocab = Vocabulary::from_tokenizer(Tokenizer::load(kData + "/tokenizers/qwen3"));
-  return vocab;
-}
-
 std::shared_ptr<const Grammar> schema(const std::string& text) { return json_schema_grammar(SchemaJson::parse(text)); }
 
 // Walks `steps` tokens picked from the reference mask, mostly tokens without JSON punctuation so the

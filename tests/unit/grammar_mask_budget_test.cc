@@ -26,11 +26,6 @@ namespace {
 
 const std::string kData = SANCTUM_TEST_DATA_DIR;
 
-std::shared_ptr<const Vocabulary> qwen3_vocab() {
-  static const auto vocab = Vocabulary::from_tokenizer(Tokenizer::load(kData + "/tokenizers/qwen3"));
-  return vocab;
-}
-
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::stringstream text;

@@ -1,14 +1,23 @@
 #pragma once
 // A scalar reference for grammar masks: the grammar's state as a set of stack tops, advanced one byte
-// at a time, and each token of the vocabulary walked through it with no mask cache of any kind.
+// at a time, and each token of the vocabulary walked through it with no mask cache of any kind. And
+// the real vocabulary the mask tests run at.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "grammar/grammar.h"
 #include "grammar/stack_machine.h"
 #include "grammar/vocabulary.h"
+#include "tokenizer/tokenizer.h"
 
 namespace sanctum::grammar {
+
+// The Qwen3 tokenizer's 151,669 ids (tests/data), built once per test program.
+inline std::shared_ptr<const Vocabulary> qwen3_vocab() {
+  static const auto vocab = Vocabulary::from_tokenizer(Tokenizer::load(std::string(SANCTUM_TEST_DATA_DIR) + "/tokenizers/qwen3"));
+  return vocab;
+}
 
 // The grammar's state as a set of stack tops, advanced one byte at a time with no mask of any kind.
 class ScalarReference {
