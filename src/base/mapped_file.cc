@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -86,6 +87,30 @@ void MappedFile::unmap() {
   }
   ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
+}
+
+size_t mapped_resident_bytes() {
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  {
+    std::lock_guard<std::mutex> lock(g_maps_mutex);
+    for (const LiveMap& map : live_maps()) ranges.push_back({map.base, map.base + map.size});
+  }
+  // This process's resident pages of each mapping (smaps' Rss), not the page cache's (mincore would
+  // count pages another process or an earlier read left cached).
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  size_t resident = 0;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &begin, &end) == 2 && line.find(':') > line.find(' ')) {
+      inside = std::any_of(ranges.begin(), ranges.end(), [&](const auto& r) { return begin >= r.first && end <= r.second; });
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      unsigned long long kib = 0;
+      if (std::sscanf(line.c_str(), "Rss: %llu kB", &kib) == 1) resident += static_cast<size_t>(kib) * 1024;
+    }
+  }
+  return resident;
 }
 
 size_t release_mapped_pages(const void* data, size_t bytes) {

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 
 namespace sanctum {
@@ -15,5 +17,13 @@ size_t resident_bytes() {
   if (read != 2) return 0;
   return static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
+
+namespace {
+std::atomic<int64_t> g_weight_copies{0};
+}  // namespace
+
+void count_weight_copy(int64_t bytes) { g_weight_copies.fetch_add(bytes, std::memory_order_relaxed); }
+
+size_t weight_copy_bytes() { return static_cast<size_t>(std::max<int64_t>(0, g_weight_copies.load(std::memory_order_relaxed))); }
 
 }  // namespace sanctum

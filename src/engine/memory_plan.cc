@@ -61,15 +61,19 @@ MemoryPlan plan_memory(const Model& model, size_t state_bound, size_t prompt_cac
   return p;
 }
 
-void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given, bool grammar_given) {
-  size_t fixed = 0;
+size_t process_memory(size_t resident, size_t weights_resident) { return resident > weights_resident ? resident - weights_resident : 0; }
+
+void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given, bool grammar_given,
+                      size_t process) {
+  size_t fixed = process;
   for (const MemoryPlan& p : plans)
     fixed += p.weights + p.scratch + (state_given ? p.state_bound : 0) + (cache_given ? p.prompt_cache : 0) +
              (grammar_given ? p.grammar_cache : 0);
   const bool any_given = state_given || cache_given || grammar_given;
   check(fixed < limit, ErrorKind::invalid_argument,
-        "--memory-limit-mb " + mib_text(limit) + ": the weights and scratch" + (any_given ? " and the given bounds" : "") + " alone need " +
-            mib_text(fixed) + "; raise the limit" + (any_given ? " or lower --kv-cache-mb / --prompt-cache-mb / --grammar-cache-mb" : ""));
+        "--memory-limit-mb " + mib_text(limit) + ": the process (" + mib_text(process) + " besides the models), the weights and scratch" +
+            (any_given ? " and the given bounds" : "") + " alone need " + mib_text(fixed) + "; raise the limit" +
+            (any_given ? " or lower --kv-cache-mb / --prompt-cache-mb / --grammar-cache-mb" : ""));
   const size_t left = (limit - fixed) / plans.size();
   for (MemoryPlan& p : plans) {
     if (!grammar_given) p.grammar_cache = std::min(p.grammar_cache, left / 8);

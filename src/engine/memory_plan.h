@@ -35,12 +35,20 @@ struct MemoryPlan {
 // The plan of a loaded model under the given bounds; `piece` is the prompt tokens per forward.
 MemoryPlan plan_memory(const Model& model, size_t state_bound, size_t prompt_cache, int64_t piece);
 
-// --memory-limit-mb: shares what the weights and scratch of every model leave under `limit`, equally
-// among the models, between the grammar caches (an eighth, at most their planned bound, unless
-// given), the prompt caches (a quarter of the rest, unless given) and the state bounds (the rest,
-// unless given); with neither of the last two given, the prompt cache yields its quarter to the state
-// when needed. Throws invalid_argument naming the numbers when the weights and scratch alone do not
-// fit, or when the given bounds pass the limit.
-void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given, bool grammar_given = false);
+// --memory-limit-mb: shares what the process itself (`process`: its memory besides every model's
+// part, counted once) and the weights and scratch of every model leave under `limit`, equally among
+// the models, between the grammar caches (an eighth, at most their planned bound, unless given), the
+// prompt caches (a quarter of the rest, unless given) and the state bounds (the rest, unless given);
+// with neither of the last two given, the prompt cache yields its quarter to the state when needed.
+// Throws invalid_argument naming the numbers when the process, weights and scratch alone do not fit,
+// or when the given bounds pass the limit.
+void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_given, bool cache_given, bool grammar_given = false,
+                      size_t process = 0);
+
+// The process's own resident memory besides the weights, once every model is loaded: code,
+// libraries, tokenizers, the allocator's arenas. `resident` less `weights_resident`, the weights'
+// pages resident now (their mapped files' and their copies'; the weights' part of the plan covers
+// them, resident or not yet).
+size_t process_memory(size_t resident, size_t weights_resident);
 
 }  // namespace sanctum

@@ -107,7 +107,8 @@ void App::health(Exchange& ex) {
   // The memory plans are fixed at startup and the live figures are atomics: nothing here waits on an engine.
   nlohmann::json memory = {{"limit_mib",
                             options_.memory_limit_bytes ? nlohmann::json(options_.memory_limit_bytes >> 20) : nlohmann::json(nullptr)},
-                           {"resident_mib", static_cast<double>(resident_bytes()) / double(1 << 20)}};
+                           {"resident_mib", static_cast<double>(resident_bytes()) / double(1 << 20)},
+                           {"process_mib", static_cast<double>(process_bytes_) / double(1 << 20)}};
   for (const auto& m : models_) memory["models"][m->id] = m->memory.to_json();
   ex.respond_json(200, {{"status", "ok"},
                         {"version", build::version()},

@@ -108,6 +108,8 @@ class App : public RequestHandler {
   void stop_engines();
 
   const ServerOptions& options() const { return options_; }
+  // The process's own memory besides the models at startup (engine/memory_plan.h), for /health.
+  void set_process_memory(size_t bytes) { process_bytes_ = bytes; }
   ServerMetrics& metrics() { return metrics_; }
   // The served models, for start-up and SIGHUP (adapter lists); not for request paths.
   const std::vector<std::unique_ptr<ServedModel>>& models() const { return models_; }
@@ -141,6 +143,7 @@ class App : public RequestHandler {
   nlohmann::json model_card(const ServedModel& m) const;
 
   ServerOptions options_;
+  size_t process_bytes_ = 0;
   ServerMetrics& metrics_;
   std::vector<std::unique_ptr<ServedModel>> models_;
   RouteTable<> routes_;

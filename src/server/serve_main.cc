@@ -10,6 +10,8 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/mapped_file.h"
+#include "base/process_memory.h"
 #include "base/tuning.h"
 #include "base/version.h"
 #include "model/model.h"
@@ -88,17 +90,21 @@ LoadedModel load_served_model(const ModelSpec& spec, const ServerOptions& option
   return {std::move(m), std::move(model)};
 }
 
-// Every model's memory plan under the flags; with --memory-limit-mb, the bounds fitted under it. Each
-// model's grammar cache is made here, bounded by its plan.
-void plan_memory(std::vector<LoadedModel>& loaded, const ServerOptions& options) {
+// Every model's memory plan under the flags; with --memory-limit-mb, the bounds fitted under it beside
+// the process's own memory, which this returns. Each model's grammar cache is made here, bounded by
+// its plan.
+size_t plan_memory(std::vector<LoadedModel>& loaded, const ServerOptions& options) {
   std::vector<MemoryPlan> plans;
   for (const LoadedModel& l : loaded) {
     const int64_t piece = options.prefill_chunk > 0 ? options.prefill_chunk : l.model->prefill_chunk();
     plans.push_back(sanctum::plan_memory(*l.model, options.state_bytes, options.prompt_cache_bytes, piece));
     plans.back().grammar_cache = options.grammar_cache_bytes;
   }
+  const size_t process = process_memory(resident_bytes(), mapped_resident_bytes() + weight_copy_bytes());
+  log::info("process memory", {{"mib", std::to_string(process >> 20)}, {"what", "resident besides the models, counted in the limit"}});
   if (options.memory_limit_bytes > 0)
-    fit_memory_limit(plans, options.memory_limit_bytes, options.state_bytes_given, options.prompt_cache_given, options.grammar_cache_given);
+    fit_memory_limit(plans, options.memory_limit_bytes, options.state_bytes_given, options.prompt_cache_given, options.grammar_cache_given,
+                     process);
   for (size_t i = 0; i < loaded.size(); ++i) {
     ServedModel& m = *loaded[i].served;
     m.grammars = std::make_unique<GrammarCache>(*m.tokenizer, static_cast<size_t>(loaded[i].model->config().vocab_size), m.eos_ids,
@@ -106,6 +112,7 @@ void plan_memory(std::vector<LoadedModel>& loaded, const ServerOptions& options)
     loaded[i].served->memory = plans[i];
     log::info("memory plan", {{"model", loaded[i].served->id}, {"plan", plans[i].to_json().dump()}});
   }
+  return process;
 }
 
 void start_engine(LoadedModel& l, const ServerOptions& options, ServerMetrics& metrics) {
@@ -194,7 +201,7 @@ int run_server(const ServerOptions& options, const std::vector<ModelSpec>& model
                                {"device", device_name(options.device)},
                                {"seconds", std::to_string(seconds_since(t0))}});
   }
-  plan_memory(loaded, options);
+  app.set_process_memory(plan_memory(loaded, options));
   for (LoadedModel& l : loaded) {
     start_engine(l, options, metrics);
     app.add_model(std::move(l.served));

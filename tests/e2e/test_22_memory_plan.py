@@ -57,6 +57,8 @@ def test_the_plan_is_logged_and_shown_from_the_checkpoint_and_flags(serve, tiny_
     assert plan["prompt_cache_mib"] == 1024 and plan["state_bound_mib"] is None and plan["total_mib"] is None
     assert plan["grammar_cache_mib"] == 256
     assert memory["limit_mib"] is None and memory["resident_mib"] > plan["weights_mib"]
+    # The process besides the model (code, libraries, tokenizer) was measured at startup: part of what is resident.
+    assert 0 < memory["process_mib"] < memory["resident_mib"]
     logged = [r for r in s.log_records() if r.get("msg") == "memory plan"]
     assert len(logged) == 1 and json.loads(logged[0]["plan"]) == plan
     metrics = sh.request(s.port, "GET", "/metrics")[2].decode()
@@ -70,12 +72,22 @@ def test_the_plan_counts_the_kv_cache_dtypes_bytes(serve, tiny_model, dtype):
     assert plan["kv_per_token_kib"] == pytest.approx(expected_kv_per_token(tiny_model, dtype) / 1024)
 
 
+def limit_leaving(serve, mib):
+    """A --memory-limit-mb that leaves about `mib` MiB past the process, the weights and the scratch."""
+    probe = serve()
+    memory, plan = plan_of(probe)
+    probe.terminate()
+    return int(memory["process_mib"] + plan["weights_mib"] + plan["scratch_mib"]) + mib
+
+
 def test_a_memory_limit_shares_what_the_weights_leave(serve):
-    s = serve("--memory-limit-mb", "40")
+    limit = limit_leaving(serve, 30)
+    s = serve("--memory-limit-mb", str(limit))
     memory, plan = plan_of(s)
-    assert memory["limit_mib"] == 40
-    assert plan["total_mib"] == pytest.approx(40, abs=1 / 1024)
-    left = 40 - plan["weights_mib"] - plan["scratch_mib"]
+    assert memory["limit_mib"] == limit
+    # The limit holds the model's plan and the process's own memory, counted once.
+    assert plan["total_mib"] + memory["process_mib"] == pytest.approx(limit, abs=1 / 1024)
+    left = limit - memory["process_mib"] - plan["weights_mib"] - plan["scratch_mib"]
     grammar = left / 8  # under 256 MiB here
     assert plan["grammar_cache_mib"] == pytest.approx(grammar, abs=1 / 1024)
     assert plan["prompt_cache_mib"] == pytest.approx((left - grammar) / 4, abs=1 / 1024)
@@ -85,23 +97,24 @@ def test_a_memory_limit_shares_what_the_weights_leave(serve):
     status, _, body = sh.post_json(s.port, "/v1/completions", {"model": MODEL, "prompt": [5] * 10, "max_tokens": 4000, "n": choices})
     assert status == 400 and body["error"]["code"] == "context_length_exceeded" and "--memory-limit-mb" in body["error"]["message"]
     # Given bounds stay; the prompt cache takes the rest.
-    s2 = serve("--memory-limit-mb", "40", "--kv-cache-mb", "8")
-    _, plan2 = plan_of(s2)
+    s2 = serve("--memory-limit-mb", str(limit), "--kv-cache-mb", "8")
+    memory2, plan2 = plan_of(s2)
     assert plan2["state_bound_mib"] == 8
     grammar2 = plan2["grammar_cache_mib"]
-    assert plan2["prompt_cache_mib"] == pytest.approx(40 - 8 - grammar2 - plan2["weights_mib"] - plan2["scratch_mib"], abs=1 / 1024)
+    fixed2 = 8 + grammar2 + memory2["process_mib"] + plan2["weights_mib"] + plan2["scratch_mib"]
+    assert plan2["prompt_cache_mib"] == pytest.approx(limit - fixed2, abs=1 / 1024)
     # A given grammar cache bound is kept as given, without a limit and under one.
     _, plan3 = plan_of(serve("--grammar-cache-mb", "3"))
     assert plan3["grammar_cache_mib"] == 3
-    _, plan4 = plan_of(serve("--memory-limit-mb", "40", "--grammar-cache-mb", "2"))
-    left4 = 40 - 2 - plan4["weights_mib"] - plan4["scratch_mib"]
+    memory4, plan4 = plan_of(serve("--memory-limit-mb", str(limit), "--grammar-cache-mb", "2"))
+    left4 = limit - 2 - memory4["process_mib"] - plan4["weights_mib"] - plan4["scratch_mib"]
     assert plan4["grammar_cache_mib"] == 2 and plan4["prompt_cache_mib"] == pytest.approx(left4 / 4, abs=1 / 1024)
 
 
 @pytest.mark.parametrize("flags,words", [
     (["--memory-limit-mb", "1"], ["--memory-limit-mb 1 MiB", "alone need"]),
-    (["--memory-limit-mb", "40", "--kv-cache-mb", "64"], ["the given bounds", "--kv-cache-mb"]),
-    (["--memory-limit-mb", "40", "--grammar-cache-mb", "64"], ["the given bounds", "--grammar-cache-mb"]),
+    (["--memory-limit-mb", "1000", "--kv-cache-mb", "1000"], ["the given bounds", "--kv-cache-mb"]),
+    (["--memory-limit-mb", "1000", "--grammar-cache-mb", "1000"], ["the given bounds", "--grammar-cache-mb"]),
     (["--grammar-cache-mb", "-1"], ["--grammar-cache-mb must be >= 0"]),
 ])
 def test_a_limit_the_weights_or_given_bounds_pass_stops_startup(sanctum_bin, tiny_model, flags, words):
@@ -116,10 +129,7 @@ def test_the_prompt_cache_gives_its_share_back_before_a_request_waits(serve):
     """Under --memory-limit-mb (neither bound given) the running sequences may take the prompt cache's
     quarter as well: two requests whose state at its longest passes the state bound together, but not
     the bound and the cache's share, run at once, and the cache evicts entries to make that room."""
-    probe = serve("--memory-limit-mb", "40")
-    _, plan = plan_of(probe)
-    probe.terminate()
-    limit = int(plan["weights_mib"] + plan["scratch_mib"]) + 30  # each choice then stays inside the 4,096-token context
+    limit = limit_leaving(serve, 30)  # each choice then stays inside the 4,096-token context
     s = serve("--memory-limit-mb", str(limit))
     _, plan = plan_of(s)
     assert plan["cache_yields_to_state"] is True

@@ -51,6 +51,22 @@ TEST_F(ReleaseMappedPages, drops_whole_pages_and_keeps_the_bytes) {
   expect_contents(file);  // read again: faulted back in from the file, unchanged
 }
 
+// mapped_resident_bytes counts this process's resident pages of the live mappings: what was read, less
+// what was released, and nothing once the mapping is gone (whatever the page cache still holds).
+TEST_F(ReleaseMappedPages, the_mappings_resident_bytes_follow_reads_and_releases) {
+  const size_t before = mapped_resident_bytes();  // other live mappings of the test program, if any
+  {
+    MappedFile file(path_);
+    expect_contents(file);
+    EXPECT_EQ(mapped_resident_bytes(), before + 16 * page_);
+    release_mapped_pages(file.data(), 4 * page_);
+    EXPECT_EQ(mapped_resident_bytes(), before + 12 * page_);
+  }
+  EXPECT_EQ(mapped_resident_bytes(), before);
+  MappedFile again(path_);  // the file's pages are in the page cache, but this mapping has read none
+  EXPECT_EQ(mapped_resident_bytes(), before);
+}
+
 TEST_F(ReleaseMappedPages, ranges_released_one_after_another_merge) {
   MappedFile file(path_);
   expect_contents(file);

@@ -47,6 +47,7 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "base/process_memory.h"
 #include "base/thread_pool.h"
 #include "ops/cpu/int8_weight.h"
 #include "ops/cpu/kernels.h"
@@ -828,7 +829,11 @@ std::shared_ptr<Int8Weight> repack_int8(const Weight& w) {
   check(mem != MAP_FAILED, ErrorKind::io,
         "out of memory repacking weight '" + w.name + "' for int8 matmuls (" + std::to_string(bytes) + " bytes)");
   ::madvise(mem, bytes, MADV_HUGEPAGE);  // advice only: without huge pages nothing changes
-  out->storage = std::shared_ptr<void>(mem, [bytes](void* p) { ::munmap(p, bytes); });
+  count_weight_copy(static_cast<int64_t>(bytes));
+  out->storage = std::shared_ptr<void>(mem, [bytes](void* p) {
+    ::munmap(p, bytes);
+    count_weight_copy(-static_cast<int64_t>(bytes));
+  });
   uint8_t* codes_out = static_cast<uint8_t*>(mem);
   uint8_t* records_out = codes_out + code_bytes;
   out->codes = codes_out;
