@@ -40,7 +40,8 @@ class MappedFile {
 // (heap storage, say).
 size_t release_mapped_pages(const void* data, size_t bytes);
 
-// Resident bytes of every live MappedFile now (mincore): the weights' pages this process holds.
+// Resident bytes of every live MappedFile now (this process's pages of them, from /proc/self/smaps):
+// the weights' pages it holds.
 size_t mapped_resident_bytes();
 
 // Reads a whole (small) file into a string. Throws Error naming the path.
