@@ -5,14 +5,21 @@ production shape (random_checkpoint.py) with the Qwen3 tokenizer (its 151,936-id
 the shape's, so every sampled id decodes). Prints one row per concurrency with its ratio to one stream.
 
   SANCTUM_BIN=... python3 bench/gpu/batched_decode.py --shape qwen3_5-27b --levels 1,4,8,16 [--json OUT]
+
+--trace CSV injects the kernel trace library (SANCTUM_KERNEL_TRACE_LIB, bench/gpu/kernel_trace.cc) into
+the server and then prints, for the last level, where the GPU's time went: the share of the level's
+wall time some kernel ran, and the kernels by summed time with their launch counts per output token.
+Run it with one level: the trace costs host time, so its tok/s are not the untraced figures.
 """
 import argparse
+import csv
 import gzip
 import json
 import os
 import shutil
 import sys
 import tempfile
+from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -21,6 +28,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "bench" / "server"))
 import loadgen  # noqa: E402
 import random_checkpoint  # noqa: E402
+from trace_decode import short_name  # noqa: E402
 
 TOKENIZER = ROOT / "tests" / "data" / "tokenizers" / "qwen3"
 
@@ -35,6 +43,39 @@ def make_model(shape: str, out: Path, layers: int | None) -> Path:
     return out
 
 
+def summarize_trace(trace: Path, level: dict, show: int = 30) -> None:
+    """Kernels that ran during `level` (its wall window on the GPU clock is taken as the trace's last
+    `level["wall_s"]` seconds of kernels): busy share, and per kernel the summed time and launches."""
+    kernels = []
+    with trace.open() as f:
+        for row in csv.DictReader(f):
+            if row["grid"] != "-":
+                kernels.append((int(row["start_ns"]), int(row["end_ns"]), short_name(row["name"])))
+    if not kernels:
+        print("no kernels in the trace: was SANCTUM_KERNEL_TRACE_LIB loaded?")
+        return
+    kernels.sort()
+    end = max(k[1] for k in kernels)
+    begin = end - int(level["wall_s"] * 1e9)
+    window = [k for k in kernels if k[0] >= begin]
+    busy, reach = 0, begin
+    for start, stop, _ in window:  # the union of the kernels' intervals
+        if stop > reach:
+            busy += stop - max(start, reach)
+            reach = stop
+    by_name = defaultdict(lambda: [0, 0])
+    for start, stop, name in window:
+        by_name[name][0] += stop - start
+        by_name[name][1] += 1
+    tokens = max(1, level["completed"] * level.get("max_tokens", 1))
+    print(f"trace, {level['concurrency']} streams: {len(window)} kernels in {level['wall_s']:.2f} s, "
+          f"GPU busy {100 * busy / max(1, end - begin):.1f}% of the wall time")
+    print(f"{'kernel':<48}{'ms':>10}{'share':>8}{'launches':>10}{'per token':>11}")
+    total = sum(v[0] for v in by_name.values())
+    for name, (ns, count) in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:show]:
+        print(f"{name[:47]:<48}{ns / 1e6:>10.1f}{100 * ns / total:>7.1f}%{count:>10}{count / tokens:>11.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="qwen3_5-27b", choices=sorted(random_checkpoint.SHAPES))
@@ -45,7 +86,12 @@ def main() -> int:
     ap.add_argument("--layers", type=int, help="fewer layers than the shape's (a quick check of the script)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--trace", type=Path, help="write the server's kernel trace here and summarize the last level")
     args = ap.parse_args()
+    if args.trace:
+        if not os.environ.get("SANCTUM_KERNEL_TRACE_LIB"):
+            raise SystemExit("--trace needs SANCTUM_KERNEL_TRACE_LIB (the built libsanctum_kernel_trace.so)")
+        os.environ.update({"CUDA_INJECTION64_PATH": os.environ["SANCTUM_KERNEL_TRACE_LIB"], "SANCTUM_KERNEL_TRACE": str(args.trace)})
     binary = os.environ.get("SANCTUM_BIN", str(ROOT / "build" / "sanctum"))
     levels = [int(x) for x in args.levels.split(",")]
     with tempfile.TemporaryDirectory(prefix="batched-decode-") as tmp:
@@ -64,6 +110,9 @@ def main() -> int:
         ratio = f"{r['aggregate_tok_s'] / one:8.2f}" if one else f"{'':8}"
         failed = r["requests"] - r["completed"]
         print(f"{r['concurrency']:>8}{r['aggregate_tok_s']:>10.1f}{ratio}{r['ttft_p50_ms']:>13.1f}{failed:>8}")
+    if args.trace:
+        rows[-1]["max_tokens"] = args.max_tokens
+        summarize_trace(args.trace, rows[-1])
     if args.json:
         args.json.write_text(json.dumps({"shape": args.shape, "levels": rows}, indent=1))
     return 0
