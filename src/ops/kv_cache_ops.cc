@@ -247,8 +247,35 @@ void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor&
   rope_and_store(q, k, v, positions, table, seqs);
 }
 
+namespace {
+
+// On a GPU, a step's sequences (two or more, host positions) in as few launches as
+// cuda::attention_kv_batch makes, each sequence's bits those of its own call; false where that
+// does not apply (the caller then runs them one by one).
+bool gpu_attention_batch(const Tensor& q, std::span<const SequenceCache> seqs, float scale, const Tensor* gate, Tensor& out) {
+  if (q.device() != Device::cuda || seqs.size() < 2 || q.dim(1) == 0) return false;
+  for (const SequenceCache& s : seqs)
+    if (s.positions.device != nullptr || (gate != nullptr && !cuda::attention_takes_gate(s.end - s.begin))) return false;
+  std::vector<Tensor> qs, outs, gates;
+  std::vector<int64_t> firsts;
+  for (const SequenceCache& s : seqs) {
+    qs.push_back(rows_of(q, s));
+    outs.push_back(rows_of(out, s));
+    if (gate != nullptr) gates.push_back(rows_of(*gate, s));
+    firsts.push_back(check_cache_attention(qs.back(), s.k, s.v, s.positions, outs.back()));
+  }
+  std::vector<cuda::AttentionCall> calls;
+  for (size_t i = 0; i < seqs.size(); ++i)
+    calls.push_back({&qs[i], &seqs[i].k, &seqs[i].v, firsts[i], &outs[i], gate != nullptr ? &gates[i] : nullptr});
+  cuda::attention_kv_batch(calls, scale);
+  return true;
+}
+
+}  // namespace
+
 void attention(const Tensor& q, std::span<const SequenceCache> seqs, float scale, Tensor& out) {
   if (check_sequences("attention", q, seqs, {})) {
+    if (gpu_attention_batch(q, seqs, scale, nullptr, out)) return;
     for (const SequenceCache& s : seqs) {
       Tensor os = rows_of(out, s);
       attention(rows_of(q, s), s.k, s.v, s.positions, scale, os);
@@ -266,6 +293,7 @@ void attention(const Tensor& q, std::span<const SequenceCache> seqs, float scale
 
 void gated_attention(const Tensor& q, std::span<const SequenceCache> seqs, float scale, const Tensor& gate, Tensor& out) {
   if (check_sequences("attention", q, seqs, {})) {
+    if (gpu_attention_batch(q, seqs, scale, &gate, out)) return;
     for (const SequenceCache& s : seqs) {
       Tensor os = rows_of(out, s);
       gated_attention(rows_of(q, s), s.k, s.v, s.positions, scale, rows_of(gate, s), os);

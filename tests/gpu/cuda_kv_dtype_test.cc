@@ -425,6 +425,53 @@ TEST_F(CudaKv, recorded_decode_step_gives_the_eager_bits) {
   }
 }
 
+// A decode step of many sequences, each one query over its own cache (ops::attention and
+// gated_attention over SequenceCaches: one launch per launch shape on the GPU), gives every sequence
+// the bits of its own call. The caches differ in length and capacity, one is long enough to take
+// blocks of more rows (another launch shape), and 17 sequences need two launches of one shape.
+TEST_F(CudaKv, decode_step_of_many_sequences_gives_each_sequence_its_own_bits) {
+  Rng rng(52);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);  // the decode kernel's mode (exact mode runs each call alone)
+  struct Shape {
+    int64_t heads, kv, d;
+  };
+  const float scale = 0.125f;
+  for (KvCacheDtype dtype : {KvCacheDtype::f32, KvCacheDtype::bf16, KvCacheDtype::q8, KvCacheDtype::q4v})
+    for (Shape sh : {Shape{14, 2, 64}, Shape{16, 2, 128}, Shape{4, 4, 256}, Shape{6, 2, 30}})
+      for (int64_t count : {2, 17}) {
+        std::vector<KvRows> ks, vs;
+        std::vector<std::vector<int32_t>> positions;
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t pos = rng.integer(0, 600);
+          // Sequence 1's capacity passes 8 MiB of f32 K and V (the decode kernel's reread bound).
+          const int64_t capacity = i == 1 ? 9000 : pos + 1 + rng.integer(0, 300);
+          ks.push_back(copy_side(stored_side(capacity, pos + 1, sh.kv, sh.d, ops::key_format(dtype), rng), Device::cuda));
+          vs.push_back(copy_side(stored_side(capacity, pos + 1, sh.kv, sh.d, ops::value_format(dtype), rng), Device::cuda));
+          positions.push_back({static_cast<int32_t>(pos)});
+        }
+        std::vector<ops::SequenceCache> seqs;
+        for (int64_t i = 0; i < count; ++i)
+          seqs.push_back(
+              {i, i + 1, ops::Positions{positions[static_cast<size_t>(i)]}, ks[static_cast<size_t>(i)], vs[static_cast<size_t>(i)]});
+        const Tensor q = test::gpu(test::random_tensor({count, sh.heads, sh.d}, DType::f32, rng));
+        const Tensor gate = test::gpu(test::random_tensor({count, sh.heads, sh.d}, DType::f32, rng));
+        Tensor out = Tensor::zeros({count, sh.heads, sh.d}, DType::f32, Device::cuda), gated = out.clone();
+        ops::attention(q, seqs, scale, out);
+        ops::gated_attention(q, seqs, scale, gate, gated);
+        const Tensor got = test::host(out), got_gated = test::host(gated);
+        for (int64_t i = 0; i < count; ++i) {
+          const ops::SequenceCache& s = seqs[static_cast<size_t>(i)];
+          Tensor one = Tensor::zeros({1, sh.heads, sh.d}, DType::f32, Device::cuda), one_gated = one.clone();
+          ops::attention(q.slice(0, i, i + 1), s.k, s.v, s.positions, scale, one);
+          ops::gated_attention(q.slice(0, i, i + 1), s.k, s.v, s.positions, scale, gate.slice(0, i, i + 1), one_gated);
+          const std::string what = case_name(dtype, count, s.positions.first(), sh.heads, sh.kv, sh.d) + " sequence " + std::to_string(i) +
+                                   " of capacity " + std::to_string(s.k.rows());
+          EXPECT_EQ(std::memcmp(got.slice(0, i, i + 1).raw(), test::host(one).raw(), one.nbytes()), 0) << what;
+          EXPECT_EQ(std::memcmp(got_gated.slice(0, i, i + 1).raw(), test::host(one_gated).raw(), one.nbytes()), 0) << what << ", gated";
+        }
+      }
+}
+
 // A pair of formats no --kv-cache-dtype makes (bf16 keys with q4 values) is refused by the GPU's
 // attention, naming the pairs it reads.
 TEST_F(CudaKv, attention_refuses_a_pair_no_dtype_makes) {

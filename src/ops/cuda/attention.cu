@@ -7,6 +7,7 @@
 // merges the partial results. This kernel is the exact-mode prefill and the fast mode's for 9 to 63
 // queries; attention() sends decode and fast-mode long prefill to attention_paths.cuh.
 #include <algorithm>
+#include <vector>
 
 #include "base/tuning.h"
 #include "ops/cuda/attention_paths.cuh"
@@ -212,25 +213,51 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
                out, gate);
 }
 
-void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
-                  const Tensor* gate) {
+namespace {
+
+void check_cache_pair(const Tensor& q, const KvRows& k, const KvRows& v) {
   check(q.dim(2) <= 256, ErrorKind::unsupported, "[attention] cuda supports head_dim up to 256, got " + std::to_string(q.dim(2)));
   check((k.format == v.format && k.format != KvFormat::q4) || (k.format == KvFormat::q8 && v.format == KvFormat::q4),
         ErrorKind::unsupported,
         "[attention] cuda reads the caches --kv-cache-dtype makes (keys and values both f32, bf16 or q8, or q8 keys with q4 values); "
         "make the cache with ops::key_format and ops::value_format of one dtype");
+}
+
+// Exact mode keeps every query on the flash kernel without key splits, so a query's bits do not
+// depend on how many queries share its forward (prefill k + decode == full prefill, bitwise).
+bool exact_mode() { return matmul_precision() == MatmulPrecision::f32; }
+
+// The view of a call with a gate, which only the decode kernel takes.
+AttnView gated_view(AttnView view, const Tensor& gate, const Tensor& out) {
+  check(attention_takes_gate(view.n) && out.dtype() == DType::f32, ErrorKind::internal, "[attention] a gate where the kernels take none");
+  view.gate = gate.data<float>();
+  view.g_s0 = gate.stride(0);
+  view.g_s1 = gate.stride(1);
+  return view;
+}
+
+}  // namespace
+
+void attention_kv_batch(std::span<const AttentionCall> calls, float scale) {
+  std::vector<AttnView> decode;
+  for (const AttentionCall& c : calls) {
+    check_cache_pair(*c.q, *c.k, *c.v);
+    if (c.q->dim(0) == 0) continue;
+    const AttnView view = attn_view(*c.q, *c.k, *c.v, c.q_pos0, nullptr, scale, *c.out);
+    if (c.gate != nullptr) decode.push_back(gated_view(view, *c.gate, *c.out));
+    else if (c.out->dtype() == DType::f32 && view.n <= kDecodeMaxQueries && !exact_mode()) decode.push_back(view);
+    else attention_kv(*c.q, *c.k, *c.v, c.q_pos0, nullptr, scale, *c.out);  // the paths attention_kv picks below
+  }
+  if (!decode.empty()) attention_decode_batch(decode);
+}
+
+void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
+                  const Tensor* gate) {
+  check_cache_pair(q, k, v);
   if (q.dim(0) == 0) return;
   AttnView view = attn_view(q, k, v, q_pos0, device_q_pos0, scale, out);
-  if (gate != nullptr) {  // the decode kernel's paths below write it gated
-    check(attention_takes_gate(view.n) && out.dtype() == DType::f32, ErrorKind::internal, "[attention] a gate where the kernels take none");
-    view.gate = gate->data<float>();
-    view.g_s0 = gate->stride(0);
-    view.g_s1 = gate->stride(1);
-    return attention_decode(view);
-  }
-  // Exact mode keeps every query on the flash kernel without key splits, so a query's bits do not
-  // depend on how many queries share its forward (prefill k + decode == full prefill, bitwise).
-  const bool exact = matmul_precision() == MatmulPrecision::f32;
+  if (gate != nullptr) return attention_decode(gated_view(view, *gate, out));  // the decode kernel's paths below write it gated
+  const bool exact = exact_mode();
   const bool tensor_core_prefill = view.n >= kGemmMinQueries && !exact && device_q_pos0 == nullptr;
   if (out.dtype() == DType::bf16) {
     if (tensor_core_prefill && attention_flash_wgmma_ok(view)) return attention_flash_wgmma(view);

@@ -7,7 +7,10 @@
 // it computes this one. Each warp keeps an
 // online softmax per row, the warps merge in shared memory, and when the keys are also split across
 // blocks (split-K) a second kernel merges the splits.
+// A decode step's sequences, each over its own cache, go out together (attention_decode_batch): one
+// grid of every sequence's blocks, each sequence's with the splits its own launch would have.
 #include <algorithm>
+#include <vector>
 
 #include "ops/cuda/attention_paths.cuh"
 #include "ops/cuda/common.cuh"
@@ -90,19 +93,16 @@ __device__ __forceinline__ Chunk<VEC> zero_chunk() {
 }
 
 // Lane `lane` holds chunks lane + 32 p (p < P) of VEC floats each: elements (lane + 32 p) * VEC + e.
-// K and V are read in the cache's elements and dequantized in registers. Grid: (splits, kv heads, row groups).
+// K and V are read in the cache's elements and dequantized in registers. One block: split `split`
+// of KV head g's rows [row0, row0 + RB).
 template <KvElem K, KvElem V, int VEC, int P, int RB, int KB>
-__global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArgs args) {
-  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
-  allow_next_early();
+__device__ __forceinline__ void decode_block(const DecodeArgs& args, int64_t split, int64_t g, int row0) {
   constexpr int DP = 32 * P * VEC;
   __shared__ float red_acc[kWarps][RB][DP];
   __shared__ float red_m[kWarps][RB], red_l[kWarps][RB];
   const AttnView& a = args.a;
   const int D = a.d, G = args.groups;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t split = blockIdx.x, g = blockIdx.y;
-  const int row0 = static_cast<int>(blockIdx.z) * RB;
 
   float q[RB][P][VEC];
   int64_t limit[RB];  // keys [0, limit) are visible to the row; 0 for rows past the end
@@ -254,19 +254,49 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArg
   }
 }
 
-constexpr int kMaxSplits = 256;
-
-// Merges the splits of one (query, head) for 32 of its d values (blockIdx.z): the 8 warps take
-// every 8th split each, so no thread walks all splits in a row.
-__global__ void __launch_bounds__(256) decode_combine(DecodeArgs args) {
+// Grid: (splits, kv heads, row groups).
+template <KvElem K, KvElem V, int VEC, int P, int RB, int KB>
+__global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(DecodeArgs args) {
   wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
   allow_next_early();
+  decode_block<K, V, VEC, P, RB, KB>(args, blockIdx.x, blockIdx.y, static_cast<int>(blockIdx.z) * RB);
+}
+
+// Several sequences' decode of one instantiation in one launch, each with the arguments (splits
+// included) its own launch would have, so each computes the bits it computes alone. Kernel
+// arguments, not a table in device memory: nothing to copy or keep alive per launch.
+constexpr int kBatchArgBytes = 4000;  // under the 4 KiB every driver takes as kernel arguments
+struct DecodeBatch {
+  int count = 0;
+  int row_groups = 0;  // per sequence
+  int64_t max_splits = 0;
+  static constexpr int kMax = static_cast<int>((kBatchArgBytes - 16) / sizeof(DecodeArgs));
+  DecodeArgs seq[kMax];
+};
+static_assert(sizeof(DecodeBatch) <= kBatchArgBytes);
+
+// Grid: (the most splits of any sequence, kv heads, sequences x row groups); a sequence's blocks
+// past its own splits end at once.
+template <KvElem K, KvElem V, int VEC, int P, int RB, int KB>
+__global__ void __launch_bounds__(kWarps * 32) attention_decode_batch_kernel(const __grid_constant__ DecodeBatch batch) {
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
+  const int s = static_cast<int>(blockIdx.z) / batch.row_groups;
+  const DecodeArgs& args = batch.seq[s];
+  if (blockIdx.x >= static_cast<unsigned>(args.splits)) return;
+  decode_block<K, V, VEC, P, RB, KB>(args, blockIdx.x, blockIdx.y, static_cast<int>(blockIdx.z) % batch.row_groups * RB);
+}
+
+constexpr int kMaxSplits = 256;
+
+// Merges the splits of query i, head h for 32 of its d values (from c0): the 8 warps take every 8th
+// split each, so no thread walks all splits in a row.
+__device__ __forceinline__ void combine_block(const DecodeArgs& args, int64_t i, int64_t h, int c0) {
   __shared__ float weight[kMaxSplits];
   __shared__ float partial[8][32];
   __shared__ float scratch[32];
   const AttnView& a = args.a;
-  const int64_t i = blockIdx.x, h = blockIdx.y;
-  const int D = a.d, S = args.splits, tid = threadIdx.x, slice = tid >> 5, c = static_cast<int>(blockIdx.z) * 32 + (tid & 31);
+  const int D = a.d, S = args.splits, tid = threadIdx.x, slice = tid >> 5, c = c0 + (tid & 31);
   const float* part = args.part + (i * a.heads + h) * S * (D + 2);
   const float ms = tid < S ? part[tid * (D + 2) + D] : -INFINITY;
   const float M = block_max(ms, scratch);  // finite: key 0 is in some split
@@ -288,19 +318,78 @@ __global__ void __launch_bounds__(256) decode_combine(DecodeArgs args) {
   }
 }
 
+// Grid: (queries, heads, d / 32).
+__global__ void __launch_bounds__(256) decode_combine(DecodeArgs args) {
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
+  combine_block(args, blockIdx.x, blockIdx.y, static_cast<int>(blockIdx.z) * 32);
+}
+
+// Grid: (sequences x queries, heads, d / 32), over the sequences that split their keys.
+__global__ void __launch_bounds__(256) decode_combine_batch(const __grid_constant__ DecodeBatch batch, int queries) {
+  wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
+  allow_next_early();
+  const DecodeArgs& args = batch.seq[blockIdx.x / queries];
+  if (args.splits == 1) return;
+  combine_block(args, blockIdx.x % queries, blockIdx.y, static_cast<int>(blockIdx.z) * 32);
+}
+
 Tensor& partial_scratch() {
   static Tensor t;
   return t;
 }
 
-template <KvElem K, KvElem V, int VEC, int P, int RB>
-void launch(DecodeArgs args) {
-  constexpr int KB = RB >= 8 ? 2 : 4;
+float* partial_room(int64_t floats) {
+  Tensor& part = partial_scratch();
+  if (!part || part.numel() < floats) part = Tensor::zeros({floats}, DType::f32, Device::cuda);
+  return part.data<float>();
+}
+
+// The instantiation a call runs: the cache's elements, the vector width and chunks per lane, and
+// the rows per block.
+struct DecodeConfig {
+  KvElem k, v;
+  int vec, p, rb;
+  bool operator==(const DecodeConfig&) const = default;
+};
+
+DecodeArgs decode_args(const AttnView& a) {
+  DecodeArgs args{};
+  args.a = a;
+  args.groups = static_cast<int>(a.heads / a.kv_heads);
+  args.rows = static_cast<int>(a.n * args.groups);
+  return args;
+}
+
+DecodeConfig decode_config(const DecodeArgs& args) {
+  const AttnView& a = args.a;
+  DecodeConfig c{a.k_elem, a.k_elem == KvElem::q8 && a.v_elem == KvElem::q4 ? KvElem::q4 : a.k_elem, 1, 8, 2};
+  // Whole chunks of four values need every row start of q, k and v on a four-value boundary.
+  const bool vec4 =
+      a.d % 4 == 0 && a.q_s0 % 4 == 0 && a.q_s1 % 4 == 0 && aligned16(a.q) && kv_rows_aligned(a.k, c.k, 4) && kv_rows_aligned(a.v, c.v, 4);
+  if (vec4) {
+    c.vec = 4;
+    c.p = a.d <= 128 ? 1 : 2;
+  }
+  // Rows per block. A block computes every key for each of its rows, so few rows a block make more
+  // blocks with less arithmetic each, which is what decode over a short cache waits on; but each row
+  // group reads the cache again, so a cache past kRereadBytes (where L2 no longer holds it beside the
+  // weights streaming through) takes blocks of up to eight rows and reads it once. On an H200 at 512
+  // keys (768 of capacity; bench/gpu/decode_sweep.py, tg128), two rows a block against eight: MoE
+  // shape 456.6 -> 474.6 tok/s, 27B 151.6 -> 153.0, 24B 193.3 -> 195.5.
+  constexpr int64_t kRereadBytes = int64_t{8} << 20;
+  const bool cache_in_l2 = a.key_rows * a.kv_heads * a.d * (kv_elem_bits(c.k) + kv_elem_bits(c.v)) / 8 <= kRereadBytes;
+  c.rb = args.rows <= 2 || cache_in_l2 ? 2 : args.rows <= 4 ? 4 : 8;
+  return c;
+}
+
+// The key splits of a call with `rb` rows a block (args.splits, args.keys_per_split); returns its row groups.
+int64_t plan_splits(DecodeArgs& args, int rb) {
   const AttnView& a = args.a;
   // Splits are sized by k's rows (for a model, the cache's capacity), never by the live position, so
   // a recorded step (which cannot know it) computes the same bits; splits past the live keys find none.
   const int64_t keys = a.key_rows;
-  const int64_t row_groups = (args.rows + RB - 1) / RB;
+  const int64_t row_groups = (args.rows + rb - 1) / rb;
   const int64_t base = a.kv_heads * row_groups;
   // Up to eight blocks per multiprocessor, but no split under 16 keys (the merge costs traffic). A
   // block's four warps then take one or two batches of keys each: at 512 keys of the benchmark
@@ -313,65 +402,117 @@ void launch(DecodeArgs args) {
                                      (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
   splits = std::clamp<int64_t>(splits, 1, kMaxSplits);
   args.keys_per_split = (keys + splits - 1) / splits;
-  splits = (keys + args.keys_per_split - 1) / args.keys_per_split;
-  args.splits = static_cast<int>(splits);
-  if (splits > 1) {
-    const int64_t need = a.n * a.heads * splits * (a.d + 2);
-    Tensor& part = partial_scratch();
-    if (!part || part.numel() < need) part = Tensor::zeros({need}, DType::f32, Device::cuda);
-    args.part = part.data<float>();
+  args.splits = static_cast<int>((keys + args.keys_per_split - 1) / args.keys_per_split);
+  return row_groups;
+}
+
+// Floats of split partials a call writes.
+int64_t partial_floats(const DecodeArgs& args) { return args.splits > 1 ? args.a.n * args.a.heads * args.splits * (args.a.d + 2) : 0; }
+
+// Calls f.template operator()<K, V, VEC, P, RB>() of the configuration's instantiation.
+template <class F>
+void with_config(const DecodeConfig& c, F&& f) {
+  auto rows = [&]<KvElem K, KvElem V, int VEC, int P>() {
+    if (c.rb == 2) f.template operator()<K, V, VEC, P, 2>();
+    else if (c.rb == 4) f.template operator()<K, V, VEC, P, 4>();
+    else f.template operator()<K, V, VEC, P, 8>();
+  };
+  auto vectors = [&]<KvElem K, KvElem V>() {
+    if (c.vec == 4 && c.p == 1) rows.template operator()<K, V, 4, 1>();
+    else if (c.vec == 4) rows.template operator()<K, V, 4, 2>();
+    else rows.template operator()<K, V, 1, 8>();
+  };
+  switch (c.k) {
+    case KvElem::f32: return vectors.template operator()<KvElem::f32, KvElem::f32>();
+    case KvElem::bf16: return vectors.template operator()<KvElem::bf16, KvElem::bf16>();
+    case KvElem::q8:
+      if (c.v == KvElem::q4) return vectors.template operator()<KvElem::q8, KvElem::q4>();
+      return vectors.template operator()<KvElem::q8, KvElem::q8>();
+    case KvElem::q4: return;  // keys are never q4 (attention_kv checks the pair)
   }
-  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(row_groups));
-  launch_early(attention_decode_kernel<K, V, VEC, P, RB, KB>, grid, dim3(kWarps * 32), 0, args);
+}
+
+constexpr int key_batch(int rb) { return rb >= 8 ? 2 : 4; }
+
+template <KvElem K, KvElem V, int VEC, int P, int RB>
+void launch_one(DecodeArgs args, int64_t row_groups) {
+  const AttnView& a = args.a;
+  if (args.splits > 1) args.part = partial_room(partial_floats(args));
+  const dim3 grid(static_cast<unsigned>(args.splits), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(row_groups));
+  launch_early(attention_decode_kernel<K, V, VEC, P, RB, key_batch(RB)>, grid, dim3(kWarps * 32), 0, args);
   check_launch("attention decode");
-  if (splits > 1) {
+  if (args.splits > 1) {
     launch_early(decode_combine, dim3(static_cast<unsigned>(a.n), static_cast<unsigned>(a.heads), static_cast<unsigned>((a.d + 31) / 32)),
                  dim3(256), 0, args);
     check_launch("attention decode combine");
   }
 }
 
-// Rows per block. A block computes every key for each of its rows, so few rows a block make more
-// blocks with less arithmetic each, which is what decode over a short cache waits on; but each row
-// group reads the cache again, so a cache past kRereadBytes (where L2 no longer holds it beside the
-// weights streaming through) takes blocks of up to eight rows and reads it once. On an H200 at 512
-// keys (768 of capacity; bench/gpu/decode_sweep.py, tg128), two rows a block against eight: MoE shape
-// 456.6 -> 474.6 tok/s, 27B 151.6 -> 153.0, 24B 193.3 -> 195.5.
-template <KvElem K, KvElem V, int VEC, int P>
-void launch_rows(const DecodeArgs& args) {
-  constexpr int64_t kRereadBytes = int64_t{8} << 20;
-  const AttnView& a = args.a;
-  const bool cache_in_l2 = a.key_rows * a.kv_heads * a.d * (kv_elem_bits(K) + kv_elem_bits(V)) / 8 <= kRereadBytes;
-  if (args.rows <= 2 || cache_in_l2) launch<K, V, VEC, P, 2>(args);
-  else if (args.rows <= 4) launch<K, V, VEC, P, 4>(args);
-  else launch<K, V, VEC, P, 8>(args);
-}
-
-template <KvElem K, KvElem V>
-void launch_vectors(const DecodeArgs& args) {
-  const AttnView& a = args.a;
-  // Whole chunks of four values need every row start of q, k and v on a four-value boundary.
-  const bool vec4 =
-      a.d % 4 == 0 && a.q_s0 % 4 == 0 && a.q_s1 % 4 == 0 && aligned16(a.q) && kv_rows_aligned(a.k, K, 4) && kv_rows_aligned(a.v, V, 4);
-  if (vec4 && a.d <= 128) launch_rows<K, V, 4, 1>(args);
-  else if (vec4) launch_rows<K, V, 4, 2>(args);
-  else launch_rows<K, V, 1, 8>(args);
+// batch.seq[0, count): one instantiation, the same n, heads and d; their partials at part.
+template <KvElem K, KvElem V, int VEC, int P, int RB>
+void launch_batch(const DecodeBatch& batch, bool any_split) {
+  const AttnView& a = batch.seq[0].a;
+  const dim3 grid(static_cast<unsigned>(batch.max_splits), static_cast<unsigned>(a.kv_heads),
+                  static_cast<unsigned>(batch.count * batch.row_groups));
+  launch_early(attention_decode_batch_kernel<K, V, VEC, P, RB, key_batch(RB)>, grid, dim3(kWarps * 32), 0, batch);
+  check_launch("attention decode batch");
+  if (any_split) {
+    launch_early(decode_combine_batch,
+                 dim3(static_cast<unsigned>(batch.count * a.n), static_cast<unsigned>(a.heads), static_cast<unsigned>((a.d + 31) / 32)),
+                 dim3(256), 0, batch, static_cast<int>(a.n));
+    check_launch("attention decode batch combine");
+  }
 }
 
 }  // namespace
 
 void attention_decode(const AttnView& a) {
-  DecodeArgs args{};
-  args.a = a;
-  args.groups = static_cast<int>(a.heads / a.kv_heads);
-  args.rows = static_cast<int>(a.n * args.groups);
-  switch (a.k_elem) {
-    case KvElem::f32: return launch_vectors<KvElem::f32, KvElem::f32>(args);
-    case KvElem::bf16: return launch_vectors<KvElem::bf16, KvElem::bf16>(args);
-    case KvElem::q8:
-      if (a.v_elem == KvElem::q4) return launch_vectors<KvElem::q8, KvElem::q4>(args);
-      return launch_vectors<KvElem::q8, KvElem::q8>(args);
-    case KvElem::q4: return;  // keys are never q4 (attention_kv checks the pair)
+  DecodeArgs args = decode_args(a);
+  const DecodeConfig c = decode_config(args);
+  const int64_t row_groups = plan_splits(args, c.rb);
+  with_config(c, [&]<KvElem K, KvElem V, int VEC, int P, int RB>() { launch_one<K, V, VEC, P, RB>(args, row_groups); });
+}
+
+void attention_decode_batch(std::span<const AttnView> views) {
+  std::vector<DecodeArgs> args;
+  std::vector<DecodeConfig> configs;
+  std::vector<int64_t> row_groups, offsets;
+  int64_t floats = 0;
+  for (const AttnView& a : views) {
+    args.push_back(decode_args(a));
+    configs.push_back(decode_config(args.back()));
+    row_groups.push_back(plan_splits(args.back(), configs.back().rb));
+    offsets.push_back(floats);
+    floats += partial_floats(args.back());
+  }
+  float* part = floats > 0 ? partial_room(floats) : nullptr;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].splits > 1) args[i].part = part + offsets[i];
+  // Launches of up to DecodeBatch::kMax calls that share an instantiation, query count and head
+  // shape (in practice all of a step's: one model, one token each).
+  std::vector<bool> done(args.size(), false);
+  for (size_t first = 0; first < args.size(); ++first) {
+    if (done[first]) continue;
+    DecodeBatch batch;
+    batch.row_groups = static_cast<int>(row_groups[first]);
+    bool any_split = false;
+    auto flush = [&] {
+      with_config(configs[first], [&]<KvElem K, KvElem V, int VEC, int P, int RB>() { launch_batch<K, V, VEC, P, RB>(batch, any_split); });
+      batch.count = 0;
+      batch.max_splits = 0;
+      any_split = false;
+    };
+    for (size_t i = first; i < args.size(); ++i) {
+      const AttnView &x = args[i].a, &y = args[first].a;
+      if (done[i] || !(configs[i] == configs[first]) || x.n != y.n || x.heads != y.heads || x.kv_heads != y.kv_heads || x.d != y.d)
+        continue;
+      done[i] = true;
+      batch.seq[batch.count++] = args[i];
+      batch.max_splits = std::max<int64_t>(batch.max_splits, args[i].splits);
+      any_split |= args[i].splits > 1;
+      if (batch.count == DecodeBatch::kMax) flush();
+    }
+    if (batch.count > 0) flush();
   }
 }
 

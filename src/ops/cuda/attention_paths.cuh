@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <span>
 
 #include "ops/cuda/kv_elem.cuh"
 #include "tensor/tensor.h"
@@ -75,6 +76,9 @@ constexpr int64_t kDecodeMaxQueries = 8;
 // Few queries (decode, short speculative batches): every query head of one KV head at once, keys
 // split across warps and blocks, K/V read once per (KV head, row group) straight from global.
 void attention_decode(const AttnView& a);
+// The same for several calls in as few launches as their instantiations allow (one for a decode
+// step's sequences), each call's bits those of its own attention_decode.
+void attention_decode_batch(std::span<const AttnView> views);
 
 // Long prefill in the fast precision mode, flash-attention style on the tensor cores (bf16 Q, K, V
 // and P, f32 sums and softmax; attention_flash_bf16.cu): head dims 64, 128 and 256, rows of whole

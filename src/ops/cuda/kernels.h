@@ -58,6 +58,18 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_pos0
 // or q8, or q8 keys with q4 values (q4v); k and v the cache's rows; gate as above.
 void attention_kv(const Tensor& q, const KvRows& k, const KvRows& v, int64_t q_pos0, const int32_t* device_q_pos0, float scale, Tensor& out,
                   const Tensor* gate = nullptr);
+// attention_kv for several calls at once (a decode step's sequences, each over its own cache): the
+// calls the decode kernel takes go out in as few launches as their launch shapes allow, the others
+// one by one; every call's bits are those of its own attention_kv.
+struct AttentionCall {
+  const Tensor* q;
+  const KvRows* k;
+  const KvRows* v;
+  int64_t q_pos0;
+  Tensor* out;
+  const Tensor* gate;  // nullptr: none
+};
+void attention_kv_batch(std::span<const AttentionCall> calls, float scale);
 // ops::store_kv_rows into a q8 or q4 cache side: src (n, kv_heads * head_dim) f32 rows to dst rows
 // [row0, row0 + n), quantized to the bytes the CPU's store writes. (A bf16 cache takes store_rows, which rounds.)
 void store_kv_rows(const Tensor& src, const KvRows& dst, int64_t row0, const int32_t* device_row0);

@@ -41,6 +41,7 @@ void attention(const Tensor&, const Tensor&, const Tensor&, int64_t, const int32
 void attention_kv(const Tensor&, const KvRows&, const KvRows&, int64_t, const int32_t*, float, Tensor&, const Tensor*) {
   no_cuda("attention");
 }
+void attention_kv_batch(std::span<const AttentionCall>, float) { no_cuda("attention"); }
 void store_kv_rows(const Tensor&, const KvRows&, int64_t, const int32_t*) { no_cuda("store_kv_rows"); }
 bool attention_takes_gate(int64_t) { return false; }
 bool attention_gives_bf16(int64_t, int64_t) { return false; }
