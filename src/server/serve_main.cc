@@ -128,6 +128,7 @@ void start_engine(LoadedModel& l, const ServerOptions& options, ServerMetrics& m
   for (const auto& [part, bytes] : {std::pair<const char*, size_t>{"weights", m.memory.weights},
                                     {"state_bound", m.memory.state_bound},
                                     {"prompt_cache", m.memory.prompt_cache},
+                                    {"grammar_cache", m.memory.grammar_cache},
                                     {"scratch", m.memory.scratch}})
     metrics.memory_plan.with({m.id, part}).set(static_cast<double>(bytes));
 }

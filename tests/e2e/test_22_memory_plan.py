@@ -63,6 +63,7 @@ def test_the_plan_is_logged_and_shown_from_the_checkpoint_and_flags(serve, tiny_
     assert len(logged) == 1 and json.loads(logged[0]["plan"]) == plan
     metrics = sh.request(s.port, "GET", "/metrics")[2].decode()
     assert sh.metric_value(metrics, "sanctum_memory_plan_bytes", {"model": MODEL, "part": "weights"}) == weights
+    assert sh.metric_value(metrics, "sanctum_memory_plan_bytes", {"model": MODEL, "part": "grammar_cache"}) == 256 * MIB
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "q8", "q4v"])
