@@ -39,7 +39,7 @@ size_t row_bytes_of(const Tensor& layout) {
 }
 }  // namespace
 
-std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t reserve) const {
+std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t reserve, const Storage* from, int64_t keep) const {
   auto s = std::make_shared<Storage>();
   s->row_bytes = bytes_per_token(n_kv_heads_, head_dim_, dtype_);
   const ops::KvFormat formats[2] = {ops::key_format(dtype_), ops::value_format(dtype_)};
@@ -47,22 +47,22 @@ std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t
     s->k = ops::KvRows::zeros(capacity, n_kv_heads_, head_dim_, formats[0], device_);
     s->v = ops::KvRows::zeros(capacity, n_kv_heads_, head_dim_, formats[1], device_);
     s->capacity.store(capacity, std::memory_order_release);
+    if (from && keep > 0) copy_rows(*s, *from, keep);
     return s;
   }
   // The layouts ops::KvRows::zeros makes, laid over address space reserved for `rows` rows.
   auto lay = [&](int64_t rows) {
-    s->reserved.clear();
+    s->memory.clear();
     for (int side = 0; side < 2; ++side) {
       const ops::KvRows layout = ops::KvRows::zeros(0, n_kv_heads_, head_dim_, formats[side], Device::cpu);
       ops::KvRows& rows_of_side = side == 0 ? s->k : s->v;
       rows_of_side = ops::KvRows{{}, {}, layout.format, layout.head_dim};
-      for (auto [to, from] : {std::pair{&rows_of_side.data, &layout.data}, std::pair{&rows_of_side.scales, &layout.scales}}) {
-        if (!*from) continue;
-        const size_t row_bytes = row_bytes_of(*from);
-        auto memory = HostReservation::reserve(static_cast<size_t>(rows) * row_bytes);
+      for (auto [to, from_layout] : {std::pair{&rows_of_side.data, &layout.data}, std::pair{&rows_of_side.scales, &layout.scales}}) {
+        if (!*from_layout) continue;
+        auto memory = HostRows::reserve(rows, row_bytes_of(*from_layout));
         if (!memory) return false;
-        *to = rows_over(*from, rows, memory->data(), memory);
-        s->reserved.push_back({std::move(memory), row_bytes});
+        *to = rows_over(*from_layout, rows, memory->data(), memory);
+        s->memory.push_back(std::move(memory));
       }
     }
     return true;
@@ -72,15 +72,43 @@ std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t
   check(lay(rows) || lay(capacity), ErrorKind::io,
         "KvCache: no address space left to reserve " + std::to_string(capacity) + " rows of " + std::to_string(s->row_bytes) +
             " bytes; lower --max-seqs or the context length, or raise ulimit -v");
+  if (from && keep > 0) {
+    if (from->memory.size() == s->memory.size()) {
+      for (size_t i = 0; i < s->memory.size(); ++i) s->memory[i]->share(*from->memory[i], keep);
+    } else {
+      grow_in_place(*s, keep);
+      copy_rows(*s, *from, keep);
+    }
+  }
   grow_in_place(*s, capacity);
   return s;
 }
 
+void KvCache::copy_rows(Storage& to, const Storage& from, int64_t rows) {
+  for (auto [dst, src] : {std::pair{&to.k, &from.k}, std::pair{&to.v, &from.v}}) {
+    dst->data.slice(0, 0, rows).copy_from(src->data.slice(0, 0, rows));
+    if (dst->scales) dst->scales.slice(0, 0, rows).copy_from(src->scales.slice(0, 0, rows));
+  }
+}
+
 bool KvCache::grow_in_place(Storage& s, int64_t capacity) {
-  if (s.reserved.empty() || capacity > s.k.rows()) return false;
-  for (const Storage::Reserved& r : s.reserved) r.memory->commit(static_cast<size_t>(capacity) * r.row_bytes);
-  s.capacity.store(capacity, std::memory_order_release);
+  if (s.memory.empty() || capacity > s.k.rows()) return false;
+  for (const auto& memory : s.memory) memory->commit(capacity);
+  s.capacity.store(std::max(capacity, s.capacity.load(std::memory_order_relaxed)), std::memory_order_release);
   return true;
+}
+
+void KvCache::make_writable(Storage& s, int64_t begin, int64_t end) {
+  for (const auto& memory : s.memory) memory->make_writable(begin, end);
+}
+
+void KvCache::for_each_buffer(const std::function<void(const void*, size_t)>& fn) const {
+  if (!storage_) return;
+  if (storage_->memory.empty()) {
+    fn(storage_.get(), bytes());
+    return;
+  }
+  for (const auto& memory : storage_->memory) memory->for_each_extent(fn);
 }
 
 // A copy is a snapshot of the other handle's rows: they become immutable for both.
@@ -140,32 +168,29 @@ void KvCache::reserve(int64_t tokens) {
       storage_->writer = id();  // the tail above every snapshot is free: take it
     }
     const bool may_write = storage_->writer == id_ && id_ != 0 && rows_ >= storage_->frozen;
-    if (may_write && tokens <= capacity()) return;  // write in place
+    // Rows another storage maps (a sequence that continued a snapshot) get pages of their own first.
+    if (may_write && tokens <= capacity()) return make_writable(*storage_, rows_, tokens);  // write in place
     // Grows in place only storage no snapshot holds: a snapshot's buffer keeps the size the prompt
-    // cache counted, and the writer copies its rows out once, into a reservation of its own.
-    if (storage_.use_count() == 1 && grow_in_place(*storage_, whole_blocks(tokens))) return;
+    // cache counted, and the writer moves its rows out once, into a reservation of its own.
+    if (storage_.use_count() == 1 && grow_in_place(*storage_, whole_blocks(tokens))) return make_writable(*storage_, rows_, tokens);
     if (!may_write) keep = std::min(rows_, capacity());  // copy-on-write: only our own rows
   }
-  // Outgrowing storage of our own (not copying out of a snapshot's): leave room to grow again.
+  // Outgrowing storage of our own (not moving out of a snapshot's): leave room to grow again.
   const bool outgrown = storage_ && keep == capacity();
   std::shared_ptr<Storage> fresh;
   if (device_ == Device::cpu) {
     const int64_t cap = whole_blocks(std::max(tokens, keep));
     const bool past_reservation = outgrown && cap > storage_->k.rows();
-    fresh = new_storage(cap, std::max(reserve_tokens_, past_reservation ? grown_capacity(cap, storage_->k.rows()) : cap));
+    fresh =
+        new_storage(cap, std::max(reserve_tokens_, past_reservation ? grown_capacity(cap, storage_->k.rows()) : cap), storage_.get(), keep);
   } else {
     const int64_t cap = grown_capacity(std::max(tokens, keep), outgrown ? capacity() : 0);
-    fresh = new_storage(cap, cap);
-  }
-  if (keep > 0) {
-    for (auto [to, from] : {std::pair{&fresh->k, &storage_->k}, std::pair{&fresh->v, &storage_->v}}) {
-      to->data.slice(0, 0, keep).copy_from(from->data.slice(0, 0, keep));
-      if (to->scales) to->scales.slice(0, 0, keep).copy_from(from->scales.slice(0, 0, keep));
-    }
+    fresh = new_storage(cap, cap, storage_.get(), keep);
   }
   release_writer();
   fresh->writer = id();
   storage_ = std::move(fresh);
+  make_writable(*storage_, rows_, tokens);  // the rows it shares with the old storage are read-only
 }
 
 void KvCache::check_writable() const {

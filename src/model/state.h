@@ -5,13 +5,14 @@
 // be rolled back separately.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "ops/kv_format.h"
-#include "tensor/host_reservation.h"
+#include "tensor/host_rows.h"
 #include "tensor/tensor.h"
 
 namespace sanctum {
@@ -22,18 +23,18 @@ struct ServedLora;
 // (ops/kv_format.h: f32, bf16, or 8/4-bit codes with per-block scales), grown in blocks.
 //
 // On the CPU the rows live in address space reserved for `reserve_tokens` rows (the model's context)
-// and committed a block at a time (tensor/host_reservation.h): growing storage that no snapshot
-// shares never copies and never holds an old and a new buffer at once. Past the reservation (or on
-// a GPU) growing copies the rows into new storage with room for half again as many; so does a writer
-// outgrowing storage a snapshot shares (the snapshot's buffer keeps its size), once. Rows not yet
-// written read as zero either way.
+// and committed a block at a time (tensor/host_rows.h): growing storage that no snapshot shares
+// never copies and never holds an old and a new buffer at once. Past the reservation (or on a GPU)
+// growing moves the rows into new storage with room for half again as many.
 //
 // Storage is shared copy-on-write between a sequence and its snapshots (share_prefix): a prompt
 // cache holding every turn of a conversation holds one buffer per layer, not one per turn. Rows
 // below a storage's `frozen` mark belong to some snapshot and are never written again; at most one
 // handle (the writer) writes rows at or above it in place. Any other handle about to write
-// (reserve) first copies its rows [0, rows()) into storage of its own. Attention kernels keep
-// reading contiguous rows.
+// (reserve) first moves its rows [0, rows()) into storage of its own: on the CPU that storage maps
+// the shared rows' whole pages and copies only the rest (HostRows::share), so concurrent sequences
+// continuing one prompt-cache entry, or the n choices of one request, hold its prefix once. On a
+// GPU the rows are copied. Attention kernels keep reading contiguous rows.
 class KvCache {
  public:
   static constexpr int64_t kBlockTokens = 256;
@@ -77,30 +78,33 @@ class KvCache {
   static size_t bytes_per_token(int64_t n_kv_heads, int64_t head_dim, ops::KvCacheDtype dtype);
   // A handle on rows [0, n) of the same storage; no write through any handle can change them.
   KvCache share_prefix(int64_t n) const;
-  // Identifies the buffer, so that a pool holding several handles on it counts its bytes once.
+  // Identifies the storage: handles sharing it (snapshots) return the same.
   const void* storage_id() const { return storage_.get(); }
+  // Calls fn(id, bytes) for each buffer under the rows (on the CPU, each extent of pages it maps),
+  // with the same id wherever the same memory is held, shared pages included: a sum over distinct
+  // ids counts memory once.
+  void for_each_buffer(const std::function<void(const void*, size_t)>& fn) const;
 
  private:
   struct Storage {
-    ops::KvRows k, v;                  // rows [0, capacity) usable; on the CPU, views of the whole reservation
-    std::atomic<int64_t> capacity{0};  // grown by the writer; read by any handle (bytes() on other threads)
-    size_t row_bytes = 0;              // one token's K and V rows
-    struct Reserved {
-      std::shared_ptr<HostReservation> memory;
-      size_t row_bytes = 0;
-    };
-    std::vector<Reserved> reserved;  // CPU: the address space under each tensor of k and v
-    std::mutex mutex;                // guards frozen and writer (handles may live on different threads)
-    int64_t frozen = 0;              // rows [0, frozen) are immutable
-    uint64_t writer = 0;             // the handle allowed to write rows >= frozen in place (0: none)
+    ops::KvRows k, v;                               // rows [0, capacity) usable; on the CPU, views of the whole reservation
+    std::atomic<int64_t> capacity{0};               // grown by the writer; read by any handle (bytes() on other threads)
+    size_t row_bytes = 0;                           // one token's K and V rows
+    std::vector<std::shared_ptr<HostRows>> memory;  // CPU: under each tensor of k and v, in that order
+    std::mutex mutex;                               // guards frozen and writer (handles may live on different threads)
+    int64_t frozen = 0;                             // rows [0, frozen) are immutable
+    uint64_t writer = 0;                            // the handle allowed to write rows >= frozen in place (0: none)
   };
   friend class SequenceState;
   void set_rows(int64_t n) { rows_ = n; }
   // Storage of `capacity` rows; on the CPU in address space for `reserve` rows (fewer when the
-  // kernel refuses that much).
-  std::shared_ptr<Storage> new_storage(int64_t capacity, int64_t reserve) const;
+  // kernel refuses that much). Its rows [0, keep) hold `from`'s (pages shared on the CPU).
+  std::shared_ptr<Storage> new_storage(int64_t capacity, int64_t reserve, const Storage* from = nullptr, int64_t keep = 0) const;
   // Commits rows up to `capacity` of a CPU reservation; false when the reservation is too short.
   static bool grow_in_place(Storage& storage, int64_t capacity);
+  static void copy_rows(Storage& to, const Storage& from, int64_t rows);
+  // Rows [begin, end) of storage this handle writes in place: pages another storage maps are copied.
+  static void make_writable(Storage& storage, int64_t begin, int64_t end);
   void check_writable() const;
   void release_writer();
   uint64_t id();
@@ -171,8 +175,7 @@ class SequenceState {
   // for the recurrent state, which is never shared.
   template <class Fn>
   void for_each_buffer(Fn&& fn) const {
-    for (const auto& kv : kv_)
-      if (kv.storage_id()) fn(kv.storage_id(), kv.bytes());
+    for (const auto& kv : kv_) kv.for_each_buffer(fn);
     for (const auto& l : linear_) fn(nullptr, l.conv.nbytes() + l.recurrent.nbytes());
   }
 
