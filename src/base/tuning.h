@@ -48,6 +48,8 @@ enum class Knob : uint8_t {
   norm_bf16_out,
   attention_bf16_out,
   norm_chunks,
+  // Memory.
+  kv_shared_pages,
   count_,
 };
 

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "engine/memory_plan.h"
 #include "engine/sequence_run.h"
+#include "tensor/host_rows.h"
 
 namespace sanctum {
 
@@ -100,6 +101,7 @@ Engine::Engine(std::string name, std::unique_ptr<Model> model, EngineOptions opt
   const MemoryPlan plan = plan_memory(*model_, options_.state_bytes, options_.prompt_cache_bytes, options_.max_batch_tokens);
   fixed_state_bytes_ = plan.recurrent_per_sequence;
   kv_bytes_per_token_ = plan.kv_per_token;
+  kv_pages_shared_ = model_->config().device == Device::cpu && model_->config().tuning.on(Knob::kv_shared_pages) && HostRows::available();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -149,11 +151,12 @@ void Engine::loop() {
       // state at its longest.
       int slots = 0;
       size_t reserved = 0;
+      std::unordered_set<const InferenceJob*> with_prompt;  // a job's shared prompt rows count once
       for (const auto& s : sequences_) {
         const InferenceJob& job = *s->job->request;
         const int held = 1 + (s->choice == 0 ? job.n - s->job->started : 0);
         slots += held;
-        reserved += static_cast<size_t>(held) * reserve_bytes(job) / static_cast<size_t>(job.n);
+        reserved += reserve_bytes(job, held, with_prompt.insert(&job).second);
       }
       // Admit while the batch has room for every choice of the next job, sequences and state bytes
       // at their longest (one job always fits an empty batch); the rest wait in the queue, in order.
@@ -498,11 +501,19 @@ void Engine::idle_step() {
   set_pending_count();
 }
 
-size_t Engine::reserve_bytes(const InferenceJob& job) const {
+size_t Engine::reserve_bytes(const InferenceJob& job, int sequences, bool with_prompt) const {
   // KV rows grow in blocks (KvCache::kBlockTokens).
-  const int64_t tokens = static_cast<int64_t>(job.prompt.size()) + std::max(0, job.params.max_tokens);
-  const int64_t rows = (tokens + KvCache::kBlockTokens - 1) / KvCache::kBlockTokens * KvCache::kBlockTokens;
-  return static_cast<size_t>(job.n) * (fixed_state_bytes_ + kv_bytes_per_token_ * static_cast<size_t>(rows));
+  auto rows = [](int64_t tokens) {
+    return static_cast<size_t>((tokens + KvCache::kBlockTokens - 1) / KvCache::kBlockTokens * KvCache::kBlockTokens);
+  };
+  const auto prompt = static_cast<int64_t>(job.prompt.size());
+  const int64_t generated = std::max(0, job.params.max_tokens);
+  const auto n = static_cast<size_t>(sequences);
+  if (!kv_pages_shared_ || job.n == 1) return n * (fixed_state_bytes_ + kv_bytes_per_token_ * rows(prompt + generated));
+  // Each choice holds its own generated rows, its partial block of the prompt copied, and its
+  // rounding; the prompt's whole pages are held once.
+  return (with_prompt ? kv_bytes_per_token_ * rows(prompt) : 0) +
+         n * (fixed_state_bytes_ + kv_bytes_per_token_ * (rows(generated) + KvCache::kBlockTokens));
 }
 
 void Engine::set_pending_count() {
@@ -521,6 +532,8 @@ void Engine::set_gauges() {
       if (id == nullptr || seen.insert(id).second) bytes += b;
     });
   state_bytes_gauge_.set(static_cast<double>(bytes));
+  metrics_.kv_page_bytes.set(static_cast<double>(HostRows::allocated_bytes()));
+  metrics_.kv_shared_page_bytes.set(static_cast<double>(HostRows::duplicate_mapped_bytes()));
 }
 
 }  // namespace sanctum

@@ -116,8 +116,11 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   size_t queued() const;
   // The state (KV rows and recurrent state) the job holds at its longest, all choices: what
-  // admission counts against EngineOptions::state_bytes.
-  size_t reserve_bytes(const InferenceJob& job) const;
+  // admission counts against EngineOptions::state_bytes. On the CPU the n choices of one request
+  // share the prompt's KV pages (model/state.h), so it is counted once.
+  size_t reserve_bytes(const InferenceJob& job) const { return reserve_bytes(job, job.n, true); }
+  // The same for `sequences` of its choices, with or without the prompt's shared rows.
+  size_t reserve_bytes(const InferenceJob& job, int sequences, bool with_prompt) const;
   size_t running() const { return running_count_.load(); }  // sequences in the batch
   bool busy() const { return running() > 0; }
 
@@ -166,6 +169,7 @@ class Engine {
 
   size_t fixed_state_bytes_ = 0;                      // a sequence's recurrent state (GatedDeltaNet layers)
   size_t kv_bytes_per_token_ = 0;                     // its KV rows per token (attention layers)
+  bool kv_pages_shared_ = false;                      // a fork maps its parent's KV pages (CPU) instead of copying
   std::vector<std::unique_ptr<Sequence>> sequences_;  // the running batch, in admission order (engine thread only)
   std::atomic<size_t> running_count_{0};
   std::vector<BatchEntry> entries_;  // step_batch's, reused

@@ -24,6 +24,12 @@ EngineMetrics::EngineMetrics(Registry& registry)
       queue_depth(registry.gauge("sanctum_mlx_inference_queue_depth", "Requests waiting for a model's engine.", {"model"})),
       running_sequences(registry.gauge("sanctum_engine_running_sequences", "Sequences in a model's running batch.", {"model"})),
       state_bytes(registry.gauge("sanctum_engine_state_bytes", "KV cache and recurrent state held by the running sequences.", {"model"})),
+      kv_page_bytes(registry.gauge("sanctum_kv_cache_page_bytes", "CPU KV cache pages allocated, shared pages counted once.").with({})),
+      kv_shared_page_bytes(registry
+                               .gauge("sanctum_kv_cache_shared_page_bytes",
+                                      "CPU KV cache pages that more than one sequence or snapshot maps, once per extra holder: "
+                                      "what copying would add.")
+                               .with({})),
       batch_sequences(
           registry.histogram("sanctum_engine_batch_sequences", "Sequences per forward step.", {1, 2, 4, 8, 16, 32, 64, 128}).with({})),
       batch_tokens(registry.histogram("sanctum_engine_batch_tokens", "Tokens per forward step.", exponential_buckets(1, 2, 14)).with({})),

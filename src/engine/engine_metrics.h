@@ -18,6 +18,8 @@ class EngineMetrics {
   Family<Gauge>& queue_depth;             // {model}: requests waiting for the engine
   Family<Gauge>& running_sequences;       // {model}: sequences in the running batch
   Family<Gauge>& state_bytes;             // {model}: KV cache and recurrent state of the running sequences
+  Gauge& kv_page_bytes;                   // CPU KV cache pages allocated (sequences and prompt cache, shared once)
+  Gauge& kv_shared_page_bytes;            // ... of which mapped by more than one holder, per extra holder
   Histogram& batch_sequences;             // sequences per forward step
   Histogram& batch_tokens;                // tokens (rows) per forward step
   Histogram& step_seconds;                // one scheduler step: forward, sampling, token hand-off

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/tuning.h"
 
 namespace sanctum {
 
@@ -59,7 +60,7 @@ std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t
       rows_of_side = ops::KvRows{{}, {}, layout.format, layout.head_dim};
       for (auto [to, from_layout] : {std::pair{&rows_of_side.data, &layout.data}, std::pair{&rows_of_side.scales, &layout.scales}}) {
         if (!*from_layout) continue;
-        auto memory = HostRows::reserve(rows, row_bytes_of(*from_layout));
+        auto memory = HostRows::reserve(rows, row_bytes_of(*from_layout), current_tuning().on(Knob::kv_shared_pages));
         if (!memory) return false;
         *to = rows_over(*from_layout, rows, memory->data(), memory);
         s->memory.push_back(std::move(memory));

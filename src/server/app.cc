@@ -10,6 +10,7 @@
 #include "base/version.h"
 #include "server/auth.h"
 #include "server/ui/ui_routes.h"
+#include "tensor/host_rows.h"
 
 namespace sanctum::server {
 
@@ -105,9 +106,13 @@ void App::health(Exchange& ex) {
     return;
   }
   // The memory plans are fixed at startup and the live figures are atomics: nothing here waits on an engine.
+  // The kernel's resident set counts a KV page once per mapping; pages concurrent sequences share
+  // (tensor/host_rows.h) are memory once.
+  const size_t resident = resident_bytes();
+  const size_t resident_once = resident - std::min(resident, HostRows::duplicate_mapped_bytes());
   nlohmann::json memory = {{"limit_mib",
                             options_.memory_limit_bytes ? nlohmann::json(options_.memory_limit_bytes >> 20) : nlohmann::json(nullptr)},
-                           {"resident_mib", static_cast<double>(resident_bytes()) / double(1 << 20)},
+                           {"resident_mib", static_cast<double>(resident_once) / double(1 << 20)},
                            {"process_mib", static_cast<double>(process_bytes_) / double(1 << 20)}};
   for (const auto& m : models_) memory["models"][m->id] = m->memory.to_json();
   ex.respond_json(200, {{"status", "ok"},

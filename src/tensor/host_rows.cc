@@ -47,8 +47,7 @@ PageFile& page_file() {
 }
 
 [[noreturn]] void fail_memory(const char* what, size_t bytes, int err) {
-  fail(ErrorKind::io, std::string("out of memory ") + what + " " + std::to_string(bytes) + " bytes of KV cache: " +
-                          std::strerror(err) +
+  fail(ErrorKind::io, std::string("out of memory ") + what + " " + std::to_string(bytes) + " bytes of KV cache: " + std::strerror(err) +
                           "; lower --memory-limit-mb, --kv-cache-mb or --max-seqs, or raise the commit limit (vm.overcommit_ratio)");
 }
 
@@ -91,15 +90,16 @@ struct HostRows::Extent {
   // Allocates granules [index, index + n), held by one buffer (so no duplicate counted).
   void allocate(int64_t index, int64_t n) {
     std::lock_guard<std::mutex> lock(mutex);
-    runs(index, n, [&](int64_t i) { return !allocated[static_cast<size_t>(i)]; },
-         [&](int64_t first, int64_t count) {
-           const size_t bytes = static_cast<size_t>(count) * granule_bytes;
-           if (::fallocate(page_file().fd, 0, static_cast<off_t>(offset_of(first)), static_cast<off_t>(bytes)) != 0)
-             fail_memory("allocating", bytes, errno);
-           std::fill_n(allocated.begin() + first, count, 1);
-           allocated_bytes += bytes;
-           page_file().allocated += bytes;
-         });
+    runs(
+        index, n, [&](int64_t i) { return !allocated[static_cast<size_t>(i)]; },
+        [&](int64_t first, int64_t count) {
+          const size_t bytes = static_cast<size_t>(count) * granule_bytes;
+          if (::fallocate(page_file().fd, 0, static_cast<off_t>(offset_of(first)), static_cast<off_t>(bytes)) != 0)
+            fail_memory("allocating", bytes, errno);
+          std::fill_n(allocated.begin() + first, count, 1);
+          allocated_bytes += bytes;
+          page_file().allocated += bytes;
+        });
   }
   void hold(int64_t index, int64_t n) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -110,15 +110,16 @@ struct HostRows::Extent {
     std::lock_guard<std::mutex> lock(mutex);
     for (int64_t i = index; i < index + n; ++i)
       if (--holders[static_cast<size_t>(i)] > 0 && allocated[static_cast<size_t>(i)]) page_file().duplicate -= granule_bytes;
-    runs(index, n, [&](int64_t i) { return holders[static_cast<size_t>(i)] == 0 && allocated[static_cast<size_t>(i)]; },
-         [&](int64_t first, int64_t count) {
-           const size_t bytes = static_cast<size_t>(count) * granule_bytes;
-           ::fallocate(page_file().fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset_of(first)),
-                       static_cast<off_t>(bytes));
-           std::fill_n(allocated.begin() + first, count, 0);
-           allocated_bytes -= bytes;
-           page_file().allocated -= bytes;
-         });
+    runs(
+        index, n, [&](int64_t i) { return holders[static_cast<size_t>(i)] == 0 && allocated[static_cast<size_t>(i)]; },
+        [&](int64_t first, int64_t count) {
+          const size_t bytes = static_cast<size_t>(count) * granule_bytes;
+          ::fallocate(page_file().fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset_of(first)),
+                      static_cast<off_t>(bytes));
+          std::fill_n(allocated.begin() + first, count, 0);
+          allocated_bytes -= bytes;
+          page_file().allocated -= bytes;
+        });
   }
   int32_t holders_of(int64_t index) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -276,8 +277,7 @@ void HostRows::make_writable(int64_t begin, int64_t end) {
       continue;
     }
     int64_t n = 1;  // a run of shared granules, copied out together
-    while (g + n < last && granules_[static_cast<size_t>(g + n)].extent->holders_of(granules_[static_cast<size_t>(g + n)].index) > 1)
-      ++n;
+    while (g + n < last && granules_[static_cast<size_t>(g + n)].extent->holders_of(granules_[static_cast<size_t>(g + n)].index) > 1) ++n;
     copy_out(g, n);
     g += n;
   }
@@ -297,6 +297,7 @@ void HostRows::for_each_extent(const std::function<void(const void*, size_t)>& f
   }
 }
 
+bool HostRows::available() { return page_file().fd >= 0; }
 size_t HostRows::allocated_bytes() { return page_file().allocated.load(); }
 size_t HostRows::duplicate_mapped_bytes() { return page_file().duplicate.load(); }
 

@@ -54,6 +54,8 @@ class HostRows {
   // ids counts shared pages once. A private buffer reports itself as one extent.
   void for_each_extent(const std::function<void(const void*, size_t)>& fn) const;
 
+  // Whether this process has the memory file (else every buffer is private).
+  static bool available();
   // Across the process: bytes of memory-file pages allocated, and bytes mapped by more than one
   // buffer counted once per extra mapping (what the kernel's resident set counts twice).
   static size_t allocated_bytes();

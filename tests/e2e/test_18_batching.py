@@ -103,3 +103,29 @@ def test_a_request_that_cannot_fit_the_state_bound_alone_is_a_400(start_server):
     # Left to the server, max_tokens shrinks to what fits: 8 blocks of 256 tokens, the prompt included.
     status, _, body = sh.post_json(s.port, "/v1/completions", {"model": MODEL, "prompt": [5] * 100, "ignore_eos": True})
     assert status == 200 and body["usage"]["completion_tokens"] == 2048 - 100
+
+
+def test_n_choices_hold_the_prompt_once(start_server):
+    # A 1,500-token prompt, four choices of 100 tokens, 512 bytes of KV a token. Copied per choice
+    # that is 4 x 1,792 rows = 3.5 MiB; with the prompt's pages shared, its 1,536 rows once and 512
+    # a choice (its tokens, its copied partial page, rounding) = 1.75 MiB. --kv-cache-mb 2 admits
+    # the request only where the pages are shared.
+    body = {"model": MODEL, "prompt": [5] * 1500, "n": 4, "max_tokens": 100, "temperature": 0, "ignore_eos": True, "stream": True}
+    s = start_server("--kv-cache-mb", "2")
+    stream = sh.SseStream(s.port, "/v1/completions", body)
+    assert stream.status == 200
+    texts = ["", "", "", ""]
+    shared = 0.0
+    for data in stream.events():
+        if data == "[DONE]":
+            break
+        for choice in json.loads(data)["choices"]:
+            texts[choice["index"]] += choice.get("text") or ""
+        if not shared:  # the choices run: three of them map the first one's prompt pages
+            shared = sh.metric_value(sh.request(s.port, "GET", "/metrics")[2].decode(), "sanctum_kv_cache_shared_page_bytes")
+    stream.close()
+    assert shared >= 3 * 1500 * 512 * 0.9
+    assert texts[0] and texts.count(texts[0]) == 4  # greedy: each choice reads the same prompt rows
+    copied = start_server("--kv-cache-mb", "2", "--tune", "kv_shared_pages=0")
+    status, _, err = sh.post_json(copied.port, "/v1/completions", {**body, "stream": False})
+    assert status == 400 and "--kv-cache-mb" in err["error"]["message"]

@@ -1,18 +1,22 @@
 // KV rows are shared copy-on-write between a sequence, its snapshots and the states restored from
 // them. These tests write through every kind of handle and check that no other handle's rows
 // change: they fail if a write ever lands in storage that a snapshot or another request reads. Each
-// runs for every KV cache dtype: the sharing logic must not depend on the stored format.
+// runs for every KV cache dtype: the sharing logic must not depend on the stored format. CMake runs
+// them again with SANCTUM_TUNE=kv_shared_pages=0: storage copied instead of pages shared.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 #include <vector>
 
 #include "base/error.h"
+#include "base/tuning.h"
 #include "engine/prefix_cache.h"
 #include "model/state.h"
 #include "ops/kv_cache_ops.h"
 #include "ops/ref/kv_cache.h"
+#include "tensor/host_rows.h"
 
 namespace sanctum {
 namespace {
@@ -22,6 +26,8 @@ class KvCacheSharing : public ::testing::TestWithParam<ops::KvCacheDtype> {
  protected:
   void SetUp() override { ops::set_kv_cache_dtype(GetParam()); }
   void TearDown() override { ops::set_kv_cache_dtype(ops::KvCacheDtype::f32); }
+  const Tuning tuning_ = Tuning::from_environment();
+  const ScopedTuning scoped_{tuning_};
 };
 using PrefixCachePool = KvCacheSharing;
 
@@ -63,6 +69,59 @@ std::vector<float> keys_of(const SequenceState& snap) {
   std::vector<float> out;
   for (int64_t i = 0; i < reader.length(); ++i) out.push_back(std::round(key_at(reader.kv(0), reader.length(), i)));
   return out;
+}
+
+// The shape of a small model's layer: two kv heads of 64.
+constexpr int64_t kWideHeads = 2, kWideDim = 64;
+SequenceState wide_state() {
+  return SequenceState(std::vector<KvCache>(1, KvCache(kWideHeads, kWideDim)), std::vector<LinearAttentionState>(1));
+}
+void append_wide(SequenceState& s, float value) {
+  const int64_t row = s.length();
+  s.kv(0).reserve(row + 1);
+  const Tensor rows = Tensor::zeros({1, kWideHeads * kWideDim}, DType::f32);
+  std::fill_n(rows.data<float>(), kWideHeads * kWideDim, value);
+  const int32_t position = static_cast<int32_t>(row);
+  const ops::Positions at{std::span<const int32_t>(&position, 1)};
+  ops::store_kv_rows(rows, s.kv(0).key_rows(0, s.kv(0).capacity()), at);
+  ops::store_kv_rows(rows, s.kv(0).value_rows(0, s.kv(0).capacity()), at);
+  s.advance(1);
+}
+
+TEST_P(KvCacheSharing, concurrent_continuations_of_one_snapshot_hold_its_rows_once) {
+  constexpr int64_t kPrompt = 1000;
+  SequenceState s = wide_state();
+  for (int64_t i = 0; i < kPrompt; ++i) append_wide(s, static_cast<float>(i % 100));
+  const auto snap = s.snapshot();
+  s = SequenceState();  // only the snapshot holds the prompt now, as in the prompt cache
+  const size_t before = HostRows::allocated_bytes();
+  std::vector<SequenceState> sequences(4);
+  for (size_t q = 0; q < sequences.size(); ++q) {
+    sequences[q].restore(*snap);
+    for (int i = 0; i < 20; ++i) append_wide(sequences[q], static_cast<float>(q + 1));
+  }
+  for (size_t q = 0; q < sequences.size(); ++q) {
+    const KvCache& kv = sequences[q].kv(0);
+    const Tensor keys = ops::ref::dequantize_kv(kv.keys(kPrompt + 20));
+    for (int64_t row : {int64_t{0}, int64_t{517}, kPrompt - 1})
+      ASSERT_TRUE(holds(keys.data<float>()[row * kWideHeads * kWideDim], static_cast<float>(row % 100))) << "sequence " << q;
+    for (int64_t row = kPrompt; row < kPrompt + 20; ++row)
+      ASSERT_TRUE(holds(keys.data<float>()[row * kWideHeads * kWideDim + 5], static_cast<float>(q + 1))) << "sequence " << q;
+  }
+  // The first continues the snapshot's storage in place; each other one holds only its own rows
+  // when pages are shared, and a copy of the prompt's when not. Counted as the prompt cache and the
+  // engine count (each buffer once), and as the memory file's allocated pages.
+  const size_t prompt_copy = static_cast<size_t>(kPrompt) * KvCache::bytes_per_token(kWideHeads, kWideDim, GetParam());
+  std::unordered_map<const void*, size_t> buffers;
+  for (const SequenceState& q : sequences) q.for_each_buffer([&](const void* id, size_t bytes) { buffers[id] = bytes; });
+  size_t held = 0;
+  for (const auto& [id, bytes] : buffers) held += bytes;
+  if (current_tuning().on(Knob::kv_shared_pages)) {
+    EXPECT_LT(held, prompt_copy + prompt_copy / 2);
+    EXPECT_LT(HostRows::allocated_bytes() - before, prompt_copy / 4) << "three continuations copied the prompt's rows";
+  } else {
+    EXPECT_GE(held, 4 * prompt_copy);
+  }
 }
 
 TEST_P(KvCacheSharing, snapshot_shares_rows_and_the_writer_keeps_appending_in_place) {
