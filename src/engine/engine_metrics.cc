@@ -24,7 +24,10 @@ EngineMetrics::EngineMetrics(Registry& registry)
       queue_depth(registry.gauge("sanctum_mlx_inference_queue_depth", "Requests waiting for a model's engine.", {"model"})),
       running_sequences(registry.gauge("sanctum_engine_running_sequences", "Sequences in a model's running batch.", {"model"})),
       state_bytes(registry.gauge("sanctum_engine_state_bytes", "KV cache and recurrent state held by the running sequences.", {"model"})),
-      kv_page_bytes(registry.gauge("sanctum_kv_cache_page_bytes", "CPU KV cache pages allocated, shared pages counted once.").with({})),
+      kv_page_bytes(registry
+                        .gauge("sanctum_kv_cache_page_bytes",
+                               "CPU KV cache memory allocated (running sequences and prompt cache), shared pages counted once.")
+                        .with({})),
       kv_shared_page_bytes(registry
                                .gauge("sanctum_kv_cache_shared_page_bytes",
                                       "CPU KV cache pages that more than one sequence or snapshot maps, once per extra holder: "

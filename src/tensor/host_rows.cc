@@ -164,6 +164,7 @@ std::shared_ptr<HostRows> HostRows::reserve(int64_t max_rows, size_t row_bytes, 
 
 HostRows::~HostRows() {
   ::munmap(base_, reserved_bytes_);
+  if (fd_ < 0) page_file().allocated -= whole_pages(static_cast<size_t>(committed_rows_) * row_bytes_);
   for_each_run(0, static_cast<int64_t>(granules_.size()), [&](int64_t first, int64_t n) {
     granules_[static_cast<size_t>(first)].extent->release(granules_[static_cast<size_t>(first)].index, n);
   });
@@ -179,6 +180,7 @@ void HostRows::commit_private(int64_t rows) {
   const size_t to = whole_pages(static_cast<size_t>(rows) * row_bytes_);
   if (to > from && ::mprotect(static_cast<char*>(base_) + from, to - from, PROT_READ | PROT_WRITE) != 0)
     fail_memory("committing", to - from, errno);
+  if (to > from) page_file().allocated += to - from;
   committed_rows_ = std::max(committed_rows_, rows);
 }
 

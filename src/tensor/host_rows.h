@@ -56,8 +56,9 @@ class HostRows {
 
   // Whether this process has the memory file (else every buffer is private).
   static bool available();
-  // Across the process: bytes of memory-file pages allocated, and bytes mapped by more than one
-  // buffer counted once per extra mapping (what the kernel's resident set counts twice).
+  // Across the process: bytes of pages allocated (the memory file's and private buffers' committed
+  // ones), and bytes mapped by more than one buffer counted once per extra mapping (what the
+  // kernel's resident set counts twice).
   static size_t allocated_bytes();
   static size_t duplicate_mapped_bytes();
 
