@@ -96,6 +96,7 @@ def main():
     ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gguf", nargs="+", default=[], help="llama.cpp beside each model: its GGUF, in --models order")
+    ap.add_argument("--llama-kv", nargs="+", default=["f16", "q8_0"], choices=["f16", "q8_0"], help="llama.cpp's KV cache types to run")
     ap.add_argument("--json", help="also write the rows here")
     a = ap.parse_args()
     if a.gguf and len(a.gguf) != len(a.models):
@@ -103,7 +104,7 @@ def main():
     rows = []
     for m, model in enumerate(map(Path, a.models)):
         for context in a.contexts:
-            for kv_type in ["f16", "q8_0"] if a.gguf else []:
+            for kv_type in a.llama_kv if a.gguf else []:
                 tps, rss = llama_decode(a.gguf[m], context, kv_type, a.tg, a.repetitions, a.threads)
                 rows.append({"model": model.name, "context": context, "dtype": f"llama.cpp {kv_type}", "decode_tokens_per_second": tps,
                              "peak_rss_mib": rss / 2**20})

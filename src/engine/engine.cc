@@ -503,17 +503,14 @@ void Engine::idle_step() {
 
 size_t Engine::reserve_bytes(const InferenceJob& job, int sequences, bool with_prompt) const {
   // KV rows grow in blocks (KvCache::kBlockTokens).
-  auto rows = [](int64_t tokens) {
-    return static_cast<size_t>((tokens + KvCache::kBlockTokens - 1) / KvCache::kBlockTokens * KvCache::kBlockTokens);
-  };
   const auto prompt = static_cast<int64_t>(job.prompt.size());
-  const int64_t generated = std::max(0, job.params.max_tokens);
-  const auto n = static_cast<size_t>(sequences);
-  if (!kv_pages_shared_ || job.n == 1) return n * (fixed_state_bytes_ + kv_bytes_per_token_ * rows(prompt + generated));
-  // Each choice holds its own generated rows, its partial block of the prompt copied, and its
-  // rounding; the prompt's whole pages are held once.
-  return (with_prompt ? kv_bytes_per_token_ * rows(prompt) : 0) +
-         n * (fixed_state_bytes_ + kv_bytes_per_token_ * (rows(generated) + KvCache::kBlockTokens));
+  const int64_t rows =
+      (prompt + std::max(0, job.params.max_tokens) + KvCache::kBlockTokens - 1) / KvCache::kBlockTokens * KvCache::kBlockTokens;
+  // The prompt's whole blocks, which the choices of one request share (pages are no larger than a
+  // block for any row of a real layer); each choice holds the rest of its rows itself.
+  const int64_t shared = kv_pages_shared_ && job.n > 1 ? prompt / KvCache::kBlockTokens * KvCache::kBlockTokens : 0;
+  return (with_prompt ? kv_bytes_per_token_ * static_cast<size_t>(shared) : 0) +
+         static_cast<size_t>(sequences) * (fixed_state_bytes_ + kv_bytes_per_token_ * static_cast<size_t>(rows - shared));
 }
 
 void Engine::set_pending_count() {

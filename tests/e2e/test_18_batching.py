@@ -107,9 +107,9 @@ def test_a_request_that_cannot_fit_the_state_bound_alone_is_a_400(start_server):
 
 def test_n_choices_hold_the_prompt_once(start_server):
     # A 1,500-token prompt, four choices of 100 tokens, 512 bytes of KV a token. Copied per choice
-    # that is 4 x 1,792 rows = 3.5 MiB; with the prompt's pages shared, its 1,536 rows once and 512
-    # a choice (its tokens, its copied partial page, rounding) = 1.75 MiB. --kv-cache-mb 2 admits
-    # the request only where the pages are shared.
+    # that is 4 x 1,792 rows = 3.5 MiB; with the prompt's pages shared, its 5 whole blocks (1,280
+    # rows) once and the other 512 rows a choice = 1.625 MiB. --kv-cache-mb 2 admits the request
+    # only where the pages are shared.
     body = {"model": MODEL, "prompt": [5] * 1500, "n": 4, "max_tokens": 100, "temperature": 0, "ignore_eos": True, "stream": True}
     s = start_server("--kv-cache-mb", "2")
     stream = sh.SseStream(s.port, "/v1/completions", body)
