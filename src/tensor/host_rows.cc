@@ -23,18 +23,21 @@ size_t page_size() {
 }
 size_t whole_pages(size_t bytes) { return (bytes + page_size() - 1) / page_size() * page_size(); }
 
-// The memory file every shareable buffer maps: a sparse file as large as the address space any
-// process could want; an extent's offsets are handed out once and never reused, so a punched hole
-// stays a hole.
+// The memory file every shareable buffer maps: a sparse file of 2^62 bytes (fewer where the kernel
+// refuses that size). An extent's offsets are handed out once and never reused, so a punched hole
+// stays a hole; at a gigabyte of KV cache a second the offsets last over a century.
 struct PageFile {
   int fd = -1;
+  uint64_t size = 0;
   std::atomic<uint64_t> next{0};
   std::atomic<size_t> allocated{0};
   std::atomic<size_t> duplicate{0};
 
   PageFile() {
     fd = ::memfd_create("sanctum-kv-cache", MFD_CLOEXEC);
-    if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(uint64_t{1} << 46)) != 0) {
+    for (int bits = 62; fd >= 0 && size == 0 && bits >= 44; bits -= 6)
+      if (::ftruncate(fd, static_cast<off_t>(uint64_t{1} << bits)) == 0) size = uint64_t{1} << bits;
+    if (fd >= 0 && size == 0) {
       ::close(fd);
       fd = -1;
     }
@@ -66,7 +69,7 @@ struct HostRows::Extent {
   Extent(int64_t granules, size_t granule_bytes_) : granule_bytes(granule_bytes_) {
     const size_t bytes = static_cast<size_t>(granules) * granule_bytes;
     offset = page_file().next.fetch_add(bytes);
-    check(offset + bytes <= (uint64_t{1} << 46), ErrorKind::io, "KV cache: the memory file's offsets are used up");
+    check(offset + bytes <= page_file().size, ErrorKind::io, "KV cache: the memory file's offsets are used up");
     holders.assign(static_cast<size_t>(granules), 0);
     allocated.assign(static_cast<size_t>(granules), 0);
   }
