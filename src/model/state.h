@@ -25,7 +25,8 @@ struct ServedLora;
 // On the CPU the rows live in address space reserved for `reserve_tokens` rows (the model's context)
 // and committed a block at a time (tensor/host_rows.h): growing storage that no snapshot shares
 // never copies and never holds an old and a new buffer at once. Past the reservation (or on a GPU)
-// growing moves the rows into new storage with room for half again as many.
+// growing moves the rows into new storage with room for half again as many. Rows not yet written
+// read as zero.
 //
 // Storage is shared copy-on-write between a sequence and its snapshots (share_prefix): a prompt
 // cache holding every turn of a conversation holds one buffer per layer, not one per turn. Rows
