@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests" / "e2e"))
 sys.path.insert(0, str(HERE))
 import server_harness as sh  # noqa: E402
-from memory_load import resident_bytes, stream_one  # noqa: E402
+from memory_load import resident_bytes, run_clients, stream_one  # noqa: E402
 
 MIB = 1 << 20
 BLOCK = 256  # KvCache::kBlockTokens: a cache commits whole blocks, and admission counts them
@@ -85,17 +85,7 @@ def run_dtype(args, dtype: str, tmp: Path) -> dict:
                     seen["state_bytes"] = max(seen["state_bytes"], sh.metric_value(text, "sanctum_engine_state_bytes", {"model": name}))
                 time.sleep(0.05)
 
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
-        watch = threading.Thread(target=sampler)
-        t0 = time.time()
-        watch.start()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.time() - t0
-        done.set()
-        watch.join()
+        wall = run_clients(n, client, sampler, done)
         alive = server.proc.poll() is None
     finally:
         server.terminate()

@@ -35,6 +35,22 @@ def resident_bytes(pid: int) -> int:
     return 0
 
 
+def run_clients(count: int, client, sampler, done: threading.Event) -> float:
+    """Runs client(i) for each i < count on threads of their own beside sampler() on another, sets `done`
+    once every client has returned and waits for the sampler; returns the clients' wall seconds."""
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(count)]
+    watch = threading.Thread(target=sampler)
+    t0 = time.time()
+    for t in [watch] + threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.time() - t0
+    done.set()
+    watch.join()
+    return wall
+
+
 def stream_one(port: int, model: str, prompt: list[int], max_tokens: int, timeout: float = 600) -> tuple[int, int, bool]:
     """(status, tokens streamed, whether the stream ended in an error event); `timeout` bounds each wait for bytes."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -105,15 +121,7 @@ def main() -> int:
                     totals["peak_rss"] = max(totals["peak_rss"], resident_bytes(server.proc.pid))
                     time.sleep(0.1)
 
-            threads = [threading.Thread(target=client, args=(i,)) for i in range(args.concurrency)]
-            watch = threading.Thread(target=sampler)
-            t0 = time.time()
-            for t in threads + [watch]:
-                t.start()
-            for t in threads:
-                t.join()
-            wall = time.time() - t0
-            watch.join()
+            wall = run_clients(args.concurrency, client, sampler, threading.Event())
             alive = server.proc.poll() is None
             final = json.loads(sh.request(server.port, "GET", "/health")[2])["memory"] if alive else None
         finally:

@@ -27,7 +27,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests" / "e2e"))
+sys.path.insert(0, str(HERE))
 import server_harness as sh  # noqa: E402
+from memory_load import resident_bytes, run_clients  # noqa: E402
 
 MIB = 1 << 20
 
@@ -35,13 +37,6 @@ MIB = 1 << 20
 def pss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
         if line.startswith("Pss:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0
 
@@ -87,7 +82,7 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
         def sampler() -> None:
             while not done.is_set() and server.proc.poll() is None:
                 peak["pss"] = max(peak["pss"], pss_bytes(server.proc.pid))
-                peak["rss"] = max(peak["rss"], rss_bytes(server.proc.pid))
+                peak["rss"] = max(peak["rss"], resident_bytes(server.proc.pid))
                 text = sh.request(server.port, "GET", "/metrics")[2].decode()
                 peak["pages"] = max(peak["pages"], sh.metric_value(text, "sanctum_kv_cache_page_bytes"))
                 peak["shared"] = max(peak["shared"], sh.metric_value(text, "sanctum_kv_cache_shared_page_bytes"))
@@ -99,17 +94,7 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
             suffix = [random.Random(f"suffix-{i}").randrange(100, min(vocab, 100000)) for _ in range(args.suffix_tokens)]
             results[i] = completion(server.port, name, prefix + suffix, args.max_tokens)
 
-        watch = threading.Thread(target=sampler)
-        watch.start()
-        t0 = time.time()
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(args.streams)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.time() - t0
-        done.set()
-        watch.join()
+        wall = run_clients(args.streams, client, sampler, done)
         metrics = sh.request(server.port, "GET", "/metrics")[2].decode()
         hits = sh.metric_value(metrics, "sanctum_mlx_prompt_cache_lookups_total", {"result": "hit"})
     finally:

@@ -73,13 +73,9 @@ std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t
   check(lay(rows) || lay(capacity), ErrorKind::io,
         "KvCache: no address space left to reserve " + std::to_string(capacity) + " rows of " + std::to_string(s->row_bytes) +
             " bytes; lower --max-seqs or the context length, or raise ulimit -v");
-  if (from && keep > 0) {
-    if (from->memory.size() == s->memory.size()) {
-      for (size_t i = 0; i < s->memory.size(); ++i) s->memory[i]->share(*from->memory[i], keep);
-    } else {
-      grow_in_place(*s, keep);
-      copy_rows(*s, *from, keep);
-    }
+  if (from && keep > 0) {  // same dtype, so the same tensors in the same order
+    SANCTUM_CHECK(from->memory.size() == s->memory.size(), ErrorKind::internal, "KvCache: storage of another layout");
+    for (size_t i = 0; i < s->memory.size(); ++i) s->memory[i]->share(*from->memory[i], keep);
   }
   grow_in_place(*s, capacity);
   return s;
