@@ -97,7 +97,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="batched-decode-") as tmp:
         model = make_model(args.shape, Path(tmp) / args.shape, args.layers)
         # Prompt lookup and the prompt cache off: every stream decodes one token per step from its own prefill.
-        extra = ["--device", args.device, "--no-pld", "--prompt-cache-mb", "0", "--max-seqs", str(max(levels))]
+        # A queue as long as the clients: requests the memory plan cannot run at once wait, not 429.
+        extra = ["--device", args.device, "--no-pld", "--prompt-cache-mb", "0", "--max-seqs", str(max(levels)),
+                 "--max-queue", str(max(levels))]
         with loadgen.ServeProcess(binary, str(model), 8, extra, timeout=600) as srv:
             loadgen.run(srv.url, loadgen.LoadConfig(levels=[1], prompt_tokens=args.prompt_tokens, max_tokens=4, requests_per_client=1))
             cfg = loadgen.LoadConfig(levels=levels, prompt_tokens=args.prompt_tokens, max_tokens=args.max_tokens,

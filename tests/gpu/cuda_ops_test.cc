@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <tuple>
 #include <vector>
@@ -303,6 +304,53 @@ TEST_F(Cuda, tiled_weights_reorder_exactly_and_multiply_like_the_row_layout) {
   check(test::random_quantized(5120, 17408, 4, 64, DType::bf16, rng), {1, 8}, "27B down 5120x17408");
 }
 
+// A decode batch of 9 to 16 rows stays on the tiled mat-vec, in one launch (two column blocks of 8 x
+// rows reading each weight tile once); longer batches take the GEMM. Every row's result is the bits
+// of that row alone (an mma's columns never meet), and within bf16 rounding of the reference. Odd
+// batch sizes, column parts (1024 x 17408), one and eight warps per row tile, gate/up pairs with
+// their SwiGLU.
+TEST_F(Cuda, tiled_matvec_rows_of_a_decode_batch_are_each_rows_bits_alone) {
+  Rng rng(24);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  auto rows_alone = [&](const Tensor& xg, int64_t m, const std::function<void(const Tensor&, Tensor&)>& op) {
+    const int64_t n = xg.dim(0);
+    Tensor alone = Tensor::zeros({n, m}, DType::f32, Device::cuda);
+    for (int64_t r = 0; r < n; ++r) {
+      Tensor y = alone.slice(0, r, r + 1);
+      op(xg.slice(0, r, r + 1), y);
+    }
+    return host(alone);
+  };
+  for (int group : {64, 128})
+    for (auto [m, k] : {std::pair<int64_t, int64_t>{48, 640}, {4112, 1024}, {1024, 17408}, {64, 5120}}) {
+      const Weight w = test::random_quantized(m, k, 4, group, DType::bf16, rng);
+      const Weight tiled = tiled_on_gpu(w);
+      const std::string what = label("g%d %lldx%lld", group, static_cast<long long>(m), static_cast<long long>(k));
+      for (int64_t n : {9, 13, 16}) {
+        Tensor x = test::random_tensor({n, k + 4}, DType::f32, rng).slice(1, 0, k);  // strided rows
+        const Tensor xg = gpu(x);
+        ASSERT_TRUE(ops::cuda::tiles_matvec_ok(tiled, xg, n)) << what;
+        EXPECT_EQ(ops::matmul_input_dtype(tiled, n, Device::cuda), DType::f32) << what << " n=" << n << ": no GEMM";
+        Tensor y = Tensor::zeros({n, m}, DType::f32, Device::cuda), ref = Tensor::zeros({n, m}, DType::f32);
+        ops::matmul(xg, tiled, y);
+        ops::ref::matmul(x, w, ref);
+        EXPECT_LE(matmul_error(x, w, y, ref), 4e-3) << what << " n=" << n;
+        const Tensor want = rows_alone(xg, m, [&](const Tensor&xr, Tensor&yr) { ops::matmul(xr, tiled, yr); }), got = host(y);
+        EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0) << what << " n=" << n << ": a row's bits depend on the batch";
+        if (m % 32 != 0) continue;
+        Tensor act = Tensor::zeros({n, m / 2}, DType::f32, Device::cuda);
+        ASSERT_TRUE(ops::matmul_silu_mul_ok(tiled, xg)) << what << " n=" << n;
+        ops::matmul_silu_mul(xg, tiled, act);
+        const Tensor want_act = rows_alone(xg, m / 2, [&](const Tensor& xr, Tensor& yr) { ops::matmul_silu_mul(xr, tiled, yr); });
+        const Tensor got_act = host(act);
+        EXPECT_EQ(std::memcmp(want_act.raw(), got_act.raw(), want_act.nbytes()), 0) << what << " n=" << n << " gate/up pairs";
+      }
+      const Tensor longer = gpu(test::random_tensor({17, k}, DType::f32, rng));
+      EXPECT_FALSE(ops::cuda::tiles_matvec_ok(tiled, longer, 17)) << what;
+      EXPECT_EQ(ops::matmul_input_dtype(tiled, 17, Device::cuda), DType::bf16) << what << ": 17 rows take the GEMM";
+    }
+}
+
 // The dense mat-vec's warps per row tile on an H200 (132 multiprocessors, two blocks each): fewer,
 // longer blocks only where they still fill whole waves and the waves save 5% or more.
 TEST(MatvecSplit, fewer_longer_blocks_only_where_whole_waves_pay) {
@@ -382,7 +430,7 @@ TEST(MatvecSplit, warps_and_column_parts_together_fill_whole_waves) {
 // Gate and up stacked and tiled: the fused mat-vec leaves silu(gate) * up with the bits of the
 // matmul into both halves followed by silu_mul, for shapes that take one, two, four and eight
 // warps per row tile, column parts (2,048 x 17,408), groups of 64 and 128, bf16 and f16 scales,
-// and 1 to 8 x rows (strided, as a recorded step's views are). The fused op is refused where no
+// and 1 to 8 x rows (strided, as a recorded step's views are; more rows: the decode batch test above). The fused op is refused where no
 // kernel takes it: prompts, the f32 mode, the row layout, halves that are not whole row tiles.
 TEST_F(Cuda, tiled_gate_up_silu_mul_gives_matmul_then_silu_mul_bits) {
   Rng rng(23);
@@ -412,7 +460,7 @@ TEST_F(Cuda, tiled_gate_up_silu_mul_gives_matmul_then_silu_mul_bits) {
   for (int64_t n : {1, 8}) expect_bits(gate_up_24b, n, "24B gate/up 65536x5120");
   const Weight w = test::random_quantized(96, 640, 4, 64, DType::bf16, rng);
   const Weight tiled = tiled_on_gpu(w), rows = gpu(w);
-  const Tensor one = gpu(test::random_tensor({1, 640}, DType::f32, rng)), prompt = gpu(test::random_tensor({9, 640}, DType::f32, rng));
+  const Tensor one = gpu(test::random_tensor({1, 640}, DType::f32, rng)), prompt = gpu(test::random_tensor({17, 640}, DType::f32, rng));
   EXPECT_FALSE(ops::matmul_silu_mul_ok(tiled, prompt)) << "prompt-sized x";
   EXPECT_FALSE(ops::matmul_silu_mul_ok(rows, one)) << "row layout";
   EXPECT_FALSE(ops::matmul_silu_mul_ok(tiled_on_gpu(test::random_quantized(48, 640, 4, 64, DType::bf16, rng)), one)) << "halves of 24 rows";
@@ -420,7 +468,7 @@ TEST_F(Cuda, tiled_gate_up_silu_mul_gives_matmul_then_silu_mul_bits) {
     PrecisionScope exact(ops::MatmulPrecision::f32);
     EXPECT_FALSE(ops::matmul_silu_mul_ok(tiled, one)) << "f32 mode";
   }
-  Tensor act = Tensor::zeros({9, 48}, DType::f32, Device::cuda);
+  Tensor act = Tensor::zeros({17, 48}, DType::f32, Device::cuda);
   EXPECT_THROW(ops::matmul_silu_mul(prompt, tiled, act), Error);
   Tensor wrong = Tensor::zeros({1, 96}, DType::f32, Device::cuda);  // the stack's width, not a half's
   EXPECT_THROW(ops::matmul_silu_mul(one, tiled, wrong), Error);
@@ -619,7 +667,7 @@ TEST_F(Cuda, tiled_weights_in_prefill_exact_mode_embedding_and_stacking) {
   {
     PrecisionScope fast(ops::MatmulPrecision::bf16);
     for (int64_t n : {9, 64}) check_matmul(w, n, rng, 1e-2, "rows q4 gemm");  // the row layout, for comparison
-    for (int64_t n : {9, 64}) {
+    for (int64_t n : {17, 64}) {                                              // past the tiled mat-vec's decode batches
       Tensor x = test::random_tensor({n, 640}, DType::f32, rng), ref = Tensor::zeros({n, 96}, DType::f32);
       ops::ref::matmul(x, w, ref);
       Tensor y = Tensor::zeros({n, 96}, DType::f32, Device::cuda);

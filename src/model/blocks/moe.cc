@@ -27,10 +27,13 @@ enum Slot : size_t {
   kSorted,
   kRouterAndGate
 };
-// Up to this many tokens a GPU forward runs each (token, expert) pair as its own mat-vec (decode,
-// speculative verification); longer prompts group the pairs by expert on the device, so each
-// expert's weights are read once per tile of its rows.
-constexpr int64_t kDeviceRoutedTokens = 8;
+// Up to this many tokens a GPU forward runs each (token, expert) pair as its own mat-vec (decode of
+// up to 64 streams, speculative verification); longer prompts group the pairs by expert on the
+// device, so each expert's weights are read once per tile of its rows. The grouped launches' tiles
+// hold one or two rows of an expert in a decode batch: on an H100 the MoE shape decoded 16 / 32 / 64
+// streams at 852-878 / 1,039 / 1,397 tok/s grouped past 8 or 16 tokens and 1,254-1,278 / 1,380 /
+// 1,574 as pairs (bench/gpu/batched_decode.py; bench/RESULTS.md).
+constexpr int64_t kDeviceRoutedTokens = 64;
 
 // Expert e of a (E, rows, cols') grid as a 2-D weight; rows [row0, row0 + rows) of that expert.
 Weight expert_view(const Tensor& data, const Tensor& scales, const Tensor& biases, int64_t e, int64_t row0, int64_t rows, int64_t cols,

@@ -444,22 +444,12 @@ void gemm(const Tensor& x, const Weight& w, Tensor& y) {
 
 }  // namespace
 
-namespace {
-
-// A decode batch of 9 to 16 rows over a tiled weight runs the tiled mat-vec in passes of
-// kMatvecRows rows, reading the weight once a pass, instead of the prefill GEMM, whose tiles are
-// sized for prompts: 16 streams of the 27B shape on an H100 spent 60% of the GPU's time in that GEMM
-// and decoded slower than 8 streams (505.7 against 577.2 tok/s; bench/gpu/batched_decode.py --trace).
-constexpr int64_t kTiledPassRows = 2 * kMatvecRows;
-
-bool tiled_passes(const Weight& w, int64_t rows) {
-  return matmul_precision() != MatmulPrecision::f32 && w.layout == WeightLayout::tiles && rows > kMatvecRows && rows <= kTiledPassRows;
-}
-
-}  // namespace
-
+// A decode batch of up to kTiledRows rows over a tiled weight stays on the tiled mat-vec (one launch,
+// each weight tile read once for all rows) rather than the prefill GEMM, whose tiles are sized for
+// prompts: 16 streams of the 27B shape on an H100 spent 60% of the GPU's time in that GEMM and
+// decoded slower than 8 streams (505.7 against 577.2 tok/s; bench/gpu/batched_decode.py --trace).
 bool matmul_takes_bf16(const Weight& w, int64_t rows) {
-  return matmul_precision() != MatmulPrecision::f32 && rows > kMatvecRows && !tiled_passes(w, rows);
+  return matmul_precision() != MatmulPrecision::f32 && rows > kMatvecRows && !(w.layout == WeightLayout::tiles && rows <= kTiledRows);
 }
 
 bool matmul_gives_bf16(const Weight& w, int64_t rows) { return current_tuning().on(Knob::gemm_bf16_out) && matmul_takes_bf16(w, rows); }
@@ -471,15 +461,6 @@ void matmul(const Tensor& x, const Weight& w, Tensor& y) {
   // in one fixed order, so a row's result does not depend on how many rows a forward carries.
   const bool exact = matmul_precision() == MatmulPrecision::f32;
   if (!exact && tiles_matvec_ok(w, x, x.dim(0))) return tiles_matvec(x, w, y);
-  const int64_t n = x.dim(0);
-  if (tiled_passes(w, n) && tiles_matvec_ok(w, x, kMatvecRows)) {
-    for (int64_t r0 = 0; r0 < n; r0 += kMatvecRows) {
-      const int64_t r1 = std::min(n, r0 + kMatvecRows);
-      Tensor ys = y.slice(0, r0, r1);
-      tiles_matvec(x.slice(0, r0, r1), w, ys);
-    }
-    return;
-  }
   if (!exact && mma_matvec_ok(w, x, x.dim(0))) return mma_matvec(x, w, y);
   if (x.dim(0) <= kMatvecRows || exact) matvec(x, w, y);
   else gemm(x, w, y);

@@ -70,10 +70,24 @@ void rewrite(Tensor& t, Launch launch) {
 // comparisons).
 int max_column_parts() { return current_tuning().on(Knob::matvec_parts) ? tiles::kMaxParts : 1; }
 
+template <class S, bool PAIRS, int FUSE, int NB>
+int64_t launch_tiles_nb(const tiles::Args& a, int group_tiles, const tiles::NormFusion& f) {
+  constexpr int form = FUSE != tiles::kPlain ? tiles::kOneRow : tiles::kAllColumns;
+  if (group_tiles == 1) return tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks, PAIRS, FUSE, form, NB>(a, max_column_parts(), f);
+  return tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks, PAIRS, FUSE, form, NB>(a, max_column_parts(), f);
+}
+
+// Up to 8 x rows one column block of the mma; a decode batch of 9 to kTiledRows rows two, in one
+// launch that reads each weight tile once for both. On an H100, 16 streams of the 27B shape decoded
+// 684-713 tok/s against 617-631 in two launches of 8 rows each. Four blocks (17 to 32 rows) spilled and ran
+// no faster than the prefill GEMM, which beats passes of 32 rows at 64 streams (1,029 against 781
+// tok/s; bench/gpu/batched_decode.py, bench/RESULTS.md).
 template <class S, bool PAIRS, int FUSE>
 int64_t launch_tiles(const tiles::Args& a, int group_tiles, const tiles::NormFusion& f) {
-  if (group_tiles == 1) return tiles::launch_split<S, kRowTiles, 1, kDepth, kMinBlocks, PAIRS, FUSE>(a, max_column_parts(), f);
-  return tiles::launch_split<S, kRowTiles, 2, kDepth, kMinBlocks, PAIRS, FUSE>(a, max_column_parts(), f);
+  static_assert(kTiledRows == 16, "one or two column blocks of 8 rows");
+  if constexpr (FUSE == tiles::kPlain)
+    if (a.n > 8) return launch_tiles_nb<S, PAIRS, FUSE, 2>(a, group_tiles, f);
+  return launch_tiles_nb<S, PAIRS, FUSE, 1>(a, group_tiles, f);
 }
 
 // Weight loads marked evict-first in L2 (tuning weight_evict_first=0: normal, for comparisons). On an
@@ -138,7 +152,7 @@ void prepare_weight(Weight& w) {
 }
 
 bool tiles_matvec_ok(const Weight& w, const Tensor& x, int64_t n) {
-  return w.layout == WeightLayout::tiles && n >= 1 && n <= 8 && x_rows_ok(x);
+  return w.layout == WeightLayout::tiles && n >= 1 && n <= kTiledRows && x_rows_ok(x);
 }
 
 void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y) {

@@ -304,6 +304,46 @@ __device__ __forceinline__ void tile_dot(const uint4 (&codes)[RT], const uint32_
   }
 }
 
+// tile_dot over NB column blocks of x rows (8 each; x rows 8 nb .. 8 nb + 7 at xt + xoff[nb]): each
+// row tile's codes are unpacked once and enter NB mmas, one per block. A column's sums are those
+// tile_dot gives it alone (an mma's columns do not meet), so a row's result does not depend on the
+// rows beside it.
+template <class S, int RT, int NB>
+__device__ __forceinline__ void tile_dot_blocks(const uint4 (&codes)[RT], const uint32_t (&scale_pairs)[RT],
+                                                const uint32_t (&bias_pairs)[RT], const float* xt, const int (&xoff)[NB],
+                                                float (&acc)[NB][RT][4]) {
+  const uint32_t low_nibbles = 0x000F000Fu, bf16_128 = 0x43004300u;
+  uint32_t pairs[RT][4][4];  // [row tile][word][j]: bf16 (128 + code j, 128 + code j + 4)
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const uint32_t words[4] = {codes[r].x, codes[r].y, codes[r].z, codes[r].w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) pairs[r][w][j] = mask_or(words[w] >> (4 * j), low_nibbles, bf16_128);
+  }
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) {
+    const XFragment x = x_fragment(xt + xoff[nb]);
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const int wl = s >> 1, wh = 2 + (s >> 1), j = 2 * (s & 1);
+        mma::mma_bf16(c, pairs[r][wl][j], pairs[r][wh][j], pairs[r][wl][j + 1], pairs[r][wh][j + 1], x.b[s][0], x.b[s][1]);
+      }
+      const float sg = pair_lo<S>(scale_pairs[r]), sh = pair_hi<S>(scale_pairs[r]);
+      const float bg = pair_lo<S>(bias_pairs[r]), bh = pair_hi<S>(bias_pairs[r]);
+      const float og = fmaf(-128.0f, sg, bg), oh = fmaf(-128.0f, sh, bh);
+      acc[nb][r][0] = fmaf(sg, c[0], fmaf(og, x.sum[0], acc[nb][r][0]));
+      acc[nb][r][1] = fmaf(sg, c[1], fmaf(og, x.sum[1], acc[nb][r][1]));
+      acc[nb][r][2] = fmaf(sh, c[2], fmaf(oh, x.sum[0], acc[nb][r][2]));
+      acc[nb][r][3] = fmaf(sh, c[3], fmaf(oh, x.sum[1], acc[nb][r][3]));
+    }
+  }
+}
+
 // kLoadsOnly's tile: x's 64 columns loaded as x_fragment loads them, and every loaded word folded into
 // column 0's sums with a few instructions, so that no load is dropped.
 template <int RT>
@@ -321,12 +361,13 @@ __device__ __forceinline__ void fold_loads(const uint4 (&codes)[RT], const uint3
 // The end of a block: the KS warps of a row group add their sums in warp order, and lane (g, t) of
 // the first writes its y elements, or with gate/up pairs silu(gate) * up (with column parts, first
 // its part's sums; the block that ends a row range last adds the parts in order). Every thread of
-// the block calls this.
+// the block calls this. acc[nb]: the sums of x rows 8 nb .. 8 nb + 7 (NB blocks of 8).
 // FUSE: kScaledIn multiplies the sums by the norm's scale; kResidualOut adds them to f.h instead of
 // writing y (n 1; see NormFusion). st: what the launch staged for it (row0: its first row).
-template <int KS, int RT, bool PAIRS, int FUSE = kPlain>
-__device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], int64_t block, int part, const NormFusion& f = {},
+template <int KS, int RT, bool PAIRS, int FUSE = kPlain, int NB = 1>
+__device__ __forceinline__ void store_sums(const Args& a, float (&acc)[NB][RT][4], int64_t block, int part, const NormFusion& f = {},
                                            FusionStage* st = nullptr, int64_t row0 = 0) {
+  static_assert(NB == 1 || FUSE == kPlain, "a fused end takes one x row");
   __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
   if constexpr (FUSE != kPlain) {
     tc::wait_copies<0>();  // the stage (and no copy may outlive a block that ends early, below)
@@ -335,18 +376,24 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const int n = a.n;
   const RowTiles rt = row_tiles_of<RT, PAIRS>(a, block * (kWarps / KS) + warp / KS);  // recomputed: nothing held through the loop
-  mma::add_slices<KS, RT>(partial, acc, warp, lane, slice);
-  // Element (r, q) of this lane: y row and column, and whether it is one of y's.
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) {
+    if (KS > 1 && nb > 0) __syncthreads();  // the first warps have read the last block's partials
+    mma::add_slices<KS, RT>(partial, acc[nb], warp, lane, slice);
+  }
+  // Element (r, q) of this lane in column block nb: y row and column, and whether it is one of y's.
   auto row_of = [&](int r, int q) { return rt[r] * 16 + g + (q >> 1) * 8; };
-  auto col_of = [&](int q) { return 2 * t + (q & 1); };
-  auto stored = [&](int r, int q) { return slice == 0 && rt[r] < a.row_tiles && col_of(q) < n; };
+  auto col_of = [&](int nb, int q) { return 8 * nb + 2 * t + (q & 1); };
+  auto stored = [&](int nb, int r, int q) { return slice == 0 && rt[r] < a.row_tiles && col_of(nb, q) < n; };
   if (a.parts > 1) {
     const int64_t rows = a.row_tiles * 16;
 #pragma unroll
-    for (int r = 0; r < RT; ++r)
+    for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-      for (int q = 0; q < 4; ++q)
-        if (stored(r, q)) a.part_sums[(static_cast<int64_t>(part) * n + col_of(q)) * rows + row_of(r, q)] = acc[r][q];
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (stored(nb, r, q)) a.part_sums[(static_cast<int64_t>(part) * n + col_of(nb, q)) * rows + row_of(r, q)] = acc[nb][r][q];
     __threadfence();
     __syncthreads();
     __shared__ bool last;
@@ -358,23 +405,25 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
     if (!last) return;
     __threadfence();
 #pragma unroll
-    for (int r = 0; r < RT; ++r)
+    for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-      for (int q = 0; q < 4; ++q)
-        if (stored(r, q)) {
-          const float* p = a.part_sums + static_cast<int64_t>(col_of(q)) * rows + row_of(r, q);
-          float sum = __ldcg(p);  // past L1: other multiprocessors wrote these
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (stored(nb, r, q)) {
+            const float* p = a.part_sums + static_cast<int64_t>(col_of(nb, q)) * rows + row_of(r, q);
+            float sum = __ldcg(p);  // past L1: other multiprocessors wrote these
 #pragma unroll 1
-          for (int k = 1; k < a.parts; ++k) sum += __ldcg(p + static_cast<int64_t>(k) * n * rows);
-          acc[r][q] = sum;
-        }
+            for (int k = 1; k < a.parts; ++k) sum += __ldcg(p + static_cast<int64_t>(k) * n * rows);
+            acc[nb][r][q] = sum;
+          }
   }
   if constexpr (FUSE == kScaledIn) {
     const float k = norm_scale(st->values, f.count, f.cols, f.eps);  // every warp alike
 #pragma unroll
     for (int r = 0; r < RT; ++r)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) acc[r][q] *= k;
+      for (int q = 0; q < 4; ++q) acc[0][r][q] *= k;
   }
   if constexpr (FUSE == kResidualOut) {
     static_assert(!PAIRS, "a residual projection is a plain one");
@@ -384,10 +433,10 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
     for (int r = 0; r < RT; ++r)
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-        if (stored(r, q)) {  // column 0 only: n is 1
+        if (stored(0, r, q)) {  // column 0 only: n is 1
           const int64_t row = row_of(r, q);
           const int i = static_cast<int>(row - row0);
-          const float v = add_to_stream(f.residual, row, st->values[i], acc[r][q], staged_weight(f.residual.kind, *st, i));
+          const float v = add_to_stream(f.residual, row, st->values[i], acc[0][r][q], staged_weight(f.residual.kind, *st, i));
           squares += v * v;
         }
     squares = warp_sum(squares);
@@ -401,18 +450,22 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
     }
   } else if constexpr (PAIRS) {  // the up row exists exactly where the pair does
 #pragma unroll
-    for (int q = 0; q < 4; ++q)
-      if (stored(1, q)) a.y[col_of(q) * a.y_stride + row_of(0, q)] = silu(acc[0][q]) * acc[1][q];
-  } else {
-#pragma unroll
-    for (int r = 0; r < RT; ++r)
+    for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-        if (stored(r, q)) a.y[col_of(q) * a.y_stride + row_of(r, q)] = acc[r][q];
+        if (stored(nb, 1, q)) a.y[col_of(nb, q) * a.y_stride + row_of(0, q)] = silu(acc[nb][0][q]) * acc[nb][1][q];
+  } else {
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (stored(nb, r, q)) a.y[col_of(nb, q) * a.y_stride + row_of(r, q)] = acc[nb][r][q];
   }
 }
 
-// Block `block` of the grid: kWarps / KS groups of RT row tiles. y (n, rows) f32, n <= 8.
+// Block `block` of the grid: kWarps / KS groups of RT row tiles. y (n, rows) f32, n <= 8 NB.
 //
 // The loop is kept lean (at one row tile per warp, 72 instructions per tile where per-tile pointer
 // arithmetic, a branch on the x rows and spills had made 99), which is what let two row tiles per
@@ -420,11 +473,13 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[RT][4], i
 // immediate offsets; every lane reads an x row (row g, or 0 past n), so no branch splits the warp,
 // and the B columns past n hold copies whose results are never stored.
 // FUSE, f: the norm split across two mat-vecs (NormFusion). FORM: LoopForm (kOneRow and the perf
-// test's forms: a.n is 1).
+// test's forms: a.n is 1). NB: column blocks of 8 x rows, each tile's codes unpacked once for all
+// (tile_dot_blocks; the plain form only).
 template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false, int FUSE = kPlain,
-          int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns, int NB = 1>
 __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part, const UpTiles& up = {}, const NormFusion& f = {}) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
+  static_assert(NB == 1 || (FORM == kAllColumns && FUSE == kPlain), "several column blocks in the plain form only");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
   const RowTiles rt = row_tiles_of<RT, PAIRS>(a, block * (kWarps / KS) + warp / KS);
   const int k_tiles = a.k_tiles, n = a.n, kt0 = part * a.part_tiles;
@@ -447,12 +502,17 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
     bp[r] = biases + (tile * a.groups + kt0 / GT + slice / GT) * 8 + g;
   }
   const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + (kt0 + slice) * 64;
+  int xoff[NB];  // column block nb's x row for this lane (row 8 nb + g, or 0 past n), from xp's
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) xoff[nb] = static_cast<int>(((8 * nb + g < n ? 8 * nb + g : 0) - (g < n ? g : 0)) * a.x_stride);
   const uint64_t policy = weight_policy(a.evict_first);
-  float acc[RT][4];
+  float acc[NB][RT][4];
 #pragma unroll
-  for (int r = 0; r < RT; ++r)
+  for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[nb][r][i] = 0.0f;
 
   struct Tile {
     uint4 c[RT];
@@ -477,8 +537,9 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   // kOneRow: x has one row, as at the fused ends (NormFusion) and in the experts' gate/up pairs (a slot
   // is one token's row).
   auto process = [&](const Tile& f, const float* xt) {
-    if constexpr (FORM == kLoadsOnly) fold_loads<RT>(f.c, f.s, f.b, xt, acc);
-    else tile_dot<S, RT, FORM>(f.c, f.s, f.b, x_fragment(xt), acc);
+    if constexpr (FORM == kLoadsOnly) fold_loads<RT>(f.c, f.s, f.b, xt, acc[0]);
+    else if constexpr (NB > 1) tile_dot_blocks<S, RT, NB>(f.c, f.s, f.b, xt, xoff, acc);
+    else tile_dot<S, RT, FORM>(f.c, f.s, f.b, x_fragment(xt), acc[0]);
   };
 
   // DEPTH tiles in flight per warp: each step processes DEPTH tiles and issues the loads of the next
@@ -522,18 +583,19 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   for (int d = 0; d < DEPTH; ++d)
     if (i + d < count) process(buf[d], xp + d * (KS * 64));
 
-  store_sums<KS, RT, PAIRS, FUSE>(a, acc, block, part, f, stage, block * kBlockRows);
+  store_sums<KS, RT, PAIRS, FUSE, NB>(a, acc, block, part, f, stage, block * kBlockRows);
 }
 
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS, int FUSE = kPlain,
-          int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns, int NB = 1>
 __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a, NormFusion f) {
   if constexpr (PAIRS)  // the stack's second half
-    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, FORM>(a, blockIdx.x, blockIdx.y,
-                                                         {a.codes + a.pair_tiles * a.k_tiles * 32, a.scales + a.pair_tiles * a.groups * 8,
-                                                          a.biases + a.pair_tiles * a.groups * 8},
-                                                         f);
-  else matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, FORM>(a, blockIdx.x, blockIdx.y, {}, f);
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, FORM, NB>(a, blockIdx.x, blockIdx.y,
+                                                             {a.codes + a.pair_tiles * a.k_tiles * 32,
+                                                              a.scales + a.pair_tiles * a.groups * 8,
+                                                              a.biases + a.pair_tiles * a.groups * 8},
+                                                             f);
+  else matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, FORM, NB>(a, blockIdx.x, blockIdx.y, {}, f);
 }
 
 // Block row `slot` of an expert launch through expert `id`. PAIRS: table[0] and table[1] are an
@@ -717,10 +779,11 @@ int* part_counters_workspace();
 // tiles per warp). FUSE, f: NormFusion. FORM: matvec_body's (the perf test times the others).
 // Returns the block rows (kResidualOut: the squares written).
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain,
-          int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns, int NB = 1>
 int64_t launch_parts(Args a, int parts, const NormFusion& f = {}) {
   static_assert(!PAIRS || RT == 2, "a gate/up pair is two row tiles per warp");
   check((FORM == kAllColumns && FUSE == kPlain) || a.n == 1, ErrorKind::internal, "a fused end or a one-row loop form takes one x row");
+  check(a.n >= 1 && a.n <= 8 * NB, ErrorKind::internal, "the tiled mat-vec's column blocks take 8 x rows each");
   constexpr int64_t tiles_per_block = kWarps / KS * RT;
   const int64_t blocks = (a.row_tiles + tiles_per_block - 1) / tiles_per_block;
   if (parts > 1) {
@@ -730,21 +793,22 @@ int64_t launch_parts(Args a, int parts, const NormFusion& f = {}) {
     a.part_sums = part_sums_workspace();
     a.part_counters = part_counters_workspace();
   }
-  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)),
-               dim3(kWarps * 32), 0, a, f);
+  launch_early(matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM, NB>,
+               dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.parts)), dim3(kWarps * 32), 0, a, f);
   return blocks;
 }
 
 // max_parts > 1: split the columns into parts where that fills the GPU better (column_parts, for the
 // blocks per multiprocessor this kernel reaches).
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain,
-          int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns, int NB = 1>
 int64_t launch(const Args& a, int max_parts = 1, const NormFusion& f = {}) {
   int parts = 1;
   if (max_parts > 1) {
     static const int per_multiprocessor = [] {
       int b = 0;
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>, kWarps * 32, 0),
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM, NB>, kWarps * 32,
+                                                               0),
                  "mat-vec occupancy");
       return b;
     }();
@@ -752,20 +816,20 @@ int64_t launch(const Args& a, int max_parts = 1, const NormFusion& f = {}) {
     parts = column_parts((a.row_tiles + tiles_per_block - 1) / tiles_per_block, int64_t{per_multiprocessor} * multiprocessor_count(),
                          a.k_tiles, KS, static_cast<int64_t>(a.n) * a.row_tiles * 16, max_parts);
   }
-  return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>(a, parts, f);
+  return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM, NB>(a, parts, f);
 }
 
 // Warps per row tile and column parts chosen together (dense_launch_shape; tuning matvec_joint_split=0:
 // one after the other, for comparisons).
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false, int FUSE = kPlain,
-          int FORM = FUSE != kPlain ? kOneRow : kAllColumns>
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns, int NB = 1>
 int64_t launch_split(const Args& a, int max_parts = kMaxParts, const NormFusion& f = {}) {
   if (!current_tuning().on(Knob::matvec_joint_split) || max_parts <= 1)
     return with_split(dense_split<MINB>(a.row_tiles, RT, a.k_tiles),
-                      [&]<int KS>() { return launch<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>(a, max_parts, f); });
+                      [&]<int KS>() { return launch<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM, NB>(a, max_parts, f); });
   const LaunchShape shape =
       dense_launch_shape(a.row_tiles, RT, a.k_tiles, multiprocessor_count(), MINB, max_parts, static_cast<int64_t>(a.n) * a.row_tiles * 16);
-  return with_split(shape.ks, [&]<int KS>() { return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM>(a, shape.parts, f); });
+  return with_split(shape.ks, [&]<int KS>() { return launch_parts<S, KS, RT, GT, DEPTH, MINB, PAIRS, FUSE, FORM, NB>(a, shape.parts, f); });
 }
 
 // projections: 1, or 2 when table[1] / y[1] hold a second one; slots: rows of y. PAIRS: the two

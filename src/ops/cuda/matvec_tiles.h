@@ -18,7 +18,10 @@ void tile_weight(Weight& w);
 // Load-time preparation of a GPU weight: tiles it in the bf16 precision mode when it can
 // (tuning tile_weights=0 keeps the row layout, for comparisons).
 void prepare_weight(Weight& w);
-// A tiled weight and 1 to 8 x rows, 16-byte aligned.
+// The most x rows one tiled mat-vec takes (a decode batch): each weight tile is read once for all.
+// Longer batches take the prefill GEMM.
+constexpr int64_t kTiledRows = 16;
+// A tiled weight and 1 to kTiledRows x rows, 16-byte aligned.
 bool tiles_matvec_ok(const Weight& w, const Tensor& x, int64_t n);
 // y (n, rows) = x (n, cols) · wᵀ with x rounded to bf16, sums in f32.
 void tiles_matvec(const Tensor& x, const Weight& w, Tensor& y);
