@@ -21,6 +21,7 @@ enum class Knob : uint8_t {
   // The decode step as a whole.
   cuda_graphs,
   gpu_sampling,
+  batch_graphs,
   chained_decode,
   host_copy_kernel,
   early_launch,

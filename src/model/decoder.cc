@@ -88,6 +88,7 @@ class DecoderModel final : public Model {
     ws_ = Workspace(c.device);
     const Tuning& t = c.tuning;
     graphs_ = c.device == Device::cuda && t.on(Knob::cuda_graphs);
+    batch_graphs_ = graphs_ && t.on(Knob::batch_graphs);
     // Tokens picked on the GPU (tuning gpu_sampling=0: the logits come to the host, as on the CPU).
     device_picks_ = c.device == Device::cuda && t.on(Knob::gpu_sampling);
     // Allocated now, before any step is recorded: room for a verification's rows without growing.
@@ -266,7 +267,7 @@ class DecoderModel final : public Model {
       Tensor h = ws_.get(kHidden, n, config_.hidden_size);
       if (chained) ops::embedding(embed_, step_.slice(0, 0, 1), h);  // recording was given up mid-chain
       else ops::embedding(embed_, tokens, h);
-      BatchRows rows{{}, {positions_, nullptr}, {}};
+      BatchRows rows{{}, {positions_, nullptr}, {}, {}};
       const SequenceRows one{0, n, &state};
       rows.sequences = {&one, 1};
       if (mm != nullptr) {
@@ -324,9 +325,11 @@ class DecoderModel final : public Model {
       logits_ranges_.insert(logits_ranges_.end(), rows.begin(), rows.end());
     }
     const int64_t n = static_cast<int64_t>(batch_tokens_.size());
-    Tensor h = ws_.get(kHidden, n, config_.hidden_size);
-    ops::embedding(embed_, batch_tokens_, h);
-    run_layers(h, BatchRows{sequences_, {positions_, nullptr}, {}}, logits_ranges_);
+    if (!decode_batch_recorded(n)) {
+      Tensor h = ws_.get(kHidden, n, config_.hidden_size);
+      ops::embedding(embed_, batch_tokens_, h);
+      run_layers(h, BatchRows{sequences_, {positions_, nullptr}, {}, {}}, logits_ranges_);
+    }
     for (const SequenceRows& s : sequences_) s.state->advance(s.end - s.begin);
     int64_t rows = 0;
     for (const RowRange& r : logits_ranges_) rows += r.end - r.begin;
@@ -504,7 +507,7 @@ class DecoderModel final : public Model {
       Tensor h = ws_.get(kHidden, 1, config_.hidden_size);
       ops::embedding(embed_, ids, h);
       const SequenceRows one{0, 1, &state};
-      run_layers(h, BatchRows{{&one, 1}, {positions_, &position}, {}}, logits_rows(0, 1, which));
+      run_layers(h, BatchRows{{&one, 1}, {positions_, &position}, {}, {}}, logits_rows(0, 1, which));
     };
     recording_key(state, which, current_key_);
     if (current_key_ != recorded_key_) {
@@ -520,6 +523,64 @@ class DecoderModel final : public Model {
       return;
     }
     graph_.replay();
+  }
+
+  // forward_batch's decode step (every sequence one token) on the GPU, recorded once per set of
+  // sequences' buffers and replayed while the set holds, as decode_recorded does for one sequence:
+  // the tokens and positions reach the step through device memory written before each replay, and
+  // the position-dependent ops read them there (BatchRows::device_positions). A changed set (a
+  // sequence joined or left, a cache grew) runs the step directly once and records on the next.
+  // False where it does not apply (the caller launches the step itself).
+  bool decode_batch_recorded(int64_t n) {
+    if (!batch_graphs_ || n > kMaxRecordedRows || static_cast<size_t>(n) != sequences_.size()) return false;
+    if (!batch_step_) batch_step_ = Tensor::zeros({2 * kMaxRecordedRows}, DType::i32, config_.device);
+    for (int32_t token : batch_tokens_)
+      check(token >= 0 && token < embed_.rows, ErrorKind::invalid_argument,
+            "[embedding] token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(embed_.rows) + ")");
+    // [tokens | positions], the positions at kMaxRecordedRows: one upload.
+    batch_inputs_.assign(static_cast<size_t>(kMaxRecordedRows + n), 0);
+    std::copy(batch_tokens_.begin(), batch_tokens_.end(), batch_inputs_.begin());
+    std::copy(positions_.begin(), positions_.end(), batch_inputs_.begin() + kMaxRecordedRows);
+    device_memory::cuda_copy(batch_step_.raw(), batch_inputs_.data(), batch_inputs_.size() * sizeof(int32_t),
+                             device_memory::CopyKind::host_to_device);
+    const Tensor ids = batch_step_.slice(0, 0, n), positions = batch_step_.slice(0, kMaxRecordedRows, kMaxRecordedRows + n);
+    sequence_positions_.clear();
+    for (int64_t i = 0; i < n; ++i) sequence_positions_.push_back(positions.slice(0, i, i + 1));
+    auto enqueue = [&] {
+      Tensor h = ws_.get(kHidden, n, config_.hidden_size);
+      ops::embedding(embed_, ids, h);
+      run_layers(h, BatchRows{sequences_, {positions_, &positions}, {}, sequence_positions_}, logits_ranges_);
+    };
+    batch_key(current_batch_key_);
+    if (current_batch_key_ != recorded_batch_key_) {
+      batch_graph_.clear();
+      enqueue();
+      batch_key(recorded_batch_key_);  // after the run: what it allocated is part of the set
+      return true;
+    }
+    if (!batch_graph_.recorded() && !batch_graph_.record(enqueue)) {
+      log::warn("batched decode step graphs disabled; launching kernels one by one", {{"reason", batch_graph_.last_error()}});
+      batch_graphs_ = false;
+      enqueue();
+      return true;
+    }
+    batch_graph_.replay();
+    return true;
+  }
+
+  // recording_key for a batched step: every sequence's buffers, in order, and its logits rows.
+  void batch_key(std::vector<uint64_t>& key) const {
+    key.clear();
+    key.push_back(device_memory::cuda_allocations());
+    key.push_back(static_cast<uint64_t>(ops::matmul_precision()));
+    for (const RowRange& r : logits_ranges_) {
+      key.push_back(static_cast<uint64_t>(r.begin));
+      key.push_back(static_cast<uint64_t>(r.end));
+    }
+    for (const SequenceRows& s : sequences_) {
+      key.push_back(static_cast<uint64_t>(s.end - s.begin));
+      add_state_key(*s.state, key);
+    }
   }
 
   // The pick's masks (TokenPick::masks), asked for once the step is queued, so that the host's grammar
@@ -552,10 +613,15 @@ class DecoderModel final : public Model {
   // matmul precision (which picks kernels). Filled into `key`, a member reused every step.
   void recording_key(SequenceState& state, LogitsFor which, std::vector<uint64_t>& key) const {
     key.clear();
+    key.push_back(device_memory::cuda_allocations());
+    key.push_back(static_cast<uint64_t>(which));
+    key.push_back(static_cast<uint64_t>(ops::matmul_precision()));
+    add_state_key(state, key);
+  }
+
+  // The state's buffers, as a recorded step bakes them in.
+  void add_state_key(SequenceState& state, std::vector<uint64_t>& key) const {
     auto add = [&key](uint64_t v) { key.push_back(v); };
-    add(device_memory::cuda_allocations());
-    add(static_cast<uint64_t>(which));
-    add(static_cast<uint64_t>(ops::matmul_precision()));
     for (size_t i = 0; i < layers_.size(); ++i) {
       if (layers_[i].gdn) {
         add(reinterpret_cast<uintptr_t>(state.linear(i).conv.raw()));
@@ -632,6 +698,14 @@ class DecoderModel final : public Model {
   StepGraph graph_;
   std::vector<uint64_t> recorded_key_, current_key_;
   Tensor step_;  // i32 [token, position] on the device
+  // Recorded batched decode steps (tuning batch_graphs=0 turns them off).
+  static constexpr int64_t kMaxRecordedRows = 64;
+  bool batch_graphs_ = false;
+  StepGraph batch_graph_;
+  std::vector<uint64_t> recorded_batch_key_, current_batch_key_;
+  Tensor batch_step_;  // i32 (2 kMaxRecordedRows) on the device: tokens, then positions at kMaxRecordedRows
+  std::vector<int32_t> batch_inputs_;
+  std::vector<Tensor> sequence_positions_;
   // Picking on the GPU (CUDA only; tuning gpu_sampling=0 turns it off).
   bool device_picks_ = false;
   Tensor picked_ids_;  // i32 (rows) on the device: forward_pick's ids before they are copied back

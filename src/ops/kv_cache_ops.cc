@@ -249,13 +249,13 @@ void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor&
 
 namespace {
 
-// On a GPU, a step's sequences (two or more, host positions) in as few launches as
-// cuda::attention_kv_batch makes, each sequence's bits those of its own call; false where that
+// On a GPU, a step's sequences (two or more) in as few launches as cuda::attention_kv_batch makes,
+// each sequence's bits those of its own call (device positions: a recorded step's); false where that
 // does not apply (the caller then runs them one by one).
 bool gpu_attention_batch(const Tensor& q, std::span<const SequenceCache> seqs, float scale, const Tensor* gate, Tensor& out) {
   if (q.device() != Device::cuda || seqs.size() < 2 || q.dim(1) == 0) return false;
   for (const SequenceCache& s : seqs)
-    if (s.positions.device != nullptr || (gate != nullptr && !cuda::attention_takes_gate(s.end - s.begin))) return false;
+    if (gate != nullptr && !cuda::attention_takes_gate(s.end - s.begin)) return false;
   std::vector<Tensor> qs, outs, gates;
   std::vector<int64_t> firsts;
   for (const SequenceCache& s : seqs) {
@@ -265,8 +265,11 @@ bool gpu_attention_batch(const Tensor& q, std::span<const SequenceCache> seqs, f
     firsts.push_back(check_cache_attention(qs.back(), s.k, s.v, s.positions, outs.back()));
   }
   std::vector<cuda::AttentionCall> calls;
-  for (size_t i = 0; i < seqs.size(); ++i)
-    calls.push_back({&qs[i], &seqs[i].k, &seqs[i].v, firsts[i], &outs[i], gate != nullptr ? &gates[i] : nullptr});
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const Tensor* device = seqs[i].positions.device;
+    calls.push_back({&qs[i], &seqs[i].k, &seqs[i].v, firsts[i], &outs[i], gate != nullptr ? &gates[i] : nullptr,
+                     device != nullptr ? device->data<int32_t>() : nullptr});
+  }
   cuda::attention_kv_batch(calls, scale);
   return true;
 }

@@ -27,11 +27,7 @@ using test::Rng;
 
 class CudaEncoderOps : public test::RequiresGpu {};
 
-struct PrecisionScope {
-  ops::MatmulPrecision saved;
-  explicit PrecisionScope(ops::MatmulPrecision p) : saved(ops::matmul_precision()) { ops::set_matmul_precision(p); }
-  ~PrecisionScope() { ops::set_matmul_precision(saved); }
-};
+using test::PrecisionScope;
 
 // Each element of `got` (any device, any strides) within rel of the largest magnitude of its row of
 // `want` (host): f32 rounding of a row's sums scales with the row.

@@ -129,12 +129,7 @@ Tensor choose_experts(int64_t m, int64_t E, Spread spread, Rng& rng) {
   return ids;
 }
 
-// Sets the matmul precision for a scope.
-struct PrecisionScope {
-  ops::MatmulPrecision saved = ops::matmul_precision();
-  explicit PrecisionScope(ops::MatmulPrecision p) { ops::set_matmul_precision(p); }
-  ~PrecisionScope() { ops::set_matmul_precision(saved); }
-};
+using test::PrecisionScope;
 
 TEST_F(CudaMoe, grouping_on_the_device_equals_the_stable_host_sort) {
   Rng rng(34);

@@ -85,11 +85,7 @@ std::string label(const char* format, A... args) {
   return buf;
 }
 
-struct PrecisionScope {
-  explicit PrecisionScope(ops::MatmulPrecision p) : saved(ops::matmul_precision()) { ops::set_matmul_precision(p); }
-  ~PrecisionScope() { ops::set_matmul_precision(saved); }
-  ops::MatmulPrecision saved;
-};
+using test::PrecisionScope;
 
 void check_matmul(const Weight& w, int64_t n, Rng& rng, double tolerance, const std::string& what) {
   Tensor x = test::random_tensor({n, w.cols}, DType::f32, rng);

@@ -1,8 +1,9 @@
 #pragma once
-// What the GPU suites share: a fixture base that skips without a usable GPU, and uploads of test
-// tensors and weights.
+// What the GPU suites share: a fixture base that skips without a usable GPU, uploads of test
+// tensors and weights, and the matmul precision for a scope.
 #include <gtest/gtest.h>
 
+#include "ops/precision.h"
 #include "tensor/device_memory.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
@@ -29,5 +30,12 @@ inline Weight gpu(const Weight& w) {
   }
   return g;
 }
+
+// Sets the matmul precision for a scope.
+struct PrecisionScope {
+  ops::MatmulPrecision saved = ops::matmul_precision();
+  explicit PrecisionScope(ops::MatmulPrecision p) { ops::set_matmul_precision(p); }
+  ~PrecisionScope() { ops::set_matmul_precision(saved); }
+};
 
 }  // namespace sanctum::test

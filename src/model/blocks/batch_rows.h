@@ -20,15 +20,19 @@ struct SequenceRows {
 
 struct BatchRows {
   std::span<const SequenceRows> sequences;
-  ops::Positions positions;  // of every row; .device only for a one-sequence batch (a recorded step)
+  ops::Positions positions;  // of every row; .device set in a recorded step
   // Multimodal rotary positions of every row (one-sequence batches only); tables null: the rotary
   // positions are `positions` (text, no image earlier in the sequence).
   MropeRows mrope;
+  // A recorded step of several sequences: each one's rows of positions.device, in sequence order.
+  std::span<const Tensor> device_positions;
 
   // Row range [begin, end)'s positions, as the position-dependent ops take them.
   ops::Positions positions_of(const SequenceRows& s) const {
     if (sequences.size() == 1) return positions;
-    return {positions.host.subspan(static_cast<size_t>(s.begin), static_cast<size_t>(s.end - s.begin)), nullptr};
+    const auto i = static_cast<size_t>(&s - sequences.data());
+    return {positions.host.subspan(static_cast<size_t>(s.begin), static_cast<size_t>(s.end - s.begin)),
+            i < device_positions.size() ? &device_positions[i] : nullptr};
   }
 };
 

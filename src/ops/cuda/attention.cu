@@ -243,10 +243,10 @@ void attention_kv_batch(std::span<const AttentionCall> calls, float scale) {
   for (const AttentionCall& c : calls) {
     check_cache_pair(*c.q, *c.k, *c.v);
     if (c.q->dim(0) == 0) continue;
-    const AttnView view = attn_view(*c.q, *c.k, *c.v, c.q_pos0, nullptr, scale, *c.out);
+    const AttnView view = attn_view(*c.q, *c.k, *c.v, c.q_pos0, c.q_pos0_device, scale, *c.out);
     if (c.gate != nullptr) decode.push_back(gated_view(view, *c.gate, *c.out));
     else if (c.out->dtype() == DType::f32 && view.n <= kDecodeMaxQueries && !exact_mode()) decode.push_back(view);
-    else attention_kv(*c.q, *c.k, *c.v, c.q_pos0, nullptr, scale, *c.out);  // the paths attention_kv picks below
+    else attention_kv(*c.q, *c.k, *c.v, c.q_pos0, c.q_pos0_device, scale, *c.out);  // the paths attention_kv picks below
   }
   if (!decode.empty()) attention_decode_batch(decode);
 }

@@ -67,7 +67,8 @@ struct AttentionCall {
   const KvRows* v;
   int64_t q_pos0;
   Tensor* out;
-  const Tensor* gate;  // nullptr: none
+  const Tensor* gate;                      // nullptr: none
+  const int32_t* q_pos0_device = nullptr;  // as attention_kv's device_q_pos0 (a recorded step)
 };
 void attention_kv_batch(std::span<const AttentionCall> calls, float scale);
 // ops::store_kv_rows into a q8 or q4 cache side: src (n, kv_heads * head_dim) f32 rows to dst rows
