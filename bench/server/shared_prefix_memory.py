@@ -6,13 +6,15 @@ side by side in one run.
 Per mode: `sanctum serve` with its prompt cache; one request of the prefix alone puts the prefix in the
 prompt cache; then --streams concurrent streams, each the prefix plus a distinct suffix, all continuing
 the cached prefix. Sampled all along: the server's memory with each page counted once (PSS from
-/proc/PID/smaps_rollup; the kernel's RSS counts a page once per mapping), sanctum_kv_cache_page_bytes
-and sanctum_kv_cache_shared_page_bytes. Reported: what the streams add over the server after the
-warm-up (peak PSS minus PSS before them), and the tokens of every stream, which must be the same in
-both modes (temperature 0). Exit status 1 if any request failed or the modes' tokens differ.
+/proc/PID/smaps_rollup; the kernel's RSS counts a page once per mapping), sanctum_kv_cache_page_bytes,
+sanctum_kv_cache_shared_page_bytes and the running sequences. Reported: what the streams add over the
+server after the warm-up (peak PSS minus PSS before them), the most streams that ran at once (with
+--kv-cache-mb, admission counts the cached prefix's rows once where pages are shared), and the tokens
+of every stream, which must be the same in both modes (temperature 0). Exit status 1 if any request
+failed or the modes' tokens differ.
 
   .venv/bin/python bench/server/shared_prefix_memory.py --model bench/out/qwen2-0.5b-q4g64 \\
-      --prefix-tokens 3000 --streams 8
+      --prefix-tokens 3000 --streams 8 [--kv-cache-mb 100]
 """
 from __future__ import annotations
 
@@ -64,7 +66,9 @@ def completion(port: int, name: str, prompt: list[int], max_tokens: int) -> tupl
 
 def run_mode(args, shared: bool, tmp: Path) -> dict:
     name = "m"
-    extra = ["--threads", str(args.threads), "--max-seqs", str(args.streams)] + ([] if shared else ["--tune", "kv_shared_pages=0"])
+    extra = ["--threads", str(args.threads), "--max-seqs", str(args.streams), "--max-queue", str(args.streams)]
+    extra += ["--kv-cache-mb", str(args.kv_cache_mb)] if args.kv_cache_mb else []
+    extra += [] if shared else ["--tune", "kv_shared_pages=0"]
     label = "shared" if shared else "copied"
     server = sh.Server(sh.env_binary(), [f"{name}={args.model}"], tmp / f"server-{label}.log", extra=extra, ready_timeout=120)
     try:
@@ -76,7 +80,7 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
         assert status == 200, f"warm-up answered {status}"
         time.sleep(1.0)
         before = pss_bytes(server.proc.pid)
-        peak = {"pss": before, "rss": 0, "pages": 0.0, "shared": 0.0}
+        peak = {"pss": before, "rss": 0, "pages": 0.0, "shared": 0.0, "running": 0.0}
         done = threading.Event()
 
         def sampler() -> None:
@@ -86,6 +90,7 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
                 text = sh.request(server.port, "GET", "/metrics")[2].decode()
                 peak["pages"] = max(peak["pages"], sh.metric_value(text, "sanctum_kv_cache_page_bytes"))
                 peak["shared"] = max(peak["shared"], sh.metric_value(text, "sanctum_kv_cache_shared_page_bytes"))
+                peak["running"] = max(peak["running"], sh.metric_value(text, "sanctum_engine_running_sequences", {"model": name}))
                 time.sleep(0.1)
 
         results = [None] * args.streams
@@ -105,6 +110,7 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
             "pss_before_mib": round(before / MIB, 1), "peak_pss_mib": round(peak["pss"] / MIB, 1),
             "added_mib": round((peak["pss"] - before) / MIB, 1), "peak_rss_mib": round(peak["rss"] / MIB, 1),
             "peak_kv_pages_mib": round(peak["pages"] / MIB, 1), "peak_shared_pages_mib": round(peak["shared"] / MIB, 1),
+            "most_running": int(peak["running"]),
             "ttft_p50_s": round(ttfts[len(ttfts) // 2], 3), "seconds": round(wall, 1), "texts": ["".join(r[1]) for r in results]}
 
 
@@ -116,6 +122,7 @@ def main() -> int:
     ap.add_argument("--streams", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--kv-cache-mb", type=int, help="the server's --kv-cache-mb (default: its own)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args()
 
@@ -125,11 +132,11 @@ def main() -> int:
         print(json.dumps({k: v for k, v in r.items() if k != "texts"}), flush=True)
     print(f"\n{args.streams} streams of a {args.prefix_tokens}-token cached prefix + {args.suffix_tokens} tokens each, "
           f"{args.max_tokens} generated")
-    print("| KV prefix | added MiB (PSS) | peak KV pages MiB | shared pages MiB | peak RSS MiB | TTFT p50 s | seconds |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| KV prefix | added MiB (PSS) | peak KV pages MiB | shared pages MiB | peak RSS MiB | most at once | TTFT p50 s | seconds |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         print(f"| {r['mode']} | {r['added_mib']} | {r['peak_kv_pages_mib']} | {r['peak_shared_pages_mib']} | {r['peak_rss_mib']} | "
-              f"{r['ttft_p50_s']} | {r['seconds']} |")
+              f"{r['most_running']} | {r['ttft_p50_s']} | {r['seconds']} |")
     shared, copied = rows
     print(f"copied / shared added memory: {copied['added_mib'] / max(shared['added_mib'], 0.1):.2f}x")
     ok = all(s == 200 for r in rows for s in r["statuses"]) and shared["texts"] == copied["texts"]

@@ -55,13 +55,15 @@ bool TailSnapshot::finish(Model& model, PrefixCache& cache) {
 }
 
 PromptCacheUse::PromptCacheUse(Model& model, PrefixCache* cache, std::span<const int32_t> prompt, SequenceState& state,
-                               GenerationParams& params)
+                               GenerationParams& params, const PrefixCache::Hit* found)
     : cache_(cache), prompt_(prompt.begin(), prompt.end()) {
   if (!cache_) {
     state = model.new_state();
     return;
   }
-  reused_ = cache_->acquire(model, prompt, state, &base_);
+  const PrefixCache::Hit hit = found != nullptr ? *found : cache_->find(prompt);
+  reused_ = cache_->acquire(model, prompt, state, &base_, &hit);
+  restored_from_ = hit.entry;
   base_known_ = true;
   params.snapshot_at = PrefixCache::snapshot_points(state, static_cast<int64_t>(prompt.size()));
   params.on_snapshot = [this](const SequenceState& s) {

@@ -63,11 +63,16 @@ class TailSnapshot {
 // a prompt with images leaves its prefill through the last image to the caller (Engine::prefill_images).
 class PromptCacheUse {
  public:
-  PromptCacheUse(Model& model, PrefixCache* cache, std::span<const int32_t> prompt, SequenceState& state, GenerationParams& params);
+  // found (optional): the cache's find() for this prompt, which it restores (PrefixCache::acquire).
+  PromptCacheUse(Model& model, PrefixCache* cache, std::span<const int32_t> prompt, SequenceState& state, GenerationParams& params,
+                 const PrefixCache::Hit* found = nullptr);
   PromptCacheUse(const PromptCacheUse&) = delete;
   PromptCacheUse& operator=(const PromptCacheUse&) = delete;
 
   int64_t reused() const { return reused_; }  // prompt tokens the state starts with
+  // The prompt-cache entry the state was restored from (PrefixCache::Hit::entry; its first reused()
+  // rows are that entry's), 0 when it started empty.
+  uint64_t restored_from() const { return restored_from_; }
   // After the run (`state` as it left it): attention-only models store the whole sequence; a hybrid
   // one hands `tail` (optional) the work that builds its end-of-generation snapshot.
   void finish(const GenerationResult& result, SequenceState& state, std::unique_ptr<TailSnapshot>* tail);
@@ -76,6 +81,7 @@ class PromptCacheUse {
   PrefixCache* cache_;
   std::vector<int32_t> prompt_;
   int64_t reused_ = 0;
+  uint64_t restored_from_ = 0;
   // Hybrid models: the last aligned snapshot of this prompt, where an end-of-generation snapshot
   // starts (null with base_known_: the empty state).
   std::shared_ptr<const SequenceState> base_;

@@ -78,6 +78,7 @@ struct Engine::Job {
   std::shared_ptr<InferenceJob> request;
   int started = 0, ended = 0;
   bool failed = false;
+  CachedPrefix cached;  // what choice 0 was restored from
 };
 
 // One choice of a job: a sequence of the batch.
@@ -139,7 +140,7 @@ PrefixCacheStats Engine::prompt_cache_stats() const { return prompt_cache_ ? pro
 
 void Engine::loop() {
   for (;;) {
-    std::vector<std::shared_ptr<InferenceJob>> arrivals;
+    std::vector<std::pair<std::shared_ptr<InferenceJob>, PrefixCache::Hit>> arrivals;
     bool stopping = false;
     size_t cache_bound = 0;
     {
@@ -147,29 +148,57 @@ void Engine::loop() {
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !sequences_.empty() || !pending_snapshots_.empty(); });
       stopping = stopping_;
       if (stopping && queue_.empty() && sequences_.empty()) return;  // pending idle work is dropped
+      // Requests go first: interrupted idle work keeps what it has built, where admission's look into
+      // the prompt cache below finds it.
+      if (!queue_.empty() && !pending_snapshots_.empty()) {
+        lock.unlock();
+        pending_snapshots_.front()->pause(*prompt_cache_);
+        metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
+        lock.lock();
+      }
       // Sequences the running jobs hold or will hold (choices still to fork included), and their
       // state at its longest.
       int slots = 0;
       size_t reserved = 0;
-      std::unordered_set<const InferenceJob*> with_prompt;  // a job's shared prompt rows count once
+      // Shared rows count once: a job's prompt rows (its choices map them), a snapshot's rows (every
+      // sequence continuing it maps them).
+      std::unordered_set<const InferenceJob*> jobs_counted;
+      std::unordered_set<uint64_t> entries_counted;
+      auto first_of = [&](uint64_t entry) { return entry != 0 && entries_counted.insert(entry).second; };
       for (const auto& s : sequences_) {
         const InferenceJob& job = *s->job->request;
         const int held = 1 + (s->choice == 0 ? job.n - s->job->started : 0);
         slots += held;
-        reserved += reserve_bytes(job, held, with_prompt.insert(&job).second);
+        const CachedPrefix& cached = s->job->cached;
+        reserved += reserve_bytes(job, held, cached, jobs_counted.insert(&job).second, first_of(cached.entry));
       }
       // Admit while the batch has room for every choice of the next job, sequences and state bytes
       // at their longest (one job always fits an empty batch); the rest wait in the queue, in order.
       const size_t state_pool = options_.state_bytes + (options_.cache_yields_to_state && prompt_cache_ ? options_.prompt_cache_bytes : 0);
-      auto fits = [&](const InferenceJob& job) {
+      auto fits = [&](const InferenceJob& job, size_t bytes) {
         if (slots == 0) return true;
         if (slots + job.n > options_.max_seqs) return false;
-        return options_.state_bytes == 0 || reserved + reserve_bytes(job) <= state_pool;
+        return options_.state_bytes == 0 || reserved + bytes <= state_pool;
       };
-      while (!queue_.empty() && fits(*queue_.front())) {
-        reserved += reserve_bytes(*queue_.front());
-        slots += queue_.front()->n;
-        arrivals.push_back(std::move(queue_.front()));
+      while (!queue_.empty()) {
+        const InferenceJob& job = *queue_.front();
+        // The prompt-cache entry it would continue, whose rows sequences continuing it already may
+        // map: it starts from the entry found here (looked up here rather than at its start), even if
+        // that is evicted before.
+        PrefixCache::Hit hit;
+        if (prompt_cache_ && !job.lora) {
+          try {
+            hit = prompt_cache_->find(job.images.empty() ? job.prompt : image_prompt_key(job));
+          } catch (const std::exception&) {  // a malformed image layout: start() fails the job
+          }
+        }
+        const CachedPrefix cached{hit.entry, hit.tokens};
+        const size_t bytes = reserve_bytes(job, job.n, cached, true, cached.entry != 0 && !entries_counted.contains(cached.entry));
+        if (!fits(job, bytes)) break;
+        if (cached.entry != 0) entries_counted.insert(cached.entry);
+        reserved += bytes;
+        slots += job.n;
+        arrivals.push_back({std::move(queue_.front()), std::move(hit)});
         queue_.pop_front();
       }
       queue_gauge_.set(static_cast<double>(queue_.size()));
@@ -187,19 +216,14 @@ void Engine::loop() {
       idle_step();
       continue;
     }
-    // Requests go first: interrupted idle work keeps what it has built.
-    if (!arrivals.empty() && !pending_snapshots_.empty()) {
-      pending_snapshots_.front()->pause(*prompt_cache_);
-      metrics_.prompt_cache_bytes.set(static_cast<double>(prompt_cache_->stats().bytes));
-    }
-    for (auto& job : arrivals) start(std::move(job));
+    for (auto& [job, hit] : arrivals) start(std::move(job), hit);
     running_count_ = sequences_.size();
     step();
     set_gauges();
   }
 }
 
-void Engine::start(std::shared_ptr<InferenceJob> request) {
+void Engine::start(std::shared_ptr<InferenceJob> request, const PrefixCache::Hit& hit) {
   auto job = std::make_shared<Job>();
   job->request = std::move(request);
   if (job->request->cancelled) {
@@ -209,7 +233,7 @@ void Engine::start(std::shared_ptr<InferenceJob> request) {
     job->request->sink->on_done("");
     return;
   }
-  start_choice(job, 0);
+  start_choice(job, 0, hit.snapshot ? &hit : nullptr);
 }
 
 namespace {
@@ -222,7 +246,7 @@ uint64_t choice_seed(const InferenceJob& job, int choice) {
 }
 }  // namespace
 
-void Engine::start_choice(const std::shared_ptr<Job>& job, int choice) {
+void Engine::start_choice(const std::shared_ptr<Job>& job, int choice, const PrefixCache::Hit* hit) {
   const InferenceJob& request = *job->request;
   auto s = std::make_unique<Sequence>();
   s->job = job;
@@ -260,9 +284,10 @@ void Engine::start_choice(const std::shared_ptr<Job>& job, int choice) {
       // reused for another adapter or the base, nor the other way round.
       PrefixCache* cache = request.lora ? nullptr : prompt_cache_.get();
       const std::vector<int32_t> key = request.images.empty() ? request.prompt : image_prompt_key(request);
-      s->cache_use = std::make_unique<PromptCacheUse>(*model_, cache, key, state, params);
+      s->cache_use = std::make_unique<PromptCacheUse>(*model_, cache, key, state, params, cache != nullptr ? hit : nullptr);
       state.set_lora(request.lora);
       const int64_t reused = s->cache_use->reused();
+      job->cached = {s->cache_use->restored_from(), reused};
       if (cache) {
         metrics_.prompt_cache_lookups.with({reused > 0 ? "hit" : "miss"}).inc();
         metrics_.prompt_cache_tokens.inc(static_cast<double>(reused));
@@ -501,16 +526,20 @@ void Engine::idle_step() {
   set_pending_count();
 }
 
-size_t Engine::reserve_bytes(const InferenceJob& job, int sequences, bool with_prompt) const {
+size_t Engine::reserve_bytes(const InferenceJob& job, int sequences, const CachedPrefix& cached, bool with_prompt, bool with_cached) const {
   // KV rows grow in blocks (KvCache::kBlockTokens).
+  constexpr int64_t block = KvCache::kBlockTokens;
   const auto prompt = static_cast<int64_t>(job.prompt.size());
-  const int64_t rows =
-      (prompt + std::max(0, job.params.max_tokens) + KvCache::kBlockTokens - 1) / KvCache::kBlockTokens * KvCache::kBlockTokens;
-  // The prompt's whole blocks, which the choices of one request share (pages are no larger than a
-  // block for any row of a real layer); each choice holds the rest of its rows itself.
-  const int64_t shared = kv_pages_shared_ && job.n > 1 ? prompt / KvCache::kBlockTokens * KvCache::kBlockTokens : 0;
-  return (with_prompt ? kv_bytes_per_token_ * static_cast<size_t>(shared) : 0) +
-         static_cast<size_t>(sequences) * (fixed_state_bytes_ + kv_bytes_per_token_ * static_cast<size_t>(rows - shared));
+  const int64_t rows = (prompt + std::max(0, job.params.max_tokens) + block - 1) / block * block;
+  // Whole blocks that sequences map rather than copy (pages are no larger than a block for any row of
+  // a real layer): the rows of a cached snapshot that each sequence continuing it maps, and the
+  // prompt's rows that the choices of one request map from the first. Each sequence holds the rest.
+  const int64_t from_cache = kv_pages_shared_ && cached.entry != 0 ? std::min(cached.tokens, prompt) / block * block : 0;
+  const int64_t from_prompt = kv_pages_shared_ && job.n > 1 ? prompt / block * block : 0;
+  const int64_t shared = std::max(from_cache, from_prompt);
+  const auto kv = [&](int64_t r) { return kv_bytes_per_token_ * static_cast<size_t>(r); };
+  return (with_prompt ? kv(shared - from_cache) : 0) + (with_cached ? kv(from_cache) : 0) +
+         static_cast<size_t>(sequences) * (fixed_state_bytes_ + kv(rows - shared));
 }
 
 void Engine::set_pending_count() {

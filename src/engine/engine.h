@@ -118,9 +118,7 @@ class Engine {
   // The state (KV rows and recurrent state) the job holds at its longest, all choices: what
   // admission counts against EngineOptions::state_bytes. On the CPU the n choices of one request
   // share the prompt's KV pages (model/state.h), so it is counted once.
-  size_t reserve_bytes(const InferenceJob& job) const { return reserve_bytes(job, job.n, true); }
-  // The same for `sequences` of its choices, with or without the prompt's shared rows.
-  size_t reserve_bytes(const InferenceJob& job, int sequences, bool with_prompt) const;
+  size_t reserve_bytes(const InferenceJob& job) const { return reserve_bytes(job, job.n, {}, true, true); }
   size_t running() const { return running_count_.load(); }  // sequences in the batch
   bool busy() const { return running() > 0; }
 
@@ -140,9 +138,19 @@ class Engine {
  private:
   struct Job;
   struct Sequence;
+  // Rows of a prompt-cache snapshot that a job's sequences continue: on the CPU they map its pages.
+  struct CachedPrefix {
+    uint64_t entry = 0;  // PrefixCache::Hit::entry (0: none)
+    int64_t tokens = 0;
+  };
+  // reserve_bytes for `sequences` of the job's choices, continuing `cached`: with_prompt counts the
+  // prompt rows its choices share (once per job), with_cached the snapshot's rows (once per snapshot
+  // however many jobs continue it).
+  size_t reserve_bytes(const InferenceJob& job, int sequences, const CachedPrefix& cached, bool with_prompt, bool with_cached) const;
   void loop();
-  void start(std::shared_ptr<InferenceJob> job);
-  void start_choice(const std::shared_ptr<Job>& job, int choice);
+  // hit: what admission found in the prompt cache for the job (restored as found), or none.
+  void start(std::shared_ptr<InferenceJob> job, const PrefixCache::Hit& hit);
+  void start_choice(const std::shared_ptr<Job>& job, int choice, const PrefixCache::Hit* hit = nullptr);
   static std::vector<int32_t> image_prompt_key(const InferenceJob& job);
   int64_t prefill_images(const InferenceJob& job, SequenceState& state, int64_t from, GenerationParams& params);
   void fork_choices(Sequence& parent);

@@ -39,39 +39,40 @@ int32_t PrefixCache::image_key(std::span<const uint8_t, 32> hash, int64_t index)
   return static_cast<int32_t>(-1 - x);
 }
 
-int64_t PrefixCache::acquire(const Model& model, std::span<const int32_t> prompt, SequenceState& state,
-                             std::shared_ptr<const SequenceState>* from) {
+PrefixCache::Hit PrefixCache::find(std::span<const int32_t> prompt) const {
   const int64_t cap = static_cast<int64_t>(prompt.size()) - kMinRecomputed;
-  std::shared_ptr<const SequenceState> best;
-  int64_t best_len = 0;
+  Hit best;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Entry& e : entries_) {
+    const int64_t len = static_cast<int64_t>(e.tokens.size());
+    const int64_t lcp = std::min(common_prefix(e.tokens, prompt), cap);
+    const int64_t usable = e.snapshot->has_recurrent_state() ? (len <= lcp ? len : 0) : lcp;
+    if (usable > best.tokens && reusable_at(e.tokens, prompt, usable)) best = {e.snapshot, usable, e.serial};
+  }
+  return best;
+}
+
+int64_t PrefixCache::acquire(const Model& model, std::span<const int32_t> prompt, SequenceState& state,
+                             std::shared_ptr<const SequenceState>* from, const Hit* found) {
+  const Hit hit = found != nullptr ? *found : find(prompt);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto best_it = entries_.end();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      const int64_t len = static_cast<int64_t>(it->tokens.size());
-      const int64_t lcp = std::min(common_prefix(it->tokens, prompt), cap);
-      const int64_t usable = it->snapshot->has_recurrent_state() ? (len <= lcp ? len : 0) : lcp;
-      if (usable > best_len && reusable_at(it->tokens, prompt, usable)) {
-        best_len = usable;
-        best_it = it;
-      }
-    }
-    if (best_it != entries_.end()) {
-      entries_.splice(entries_.begin(), entries_, best_it);  // most recently used
-      best = best_it->snapshot;
+    if (hit.snapshot) {
+      auto it = std::ranges::find_if(entries_, [&](const Entry& e) { return e.snapshot == hit.snapshot; });
+      if (it != entries_.end()) entries_.splice(entries_.begin(), entries_, it);  // most recently used
       ++stats_.hits;
-      stats_.reused_tokens += best_len;
+      stats_.reused_tokens += hit.tokens;
     } else {
       ++stats_.misses;
     }
   }
-  if (from) *from = best;
-  if (!best) {
+  if (from) *from = hit.snapshot;
+  if (!hit.snapshot) {
     state = model.new_state();
     return 0;
   }
-  state.restore(*best, best_len);
-  return best_len;
+  state.restore(*hit.snapshot, hit.tokens);
+  return hit.tokens;
 }
 
 int64_t PrefixCache::aligned_point(int64_t tokens) { return std::max<int64_t>(0, tokens - kMinRecomputed) / kAlign * kAlign; }
@@ -106,6 +107,7 @@ std::shared_ptr<const SequenceState> PrefixCache::store(std::span<const int32_t>
   if (whole > max_bytes_) return nullptr;
   Entry e{std::vector<int32_t>(tokens.begin(), tokens.begin() + len), snap};
   std::lock_guard<std::mutex> lock(mutex_);
+  e.serial = ++serials_;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->tokens == e.tokens) {
       entries_.splice(entries_.begin(), entries_, it);

@@ -51,11 +51,23 @@ class PrefixCache {
   static int32_t image_key(std::span<const uint8_t, 32> hash, int64_t index);
   static bool is_image_key(int32_t token) { return token < 0; }
 
+  // What a prompt can continue: a snapshot and how many of its leading tokens to restore (none: no
+  // snapshot, 0 tokens), and the entry's serial number (from 1, never reused; 0: none).
+  struct Hit {
+    std::shared_ptr<const SequenceState> snapshot;
+    int64_t tokens = 0;
+    uint64_t entry = 0;
+  };
+  // The entry acquire() would restore for `prompt`, without restoring it, counting it or refreshing
+  // its recency (admission looks ahead with it).
+  Hit find(std::span<const int32_t> prompt) const;
+
   // Prepares `state` (fresh or restored) for `prompt`; returns how many leading prompt tokens it
   // already holds. The caller prefills prompt[returned..]. `from` (optional) receives the snapshot
-  // the state was restored from (null when it starts empty).
+  // the state was restored from (null when it starts empty). `found` (optional): what find() gave
+  // for this prompt, restored even if the entry was evicted since.
   int64_t acquire(const Model& model, std::span<const int32_t> prompt, SequenceState& state,
-                  std::shared_ptr<const SequenceState>* from = nullptr);
+                  std::shared_ptr<const SequenceState>* from = nullptr, const Hit* found = nullptr);
 
   // The last aligned position that a later prompt extending a sequence of `tokens` tokens can
   // reuse on a hybrid model (T_q >= 2 included); 0 when there is none.
@@ -89,6 +101,7 @@ class PrefixCache {
   struct Entry {
     std::vector<int32_t> tokens;
     std::shared_ptr<const SequenceState> snapshot;
+    uint64_t serial = 0;  // Hit::entry
   };
   struct Buffer {
     size_t bytes = 0;
@@ -99,6 +112,7 @@ class PrefixCache {
   void evict_to_fit();
 
   std::atomic<size_t> max_bytes_;
+  uint64_t serials_ = 0;  // the last Entry::serial given
   mutable std::mutex mutex_;
   std::list<Entry> entries_;                         // most recently used first
   std::unordered_map<const void*, Buffer> buffers_;  // shared KV buffers of the held snapshots
