@@ -534,9 +534,7 @@ class DecoderModel final : public Model {
   bool decode_batch_recorded(int64_t n) {
     if (!batch_graphs_ || n > kMaxRecordedRows || static_cast<size_t>(n) != sequences_.size()) return false;
     if (!batch_step_) batch_step_ = Tensor::zeros({2 * kMaxRecordedRows}, DType::i32, config_.device);
-    for (int32_t token : batch_tokens_)
-      check(token >= 0 && token < embed_.rows, ErrorKind::invalid_argument,
-            "[embedding] token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(embed_.rows) + ")");
+    for (int32_t token : batch_tokens_) check_token(token);
     // [tokens | positions], the positions at kMaxRecordedRows: one upload.
     batch_inputs_.assign(static_cast<size_t>(kMaxRecordedRows + n), 0);
     std::copy(batch_tokens_.begin(), batch_tokens_.end(), batch_inputs_.begin());
@@ -599,10 +597,15 @@ class DecoderModel final : public Model {
     return allowed;
   }
 
-  // The device's step input: token and position.
-  void write_step(int32_t token, int64_t position) {
+  // A token the device's step input may hold (the embedding's own check cannot see device ids).
+  void check_token(int32_t token) const {
     check(token >= 0 && token < embed_.rows, ErrorKind::invalid_argument,
           "[embedding] token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(embed_.rows) + ")");
+  }
+
+  // The device's step input: token and position.
+  void write_step(int32_t token, int64_t position) {
+    check_token(token);
     if (!step_) step_ = Tensor::zeros({2}, DType::i32, config_.device);
     const int32_t values[2] = {token, static_cast<int32_t>(position)};
     device_memory::cuda_copy(step_.raw(), values, sizeof(values), device_memory::CopyKind::host_to_device);
