@@ -1,6 +1,9 @@
 #include "grammar/grammar_text.h"
 
 #include <map>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
 
 #include "base/utf8.h"
 #include "grammar/codepoints.h"
@@ -145,31 +148,63 @@ class TextParser {
     return out;
   }
 
+  // A repetition {lo, hi} (hi -1: unbounded) of a body.
+  struct Repeated {
+    Item body;
+    int64_t lo, hi;
+  };
+
+  // (X{a,b}){c,d} as one repetition of X where the two accept the same strings, else none. Stacked
+  // repetitions ("a"+++, ((x+)+)+) otherwise nest one rule per level, and a pushdown matcher keeps a
+  // stack per way of splitting the input among the levels: exponentially many.
+  static std::optional<std::pair<int64_t, int64_t>> fold(int64_t a, int64_t b, int64_t c, int64_t d) {
+    if (a == 1 && b == 1) return std::pair{c, d};
+    if (c == 1 && d == 1) return std::pair{a, b};
+    if (b == -1) {  // k copies of X{a,} make exactly X{k a,}
+      if (c >= 1 && a * c <= 1'000'000) return std::pair{a * c, int64_t{-1}};
+      if (c == 0 && a <= 1) return std::pair{int64_t{0}, int64_t{-1}};
+      return std::nullopt;
+    }
+    if (a == 0 && b == 1) return std::pair{int64_t{0}, d};  // (X?){c,d}: any count up to d
+    if (c == 0 && d == 1 && a <= 1) return std::pair{int64_t{0}, b};
+    return std::nullopt;
+  }
+
+  uint32_t make_repetition(const Item& body, int64_t lo, int64_t hi) {
+    uint32_t r;
+    if (lo == 0 && hi == 1) r = make_optional(g_, body, prefix_ + "opt");
+    else if (lo == 0 && hi == -1) r = make_star(g_, body, prefix_ + "star");
+    else if (lo == 1 && hi == -1) r = make_plus(g_, body, prefix_ + "plus");
+    else r = make_repeat(g_, body, lo, hi, prefix_ + "rep");
+    repeated_.emplace(r, Repeated{body, lo, hi});
+    return r;
+  }
+
   void apply_suffixes(Sequence primary, Sequence& seq) {
     for (;;) {
       if (i_ >= s_.size()) break;
       const char c = s_[i_];
       if (c != '?' && c != '*' && c != '+' && c != '{') break;
       ++i_;
-      const Item body = as_item(g_, primary, prefix_ + "seq");
-      uint32_t r;
-      if (c == '?') {
-        r = make_optional(g_, body, prefix_ + "opt");
-      } else if (c == '*') {
-        r = make_star(g_, body, prefix_ + "star");
-      } else if (c == '+') {
-        r = make_plus(g_, body, prefix_ + "plus");
-      } else {
-        int64_t lo = parse_int(0), hi = lo;
+      int64_t lo = c == '+' ? 1 : 0, hi = c == '?' ? 1 : -1;
+      if (c == '{') {
+        lo = parse_int(0), hi = lo;
         if (i_ < s_.size() && s_[i_] == ',') {
           ++i_;
           hi = (i_ < s_.size() && s_[i_] == '}') ? -1 : parse_int(-1);
         }
         if (i_ >= s_.size() || s_[i_] != '}') error("expected '}' closing a repetition");
         ++i_;
-        r = make_repeat(g_, body, lo, hi, prefix_ + "rep");
       }
-      primary = Sequence{Grammar::ref(r)};
+      Item body = as_item(g_, primary, prefix_ + "seq");
+      // A repetition of a repetition (a group around one counts too): one repetition where it can be.
+      if (body.is_rule)
+        if (auto it = repeated_.find(body.arg); it != repeated_.end())
+          if (const auto folded = fold(it->second.lo, it->second.hi, lo, hi)) {
+            body = it->second.body;
+            std::tie(lo, hi) = *folded;
+          }
+      primary = Sequence{Grammar::ref(make_repetition(body, lo, hi))};
     }
     seq.insert(seq.end(), primary.begin(), primary.end());
   }
@@ -270,6 +305,7 @@ class TextParser {
   size_t i_ = 0;
   std::map<std::string, uint32_t> ids_;
   std::map<std::string, bool> defined_;
+  std::unordered_map<uint32_t, Repeated> repeated_;  // the rules make_repetition made, by id
 };
 
 }  // namespace

@@ -7,6 +7,10 @@ namespace sanctum::grammar {
 namespace {
 // Nesting of rule expansions that consume no byte; a grammar past it is too deep to match.
 constexpr int kMaxExpandDepth = 4096;
+// Expansions in one step. An ambiguous grammar keeps a stack per way of reading its input so far,
+// which can double with each level of nested repetition; past this a byte would take seconds and
+// gigabytes, so the grammar is refused instead.
+constexpr size_t kMaxStepExpansions = size_t{1} << 17;
 constexpr uint32_t kExpandedFlag = 0x80000000;  // element positions stay below 2^31 (GrammarLimits)
 }  // namespace
 
@@ -22,6 +26,7 @@ StackMachine::StackMachine(const Grammar& grammar) : grammar_(grammar) {
 void StackMachine::begin_step() {
   ++step_;
   used_ = 0;
+  expansions_ = 0;
 }
 
 uint32_t StackMachine::intern(uint32_t pos, uint32_t parent, bool* fresh) {
@@ -65,6 +70,9 @@ void StackMachine::expand(uint32_t pos, uint32_t parent, uint32_t self, std::vec
   if (depth > kMaxExpandDepth)
     throw GrammarError("nesting", "grammar: rules nest more than " + std::to_string(kMaxExpandDepth) +
                                       " levels without consuming a byte; flatten the grammar");
+  if (++expansions_ > kMaxStepExpansions)
+    throw GrammarError("ambiguity", "grammar: more than " + std::to_string(kMaxStepExpansions) +
+                                        " ways to read one byte (nested repetitions of one another); make the grammar less ambiguous");
   const Element& e = grammar_.element(pos);
   switch (e.kind) {
     case ElementKind::bytes:

@@ -62,6 +62,7 @@ class StackMachine {
   std::vector<uint32_t> values_, stamps_;
   size_t used_ = 0;
   uint32_t step_ = 0;
+  size_t expansions_ = 0;  // expand() calls this step (bounded: see stack_machine.cc)
 };
 
 }  // namespace sanctum::grammar

@@ -165,5 +165,62 @@ TEST(GrammarText, rule_bodies_continue_across_lines) {
   EXPECT_TRUE(m2.accept_bytes("c"));
 }
 
+// A repetition of a repetition ("a"+++, a group around one) is folded into one repetition wherever
+// the two accept the same strings, so that the matcher does not keep a stack per way of splitting the
+// input among the levels (24 stacked + had run out of memory): each stacked form gives the masks of
+// its plain form along random walks, and the unfoldable ones still equal the brute force.
+TEST(GrammarText, stacked_repetitions_fold_into_one) {
+  const auto vocab = small_vocab();
+  const std::vector<std::pair<std::string, std::string>> same = {{"\"a\"++++++++++++++++++++++++", "\"a\"+"},
+                                                                 {"((((\"ab\"+)+)+)+)+", "\"ab\"+"},
+                                                                 {"(\"a\"?)+", "\"a\"*"},
+                                                                 {"(\"a\"*){2,5}", "\"a\"*"},
+                                                                 {"(\"a\"{2,})+", "\"a\"{2,}"},
+                                                                 {"(\"a\"+){3,4}", "\"a\"{3,}"},
+                                                                 {"(\"a\"?){2,3}", "\"a\"{0,3}"},
+                                                                 {"(\"a\"{1,3})?", "\"a\"{0,3}"},
+                                                                 {"((\"a\"{2,})?)+", "(\"a\"{2,})*"},
+                                                                 {"(\"a\"?)?", "\"a\"?"}};
+  for (const auto& [stacked, plain] : same) {
+    const std::string a = "root ::= " + stacked + " \"b\"", b = "root ::= " + plain + " \"b\"";
+    CompiledGrammar ca(parse_grammar_text(a), vocab), cb(parse_grammar_text(b), vocab);
+    for (int seed = 0; seed < 8; ++seed) {
+      std::mt19937 rng(static_cast<uint32_t>(seed));
+      GrammarMatcher ma(ca), mb(cb);
+      std::vector<uint32_t> mask_a(vocab->mask_words()), mask_b(vocab->mask_words());
+      for (int step = 0; step < 12 && !ma.is_terminated(); ++step) {
+        ma.fill_mask(mask_a);
+        mb.fill_mask(mask_b);
+        ASSERT_EQ(allowed(mask_a, vocab->size()), allowed(mask_b, vocab->size())) << a << " against " << b << ", seed " << seed;
+        const auto ids = allowed(mask_a, vocab->size());
+        if (ids.empty()) break;
+        const int32_t pick = ids[rng() % ids.size()];
+        ASSERT_TRUE(ma.accept(pick) && mb.accept(pick));
+      }
+    }
+  }
+  for (const char* unfolded : {"root ::= (\"a\"{3,3})+ \"b\"", "root ::= (\"a\"{2,3})? \"b\"", "root ::= ((\"a\"{2,})?){2,3} \"b\""})
+    expect_masks_match(unfolded, vocab, 6, 12);
+}
+
+// Nested repetitions that cannot fold (each level adds an optional item) still double the ways to
+// read an "a" with each level: the matcher refuses such a grammar with a GrammarError once a byte
+// takes more than its bound of expansions, rather than hanging the engine.
+TEST(GrammarMatcher, a_grammar_too_ambiguous_to_step_is_refused) {
+  std::string body = "\"a\"+";
+  for (char c = 'b'; c <= 'z'; ++c) body = "(" + body + " \"" + std::string(1, c) + "\"?)+";
+  const auto vocab = small_vocab();
+  CompiledGrammar compiled(parse_grammar_text("root ::= " + body), vocab);
+  GrammarMatcher m(compiled);
+  const int32_t a = 7;  // "a"
+  try {
+    for (int i = 0; i < 64; ++i) ASSERT_TRUE(m.accept(a));
+    FAIL() << "64 a's were read without reaching the bound";
+  } catch (const GrammarError& e) {
+    EXPECT_EQ(e.feature(), "ambiguity");
+    EXPECT_NE(std::string(e.what()).find("ambiguous"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace sanctum::grammar
