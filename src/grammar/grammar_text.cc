@@ -160,8 +160,8 @@ class TextParser {
   static std::optional<std::pair<int64_t, int64_t>> fold(int64_t a, int64_t b, int64_t c, int64_t d) {
     if (a == 1 && b == 1) return std::pair{c, d};
     if (c == 1 && d == 1) return std::pair{a, b};
-    if (b == -1) {  // k copies of X{a,} make exactly X{k a,}
-      if (c >= 1 && a * c <= 1'000'000) return std::pair{a * c, int64_t{-1}};
+    if (b == -1) {                                                          // k copies of X{a,} make exactly X{k a,}
+      if (c >= 1 && a * c <= 10'000) return std::pair{a * c, int64_t{-1}};  // make_repeat's largest count
       if (c == 0 && a <= 1) return std::pair{int64_t{0}, int64_t{-1}};
       return std::nullopt;
     }
@@ -198,7 +198,7 @@ class TextParser {
       }
       Item body = as_item(g_, primary, prefix_ + "seq");
       // A repetition of a repetition (a group around one counts too): one repetition where it can be.
-      if (body.is_rule)
+      if (body.is_rule && (hi == -1 || hi >= lo))  // bounds make_repeat would refuse stay for it to name
         if (auto it = repeated_.find(body.arg); it != repeated_.end())
           if (const auto folded = fold(it->second.lo, it->second.hi, lo, hi)) {
             body = it->second.body;

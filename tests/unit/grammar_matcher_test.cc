@@ -201,6 +201,10 @@ TEST(GrammarText, stacked_repetitions_fold_into_one) {
   }
   for (const char* unfolded : {"root ::= (\"a\"{3,3})+ \"b\"", "root ::= (\"a\"{2,3})? \"b\"", "root ::= ((\"a\"{2,})?){2,3} \"b\""})
     expect_masks_match(unfolded, vocab, 6, 12);
+  // Bounds a repetition refuses are refused stacked as well; a fold past the count limit (15,000)
+  // is not made, so the grammar stays as accepted as it was.
+  EXPECT_THROW(parse_grammar_text("root ::= (\"a\"?){5,2}"), GrammarError);
+  EXPECT_NO_THROW(parse_grammar_text("root ::= (\"a\"{5000,}){3}"));
 }
 
 // Nested repetitions that cannot fold (each level adds an optional item) still double the ways to
