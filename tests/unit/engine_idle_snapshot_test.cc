@@ -11,10 +11,13 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "engine_job.h"
 #include "server/server_metrics.h"
 
 namespace sanctum::server {
 namespace {
+
+using testing::job_of;
 
 ModelConfig fake_config() {
   ModelConfig c;
@@ -80,15 +83,6 @@ class Sink : public GenerationSink {
   std::atomic<bool> delivered{false};
   std::promise<std::string> done;
 };
-
-std::shared_ptr<InferenceJob> job_of(std::vector<int32_t> prompt, int max_tokens, std::shared_ptr<Sink> sink) {
-  auto job = std::make_shared<InferenceJob>();
-  job->prompt = std::move(prompt);
-  job->params.max_tokens = max_tokens;
-  job->params.ignore_eos = true;
-  job->sink = std::move(sink);
-  return job;
-}
 
 std::vector<int32_t> counting(size_t n, int32_t from) {
   std::vector<int32_t> p;

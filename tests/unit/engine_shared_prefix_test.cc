@@ -12,11 +12,14 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine_job.h"
 #include "server/server_metrics.h"
 #include "tensor/host_rows.h"
 
 namespace sanctum::server {
 namespace {
+
+using testing::job_of;
 
 const std::string kModel = std::string(SANCTUM_TEST_DATA_DIR) + "/peft_adapters/qwen2_dora/base";
 
@@ -50,15 +53,6 @@ class CountingSink : public GenerationSink {
   bool held_ = false;
 };
 
-std::shared_ptr<InferenceJob> make_job(std::vector<int32_t> prompt, int max_tokens, std::shared_ptr<GenerationSink> sink) {
-  auto job = std::make_shared<InferenceJob>();
-  job->prompt = std::move(prompt);
-  job->params.max_tokens = max_tokens;
-  job->params.ignore_eos = true;
-  job->sink = std::move(sink);
-  return job;
-}
-
 TEST(EngineSharedPrefix, continuations_of_one_cached_prefix_count_its_rows_once) {
   ServerMetrics metrics;
   auto model = load_model(kModel, Device::cpu, Tuning::from_environment());
@@ -84,8 +78,8 @@ TEST(EngineSharedPrefix, continuations_of_one_cached_prefix_count_its_rows_once)
   {
     EngineOptions probe_options = options;
     Engine probe("probe", load_model(kModel, Device::cpu, Tuning::from_environment()), probe_options, metrics.engine);
-    const size_t holder = probe.reserve_bytes(*make_job({1}, 40, nullptr));
-    const size_t full = probe.reserve_bytes(*make_job(continuation(0), 100, nullptr));
+    const size_t holder = probe.reserve_bytes(*job_of({1}, 40, nullptr));
+    const size_t full = probe.reserve_bytes(*job_of(continuation(0), 100, nullptr));
     options.state_bytes = holder + full * 5 / 2;
   }
   engine = std::make_unique<Engine>("qwen2", std::move(model), options, metrics.engine);
@@ -94,7 +88,7 @@ TEST(EngineSharedPrefix, continuations_of_one_cached_prefix_count_its_rows_once)
   {
     std::atomic<size_t> unused{0};
     auto sink = std::make_shared<CountingSink>(*engine, unused);
-    ASSERT_EQ(engine->submit(make_job(prefix, 1, sink)), Engine::Admit::accepted);
+    ASSERT_EQ(engine->submit(job_of(prefix, 1, sink)), Engine::Admit::accepted);
     EXPECT_EQ(sink->done.get_future().get(), "");
   }
   // A holder keeps the engine at its first token while four continuations queue, then lets go.
@@ -102,12 +96,12 @@ TEST(EngineSharedPrefix, continuations_of_one_cached_prefix_count_its_rows_once)
   std::shared_future<void> gate = release.get_future().share();
   auto holder = std::make_shared<CountingSink>(*engine, most_running);
   holder->gate = &gate;
-  ASSERT_EQ(engine->submit(make_job({1}, 40, holder)), Engine::Admit::accepted);
+  ASSERT_EQ(engine->submit(job_of({1}, 40, holder)), Engine::Admit::accepted);
   holder->started.get_future().wait();
   std::vector<std::shared_ptr<CountingSink>> sinks;
   for (int i = 0; i < 4; ++i) {
     sinks.push_back(std::make_shared<CountingSink>(*engine, most_running));
-    ASSERT_EQ(engine->submit(make_job(continuation(10 * i), 100, sinks.back())), Engine::Admit::accepted);
+    ASSERT_EQ(engine->submit(job_of(continuation(10 * i), 100, sinks.back())), Engine::Admit::accepted);
   }
   release.set_value();
   for (auto& s : sinks) {

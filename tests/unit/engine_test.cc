@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "engine/engine.h"
+#include "engine_job.h"
 #include "server/server_metrics.h"
 
 namespace sanctum::server {
@@ -84,14 +85,9 @@ struct Holder {
   }
 };
 
+// A one-token prompt: the fake's output depends on the last token only.
 std::shared_ptr<InferenceJob> make_job(std::shared_ptr<RecordingSink> sink, int max_tokens, int n = 1) {
-  auto job = std::make_shared<InferenceJob>();
-  job->prompt = {1};
-  job->params.max_tokens = max_tokens;
-  job->params.ignore_eos = true;
-  job->n = n;
-  job->sink = std::move(sink);
-  return job;
+  return testing::job_of({1}, max_tokens, std::move(sink), n);
 }
 
 TEST(Engine, runs_a_job_and_reports_every_token) {
