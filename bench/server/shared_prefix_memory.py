@@ -15,6 +15,13 @@ failed or the modes' tokens differ.
 
   .venv/bin/python bench/server/shared_prefix_memory.py --model bench/out/qwen2-0.5b-q4g64 \\
       --prefix-tokens 3000 --streams 8 [--kv-cache-mb 100]
+
+On a GPU (--device cuda) the KV cache's granules are what is shared (sanctum_kv_cache_gpu_granule_bytes
+and sanctum_kv_cache_gpu_shared_granule_bytes are sampled instead of the pages; PSS is the host's):
+--shape builds a random 4-bit checkpoint at a production shape, as bench/gpu/batched_decode.py does.
+
+  SANCTUM_BIN=... python3 bench/server/shared_prefix_memory.py --device cuda --shape qwen3_5-27b \\
+      --prefix-tokens 3000 --streams 16 --kv-cache-mb 1500
 """
 from __future__ import annotations
 
@@ -34,6 +41,9 @@ import server_harness as sh  # noqa: E402
 from memory_load import resident_bytes, run_clients  # noqa: E402
 
 MIB = 1 << 20
+# The KV cache's memory as the server counts it, and the part of it more than one holder maps.
+KV_METRICS = {"cpu": ("sanctum_kv_cache_page_bytes", "sanctum_kv_cache_shared_page_bytes"),
+              "cuda": ("sanctum_kv_cache_gpu_granule_bytes", "sanctum_kv_cache_gpu_shared_granule_bytes")}
 
 
 def pss_bytes(pid: int) -> int:
@@ -66,7 +76,7 @@ def completion(port: int, name: str, prompt: list[int], max_tokens: int) -> tupl
 
 def run_mode(args, shared: bool, tmp: Path) -> dict:
     name = "m"
-    extra = ["--threads", str(args.threads), "--max-seqs", str(args.streams), "--max-queue", str(args.streams)]
+    extra = ["--threads", str(args.threads), "--max-seqs", str(args.streams), "--max-queue", str(args.streams), "--device", args.device]
     extra += ["--kv-cache-mb", str(args.kv_cache_mb)] if args.kv_cache_mb else []
     extra += [] if shared else ["--tune", "kv_shared_pages=0"]
     label = "shared" if shared else "copied"
@@ -82,14 +92,15 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
         before = pss_bytes(server.proc.pid)
         peak = {"pss": before, "rss": 0, "pages": 0.0, "shared": 0.0, "running": 0.0}
         done = threading.Event()
+        held_metric, shared_metric = KV_METRICS[args.device]
 
         def sampler() -> None:
             while not done.is_set() and server.proc.poll() is None:
                 peak["pss"] = max(peak["pss"], pss_bytes(server.proc.pid))
                 peak["rss"] = max(peak["rss"], resident_bytes(server.proc.pid))
                 text = sh.request(server.port, "GET", "/metrics")[2].decode()
-                peak["pages"] = max(peak["pages"], sh.metric_value(text, "sanctum_kv_cache_page_bytes"))
-                peak["shared"] = max(peak["shared"], sh.metric_value(text, "sanctum_kv_cache_shared_page_bytes"))
+                peak["pages"] = max(peak["pages"], sh.metric_value(text, held_metric))
+                peak["shared"] = max(peak["shared"], sh.metric_value(text, shared_metric))
                 peak["running"] = max(peak["running"], sh.metric_value(text, "sanctum_engine_running_sequences", {"model": name}))
                 time.sleep(0.1)
 
@@ -116,7 +127,10 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="checkpoint directory (tokenizer included)")
+    source = ap.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="checkpoint directory (tokenizer included)")
+    source.add_argument("--shape", help="a random 4-bit checkpoint at this production shape (bench/gpu/random_checkpoint.py)")
+    ap.add_argument("--device", default="cpu", choices=sorted(KV_METRICS))
     ap.add_argument("--prefix-tokens", type=int, default=3000)
     ap.add_argument("--suffix-tokens", type=int, default=32)
     ap.add_argument("--streams", type=int, default=8)
@@ -127,12 +141,17 @@ def main() -> int:
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="shared-prefix-") as tmp:
+        if args.shape:
+            sys.path.insert(0, str(HERE.parent / "gpu"))
+            from batched_decode import make_model  # noqa: E402
+            args.model = str(make_model(args.shape, Path(tmp) / args.shape, None))
         rows = [run_mode(args, True, Path(tmp)), run_mode(args, False, Path(tmp))]
     for r in rows:
         print(json.dumps({k: v for k, v in r.items() if k != "texts"}), flush=True)
     print(f"\n{args.streams} streams of a {args.prefix_tokens}-token cached prefix + {args.suffix_tokens} tokens each, "
           f"{args.max_tokens} generated")
-    print("| KV prefix | added MiB (PSS) | peak KV pages MiB | shared pages MiB | peak RSS MiB | most at once | TTFT p50 s | seconds |")
+    unit = "granules" if args.device == "cuda" else "pages"
+    print(f"| KV prefix | added MiB (PSS) | peak KV {unit} MiB | shared {unit} MiB | peak RSS MiB | most at once | TTFT p50 s | seconds |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         print(f"| {r['mode']} | {r['added_mib']} | {r['peak_kv_pages_mib']} | {r['peak_shared_pages_mib']} | {r['peak_rss_mib']} | "

@@ -59,7 +59,7 @@ inline constexpr size_t kKnobCount = static_cast<size_t>(Knob::count_);
 struct KnobInfo {
   Knob knob;
   const char* name;      // the KEY of --tune KEY=VALUE
-  const char* device;    // "cuda" or "cpu": where the knob changes anything
+  const char* device;    // "cuda", "cpu" or both: where the knob changes anything
   const char* meaning;   // what "on" does; off is the path it replaced
   const char* off_test;  // the test that runs the off path
   const char* status;    // why it is still a knob, or the decision it waits for

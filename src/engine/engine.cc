@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "engine/memory_plan.h"
 #include "engine/sequence_run.h"
+#include "tensor/device_rows.h"
 #include "tensor/host_rows.h"
 
 namespace sanctum {
@@ -102,7 +103,12 @@ Engine::Engine(std::string name, std::unique_ptr<Model> model, EngineOptions opt
   const MemoryPlan plan = plan_memory(*model_, options_.state_bytes, options_.prompt_cache_bytes, options_.max_batch_tokens);
   fixed_state_bytes_ = plan.recurrent_per_sequence;
   kv_bytes_per_token_ = plan.kv_per_token;
-  kv_pages_shared_ = model_->config().device == Device::cpu && model_->config().tuning.on(Knob::kv_shared_pages) && HostRows::available();
+  {
+    const ModelConfig& c = model_->config();
+    const ScopedTuning use(c.tuning);
+    kv_pages_shared_ = KvCache::maps_shared_rows(c.num_key_value_heads, c.head_dim, c.device, ops::kv_cache_dtype());
+    kv_commit_rows_ = KvCache::commit_rows(c.num_key_value_heads, c.head_dim, c.device, ops::kv_cache_dtype());
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -527,12 +533,12 @@ void Engine::idle_step() {
 }
 
 size_t Engine::reserve_bytes(const InferenceJob& job, int sequences, const CachedPrefix& cached, bool with_prompt, bool with_cached) const {
-  // KV rows grow in blocks (KvCache::kBlockTokens).
-  constexpr int64_t block = KvCache::kBlockTokens;
+  // KV rows grow in blocks (KvCache::commit_rows).
+  const int64_t block = kv_commit_rows_;
   const auto prompt = static_cast<int64_t>(job.prompt.size());
   const int64_t rows = (prompt + std::max(0, job.params.max_tokens) + block - 1) / block * block;
-  // Whole blocks that sequences map rather than copy (pages are no larger than a block for any row of
-  // a real layer): the rows of a cached snapshot that each sequence continuing it maps, and the
+  // Whole blocks that sequences map rather than copy (pages and granules are no larger than a block
+  // for any row of a real layer): the rows of a cached snapshot that each sequence continuing it maps, and the
   // prompt's rows that the choices of one request map from the first. Each sequence holds the rest.
   const int64_t from_cache = kv_pages_shared_ && cached.entry != 0 ? std::min(cached.tokens, prompt) / block * block : 0;
   const int64_t from_prompt = kv_pages_shared_ && job.n > 1 ? prompt / block * block : 0;
@@ -560,6 +566,8 @@ void Engine::set_gauges() {
   state_bytes_gauge_.set(static_cast<double>(bytes));
   metrics_.kv_page_bytes.set(static_cast<double>(HostRows::allocated_bytes()));
   metrics_.kv_shared_page_bytes.set(static_cast<double>(HostRows::duplicate_mapped_bytes()));
+  metrics_.kv_gpu_granule_bytes.set(static_cast<double>(DeviceRows::allocated_bytes()));
+  metrics_.kv_gpu_shared_granule_bytes.set(static_cast<double>(DeviceRows::duplicate_mapped_bytes()));
 }
 
 }  // namespace sanctum

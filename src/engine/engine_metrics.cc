@@ -33,6 +33,16 @@ EngineMetrics::EngineMetrics(Registry& registry)
                                       "CPU KV cache pages that more than one sequence or snapshot maps, once per extra holder: "
                                       "what copying would add.")
                                .with({})),
+      kv_gpu_granule_bytes(registry
+                               .gauge("sanctum_kv_cache_gpu_granule_bytes",
+                                      "GPU KV cache memory allocated in granules (running sequences and prompt cache), shared "
+                                      "granules counted once.")
+                               .with({})),
+      kv_gpu_shared_granule_bytes(registry
+                                      .gauge("sanctum_kv_cache_gpu_shared_granule_bytes",
+                                             "GPU KV cache granules that more than one sequence or snapshot maps, once per extra "
+                                             "holder: what copying would add.")
+                                      .with({})),
       batch_sequences(
           registry.histogram("sanctum_engine_batch_sequences", "Sequences per forward step.", {1, 2, 4, 8, 16, 32, 64, 128}).with({})),
       batch_tokens(registry.histogram("sanctum_engine_batch_tokens", "Tokens per forward step.", exponential_buckets(1, 2, 14)).with({})),

@@ -13,13 +13,15 @@ class EngineMetrics {
   Counter& completion_tokens_total;
   Counter& prompt_tokens_total;
   Histogram& inference_duration;
-  Histogram& tokens_per_sec;              // reaches 4096 tok/s (GPUs go far past the old 96)
-  Histogram& completion_tokens;           // 1 .. 4096 tokens
-  Family<Gauge>& queue_depth;             // {model}: requests waiting for the engine
-  Family<Gauge>& running_sequences;       // {model}: sequences in the running batch
-  Family<Gauge>& state_bytes;             // {model}: KV cache and recurrent state of the running sequences
-  Gauge& kv_page_bytes;                   // CPU KV cache pages allocated (sequences and prompt cache, shared once)
-  Gauge& kv_shared_page_bytes;            // ... of which mapped by more than one holder, per extra holder
+  Histogram& tokens_per_sec;         // reaches 4096 tok/s (GPUs go far past the old 96)
+  Histogram& completion_tokens;      // 1 .. 4096 tokens
+  Family<Gauge>& queue_depth;        // {model}: requests waiting for the engine
+  Family<Gauge>& running_sequences;  // {model}: sequences in the running batch
+  Family<Gauge>& state_bytes;        // {model}: KV cache and recurrent state of the running sequences
+  Gauge& kv_page_bytes;              // CPU KV cache pages allocated (sequences and prompt cache, shared once)
+  Gauge& kv_shared_page_bytes;       // ... of which mapped by more than one holder, per extra holder
+  Gauge& kv_gpu_granule_bytes;       // the same two for GPU KV cache granules (tensor/device_rows.h)
+  Gauge& kv_gpu_shared_granule_bytes;
   Histogram& batch_sequences;             // sequences per forward step
   Histogram& batch_tokens;                // tokens (rows) per forward step
   Histogram& step_seconds;                // one scheduler step: forward, sampling, token hand-off

@@ -113,6 +113,7 @@ class DecoderModel final : public Model {
   }
 
   SequenceState new_state() const override {
+    const ScopedTuning use(config_.tuning);  // kv_shared_pages picks a GPU cache's storage
     std::vector<KvCache> kv(layers_.size());
     std::vector<LinearAttentionState> linear(layers_.size());
     for (size_t i = 0; i < layers_.size(); ++i) {

@@ -7,6 +7,8 @@
 
 #include "base/error.h"
 #include "base/tuning.h"
+#include "tensor/device_rows.h"
+#include "tensor/host_rows.h"
 
 namespace sanctum {
 
@@ -17,34 +19,75 @@ std::atomic<uint64_t> next_writer_id{1};
 // than any sequence reaches.
 constexpr size_t kMaxReserveBytes = size_t{32} << 30;
 
-int64_t whole_blocks(int64_t tokens) { return (tokens + KvCache::kBlockTokens - 1) / KvCache::kBlockTokens * KvCache::kBlockTokens; }
-
-// Whole blocks, and at least half again the current capacity, so long prompts fed in pieces do
-// not copy quadratically.
-int64_t grown_capacity(int64_t tokens, int64_t current) {
-  return std::max(whole_blocks(tokens), current + current / 2 / KvCache::kBlockTokens * KvCache::kBlockTokens);
-}
-
-// `layout` (a tensor of ops::KvRows::zeros with no rows) with `rows` rows over memory at `base`.
-Tensor rows_over(const Tensor& layout, int64_t rows, void* base, std::shared_ptr<const void> keepalive) {
-  int64_t shape[kMaxDims];
-  for (int i = 0; i < layout.ndim(); ++i) shape[i] = i == 0 ? rows : layout.dim(i);
-  return Tensor::view_of(base, shape, layout.ndim(), layout.dtype(), std::move(keepalive));
-}
-
 // Bytes of one row of `layout`.
 size_t row_bytes_of(const Tensor& layout) {
   size_t b = dtype_size(layout.dtype());
   for (int i = 1; i < layout.ndim(); ++i) b *= static_cast<size_t>(layout.dim(i));
   return b;
 }
+
+int64_t whole_units(int64_t tokens, int64_t unit) { return (tokens + unit - 1) / unit * unit; }
+
+// Whole units, and at least half again the current capacity, so long prompts fed in pieces do not
+// copy quadratically.
+int64_t grown_capacity(int64_t tokens, int64_t current, int64_t unit) {
+  return std::max(whole_units(tokens, unit), current + current / 2 / unit * unit);
+}
+
+// Rows of each tensor of a cache in `dtype` (keys' data and scales, then values'), in bytes.
+std::vector<size_t> tensor_row_bytes(int64_t n_kv_heads, int64_t head_dim, ops::KvCacheDtype dtype) {
+  std::vector<size_t> rows;
+  for (ops::KvFormat format : {ops::key_format(dtype), ops::value_format(dtype)}) {
+    const ops::KvRows layout = ops::KvRows::zeros(0, n_kv_heads, head_dim, format, Device::cpu);
+    for (const Tensor* t : {&layout.data, &layout.scales})
+      if (*t) rows.push_back(row_bytes_of(*t));
+  }
+  return rows;
+}
+
+// Rows per granule that every tensor of such a cache maps on the GPU at once; 0 where one cannot.
+int64_t device_granule_rows(int64_t n_kv_heads, int64_t head_dim, ops::KvCacheDtype dtype) {
+  int64_t most = 0;
+  for (size_t bytes : tensor_row_bytes(n_kv_heads, head_dim, dtype)) {
+    const int64_t rows = DeviceRows::granule_rows_for(bytes);
+    if (rows == 0) return 0;
+    most = std::max(most, rows);
+  }
+  return most;
+}
+
+// `layout` (a tensor of ops::KvRows::zeros with no rows) with `rows` rows over memory at `base`.
+Tensor rows_over(const Tensor& layout, int64_t rows, void* base, std::shared_ptr<const void> keepalive, Device device) {
+  int64_t shape[kMaxDims];
+  for (int i = 0; i < layout.ndim(); ++i) shape[i] = i == 0 ? rows : layout.dim(i);
+  return Tensor::view_of(base, shape, layout.ndim(), layout.dtype(), std::move(keepalive), device);
+}
+
 }  // namespace
+
+KvCache::KvCache(int64_t n_kv_heads, int64_t head_dim, Device device, ops::KvCacheDtype dtype, int64_t reserve_tokens)
+    : n_kv_heads_(n_kv_heads), head_dim_(head_dim), device_(device), dtype_(dtype),
+      reserve_tokens_(reserve_tokens > 0 ? reserve_tokens : kDefaultReserveTokens) {
+  if (device_ == Device::cpu) return;
+  mapped_ = maps_shared_rows(n_kv_heads, head_dim, device, dtype);
+  unit_ = commit_rows(n_kv_heads, head_dim, device, dtype);
+}
+
+int64_t KvCache::commit_rows(int64_t n_kv_heads, int64_t head_dim, Device device, ops::KvCacheDtype dtype) {
+  if (!maps_shared_rows(n_kv_heads, head_dim, device, dtype) || device == Device::cpu) return kBlockTokens;
+  return std::max(kBlockTokens, device_granule_rows(n_kv_heads, head_dim, dtype));
+}
+
+bool KvCache::maps_shared_rows(int64_t n_kv_heads, int64_t head_dim, Device device, ops::KvCacheDtype dtype) {
+  if (!current_tuning().on(Knob::kv_shared_pages)) return false;
+  return device == Device::cpu ? HostRows::available() : device_granule_rows(n_kv_heads, head_dim, dtype) > 0;
+}
 
 std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t reserve, const Storage* from, int64_t keep) const {
   auto s = std::make_shared<Storage>();
   s->row_bytes = bytes_per_token(n_kv_heads_, head_dim_, dtype_);
   const ops::KvFormat formats[2] = {ops::key_format(dtype_), ops::value_format(dtype_)};
-  if (device_ != Device::cpu) {
+  if (!mapped_) {
     s->k = ops::KvRows::zeros(capacity, n_kv_heads_, head_dim_, formats[0], device_);
     s->v = ops::KvRows::zeros(capacity, n_kv_heads_, head_dim_, formats[1], device_);
     s->capacity.store(capacity, std::memory_order_release);
@@ -60,16 +103,19 @@ std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t
       rows_of_side = ops::KvRows{{}, {}, layout.format, layout.head_dim};
       for (auto [to, from_layout] : {std::pair{&rows_of_side.data, &layout.data}, std::pair{&rows_of_side.scales, &layout.scales}}) {
         if (!*from_layout) continue;
-        auto memory = HostRows::reserve(rows, row_bytes_of(*from_layout), current_tuning().on(Knob::kv_shared_pages));
+        std::shared_ptr<RowMemory> memory;
+        if (device_ == Device::cpu)
+          memory = HostRows::reserve(rows, row_bytes_of(*from_layout), current_tuning().on(Knob::kv_shared_pages));
+        else memory = DeviceRows::reserve(rows, row_bytes_of(*from_layout));
         if (!memory) return false;
-        *to = rows_over(*from_layout, rows, memory->data(), memory);
+        *to = rows_over(*from_layout, rows, memory->data(), memory, device_);
         s->memory.push_back(std::move(memory));
       }
     }
     return true;
   };
   const int64_t most = static_cast<int64_t>(kMaxReserveBytes / std::max<size_t>(s->row_bytes, 1));
-  const int64_t rows = whole_blocks(std::max(capacity, std::min(reserve, most)));
+  const int64_t rows = whole_units(std::max(capacity, std::min(reserve, most)), unit_);
   check(lay(rows) || lay(capacity), ErrorKind::io,
         "KvCache: no address space left to reserve " + std::to_string(capacity) + " rows of " + std::to_string(s->row_bytes) +
             " bytes; lower --max-seqs or the context length, or raise ulimit -v");
@@ -115,6 +161,8 @@ KvCache::KvCache(const KvCache& other) : KvCache(other.share_prefix(other.rows_)
   device_ = other.device_;
   dtype_ = other.dtype_;
   reserve_tokens_ = other.reserve_tokens_;
+  mapped_ = other.mapped_;
+  unit_ = other.unit_;
 }
 
 KvCache& KvCache::operator=(const KvCache& other) {
@@ -124,7 +172,8 @@ KvCache& KvCache::operator=(const KvCache& other) {
 
 KvCache::KvCache(KvCache&& other) noexcept
     : n_kv_heads_(other.n_kv_heads_), head_dim_(other.head_dim_), device_(other.device_), dtype_(other.dtype_),
-      reserve_tokens_(other.reserve_tokens_), storage_(std::move(other.storage_)), id_(std::exchange(other.id_, 0)), rows_(other.rows_) {}
+      reserve_tokens_(other.reserve_tokens_), mapped_(other.mapped_), unit_(other.unit_), storage_(std::move(other.storage_)),
+      id_(std::exchange(other.id_, 0)), rows_(other.rows_) {}
 
 KvCache& KvCache::operator=(KvCache&& other) noexcept {
   if (this == &other) return *this;
@@ -134,6 +183,8 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
   device_ = other.device_;
   dtype_ = other.dtype_;
   reserve_tokens_ = other.reserve_tokens_;
+  mapped_ = other.mapped_;
+  unit_ = other.unit_;
   storage_ = std::move(other.storage_);
   id_ = std::exchange(other.id_, 0);
   rows_ = other.rows_;
@@ -169,19 +220,19 @@ void KvCache::reserve(int64_t tokens) {
     if (may_write && tokens <= capacity()) return make_writable(*storage_, rows_, tokens);  // write in place
     // Grows in place only storage no snapshot holds: a snapshot's buffer keeps the size the prompt
     // cache counted, and the writer moves its rows out once, into a reservation of its own.
-    if (storage_.use_count() == 1 && grow_in_place(*storage_, whole_blocks(tokens))) return make_writable(*storage_, rows_, tokens);
+    if (storage_.use_count() == 1 && grow_in_place(*storage_, whole_units(tokens, unit_))) return make_writable(*storage_, rows_, tokens);
     if (!may_write) keep = std::min(rows_, capacity());  // copy-on-write: only our own rows
   }
   // Outgrowing storage of our own (not moving out of a snapshot's): leave room to grow again.
   const bool outgrown = storage_ && keep == capacity();
   std::shared_ptr<Storage> fresh;
-  if (device_ == Device::cpu) {
-    const int64_t cap = whole_blocks(std::max(tokens, keep));
+  if (mapped_) {
+    const int64_t cap = whole_units(std::max(tokens, keep), unit_);
     const bool past_reservation = outgrown && cap > storage_->k.rows();
-    fresh =
-        new_storage(cap, std::max(reserve_tokens_, past_reservation ? grown_capacity(cap, storage_->k.rows()) : cap), storage_.get(), keep);
+    fresh = new_storage(cap, std::max(reserve_tokens_, past_reservation ? grown_capacity(cap, storage_->k.rows(), unit_) : cap),
+                        storage_.get(), keep);
   } else {
-    const int64_t cap = grown_capacity(std::max(tokens, keep), outgrown ? capacity() : 0);
+    const int64_t cap = grown_capacity(std::max(tokens, keep), outgrown ? capacity() : 0, unit_);
     fresh = new_storage(cap, cap, storage_.get(), keep);
   }
   release_writer();
@@ -227,6 +278,8 @@ size_t KvCache::bytes_per_token(int64_t n_kv_heads, int64_t head_dim, ops::KvCac
 
 KvCache KvCache::share_prefix(int64_t n) const {
   KvCache c(n_kv_heads_, head_dim_, device_, dtype_, reserve_tokens_);
+  c.mapped_ = mapped_;
+  c.unit_ = unit_;
   if (n <= 0 || !storage_) return c;  // a layer without attention (or never written) has nothing to share
   check(n <= capacity(), ErrorKind::internal, "KvCache::share_prefix: rows beyond capacity");
   {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ops/kv_format.h"
-#include "tensor/host_rows.h"
+#include "tensor/row_memory.h"
 #include "tensor/tensor.h"
 
 namespace sanctum {
@@ -22,20 +22,22 @@ struct ServedLora;
 // K and V rows of one attention layer: (capacity, n_kv_heads, head_dim) in the cache dtype's formats
 // (ops/kv_format.h: f32, bf16, or 8/4-bit codes with per-block scales), grown in blocks.
 //
-// On the CPU the rows live in address space reserved for `reserve_tokens` rows (the model's context)
-// and committed a block at a time (tensor/host_rows.h): growing storage that no snapshot shares
-// never copies and never holds an old and a new buffer at once. Past the reservation (or on a GPU)
-// growing moves the rows into new storage with room for half again as many. Rows not yet written
-// read as zero.
+// The rows live in address space reserved for `reserve_tokens` rows (the model's context) and
+// backed a block at a time (tensor/row_memory.h: HostRows on the CPU, DeviceRows on a GPU that
+// maps granules): growing storage that no snapshot shares never copies and never holds an old and
+// a new buffer at once. On a GPU the blocks are the driver's granules (1,024 or 2,048 rows of the
+// usual layers: commit_rows()). Past the reservation, or on a GPU that cannot map granules (or for
+// rows so small that a granule would hold more than DeviceRows::kMaxGranuleRows), growing moves
+// the rows into new storage with room for half again as many. Rows not yet written read as zero.
 //
 // Storage is shared copy-on-write between a sequence and its snapshots (share_prefix): a prompt
 // cache holding every turn of a conversation holds one buffer per layer, not one per turn. Rows
 // below a storage's `frozen` mark belong to some snapshot and are never written again; at most one
 // handle (the writer) writes rows at or above it in place. Any other handle about to write
-// (reserve) first moves its rows [0, rows()) into storage of its own: on the CPU that storage maps
-// the shared rows' whole pages and copies only the rest (HostRows::share), so concurrent sequences
-// continuing one prompt-cache entry, or the n choices of one request, hold its prefix once. On a
-// GPU the rows are copied. Attention kernels keep reading contiguous rows.
+// (reserve) first moves its rows [0, rows()) into storage of its own, which maps the shared rows'
+// whole pages or granules and copies only the rest (RowMemory::share), so concurrent sequences
+// continuing one prompt-cache entry, or the n choices of one request, hold its prefix once (where
+// storage cannot map, the rows are copied). Attention kernels keep reading contiguous rows.
 class KvCache {
  public:
   static constexpr int64_t kBlockTokens = 256;
@@ -46,9 +48,7 @@ class KvCache {
   // dtype: the process-wide --kv-cache-dtype (ops::kv_cache_dtype()) unless given. reserve_tokens:
   // the rows a CPU cache grows to in place (0: kDefaultReserveTokens); address space only.
   KvCache(int64_t n_kv_heads, int64_t head_dim, Device device = Device::cpu, ops::KvCacheDtype dtype = ops::kv_cache_dtype(),
-          int64_t reserve_tokens = 0)
-      : n_kv_heads_(n_kv_heads), head_dim_(head_dim), device_(device), dtype_(dtype),
-        reserve_tokens_(reserve_tokens > 0 ? reserve_tokens : kDefaultReserveTokens) {}
+          int64_t reserve_tokens = 0);
   // A copy reads the same rows but never gets the right to write them in place.
   KvCache(const KvCache& other);
   KvCache& operator=(const KvCache& other);
@@ -77,6 +77,12 @@ class KvCache {
   size_t bytes() const { return storage_ ? static_cast<size_t>(capacity()) * storage_->row_bytes : 0; }
   // One token's K and V rows in `dtype`, as bytes() counts them.
   static size_t bytes_per_token(int64_t n_kv_heads, int64_t head_dim, ops::KvCacheDtype dtype);
+  // Rows a cache of this shape commits at a time (capacity() is a multiple): kBlockTokens, or on a
+  // GPU that maps granules, whole granules when those are larger.
+  static int64_t commit_rows(int64_t n_kv_heads, int64_t head_dim, Device device, ops::KvCacheDtype dtype);
+  // Whether caches of this shape continuing a snapshot map its whole blocks rather than copy them
+  // (the kv_shared_pages knob, and memory that can).
+  static bool maps_shared_rows(int64_t n_kv_heads, int64_t head_dim, Device device, ops::KvCacheDtype dtype);
   // A handle on rows [0, n) of the same storage; no write through any handle can change them.
   KvCache share_prefix(int64_t n) const;
   // Identifies the storage: handles sharing it (snapshots) return the same.
@@ -88,18 +94,19 @@ class KvCache {
 
  private:
   struct Storage {
-    ops::KvRows k, v;                               // rows [0, capacity) usable; on the CPU, views of the whole reservation
-    std::atomic<int64_t> capacity{0};               // grown by the writer; read by any handle (bytes() on other threads)
-    size_t row_bytes = 0;                           // one token's K and V rows
-    std::vector<std::shared_ptr<HostRows>> memory;  // CPU: under each tensor of k and v, in that order
-    std::mutex mutex;                               // guards frozen and writer (handles may live on different threads)
-    int64_t frozen = 0;                             // rows [0, frozen) are immutable
-    uint64_t writer = 0;                            // the handle allowed to write rows >= frozen in place (0: none)
+    ops::KvRows k, v;                                // rows [0, capacity) usable; on the CPU, views of the whole reservation
+    std::atomic<int64_t> capacity{0};                // grown by the writer; read by any handle (bytes() on other threads)
+    size_t row_bytes = 0;                            // one token's K and V rows
+    std::vector<std::shared_ptr<RowMemory>> memory;  // under each tensor of k and v, in that order (none: plain device memory)
+    std::mutex mutex;                                // guards frozen and writer (handles may live on different threads)
+    int64_t frozen = 0;                              // rows [0, frozen) are immutable
+    uint64_t writer = 0;                             // the handle allowed to write rows >= frozen in place (0: none)
   };
   friend class SequenceState;
   void set_rows(int64_t n) { rows_ = n; }
-  // Storage of `capacity` rows; on the CPU in address space for `reserve` rows (fewer when the
-  // kernel refuses that much). Its rows [0, keep) hold `from`'s (pages shared on the CPU).
+  // Storage of `capacity` rows; where rows are mapped (mapped_), in address space for `reserve` rows
+  // (fewer when the kernel refuses that much). Its rows [0, keep) hold `from`'s (whole pages or
+  // granules shared where mapped).
   std::shared_ptr<Storage> new_storage(int64_t capacity, int64_t reserve, const Storage* from = nullptr, int64_t keep = 0) const;
   // Commits rows up to `capacity` of a CPU reservation; false when the reservation is too short.
   static bool grow_in_place(Storage& storage, int64_t capacity);
@@ -114,6 +121,8 @@ class KvCache {
   Device device_ = Device::cpu;
   ops::KvCacheDtype dtype_ = ops::KvCacheDtype::f32;
   int64_t reserve_tokens_ = kDefaultReserveTokens;
+  bool mapped_ = true;           // storage in RowMemory (else plain device memory, grown by copying)
+  int64_t unit_ = kBlockTokens;  // commit_rows()
   std::shared_ptr<Storage> storage_;
   uint64_t id_ = 0;   // this handle's writer identity (0: not assigned yet)
   int64_t rows_ = 0;  // rows [0, rows_) are this handle's

@@ -44,8 +44,14 @@ void cuda_synchronize();
 // convention of the bandwidth floor: weight bytes per token over this). Best of several 2 GiB copies.
 double cuda_copy_bandwidth();
 
-// Caps device memory taken through cuda_allocate (0: no cap); allocations past it throw.
+// Caps device memory taken through cuda_allocate and cuda_charge (0: no cap); allocations past it
+// throw.
 void set_cuda_memory_limit(size_t bytes);
+// Counts `bytes` the caller allocates itself (the KV cache's granules, tensor/device_rows.h) in the
+// memory in use; throws Error(io) as cuda_allocate does when that passes the cap. cuda_uncharge
+// gives them back.
+void cuda_charge(size_t bytes);
+void cuda_uncharge(size_t bytes);
 size_t cuda_memory_in_use();
 // Counts cuda_allocate calls: work recorded against device addresses (a step graph) is stale once
 // this moved, since any scratch buffer it used may have been replaced.

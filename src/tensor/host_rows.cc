@@ -220,7 +220,10 @@ void HostRows::commit(int64_t rows) {
   committed_rows_ = rows;
 }
 
-void HostRows::share(const HostRows& from, int64_t rows) {
+void HostRows::share(const RowMemory& other, int64_t rows) {
+  const auto* host = dynamic_cast<const HostRows*>(&other);
+  check(host != nullptr, ErrorKind::internal, "HostRows::share: rows of another kind of memory");
+  const HostRows& from = *host;
   check(from.row_bytes_ == row_bytes_ && rows <= from.max_rows_ && rows <= max_rows_, ErrorKind::internal,
         "HostRows::share: buffers of different rows");
   {

@@ -1,9 +1,6 @@
 #pragma once
-// Host rows of a fixed size in address space reserved up front, committed a prefix at a time, whose
-// pages another buffer can map at its own addresses: the CPU's KV cache storage. Growing in place
-// never moves the rows or holds an old and a new copy at once, and a cache that continues a
-// snapshot maps the snapshot's whole blocks instead of copying them (DESIGN decision 3's
-// copy-on-write, at the granularity of pages).
+// RowMemory (row_memory.h) on the host: the CPU's KV cache storage, shared at the granularity of
+// pages.
 //
 // The pages come from one process-wide memory file (memfd): a buffer maps extents of it, and a
 // buffer made by share() maps the other's pages read-only. Pages held by two buffers are never
@@ -19,40 +16,33 @@
 #include <mutex>
 #include <vector>
 
+#include "tensor/row_memory.h"
+
 namespace sanctum {
 
-class HostRows {
+class HostRows final : public RowMemory {
  public:
   // Address space for `max_rows` rows of `row_bytes`; null when the kernel refuses that much (e.g.
   // under a ulimit -v): the caller reserves less. `shareable` false: private memory (share() copies).
   static std::shared_ptr<HostRows> reserve(int64_t max_rows, size_t row_bytes, bool shareable = true);
-  ~HostRows();
+  ~HostRows() override;
   HostRows(const HostRows&) = delete;
   HostRows& operator=(const HostRows&) = delete;
 
-  void* data() const { return base_; }
-  int64_t max_rows() const { return max_rows_; }
-  size_t row_bytes() const { return row_bytes_; }
-  // Rows that map pages together: pages are shared, copied and returned in these units.
-  int64_t granule_rows() const { return granule_rows_; }
+  void* data() const override { return base_; }
+  int64_t max_rows() const override { return max_rows_; }
+  size_t row_bytes() const override { return row_bytes_; }
+  // The fewest rows filling whole pages (1 for a private buffer).
+  int64_t granule_rows() const override { return granule_rows_; }
   bool shareable() const { return fd_ >= 0; }
-  // Rows [0, rows) usable (rows <= max_rows()); rows never written read as zero. Throws Error(io)
-  // naming the sizes when the kernel cannot give the memory.
-  void commit(int64_t rows);
-  int64_t committed_rows() const;
-  // On a buffer that has committed nothing yet: rows [0, rows) hold what `from` holds there. Whole
-  // granules are mapped from `from`'s pages (read-only here), the rest is copied into pages of its
-  // own. Both must have the same row size. `from`'s rows [0, rows) must not change afterwards
-  // unless through make_writable(), which copies shared pages out first.
-  void share(const HostRows& from, int64_t rows);
-  // Makes rows [begin, end) writable in place (they must be committed): pages another buffer also
-  // maps are copied into pages of this one's own first. Cheap when no page in the range was ever
-  // shared.
-  void make_writable(int64_t begin, int64_t end);
-  // Calls fn(id, bytes) for each extent of the memory file this buffer maps, bytes being what the
-  // extent holds allocated now: the same id in every buffer mapping it, so that a sum over distinct
-  // ids counts shared pages once. A private buffer reports itself as one extent.
-  void for_each_extent(const std::function<void(const void*, size_t)>& fn) const;
+  void commit(int64_t rows) override;
+  int64_t committed_rows() const override;
+  // Whole granules are mapped read-only from `from`'s pages; copies when either is private.
+  void share(const RowMemory& from, int64_t rows) override;
+  void make_writable(int64_t begin, int64_t end) override;
+  // Per extent of the memory file this buffer maps, bytes being what the extent holds allocated
+  // now. A private buffer reports itself as one extent.
+  void for_each_extent(const std::function<void(const void*, size_t)>& fn) const override;
 
   // Whether this process has the memory file (else every buffer is private).
   static bool available();

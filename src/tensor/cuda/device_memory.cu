@@ -65,6 +65,21 @@ std::string cuda_unavailable_reason() {
 
 bool cuda_available() { return cuda_unavailable_reason().empty(); }
 
+void cuda_charge(size_t bytes) {
+  const size_t limit = g_limit.load();
+  const size_t now = g_in_use.fetch_add(bytes) + bytes;
+  if (limit != 0 && now > limit) {
+    g_in_use.fetch_sub(bytes);
+    fail(ErrorKind::io, "GPU memory limit reached: allocating " + std::to_string(bytes >> 20) + " MiB would exceed --gpu-memory-limit-mb " +
+                            std::to_string(limit >> 20));
+  }
+  size_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
+}
+
+void cuda_uncharge(size_t bytes) { g_in_use.fetch_sub(bytes); }
+
 std::shared_ptr<void> cuda_allocate(size_t bytes) {
   check(cuda_available(), ErrorKind::unsupported, "cannot allocate on cuda: " + cuda_unavailable_reason());
   // Memory allocated inside a recording would belong to the graph, not to the tensor that holds it.
@@ -72,16 +87,7 @@ std::shared_ptr<void> cuda_allocate(size_t bytes) {
         "device allocation of " + std::to_string(bytes) + " bytes while recording a step graph");
   g_allocations.fetch_add(1);
   const size_t rounded = (bytes + 255) / 256 * 256 + 256;  // never zero; room for 16-byte vector tails
-  const size_t limit = g_limit.load();
-  const size_t now = g_in_use.fetch_add(rounded) + rounded;
-  if (limit != 0 && now > limit) {
-    g_in_use.fetch_sub(rounded);
-    fail(ErrorKind::io, "GPU memory limit reached: allocating " + std::to_string(bytes >> 20) + " MiB would exceed --gpu-memory-limit-mb " +
-                            std::to_string(limit >> 20));
-  }
-  size_t peak = g_peak.load();
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
-  }
+  cuda_charge(rounded);
   void* p = nullptr;
   cudaError_t status = cudaMallocAsync(&p, rounded, cuda::stream());
   if (status != cudaSuccess) {

@@ -25,6 +25,8 @@ void cuda_upload(void*, const void*, size_t) { no_cuda(); }
 void cuda_synchronize() {}
 double cuda_copy_bandwidth() { no_cuda(); }
 void set_cuda_memory_limit(size_t) {}
+void cuda_charge(size_t) { no_cuda(); }
+void cuda_uncharge(size_t) {}
 size_t cuda_memory_in_use() { return 0; }
 uint64_t cuda_allocations() { return 0; }
 size_t cuda_memory_peak() { return 0; }
