@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Memory of concurrent requests that share a long prefix (an agent's system prompt and tools), with the
-CPU KV cache's prefix pages shared (the default) and copied per sequence (`--tune kv_shared_pages=0`),
+KV cache's prefix pages shared (the default) and copied per sequence (`--tune kv_shared_pages=0`),
 side by side in one run.
 
 Per mode: `sanctum serve` with its prompt cache; one request of the prefix alone puts the prefix in the
 prompt cache; then --streams concurrent streams, each the prefix plus a distinct suffix, all continuing
 the cached prefix. Sampled all along: the server's memory with each page counted once (PSS from
 /proc/PID/smaps_rollup; the kernel's RSS counts a page once per mapping), sanctum_kv_cache_page_bytes,
-sanctum_kv_cache_shared_page_bytes and the running sequences. Reported: what the streams add over the
+sanctum_kv_cache_shared_page_bytes, the running sequences and their state (sanctum_engine_state_bytes,
+shared buffers once). Reported: what the streams add over the
 server after the warm-up (peak PSS minus PSS before them), the most streams that ran at once (with
 --kv-cache-mb, admission counts the cached prefix's rows once where pages are shared), and the tokens
 of every stream, which must be the same in both modes (temperature 0). Exit status 1 if any request
@@ -17,11 +18,14 @@ failed or the modes' tokens differ.
       --prefix-tokens 3000 --streams 8 [--kv-cache-mb 100]
 
 On a GPU (--device cuda) the KV cache's granules are what is shared (sanctum_kv_cache_gpu_granule_bytes
-and sanctum_kv_cache_gpu_shared_granule_bytes are sampled instead of the pages; PSS is the host's):
---shape builds a random 4-bit checkpoint at a production shape, as bench/gpu/batched_decode.py does.
+and sanctum_kv_cache_gpu_shared_granule_bytes are sampled instead of the pages; PSS is the host's, the
+peak state the GPU's): --shape builds a random 4-bit checkpoint at a production shape, as
+bench/gpu/batched_decode.py does. In the bf16 mode the two modes' tokens may differ where the random
+weights' logits nearly tie: decode attention splits a cache's keys by its capacity, which the two
+storages grow differently; --matmul-precision f32 compares them exactly.
 
   SANCTUM_BIN=... python3 bench/server/shared_prefix_memory.py --device cuda --shape qwen3_5-27b \\
-      --prefix-tokens 3000 --streams 16 --kv-cache-mb 1500
+      --prefix-tokens 8000 --streams 16 --kv-cache-mb 3000 --max-tokens 64 [--matmul-precision f32]
 """
 from __future__ import annotations
 
@@ -79,6 +83,7 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
     extra = ["--threads", str(args.threads), "--max-seqs", str(args.streams), "--max-queue", str(args.streams), "--device", args.device]
     extra += ["--kv-cache-mb", str(args.kv_cache_mb)] if args.kv_cache_mb else []
     extra += [] if shared else ["--tune", "kv_shared_pages=0"]
+    extra += ["--matmul-precision", args.matmul_precision] if args.matmul_precision else []
     label = "shared" if shared else "copied"
     server = sh.Server(sh.env_binary(), [f"{name}={args.model}"], tmp / f"server-{label}.log", extra=extra, ready_timeout=120)
     try:
@@ -90,7 +95,7 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
         assert status == 200, f"warm-up answered {status}"
         time.sleep(1.0)
         before = pss_bytes(server.proc.pid)
-        peak = {"pss": before, "rss": 0, "pages": 0.0, "shared": 0.0, "running": 0.0}
+        peak = {"pss": before, "rss": 0, "pages": 0.0, "shared": 0.0, "running": 0.0, "state": 0.0}
         done = threading.Event()
         held_metric, shared_metric = KV_METRICS[args.device]
 
@@ -102,6 +107,7 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
                 peak["pages"] = max(peak["pages"], sh.metric_value(text, held_metric))
                 peak["shared"] = max(peak["shared"], sh.metric_value(text, shared_metric))
                 peak["running"] = max(peak["running"], sh.metric_value(text, "sanctum_engine_running_sequences", {"model": name}))
+                peak["state"] = max(peak["state"], sh.metric_value(text, "sanctum_engine_state_bytes", {"model": name}))
                 time.sleep(0.1)
 
         results = [None] * args.streams
@@ -121,7 +127,7 @@ def run_mode(args, shared: bool, tmp: Path) -> dict:
             "pss_before_mib": round(before / MIB, 1), "peak_pss_mib": round(peak["pss"] / MIB, 1),
             "added_mib": round((peak["pss"] - before) / MIB, 1), "peak_rss_mib": round(peak["rss"] / MIB, 1),
             "peak_kv_pages_mib": round(peak["pages"] / MIB, 1), "peak_shared_pages_mib": round(peak["shared"] / MIB, 1),
-            "most_running": int(peak["running"]),
+            "most_running": int(peak["running"]), "peak_state_mib": round(peak["state"] / MIB, 1),
             "ttft_p50_s": round(ttfts[len(ttfts) // 2], 3), "seconds": round(wall, 1), "texts": ["".join(r[1]) for r in results]}
 
 
@@ -137,6 +143,7 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--kv-cache-mb", type=int, help="the server's --kv-cache-mb (default: its own)")
+    ap.add_argument("--matmul-precision", help="the server's --matmul-precision (default: its own)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args()
 
@@ -151,11 +158,12 @@ def main() -> int:
     print(f"\n{args.streams} streams of a {args.prefix_tokens}-token cached prefix + {args.suffix_tokens} tokens each, "
           f"{args.max_tokens} generated")
     unit = "granules" if args.device == "cuda" else "pages"
-    print(f"| KV prefix | added MiB (PSS) | peak KV {unit} MiB | shared {unit} MiB | peak RSS MiB | most at once | TTFT p50 s | seconds |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"| KV prefix | added MiB (PSS) | peak KV {unit} MiB | shared {unit} MiB | peak RSS MiB | peak state MiB | most at once | "
+          "TTFT p50 s | seconds |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         print(f"| {r['mode']} | {r['added_mib']} | {r['peak_kv_pages_mib']} | {r['peak_shared_pages_mib']} | {r['peak_rss_mib']} | "
-              f"{r['most_running']} | {r['ttft_p50_s']} | {r['seconds']} |")
+              f"{r['peak_state_mib']} | {r['most_running']} | {r['ttft_p50_s']} | {r['seconds']} |")
     shared, copied = rows
     print(f"copied / shared added memory: {copied['added_mib'] / max(shared['added_mib'], 0.1):.2f}x")
     ok = all(s == 200 for r in rows for s in r["statuses"]) and shared["texts"] == copied["texts"]
