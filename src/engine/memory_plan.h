@@ -16,8 +16,8 @@ struct MemoryPlan {
   size_t kv_per_token = 0;            // one sequence's KV cache per token (in --kv-cache-dtype)
   size_t recurrent_per_sequence = 0;  // one sequence's GatedDeltaNet conv + recurrent state
   // The running sequences' state at their longest (0: unbounded), each sequence's KV counted in the
-  // whole KvCache::kBlockTokens blocks that its cache commits (on the CPU exactly that: it grows
-  // in place, a block at a time; a GPU cache grows by copying into room for half again as many).
+  // whole blocks that its cache commits (KvCache::commit_rows: 256 rows, or a GPU's granules; a GPU
+  // cache whose rows cannot map granules grows by copying into room for half again as many).
   size_t state_bound = 0;
   size_t prompt_cache = 0;   // the prompt cache's bound (0: off)
   size_t grammar_cache = 0;  // the server's compiled grammars and their masks (0 where none is kept)

@@ -68,7 +68,7 @@ class DeviceRows final : public RowMemory {
   int64_t max_rows_;
   size_t row_bytes_;
   int64_t granule_rows_;
-  mutable std::mutex mutex_;                       // guards the fields below (a sharer reads them from its thread)
+  mutable std::mutex mutex_;                        // guards the fields below (a sharer reads them from its thread)
   std::vector<std::shared_ptr<Granule>> granules_;  // mapped, [0, size)
   int64_t committed_rows_ = 0;
 };

@@ -54,9 +54,9 @@ const Driver& driver() {
     Driver d;
     if (!device_memory::cuda_available()) return d;
     const bool loaded = load("cuDeviceGetAttribute", d.attribute) && load("cuMemGetAllocationGranularity", d.granularity_of) &&
-                        load("cuMemCreate", d.create) && load("cuMemRelease", d.release) && load("cuMemAddressReserve", d.address_reserve) &&
-                        load("cuMemAddressFree", d.address_free) && load("cuMemMap", d.map) && load("cuMemUnmap", d.unmap) &&
-                        load("cuMemSetAccess", d.set_access);
+                        load("cuMemCreate", d.create) && load("cuMemRelease", d.release) &&
+                        load("cuMemAddressReserve", d.address_reserve) && load("cuMemAddressFree", d.address_free) &&
+                        load("cuMemMap", d.map) && load("cuMemUnmap", d.unmap) && load("cuMemSetAccess", d.set_access);
     if (!loaded || cudaGetDevice(&d.device) != cudaSuccess) return d;
     cuda::stream();  // the runtime's context is current from here on, as the driver calls need
     int supported = 0;
