@@ -125,18 +125,19 @@ struct DeviceRows::Granule {
     std::vector<std::shared_ptr<Granule>> granules;
     cudaEvent_t done = nullptr;
   };
+  // Both outlive static destructors that drop buffers.
   static std::mutex& retired_mutex() {
-    static std::mutex m;
-    return m;
+    static auto* m = new std::mutex;
+    return *m;
   }
   static std::list<Retired>& retired() {
-    static auto* list = new std::list<Retired>;  // outlives static destructors that drop buffers
+    static auto* list = new std::list<Retired>;
     return *list;
   }
   static void retire_finished() {
     std::lock_guard<std::mutex> lock(retired_mutex());
     for (auto it = retired().begin(); it != retired().end();) {
-      if (cudaEventQuery(it->done) != cudaSuccess) {
+      if (it->done != nullptr && cudaEventQuery(it->done) != cudaSuccess) {
         (void)cudaGetLastError();
         ++it;
         continue;
@@ -144,7 +145,7 @@ struct DeviceRows::Granule {
       for (size_t g = 0; g < it->granules.size(); ++g)
         if (it->granules[g]) driver().unmap(it->base + g * it->granule_bytes, it->granule_bytes);
       driver().address_free(it->base, it->reserved_bytes);
-      cudaEventDestroy(it->done);
+      if (it->done != nullptr) cudaEventDestroy(it->done);
       it = retired().erase(it);  // the last holder of a granule releases it
     }
   }
@@ -177,11 +178,12 @@ DeviceRows::~DeviceRows() {
   for (const auto& g : r.granules)
     if (g) g->drop();  // the stream orders any later writer after the work that still reads here
   if (cudaEventCreateWithFlags(&r.done, cudaEventDisableTiming) != cudaSuccess ||
-      cudaEventRecord(r.done, cuda::stream()) != cudaSuccess) {  // cannot wait for the stream: wait now
+      cudaEventRecord(r.done, cuda::stream()) != cudaSuccess) {  // no event to wait for: wait now, unmap below
     (void)cudaGetLastError();
     if (r.done) cudaEventDestroy(r.done);
+    r.done = nullptr;
     cudaStreamSynchronize(cuda::stream());
-    cudaEventCreateWithFlags(&r.done, cudaEventDisableTiming);
+    (void)cudaGetLastError();
   }
   {
     std::lock_guard<std::mutex> lock(Granule::retired_mutex());
