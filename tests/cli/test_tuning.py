@@ -28,7 +28,7 @@ def test_docs_tuning_page_is_the_generated_table(sanctum_bin):
 def test_help_tuning_names_each_knobs_test_and_status(sanctum_bin):
     r = run(sanctum_bin, "--help-tuning")
     assert r.returncode == 0, r.stderr
-    knobs = re.findall(r"^  ([a-z0-9_]+) \((cuda|cpu)\)$", r.stdout, flags=re.M)
+    knobs = re.findall(r"^  ([a-z0-9_]+) \((cuda|cpu|cpu, cuda)\)$", r.stdout, flags=re.M)
     assert len(knobs) >= 20, r.stdout
     assert r.stdout.count("off path tested by: tests/") == len(knobs)
     assert r.stdout.count("status: ") == len(knobs)
