@@ -103,11 +103,11 @@ Engine::Engine(std::string name, std::unique_ptr<Model> model, EngineOptions opt
   const MemoryPlan plan = plan_memory(*model_, options_.state_bytes, options_.prompt_cache_bytes, options_.max_batch_tokens);
   fixed_state_bytes_ = plan.recurrent_per_sequence;
   kv_bytes_per_token_ = plan.kv_per_token;
+  kv_block_rows_ = plan.kv_block_rows;
   {
     const ModelConfig& c = model_->config();
     const ScopedTuning use(c.tuning);
     kv_pages_shared_ = KvCache::maps_shared_rows(c.num_key_value_heads, c.head_dim, c.device, ops::kv_cache_dtype());
-    kv_commit_rows_ = KvCache::commit_rows(c.num_key_value_heads, c.head_dim, c.device, ops::kv_cache_dtype());
   }
   thread_ = std::thread([this] { loop(); });
 }
@@ -534,7 +534,7 @@ void Engine::idle_step() {
 
 size_t Engine::reserve_bytes(const InferenceJob& job, int sequences, const CachedPrefix& cached, bool with_prompt, bool with_cached) const {
   // KV rows grow in blocks (KvCache::commit_rows).
-  const int64_t block = kv_commit_rows_;
+  const int64_t block = kv_block_rows_;
   const auto prompt = static_cast<int64_t>(job.prompt.size());
   const int64_t rows = (prompt + std::max(0, job.params.max_tokens) + block - 1) / block * block;
   // Whole blocks that sequences map rather than copy (pages and granules are no larger than a block

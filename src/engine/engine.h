@@ -178,7 +178,7 @@ class Engine {
   size_t fixed_state_bytes_ = 0;                      // a sequence's recurrent state (GatedDeltaNet layers)
   size_t kv_bytes_per_token_ = 0;                     // its KV rows per token (attention layers)
   bool kv_pages_shared_ = false;                      // a fork maps its parent's whole KV blocks instead of copying them
-  int64_t kv_commit_rows_ = 0;                        // rows a KV cache commits at a time (KvCache::commit_rows)
+  int64_t kv_block_rows_ = 0;                         // rows a KV cache commits at a time (KvCache::commit_rows)
   std::vector<std::unique_ptr<Sequence>> sequences_;  // the running batch, in admission order (engine thread only)
   std::atomic<size_t> running_count_{0};
   std::vector<BatchEntry> entries_;  // step_batch's, reused

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/tuning.h"
 #include "model/model.h"
 #include "model/state.h"
 #include "ops/kv_format.h"
@@ -55,6 +56,10 @@ MemoryPlan plan_memory(const Model& model, size_t state_bound, size_t prompt_cac
   for (const LayerConfig& layer : c.layers)
     if (layer.mixer == MixerKind::attention)
       p.kv_per_token += KvCache::bytes_per_token(c.num_key_value_heads, c.head_dim, ops::kv_cache_dtype());
+  {
+    const ScopedTuning use(c.tuning);  // kv_shared_pages picks a GPU cache's storage
+    p.kv_block_rows = KvCache::commit_rows(c.num_key_value_heads, c.head_dim, c.device, ops::kv_cache_dtype());
+  }
   p.state_bound = state_bound;
   p.prompt_cache = prompt_cache;
   p.scratch = scratch_estimate(c, piece);
@@ -82,7 +87,7 @@ void fit_memory_limit(std::vector<MemoryPlan>& plans, size_t limit, bool state_g
     if (!state_given) p.state_bound = share - (cache_given ? 0 : p.prompt_cache);
     p.cache_yields_to_state = !state_given && !cache_given;
     // A bound that cannot hold one sequence of a single token's state (one block) is no bound at all.
-    check(p.state_bound >= p.recurrent_per_sequence + KvCache::kBlockTokens * p.kv_per_token, ErrorKind::invalid_argument,
+    check(p.state_bound >= p.recurrent_per_sequence + static_cast<size_t>(p.kv_block_rows) * p.kv_per_token, ErrorKind::invalid_argument,
           "--memory-limit-mb " + mib_text(limit) + " leaves " + mib_text(p.state_bound) +
               " for the running sequences' state, less than one sequence needs; raise the limit");
   }

@@ -3,6 +3,7 @@
 // flags (printed, and exposed on /health and /metrics), and --memory-limit-mb: the bounds of the
 // prompt caches and of the running sequences' state that a whole-process limit leaves room for.
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@ struct MemoryPlan {
   size_t weights = 0;                 // the checkpoint's tensors (mapped on the CPU, uploaded to a GPU)
   size_t kv_per_token = 0;            // one sequence's KV cache per token (in --kv-cache-dtype)
   size_t recurrent_per_sequence = 0;  // one sequence's GatedDeltaNet conv + recurrent state
+  int64_t kv_block_rows = 256;        // rows a KV cache commits at a time (KvCache::commit_rows)
   // The running sequences' state at their longest (0: unbounded), each sequence's KV counted in the
   // whole blocks that its cache commits (KvCache::commit_rows: 256 rows, or a GPU's granules; a GPU
   // cache whose rows cannot map granules grows by copying into room for half again as many).
