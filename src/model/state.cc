@@ -117,8 +117,9 @@ std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t
   const int64_t most = static_cast<int64_t>(kMaxReserveBytes / std::max<size_t>(s->row_bytes, 1));
   const int64_t rows = whole_units(std::max(capacity, std::min(reserve, most)), unit_);
   check(lay(rows) || lay(capacity), ErrorKind::io,
-        "KvCache: no address space left to reserve " + std::to_string(capacity) + " rows of " + std::to_string(s->row_bytes) +
-            " bytes; lower --max-seqs or the context length, or raise ulimit -v");
+        "KvCache: no " + std::string(device_ == Device::cpu ? "" : "GPU ") + "address space left to reserve " + std::to_string(capacity) +
+            " rows of " + std::to_string(s->row_bytes) + " bytes; lower --max-seqs or the context length" +
+            (device_ == Device::cpu ? ", or raise ulimit -v" : ", or run with --tune kv_shared_pages=0"));
   if (from && keep > 0) {  // same dtype, so the same tensors in the same order
     SANCTUM_CHECK(from->memory.size() == s->memory.size(), ErrorKind::internal, "KvCache: storage of another layout");
     for (size_t i = 0; i < s->memory.size(); ++i) s->memory[i]->share(*from->memory[i], keep);
