@@ -46,7 +46,7 @@ class KvCache {
 
   KvCache() = default;
   // dtype: the process-wide --kv-cache-dtype (ops::kv_cache_dtype()) unless given. reserve_tokens:
-  // the rows a CPU cache grows to in place (0: kDefaultReserveTokens); address space only.
+  // the rows a cache grows to in place (0: kDefaultReserveTokens); address space only.
   KvCache(int64_t n_kv_heads, int64_t head_dim, Device device = Device::cpu, ops::KvCacheDtype dtype = ops::kv_cache_dtype(),
           int64_t reserve_tokens = 0);
   // A copy reads the same rows but never gets the right to write them in place.
@@ -94,7 +94,7 @@ class KvCache {
 
  private:
   struct Storage {
-    ops::KvRows k, v;                                // rows [0, capacity) usable; on the CPU, views of the whole reservation
+    ops::KvRows k, v;                                // rows [0, capacity) usable; where mapped, views of the whole reservation
     std::atomic<int64_t> capacity{0};                // grown by the writer; read by any handle (bytes() on other threads)
     size_t row_bytes = 0;                            // one token's K and V rows
     std::vector<std::shared_ptr<RowMemory>> memory;  // under each tensor of k and v, in that order (none: plain device memory)
@@ -108,7 +108,7 @@ class KvCache {
   // (fewer when the kernel refuses that much). Its rows [0, keep) hold `from`'s (whole pages or
   // granules shared where mapped).
   std::shared_ptr<Storage> new_storage(int64_t capacity, int64_t reserve, const Storage* from = nullptr, int64_t keep = 0) const;
-  // Commits rows up to `capacity` of a CPU reservation; false when the reservation is too short.
+  // Commits rows up to `capacity` of a reservation; false when it is too short (or there is none).
   static bool grow_in_place(Storage& storage, int64_t capacity);
   static void copy_rows(Storage& to, const Storage& from, int64_t rows);
   // Rows [begin, end) of storage this handle writes in place: pages another storage maps are copied.
