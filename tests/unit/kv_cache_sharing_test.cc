@@ -16,6 +16,7 @@
 #include "model/state.h"
 #include "ops/kv_cache_ops.h"
 #include "ops/ref/kv_cache.h"
+#include "tensor/device_memory.h"
 #include "tensor/host_rows.h"
 
 namespace sanctum {
@@ -232,6 +233,24 @@ TEST_P(PrefixCachePool, evicting_a_sharer_keeps_the_buffer_until_the_last_one_go
   pool.store(std::vector<int32_t>{99}, other);  // a second buffer: the three older entries go
   EXPECT_EQ(pool.stats().entries, 1u);
   EXPECT_EQ(pool.stats().bytes, buffer);
+}
+
+// What admission and the memory plan read: CPU caches commit 256-row blocks and map shared pages
+// unless the knob says copy; a GPU cache maps granules only where a GPU offers them.
+TEST_P(KvCacheSharing, commit_unit_and_mapping_follow_the_device_and_the_knob) {
+  EXPECT_EQ(KvCache::commit_rows(kWideHeads, kWideDim, Device::cpu, GetParam()), KvCache::kBlockTokens);
+  EXPECT_EQ(KvCache::maps_shared_rows(kWideHeads, kWideDim, Device::cpu, GetParam()),
+            current_tuning().on(Knob::kv_shared_pages) && HostRows::available());
+  Tuning copied = current_tuning();
+  copied.set(Knob::kv_shared_pages, false);
+  const ScopedTuning use(copied);
+  EXPECT_FALSE(KvCache::maps_shared_rows(kWideHeads, kWideDim, Device::cpu, GetParam()));
+  EXPECT_FALSE(KvCache::maps_shared_rows(kWideHeads, kWideDim, Device::cuda, GetParam()));
+  EXPECT_EQ(KvCache::commit_rows(kWideHeads, kWideDim, Device::cuda, GetParam()), KvCache::kBlockTokens);
+  if (!device_memory::cuda_available()) {
+    const ScopedTuning mapped(tuning_);
+    EXPECT_FALSE(KvCache::maps_shared_rows(kWideHeads, kWideDim, Device::cuda, GetParam())) << "no GPU: nothing to map";
+  }
 }
 
 const auto kDtypes = ::testing::Values(ops::KvCacheDtype::f32, ops::KvCacheDtype::bf16, ops::KvCacheDtype::q8, ops::KvCacheDtype::q4v);
