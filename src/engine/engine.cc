@@ -104,11 +104,7 @@ Engine::Engine(std::string name, std::unique_ptr<Model> model, EngineOptions opt
   fixed_state_bytes_ = plan.recurrent_per_sequence;
   kv_bytes_per_token_ = plan.kv_per_token;
   kv_block_rows_ = plan.kv_block_rows;
-  {
-    const ModelConfig& c = model_->config();
-    const ScopedTuning use(c.tuning);
-    kv_pages_shared_ = KvCache::maps_shared_rows(c.num_key_value_heads, c.head_dim, c.device, ops::kv_cache_dtype());
-  }
+  kv_pages_shared_ = plan.kv_blocks_shared;
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -59,6 +59,7 @@ MemoryPlan plan_memory(const Model& model, size_t state_bound, size_t prompt_cac
   {
     const ScopedTuning use(c.tuning);  // kv_shared_pages picks a GPU cache's storage
     p.kv_block_rows = KvCache::commit_rows(c.num_key_value_heads, c.head_dim, c.device, ops::kv_cache_dtype());
+    p.kv_blocks_shared = KvCache::maps_shared_rows(c.num_key_value_heads, c.head_dim, c.device, ops::kv_cache_dtype());
   }
   p.state_bound = state_bound;
   p.prompt_cache = prompt_cache;

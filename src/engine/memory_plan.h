@@ -17,6 +17,7 @@ struct MemoryPlan {
   size_t kv_per_token = 0;            // one sequence's KV cache per token (in --kv-cache-dtype)
   size_t recurrent_per_sequence = 0;  // one sequence's GatedDeltaNet conv + recurrent state
   int64_t kv_block_rows = 256;        // rows a KV cache commits at a time (KvCache::commit_rows)
+  bool kv_blocks_shared = false;      // a cache continuing a snapshot maps its whole blocks (KvCache::maps_shared_rows)
   // The running sequences' state at their longest (0: unbounded), each sequence's KV counted in the
   // whole blocks that its cache commits (KvCache::commit_rows: 256 rows, or a GPU's granules; a GPU
   // cache whose rows cannot map granules grows by copying into room for half again as many).

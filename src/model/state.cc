@@ -56,6 +56,12 @@ int64_t device_granule_rows(int64_t n_kv_heads, int64_t head_dim, ops::KvCacheDt
   return most;
 }
 
+// Rows per granule of a GPU cache that maps granules (the kv_shared_pages knob on, and rows that
+// can); 0 for one whose storage grows by copying.
+int64_t mapped_granule_rows(int64_t n_kv_heads, int64_t head_dim, ops::KvCacheDtype dtype) {
+  return current_tuning().on(Knob::kv_shared_pages) ? device_granule_rows(n_kv_heads, head_dim, dtype) : 0;
+}
+
 // `layout` (a tensor of ops::KvRows::zeros with no rows) with `rows` rows over memory at `base`.
 Tensor rows_over(const Tensor& layout, int64_t rows, void* base, std::shared_ptr<const void> keepalive, Device device) {
   int64_t shape[kMaxDims];
@@ -69,18 +75,18 @@ KvCache::KvCache(int64_t n_kv_heads, int64_t head_dim, Device device, ops::KvCac
     : n_kv_heads_(n_kv_heads), head_dim_(head_dim), device_(device), dtype_(dtype),
       reserve_tokens_(reserve_tokens > 0 ? reserve_tokens : kDefaultReserveTokens) {
   if (device_ == Device::cpu) return;
-  mapped_ = maps_shared_rows(n_kv_heads, head_dim, device, dtype);
-  unit_ = commit_rows(n_kv_heads, head_dim, device, dtype);
+  const int64_t granule = mapped_granule_rows(n_kv_heads, head_dim, dtype);
+  mapped_ = granule > 0;
+  unit_ = std::max(kBlockTokens, granule);
 }
 
 int64_t KvCache::commit_rows(int64_t n_kv_heads, int64_t head_dim, Device device, ops::KvCacheDtype dtype) {
-  if (!maps_shared_rows(n_kv_heads, head_dim, device, dtype) || device == Device::cpu) return kBlockTokens;
-  return std::max(kBlockTokens, device_granule_rows(n_kv_heads, head_dim, dtype));
+  return device == Device::cpu ? kBlockTokens : std::max(kBlockTokens, mapped_granule_rows(n_kv_heads, head_dim, dtype));
 }
 
 bool KvCache::maps_shared_rows(int64_t n_kv_heads, int64_t head_dim, Device device, ops::KvCacheDtype dtype) {
-  if (!current_tuning().on(Knob::kv_shared_pages)) return false;
-  return device == Device::cpu ? HostRows::available() : device_granule_rows(n_kv_heads, head_dim, dtype) > 0;
+  if (device == Device::cpu) return current_tuning().on(Knob::kv_shared_pages) && HostRows::available();
+  return mapped_granule_rows(n_kv_heads, head_dim, dtype) > 0;
 }
 
 std::shared_ptr<KvCache::Storage> KvCache::new_storage(int64_t capacity, int64_t reserve, const Storage* from, int64_t keep) const {
