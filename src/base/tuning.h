@@ -33,6 +33,7 @@ enum class Knob : uint8_t {
   matvec_split_waves,
   matvec_joint_split,
   weight_evict_first,
+  group_decode_experts,
   // Launches fused in decode.
   fuse_norm,
   fuse_swiglu,

@@ -189,16 +189,20 @@ ExpertSet::ExpertSet(std::vector<Weight> experts) : experts_(std::move(experts))
 }
 
 namespace {
-// The checks of expert_matmul; returns the device of the call.
-Device check_expert_matmul(const char* op, const Tensor& x, const ExpertSet& experts, const Tensor& ids, const Tensor& y) {
+// The checks of expert_matmul; returns the device of the call. `ids` names the tensor that picks each
+// row's expert (a grouped call's tasks), which holds `picks` values per row of y.
+Device check_expert_matmul(const char* op, const Tensor& x, const ExpertSet& experts, const Tensor& ids, const Tensor& y,
+                           const char* ids_name = "ids", int64_t picks = 1, int64_t extra = 0) {
   require_rows(op, "x", x);
   require_rows(op, "y", y);
-  detail::require_dtype(op, "ids", ids, DType::i32);
+  detail::require_dtype(op, ids_name, ids, DType::i32);
   SANCTUM_REQUIRE(experts.size() > 0, op, "empty expert set");
   const Tensor& w0 = experts[0].data;
-  const Device device = detail::require_one_device(op, {{"x", &x}, {"ids", &ids}, {"y", &y}, {"experts", &w0}});
+  const Device device = detail::require_one_device(op, {{"x", &x}, {ids_name, &ids}, {"y", &y}, {"experts", &w0}});
   const int64_t m = y.dim(0);
-  SANCTUM_REQUIRE(ids.is_contiguous() && ids.numel() == m, op, "ids must hold one expert per row of y (" + std::to_string(m) + ")");
+  SANCTUM_REQUIRE(ids.is_contiguous() && ids.numel() == extra + m * picks, op,
+                  std::string(ids_name) + " must hold " + std::to_string(extra + m * picks) + " values for " + std::to_string(m) +
+                      " rows of y");
   SANCTUM_REQUIRE(x.dim(0) > 0 ? m % x.dim(0) == 0 : m == 0, op, "rows of y must be a multiple of rows of x");
   SANCTUM_REQUIRE(x.dim(1) == experts[0].cols && y.dim(1) == experts[0].rows, op,
                   "x " + x.shape_string() + " / y " + y.shape_string() + " do not fit experts of (" + std::to_string(experts[0].rows) +
@@ -324,6 +328,51 @@ void moe_group(const Tensor& ids, int64_t n_experts, Tensor& offsets, Tensor& so
     SANCTUM_REQUIRE(ids.data<int32_t>()[i] >= 0 && ids.data<int32_t>()[i] < n_experts, kOp,
                     "expert id " + std::to_string(ids.data<int32_t>()[i]) + " out of range at " + std::to_string(i));
   ref::moe_group(ids.data<int32_t>(), m, n_experts, offsets.data<int32_t>(), sorted.data<int32_t>());
+}
+
+void moe_expert_tasks(const Tensor& ids, int64_t n_experts, Tensor& tasks) {
+  constexpr const char* kOp = "moe_expert_tasks";
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"ids", &ids}, {"tasks", &tasks}}) {
+    detail::require_defined(kOp, name, *t);
+    detail::require_dtype(kOp, name, *t, DType::i32);
+    SANCTUM_REQUIRE(t->is_contiguous(), kOp, std::string(name) + " must be contiguous");
+  }
+  const Device device = detail::require_one_device(kOp, {{"ids", &ids}, {"tasks", &tasks}});
+  const int64_t m = ids.numel();
+  SANCTUM_REQUIRE(n_experts > 0 && m < (int64_t{1} << 31) / kExpertTaskWords, kOp, "n_experts must be positive and ids fewer");
+  SANCTUM_REQUIRE(tasks.numel() == 1 + m * kExpertTaskWords, kOp,
+                  "tasks must hold 1 + " + std::to_string(kExpertTaskWords) + " elements per id (" +
+                      std::to_string(1 + m * kExpertTaskWords) + ")");
+  if (device == Device::cuda) return cuda::moe_expert_tasks(ids, n_experts, tasks);
+  for (int64_t i = 0; i < m; ++i)
+    SANCTUM_REQUIRE(ids.data<int32_t>()[i] >= 0 && ids.data<int32_t>()[i] < n_experts, kOp,
+                    "expert id " + std::to_string(ids.data<int32_t>()[i]) + " out of range at " + std::to_string(i));
+  ref::moe_expert_tasks(ids.data<int32_t>(), m, n_experts, tasks.data<int32_t>());
+}
+
+bool grouped_experts_ok(const Tensor& x, const ExpertSet& experts, const Tensor& y) {
+  if (!x || !y || x.ndim() != 2 || y.ndim() != 2 || x.dtype() != DType::f32 || experts.size() == 0 || x.device() != Device::cuda ||
+      y.device() != Device::cuda)
+    return false;
+  return tiled_experts(Device::cuda, experts, x, y) && cuda::expert_tasks_fit(y.dim(0), experts.size());
+}
+
+void grouped_expert_gate_up_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& tasks, Tensor& act) {
+  constexpr const char* kOp = "grouped_expert_gate_up_silu_mul";
+  check_expert_matmul(kOp, x, gate, tasks, act, "tasks", kExpertTaskWords, 1);
+  SANCTUM_REQUIRE(grouped_experts_ok(x, gate, act) && expert_gate_up_silu_mul_ok(x, gate, up, act), kOp,
+                  "no grouped kernel takes these experts with x " + x.shape_string() + "; use expert_gate_up_silu_mul");
+  if (act.dim(0) == 0) return;
+  cuda::tiles_grouped_expert_silu_mul(x, gate, up, tasks, act);
+}
+
+void grouped_expert_matvec(const Tensor& x, const ExpertSet& experts, const Tensor& tasks, Tensor& y) {
+  constexpr const char* kOp = "grouped_expert_matvec";
+  check_expert_matmul(kOp, x, experts, tasks, y, "tasks", kExpertTaskWords, 1);
+  SANCTUM_REQUIRE(grouped_experts_ok(x, experts, y), kOp,
+                  "no grouped kernel takes these experts with x " + x.shape_string() + "; use expert_matmul");
+  if (y.dim(0) == 0) return;
+  cuda::tiles_grouped_expert_matvec(x, experts, tasks, y);
 }
 
 void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& offsets, const Tensor& sorted, GroupedRows mode,

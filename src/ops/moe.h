@@ -95,6 +95,26 @@ bool expert_gate_up_silu_mul_routed_ok(const Tensor& x, const ExpertSet& gate, c
 void expert_gate_up_silu_mul_routed(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits,
                                     const MoeRouting& routing, int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
 
+// Decode batches whose tokens share experts: the (token, rank) slots grouped by the expert they chose
+// into tasks of up to kExpertTaskSlots slots, so that a grouped launch reads each expert's weights
+// once per task rather than once per slot. ids: (m) i32, each in [0, n_experts); tasks: (1 + m *
+// kExpertTaskWords) i32 on ids' device, written as: tasks[0] the count of tasks, then task j at 1 + j *
+// kExpertTaskWords: its expert, its count of slots c (1 .. kExpertTaskSlots), then those c slots
+// ascending (the words past them undefined). Tasks go in expert order, an expert's slots in ascending
+// order kExpertTaskSlots at a time; at most m tasks. Deterministic; a GPU never waits for the host.
+constexpr int64_t kExpertTaskSlots = 8;  // the columns of one tensor-core mma
+constexpr int64_t kExpertTaskWords = 2 + kExpertTaskSlots;
+void moe_expert_tasks(const Tensor& ids, int64_t n_experts, Tensor& tasks);
+
+// expert_gate_up_silu_mul and expert_matmul over the tasks that moe_expert_tasks made of their ids, each
+// task one expert's weights read once for all its slots, with the bits of the ungrouped calls (a row
+// depends only on its own x row and expert). Offered where the ungrouped call's kernel takes the
+// experts (a GPU in the bf16 mode, tiled experts) and the experts and rows fit moe_expert_tasks's
+// device limits (grouped_experts_ok); a call elsewhere is an error.
+bool grouped_experts_ok(const Tensor& x, const ExpertSet& experts, const Tensor& y);
+void grouped_expert_gate_up_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& tasks, Tensor& act);
+void grouped_expert_matvec(const Tensor& x, const ExpertSet& experts, const Tensor& tasks, Tensor& y);
+
 // Counting sort of expert choices, stable: the rows that chose expert e are
 // sorted[offsets[e] .. offsets[e + 1]), ascending. ids: (m) i32, each in [0, n_experts);
 // offsets: (n_experts + 1) i32; sorted: (m) i32; all on one device (a GPU never waits for the host).

@@ -14,6 +14,7 @@
 #include "../ops/op_test_util.h"
 #include "../weights/safetensors_writer.h"
 #include "base/error.h"
+#include "base/tuning.h"
 #include "gpu_test_util.h"
 #include "model/blocks/moe.h"
 #include "ops/cuda/matvec_tiles.h"
@@ -29,6 +30,11 @@ namespace {
 using test::Rng;
 
 class CudaMoe : public test::RequiresGpu {};
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
+  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.raw(), hb.raw(), ha.nbytes()) == 0;
+}
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
@@ -427,6 +433,14 @@ TEST_F(CudaMoe, moe_block_on_the_device_matches_the_host) {
                          test::seed_note());
             EXPECT_LE(worst / rms, bf16 ? 5e-2 : 1e-4);
             EXPECT_LE(std::sqrt(sq / static_cast<double>(got.numel())) / rms, bf16 ? 1e-2 : 1e-5);
+            if (bf16 && n >= 16 && n <= 64) {  // the experts grouped by the tokens choosing them: the per-pair launches' bits
+              Tuning per_pair;
+              per_pair.set(Knob::group_decode_experts, false);
+              const ScopedTuning use(per_pair);
+              Tensor ungrouped = Tensor::zeros({n, H}, DType::f32, Device::cuda);
+              dblock->forward(x.to(Device::cuda), BatchRows{}, dws, ungrouped);
+              EXPECT_TRUE(same_bits(out, ungrouped)) << "grouped experts against the per-pair launches";
+            }
           }
         }
       }
@@ -470,11 +484,6 @@ std::vector<Weight> random_experts(int64_t E, int64_t rows, int64_t cols, int gr
   std::vector<Weight> v;
   for (int64_t e = 0; e < E; ++e) v.push_back(test::random_quantized(rows, cols, 4, group, scales, rng));
   return v;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
-  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.raw(), hb.raw(), ha.nbytes()) == 0;
 }
 
 // Against exact f32 on the host, each output within the kernel's rounding (tiled_rounding_ratio; a
@@ -570,6 +579,123 @@ TEST_F(CudaMoe, fused_expert_swiglu_is_refused_where_no_kernel_takes_it) {
     const Tensor ids = Tensor::zeros({2}, DType::i32, Device::cuda);
     EXPECT_THROW(ops::expert_gate_up_silu_mul(gx, gate, up, ids, act), Error);
   }
+}
+
+// ---- decode's experts grouped by the tokens that chose them ----
+
+// The tasks as moe_expert_tasks defines them, checked from the definition alone: every slot in exactly
+// one task of its own expert, a task's slots ascending and at most kExpertTaskSlots, the tasks in
+// expert order and only the last of an expert short. Returns the tasks' defined words, in order.
+std::vector<int32_t> checked_tasks(const Tensor& tasks_any, const Tensor& ids) {
+  const Tensor tasks = tasks_any.to(Device::cpu);
+  const int64_t m = ids.numel();
+  const int32_t* t = tasks.data<int32_t>();
+  std::vector<int> seen(static_cast<size_t>(m), 0);
+  std::vector<int32_t> words = {t[0]};
+  int32_t last_expert = -1, last_count = ops::kExpertTaskSlots;
+  for (int32_t j = 0; j < t[0]; ++j) {
+    const int32_t* task = t + 1 + j * ops::kExpertTaskWords;
+    EXPECT_TRUE(task[1] >= 1 && task[1] <= ops::kExpertTaskSlots) << "task " << j;
+    EXPECT_TRUE(task[0] > last_expert || (task[0] == last_expert && last_count == ops::kExpertTaskSlots)) << "task " << j;
+    last_expert = task[0];
+    last_count = task[1];
+    words.insert(words.end(), task, task + 2);
+    for (int32_t i = 0; i < task[1]; ++i) {
+      const int32_t slot = task[2 + i];
+      if (slot < 0 || slot >= m) {
+        ADD_FAILURE() << "slot " << slot << " out of range in task " << j;
+        continue;
+      }
+      ++seen[static_cast<size_t>(slot)];
+      EXPECT_EQ(ids.data<int32_t>()[slot], task[0]) << "slot " << slot;
+      if (i > 0) {
+        EXPECT_LT(task[1 + i], slot) << "task " << j;
+      }
+      words.push_back(slot);
+    }
+  }
+  for (int64_t s = 0; s < m; ++s) EXPECT_EQ(seen[static_cast<size_t>(s)], 1) << "slot " << s;
+  return words;
+}
+
+TEST_F(CudaMoe, expert_tasks_on_the_device_equal_the_host) {
+  Rng rng(44);
+  for (int64_t E : {8, 65, 257})
+    for (int64_t m : {1, 9, 16, 72, 144, 576})
+      for (Spread spread : {Spread::uniform, Spread::even_only, Spread::one_expert}) {
+        SCOPED_TRACE("E " + std::to_string(E) + " m " + std::to_string(m) + " " + test::seed_note());
+        const Tensor ids = choose_experts(m, E, spread, rng);
+        Tensor host = Tensor::zeros({1 + m * ops::kExpertTaskWords}, DType::i32);
+        ops::moe_expert_tasks(ids, E, host);
+        const std::vector<int32_t> want = checked_tasks(host, ids);
+        Tensor dev = Tensor::zeros({1 + m * ops::kExpertTaskWords}, DType::i32, Device::cuda);
+        ops::moe_expert_tasks(ids.to(Device::cuda), E, dev);
+        EXPECT_EQ(checked_tasks(dev, ids), want);
+      }
+}
+
+// Grouped launches against the per-slot launches over the same ids, bit for bit: gate/up with the
+// SwiGLU into strided rows and the down projection; experts chosen by many slots (tasks of 8 and a
+// partial one), by one slot, the shared expert appended to every token, and every slot on one expert.
+TEST_F(CudaMoe, grouped_experts_give_each_slot_the_per_slot_bits) {
+  Rng rng(45);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  struct Shape {
+    int64_t inter, hidden;
+    int group;
+    DType scales;
+  };
+  for (const Shape& sh : {Shape{64, 256, 64, DType::bf16}, Shape{512, 2048, 64, DType::bf16}, Shape{128, 640, 128, DType::f16}}) {
+    const int64_t E = 12, I = sh.inter, H = sh.hidden;
+    const std::vector<Weight> hg = random_experts(E + 1, I, H, sh.group, sh.scales, rng),
+                              hu = random_experts(E + 1, I, H, sh.group, sh.scales, rng);
+    const std::vector<Weight> hd = random_experts(E + 1, H, I, sh.group, sh.scales, rng);
+    const ops::ExpertSet gate(tiled_grid_views(hg)), up(tiled_grid_views(hu)), down(tiled_grid_views(hd));
+    for (int64_t n : {16, 33, 64})
+      for (Spread spread : {Spread::uniform, Spread::one_expert}) {
+        const int64_t k = 4, ranks = k + 1, m = n * ranks;
+        SCOPED_TRACE("I " + std::to_string(I) + " H " + std::to_string(H) + " n " + std::to_string(n) + " " + test::seed_note());
+        Tensor ids = choose_experts(m, E, spread, rng);
+        for (int64_t t = 0; t < n; ++t) ids.data<int32_t>()[t * ranks + k] = static_cast<int32_t>(E);  // the shared expert
+        const Tensor gids = ids.to(Device::cuda), gx = test::random_tensor({n, H}, DType::f32, rng).to(Device::cuda);
+        Tensor tasks = Tensor::zeros({1 + m * ops::kExpertTaskWords}, DType::i32, Device::cuda);
+        ops::moe_expert_tasks(gids, E + 1, tasks);
+
+        Tensor want_rows = Tensor::zeros({m, I + 8}, DType::f32, Device::cuda),
+               got_rows = Tensor::zeros({m, I + 8}, DType::f32, Device::cuda);
+        Tensor want = want_rows.slice(1, 0, I), got = got_rows.slice(1, 0, I);
+        ops::expert_gate_up_silu_mul(gx, gate, up, gids, want);
+        ASSERT_TRUE(ops::grouped_experts_ok(gx, gate, got));
+        ops::grouped_expert_gate_up_silu_mul(gx, gate, up, tasks, got);
+        EXPECT_TRUE(same_bits(got, want)) << "gate/up with the SwiGLU";
+
+        Tensor want_y = Tensor::zeros({m, H}, DType::f32, Device::cuda), got_y = Tensor::zeros({m, H}, DType::f32, Device::cuda);
+        ops::expert_matmul(want, down, gids, want_y);
+        ASSERT_TRUE(ops::grouped_experts_ok(want, down, got_y));
+        ops::grouped_expert_matvec(want, down, tasks, got_y);
+        EXPECT_TRUE(same_bits(got_y, want_y)) << "down";
+      }
+  }
+}
+
+// Grouped launches are offered only where their kernels take the call; elsewhere a call is an error.
+TEST_F(CudaMoe, grouped_experts_are_refused_where_no_kernel_takes_them) {
+  Rng rng(46);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  const int64_t E = 4, I = 64, H = 256, m = 32;
+  const std::vector<Weight> hg = random_experts(E, I, H, 64, DType::bf16, rng), hu = random_experts(E, I, H, 64, DType::bf16, rng);
+  const ops::ExpertSet gate(tiled_grid_views(hg)), up(tiled_grid_views(hu)), host_gate(hg);
+  const Tensor gx = test::random_tensor({m / 4, H}, DType::f32, rng).to(Device::cuda);
+  Tensor act = Tensor::zeros({m, I}, DType::f32, Device::cuda);
+  Tensor tasks = Tensor::zeros({1 + m * ops::kExpertTaskWords}, DType::i32, Device::cuda);
+  ops::moe_expert_tasks(choose_experts(m, E, Spread::uniform, rng).to(Device::cuda), E, tasks);
+  EXPECT_TRUE(ops::grouped_experts_ok(gx, gate, act));
+  EXPECT_FALSE(ops::grouped_experts_ok(gx.to(Device::cpu), host_gate, act)) << "host";
+  Tensor short_tasks = tasks.slice(0, 0, m);
+  EXPECT_THROW(ops::grouped_expert_gate_up_silu_mul(gx, gate, up, short_tasks, act), Error) << "tasks of another size";
+  PrecisionScope exact(ops::MatmulPrecision::f32);
+  EXPECT_FALSE(ops::grouped_experts_ok(gx, gate, act)) << "f32 mode";
+  EXPECT_THROW(ops::grouped_expert_gate_up_silu_mul(gx, gate, up, tasks, act), Error);
 }
 
 // Decode's routing inside the gate/up launch: the ids and weights moe_route writes, bit for bit, and

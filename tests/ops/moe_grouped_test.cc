@@ -2,6 +2,7 @@
 // against the per-row ops::expert_matmul that the grouped form must reproduce row for row.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -82,6 +83,40 @@ TEST(MoeGroup, rejects_out_of_range_ids) {
   EXPECT_THROW(ops::moe_group(ids, 3, offsets, sorted), Error);  // offsets of the wrong length
   Tensor offsets4 = Tensor::zeros({4}, DType::i32);
   EXPECT_THROW(ops::moe_group(ids, 3, offsets4, sorted), Error);  // id 4 of 3 experts
+}
+
+// Tasks of up to kExpertTaskSlots slots per expert, written out by hand for a small case: expert 0's
+// ten slots make a task of 8 and one of 2, empty experts make none, the words past a task's slots are
+// left alone.
+TEST(MoeExpertTasks, groups_slots_by_expert_eight_at_a_time) {
+  const std::vector<int32_t> choices = {2, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 2, 0};  // 13 slots of 5 experts
+  const int64_t m = static_cast<int64_t>(choices.size());
+  Tensor ids = Tensor::zeros({m}, DType::i32);
+  std::copy(choices.begin(), choices.end(), ids.data<int32_t>());
+  Tensor tasks = Tensor::zeros({1 + m * ops::kExpertTaskWords}, DType::i32);
+  std::fill(tasks.data<int32_t>(), tasks.data<int32_t>() + tasks.numel(), -7);
+  ops::moe_expert_tasks(ids, 5, tasks);
+  const int32_t* t = tasks.data<int32_t>();
+  ASSERT_EQ(t[0], 4);
+  const std::vector<std::vector<int32_t>> want = {{0, 8, 1, 2, 4, 5, 6, 7, 8, 9}, {0, 2, 10, 12}, {2, 2, 0, 11}, {3, 1, 3}};
+  for (size_t j = 0; j < want.size(); ++j) {
+    const int32_t* task = t + 1 + static_cast<int64_t>(j) * ops::kExpertTaskWords;
+    EXPECT_EQ(std::vector<int32_t>(task, task + want[j].size()), want[j]) << "task " << j;
+    if (want[j].size() < static_cast<size_t>(ops::kExpertTaskWords)) {
+      EXPECT_EQ(task[want[j].size()], -7) << "task " << j;
+    }
+  }
+}
+
+TEST(MoeExpertTasks, rejects_out_of_range_ids_and_a_wrong_size) {
+  Tensor ids = Tensor::zeros({3}, DType::i32);
+  Tensor tasks = Tensor::zeros({1 + 3 * ops::kExpertTaskWords}, DType::i32), short_tasks = Tensor::zeros({3}, DType::i32);
+  EXPECT_THROW(ops::moe_expert_tasks(ids, 3, short_tasks), Error);
+  ids.data<int32_t>()[1] = 3;
+  EXPECT_THROW(ops::moe_expert_tasks(ids, 3, tasks), Error);  // id 3 of 3 experts
+  ids.data<int32_t>()[1] = -1;
+  EXPECT_THROW(ops::moe_expert_tasks(ids, 3, tasks), Error);
+  EXPECT_THROW(ops::moe_expert_tasks(ids, 0, tasks), Error);
 }
 
 // Both row mappings, every weight format, experts without rows: the grouped rows equal the per-row

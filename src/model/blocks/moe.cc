@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "base/tuning.h"
 #include "model/blocks/row_lora.h"
 #include "model/blocks/stacked_linear.h"
 #include "ops/ops.h"
@@ -25,7 +26,8 @@ enum Slot : size_t {
   kWeights,
   kOffsets,
   kSorted,
-  kRouterAndGate
+  kRouterAndGate,
+  kTasks
 };
 // Up to this many tokens a GPU forward runs each (token, expert) pair as its own mat-vec (decode of
 // up to 64 streams, speculative verification); longer prompts group the pairs by expert on the
@@ -34,6 +36,13 @@ enum Slot : size_t {
 // streams at 852-878 / 1,039 / 1,397 tok/s grouped past 8 or 16 tokens and 1,254-1,278 / 1,380 /
 // 1,574 as pairs (bench/gpu/batched_decode.py; bench/RESULTS.md).
 constexpr int64_t kDeviceRoutedTokens = 64;
+// From this many tokens (and up to kDeviceRoutedTokens) a GPU decode step groups the (token, rank)
+// pairs by expert (ops::moe_expert_tasks), so an expert chosen by several tokens, and the shared expert
+// that every token runs, is read once for up to 8 of them rather than once per pair: at 16 tokens of
+// the 35B-A3B shape (256 experts, top 8, shared expert as a rank) about 103 expert reads a layer
+// against 144, at 64 tokens 230 against 576. Below it the routing launch and the grouping launch it
+// adds cost about what the fewer reads save (tuning group_decode_experts=0: never).
+constexpr int64_t kGroupedDecodeTokens = 16;
 
 // Expert e of a (E, rows, cols') grid as a 2-D weight; rows [row0, row0 + rows) of that expert.
 Weight expert_view(const Tensor& data, const Tensor& scales, const Tensor& biases, int64_t e, int64_t row0, int64_t rows, int64_t cols,
@@ -280,7 +289,17 @@ void MoeBlock::forward_on_device(const Tensor& x, const Tensor& logits, const Te
   const ops::ExpertSet& gates = shared_rank ? gate_shared_set_ : gate_set_;
   const ops::ExpertSet& ups = shared_rank ? up_shared_set_ : up_set_;
   const ops::ExpertSet& downs = shared_rank ? down_shared_set_ : down_set_;
-  if (n <= kDeviceRoutedTokens) {
+  const bool grouped = n >= kGroupedDecodeTokens && n <= kDeviceRoutedTokens && current_tuning().on(Knob::group_decode_experts) &&
+                       ops::expert_gate_up_silu_mul_ok(x, gates, ups, gate) && ops::grouped_experts_ok(x, gates, gate) &&
+                       ops::grouped_experts_ok(gate, downs, per_rank);
+  if (grouped) {
+    ops::moe_route(logits, routing(), ids, weights, appended);
+    Tensor tasks =
+        ws.get_typed(kTasks, 1, 1 + n * ranks * ops::kExpertTaskWords, DType::i32).reshape({1 + n * ranks * ops::kExpertTaskWords});
+    ops::moe_expert_tasks(flat_ids, gates.size(), tasks);
+    ops::grouped_expert_gate_up_silu_mul(x, gates, ups, tasks, gate);
+    ops::grouped_expert_matvec(gate, downs, tasks, per_rank);
+  } else if (n <= kDeviceRoutedTokens) {
     if (ops::expert_gate_up_silu_mul_routed_ok(x, gates, ups, logits, gate)) {
       // The gate/up launch routes its tokens: no launch stands between the router and the experts.
       ops::expert_gate_up_silu_mul_routed(x, gates, ups, logits, routing(), appended, flat_ids, weights, gate);

@@ -317,6 +317,37 @@ void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const 
   expert_pairs(x, gate, up, ids, act, &ro);
 }
 
+void tiles_grouped_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& tasks, Tensor& act) {
+  const Weight& w = gate[0];
+  const tiles::ExpertArgs e = expert_args(x, gate, &up, tasks, act, nullptr);  // ids unread: the tasks hold the slots
+  const int slots = static_cast<int>(act.dim(0));
+  const int32_t* t = tasks.data<int32_t>();
+  // The pairs' launch shape and column split (launch_expert_pairs), so each slot keeps its bits.
+  auto launch = [&]<class S>() {
+    if (w.quant.group_size == 64)
+      tiles::launch_grouped_experts_split<S, kRowTiles, 1, kDepth, kMinBlocks, true>(e, t, slots, 2, kExpertMinBlocks);
+    else tiles::launch_grouped_experts_split<S, kRowTiles, 2, kDepth, kMinBlocks, true>(e, t, slots, 2, kExpertMinBlocks);
+  };
+  if (w.scales.dtype() == DType::bf16) launch.template operator()<__nv_bfloat16>();
+  else launch.template operator()<__half>();
+  check_launch("grouped expert gate/up mat-vec with SwiGLU (tiled)");
+}
+
+void tiles_grouped_expert_matvec(const Tensor& x, const ExpertSet& experts, const Tensor& tasks, Tensor& y) {
+  const Weight& w = experts[0];
+  const tiles::ExpertArgs e = expert_args(x, experts, nullptr, tasks, y, nullptr);  // ids unread: the tasks hold the slots
+  const int slots = static_cast<int>(y.dim(0));
+  const int32_t* t = tasks.data<int32_t>();
+  // launch_expert_tiles's shape and column split for one projection.
+  auto launch = [&]<class S>() {
+    if (w.quant.group_size == 64) tiles::launch_grouped_experts_split<S, 1, 1, kExpertDepth, kExpertMinBlocks>(e, t, slots, 1);
+    else tiles::launch_grouped_experts_split<S, 1, 2, kExpertDepth, kExpertMinBlocks>(e, t, slots, 1);
+  };
+  if (w.scales.dtype() == DType::bf16) launch.template operator()<__nv_bfloat16>();
+  else launch.template operator()<__half>();
+  check_launch("grouped expert mat-vec (tiled)");
+}
+
 namespace {
 // The combine in the down launch (tuning fuse_moe_combine=0: never, for comparisons).
 bool combine_in_down() { return current_tuning().on(Knob::fuse_moe_combine); }

@@ -53,6 +53,7 @@
 #include "ops/cuda/moe_route.cuh"
 #include "ops/cuda/norm_split.cuh"
 #include "ops/cuda/tensor_core.cuh"
+#include "ops/moe.h"
 
 namespace sanctum::ops::cuda::tiles {
 
@@ -153,6 +154,14 @@ __device__ __forceinline__ RowTiles row_tiles_of(const Args& a, int64_t q) {
   if constexpr (PAIRS) return RowTiles{q, a.pair_tiles};
   else return RowTiles{q * RT, 1};
 }
+
+// The x rows of a grouped expert launch (grouped_expert_matvec): column c of the mma takes x row
+// slots[c] / fan and its sums go to y row slots[c], so one expert's tiles serve up to 8 of its
+// (token, rank) slots at once. Unused (slots null) in every other launch.
+struct Gather {
+  const int32_t* slots = nullptr;
+  int fan = 1;
+};
 
 // Experts picked on the device (MoE decode): block row blockIdx.y is output row `slot` of expert
 // ids[slot], whose addresses come from a (E, 3) table of codes, scales and biases; x row slot / fan.
@@ -364,10 +373,11 @@ __device__ __forceinline__ void fold_loads(const uint4 (&codes)[RT], const uint3
 // the block calls this. acc[nb]: the sums of x rows 8 nb .. 8 nb + 7 (NB blocks of 8).
 // FUSE: kScaledIn multiplies the sums by the norm's scale; kResidualOut adds them to f.h instead of
 // writing y (n 1; see NormFusion). st: what the launch staged for it (row0: its first row).
-template <int KS, int RT, bool PAIRS, int FUSE = kPlain, int NB = 1>
+template <int KS, int RT, bool PAIRS, int FUSE = kPlain, int NB = 1, bool GATHER = false>
 __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[NB][RT][4], int64_t block, int part, const NormFusion& f = {},
-                                           FusionStage* st = nullptr, int64_t row0 = 0) {
+                                           FusionStage* st = nullptr, int64_t row0 = 0, const Gather& gather = {}) {
   static_assert(NB == 1 || FUSE == kPlain, "a fused end takes one x row");
+  static_assert(!GATHER || (NB == 1 && FUSE == kPlain), "gathered rows fill one column block of a plain launch");
   __shared__ float partial[KS > 1 ? kWarps : 1][RT][4][32];
   if constexpr (FUSE != kPlain) {
     tc::wait_copies<0>();  // the stage (and no copy may outlive a block that ends early, below)
@@ -385,6 +395,11 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[NB][RT][4
   auto row_of = [&](int r, int q) { return rt[r] * 16 + g + (q >> 1) * 8; };
   auto col_of = [&](int nb, int q) { return 8 * nb + 2 * t + (q & 1); };
   auto stored = [&](int nb, int r, int q) { return slice == 0 && rt[r] < a.row_tiles && col_of(nb, q) < n; };
+  // y's row of column c: c, or the column's slot in a grouped launch (read only where stored).
+  auto y_row = [&](int c) -> int64_t {
+    if constexpr (GATHER) return gather.slots[c];
+    else return c;
+  };
   if (a.parts > 1) {
     const int64_t rows = a.row_tiles * 16;
 #pragma unroll
@@ -453,7 +468,7 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[NB][RT][4
     for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-        if (stored(nb, 1, q)) a.y[col_of(nb, q) * a.y_stride + row_of(0, q)] = silu(acc[nb][0][q]) * acc[nb][1][q];
+        if (stored(nb, 1, q)) a.y[y_row(col_of(nb, q)) * a.y_stride + row_of(0, q)] = silu(acc[nb][0][q]) * acc[nb][1][q];
   } else {
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb)
@@ -461,7 +476,7 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[NB][RT][4
       for (int r = 0; r < RT; ++r)
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-          if (stored(nb, r, q)) a.y[col_of(nb, q) * a.y_stride + row_of(r, q)] = acc[nb][r][q];
+          if (stored(nb, r, q)) a.y[y_row(col_of(nb, q)) * a.y_stride + row_of(r, q)] = acc[nb][r][q];
   }
 }
 
@@ -474,10 +489,12 @@ __device__ __forceinline__ void store_sums(const Args& a, float (&acc)[NB][RT][4
 // and the B columns past n hold copies whose results are never stored.
 // FUSE, f: the norm split across two mat-vecs (NormFusion). FORM: LoopForm (kOneRow and the perf
 // test's forms: a.n is 1). NB: column blocks of 8 x rows, each tile's codes unpacked once for all
-// (tile_dot_blocks; the plain form only).
+// (tile_dot_blocks; the plain form only). GATHER: x rows and y rows through `gather` (a grouped
+// expert launch; a.x and a.y are the bases).
 template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS = false, int FUSE = kPlain,
-          int FORM = FUSE != kPlain ? kOneRow : kAllColumns, int NB = 1>
-__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part, const UpTiles& up = {}, const NormFusion& f = {}) {
+          int FORM = FUSE != kPlain ? kOneRow : kAllColumns, int NB = 1, bool GATHER = false>
+__device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int part, const UpTiles& up = {}, const NormFusion& f = {},
+                                            const Gather& gather = {}) {
   static_assert((DEPTH * KS) % GT == 0, "a step of DEPTH tiles must cover whole scale groups");
   static_assert(NB == 1 || (FORM == kAllColumns && FUSE == kPlain), "several column blocks in the plain form only");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, slice = warp % KS;
@@ -501,7 +518,8 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
     sp[r] = scales + (tile * a.groups + kt0 / GT + slice / GT) * 8 + g;
     bp[r] = biases + (tile * a.groups + kt0 / GT + slice / GT) * 8 + g;
   }
-  const float* xp = a.x + (g < n ? g : 0) * a.x_stride + 16 * t + (kt0 + slice) * 64;
+  const int64_t x_row = GATHER ? gather.slots[g < n ? g : 0] / gather.fan : (g < n ? g : 0);
+  const float* xp = a.x + x_row * a.x_stride + 16 * t + (kt0 + slice) * 64;
   int xoff[NB];  // column block nb's x row for this lane (row 8 nb + g, or 0 past n), from xp's
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb) xoff[nb] = static_cast<int>(((8 * nb + g < n ? 8 * nb + g : 0) - (g < n ? g : 0)) * a.x_stride);
@@ -583,7 +601,7 @@ __device__ __forceinline__ void matvec_body(const Args& a, int64_t block, int pa
   for (int d = 0; d < DEPTH; ++d)
     if (i + d < count) process(buf[d], xp + d * (KS * 64));
 
-  store_sums<KS, RT, PAIRS, FUSE, NB>(a, acc, block, part, f, stage, block * kBlockRows);
+  store_sums<KS, RT, PAIRS, FUSE, NB, GATHER>(a, acc, block, part, f, stage, block * kBlockRows, gather);
 }
 
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS, int FUSE = kPlain,
@@ -739,6 +757,51 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) routed_expert_pairs(ExpertA
   expert_body<S, KS, 2, GT, DEPTH, true>(e, slot, chosen);
 }
 
+// Grouped experts (MoE decode of many tokens): the (token, rank) slots that chose one expert, up to
+// kExpertTaskSlots of them, form a task (ops::moe_expert_tasks), and block row blockIdx.y runs task
+// blockIdx.y with the task's x rows as the mma's columns, so the expert's tiles are read once for
+// all of them where expert_matvec reads them once per slot. A column's sums are those it has alone
+// (the columns of an mma do not meet; kOneRow keeps the even columns' bits), so every slot gets
+// expert_matvec's bits under the same column split. The grid has a block row per slot, the most
+// tasks there can be; rows past the count end at once. PAIRS: gate/up pairs into y[0], as
+// expert_body's.
+template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
+__global__ void __launch_bounds__(kWarps * 32, MINB) grouped_expert_matvec(ExpertArgs e, const int32_t* tasks) {
+  static_assert(RT == (PAIRS ? 2 : 1), "an expert row group is one row tile, or a gate/up pair");
+  wait_for_previous();  // the tasks (and x) come from the kernels ahead
+  if (static_cast<int>(blockIdx.y) >= tasks[0]) return;
+  const int32_t* task = tasks + 1 + static_cast<int64_t>(blockIdx.y) * kExpertTaskWords;
+  const int64_t id = task[0];
+  const int64_t* ent = (blockIdx.z == 0 ? e.table[0] : e.table[1]) + 3 * id;
+  Args a{reinterpret_cast<const uint4*>(ent[0]),
+         reinterpret_cast<const uint32_t*>(ent[1]),
+         reinterpret_cast<const uint32_t*>(ent[2]),
+         e.row_tiles,
+         e.k_tiles,
+         e.groups,
+         e.x,
+         e.x_stride,
+         task[1],
+         blockIdx.z == 0 ? e.y[0] : e.y[1],
+         e.y_stride,
+         1,
+         e.k_tiles};
+  a.evict_first = e.evict_first;
+  const Gather gather{task + 2, e.fan};
+  if constexpr (PAIRS) {
+    const int64_t* up = e.table[1] + 3 * id;
+    a.row_tiles = 2 * e.row_tiles;
+    a.pair_tiles = e.row_tiles;
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, kAllColumns, 1, true>(a, blockIdx.x, 0,
+                                                                           {reinterpret_cast<const uint4*>(up[0]),
+                                                                            reinterpret_cast<const uint32_t*>(up[1]),
+                                                                            reinterpret_cast<const uint32_t*>(up[2])},
+                                                                           {}, gather);
+  } else {
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, kAllColumns, 1, true>(a, blockIdx.x, 0, {}, {}, gather);
+  }
+}
+
 inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
   return Args{static_cast<const uint4*>(w.data.raw()),
               static_cast<const uint32_t*>(w.scales.raw()),
@@ -862,6 +925,17 @@ template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
 void launch_experts_split(const ExpertArgs& e, int slots, int projections, int split_minb = MINB, const ExpertRouting* routing = nullptr) {
   with_split(expert_column_split(e.row_tiles * slots * projections, e.k_tiles, split_minb),
              [&]<int KS>() { launch_experts<S, KS, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing); });
+}
+
+// grouped_expert_matvec over the tasks of `slots` slots, with launch_experts_split's column split for
+// that many slots, so that each slot's sums are those the ungrouped launch gives it.
+template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
+void launch_grouped_experts_split(const ExpertArgs& e, const int32_t* tasks, int slots, int projections, int split_minb = MINB) {
+  with_split(expert_column_split(e.row_tiles * slots * projections, e.k_tiles, split_minb), [&]<int KS>() {
+    const dim3 grid(static_cast<unsigned>((e.row_tiles + kWarps / KS - 1) / (kWarps / KS)), static_cast<unsigned>(slots),
+                    static_cast<unsigned>(PAIRS ? 1 : projections));
+    launch_early(grouped_expert_matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, grid, dim3(kWarps * 32), 0, e, tasks);
+  });
 }
 
 // The down launch with the combine (expert_down_combine), with launch_experts_split's column split

@@ -54,6 +54,10 @@ void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertS
 bool tiles_routed_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x, const Tensor& logits);
 void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& logits,
                                   const MoeRouting& routing, int32_t appended_id, Tensor& ids, Tensor& weights, Tensor& act);
+// tiles_expert_silu_mul and tiles_expert_matvec (one projection) over the tasks ops::moe_expert_tasks made
+// of their ids: each task's expert read once for its slots, each slot with the ungrouped launch's bits.
+void tiles_grouped_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& tasks, Tensor& act);
+void tiles_grouped_expert_matvec(const Tensor& x, const ExpertSet& experts, const Tensor& tasks, Tensor& y);
 // The down experts of one token's k + 1 ranks (the shared expert's last) followed by the MoE
 // combine into the residual stream, in one launch (ops::expert_down_combine_residual;
 // tuning fuse_moe_combine=0: never offered). Returns the count of squares.

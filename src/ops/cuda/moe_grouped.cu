@@ -127,6 +127,39 @@ __global__ void group_place(const int32_t* __restrict__ ids, int m, int E, const
   }
 }
 
+// moe_expert_tasks in one block: the ids staged in shared memory, each expert's count (shared atomics:
+// exact in any order), its first task (a scan of its task counts), and each slot's place from its rank
+// among the earlier slots of its expert, so the tasks come out the same every time.
+__global__ void expert_tasks(const int32_t* __restrict__ ids, int m, int E, int32_t* __restrict__ tasks) {
+  extern __shared__ int32_t shared[];
+  int32_t *id = shared, *count = shared + m, *first = count + E;
+  wait_for_previous();  // the ids come from the routing ahead
+  allow_next_early();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
+  for (int s = threadIdx.x; s < m; s += blockDim.x) id[s] = ids[s];
+  __syncthreads();
+  for (int s = threadIdx.x; s < m; s += blockDim.x)
+    if (id[s] >= 0 && id[s] < E) atomicAdd(&count[id[s]], 1);
+  __syncthreads();
+  constexpr int kSlots = static_cast<int>(kExpertTaskSlots);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) first[e] = (count[e] + kSlots - 1) / kSlots;
+  __syncthreads();
+  const int32_t all = block_exclusive_scan(first, E);
+  if (threadIdx.x == 0) tasks[0] = all;
+  for (int s = threadIdx.x; s < m; s += blockDim.x) {
+    const int32_t e = id[s];
+    if (e < 0 || e >= E) continue;  // routing never writes one; a task slot is not made of it
+    int rank = 0;
+    for (int j = 0; j < s; ++j) rank += id[j] == e;
+    int32_t* task = tasks + 1 + static_cast<int64_t>(first[e] + rank / kSlots) * kExpertTaskWords;
+    task[2 + rank % kSlots] = s;
+    if (rank % kSlots == 0) {
+      task[0] = e;
+      task[1] = min(kSlots, count[e] - rank);
+    }
+  }
+}
+
 // tiles[e] = row tiles of bm rows before expert e's; tiles[E] = all of them.
 __global__ void tile_schedule(const int32_t* __restrict__ offsets, int E, int bm, int32_t* __restrict__ tiles) {
   extern __shared__ int32_t t[];
@@ -446,6 +479,17 @@ void moe_group(const Tensor& ids, int64_t n_experts, Tensor& offsets, Tensor& so
   group_scan<<<1, 1024, smem, stream()>>>(counts, chunks, E, offsets.data<int32_t>());
   if (m > 0) group_place<<<static_cast<unsigned>(chunks), 32, smem, stream()>>>(ids.data<int32_t>(), m, E, counts, sorted.data<int32_t>());
   check_launch("moe_group");
+}
+
+bool expert_tasks_fit(int64_t m, int64_t n_experts) { return (m + 2 * n_experts) * 4 <= kExpertTaskSharedBytes; }
+
+void moe_expert_tasks(const Tensor& ids, int64_t n_experts, Tensor& tasks) {
+  const int64_t m = ids.numel();
+  check(expert_tasks_fit(m, n_experts), ErrorKind::unsupported, "[moe_expert_tasks] too many slots or experts for one block on cuda");
+  const size_t smem = static_cast<size_t>(m + 2 * n_experts) * 4;
+  launch_early(expert_tasks, dim3(1), dim3(1024), smem, ids.data<int32_t>(), static_cast<int>(m), static_cast<int>(n_experts),
+               tasks.data<int32_t>());
+  check_launch("moe_expert_tasks");
 }
 
 void grouped_expert_matmul(const Tensor& x, const ExpertSet& experts, const Tensor& offsets, const Tensor& sorted, GroupedRows mode,

@@ -98,6 +98,10 @@ bool tiles_expert_silu_mul_ok(const ExpertSet&, const ExpertSet&, const Tensor&)
 void tiles_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, Tensor&) {
   no_cuda("expert_gate_up_silu_mul");
 }
+void tiles_grouped_expert_silu_mul(const Tensor&, const ExpertSet&, const ExpertSet&, const Tensor&, Tensor&) {
+  no_cuda("grouped expert mat-vec");
+}
+void tiles_grouped_expert_matvec(const Tensor&, const ExpertSet&, const Tensor&, Tensor&) { no_cuda("grouped expert mat-vec"); }
 bool tiles_expert_combine_residual_ok(const ExpertSet&, const Tensor&, const Tensor&, const ResidualNorm&) { return false; }
 int64_t tiles_expert_matvec_combine_residual(const Tensor&, const ExpertSet&, const Tensor&, const Tensor&, const Tensor&, Tensor&,
                                              const ResidualNorm&) {

@@ -1,5 +1,6 @@
 #include "ops/ref/moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -15,6 +16,21 @@ void moe_group(const int32_t* ids, int64_t m, int64_t n_experts, int32_t* offset
   for (int64_t e = 0; e < n_experts; ++e) next[static_cast<size_t>(e) + 1] += next[static_cast<size_t>(e)];
   for (int64_t e = 0; e <= n_experts; ++e) offsets[e] = next[static_cast<size_t>(e)];
   for (int64_t i = 0; i < m; ++i) sorted[next[static_cast<size_t>(ids[i])]++] = static_cast<int32_t>(i);
+}
+
+void moe_expert_tasks(const int32_t* ids, int64_t m, int64_t n_experts, int32_t* tasks) {
+  std::vector<int32_t> offsets(static_cast<size_t>(n_experts) + 1), sorted(static_cast<size_t>(m));
+  moe_group(ids, m, n_experts, offsets.data(), sorted.data());
+  constexpr auto kSlots = static_cast<int32_t>(kExpertTaskSlots);
+  int64_t count = 0;
+  for (int64_t e = 0; e < n_experts; ++e)
+    for (int32_t j = offsets[static_cast<size_t>(e)]; j < offsets[static_cast<size_t>(e) + 1]; j += kSlots) {
+      int32_t* task = tasks + 1 + count++ * kExpertTaskWords;
+      task[0] = static_cast<int32_t>(e);
+      task[1] = std::min(kSlots, offsets[static_cast<size_t>(e) + 1] - j);
+      for (int32_t i = 0; i < task[1]; ++i) task[2 + i] = sorted[static_cast<size_t>(j + i)];
+    }
+  tasks[0] = static_cast<int32_t>(count);
 }
 
 namespace {
