@@ -136,6 +136,22 @@ bool check_sequences(const char* op, const Tensor& q, std::span<const SequenceCa
   }
   return seqs.size() <= 1 || q.device() == Device::cuda;
 }
+
+// Two or more sequences on a GPU whose caches all take the rotations' one launch (f32 rows, or the
+// GPU's bf16 rows): they go to the batched rope_store ops, which launch them together.
+bool row_caches(const Tensor& q, std::span<const SequenceCache> seqs) {
+  if (q.device() != Device::cuda || seqs.size() < 2) return false;
+  for (const SequenceCache& s : seqs)
+    if (!((is_f32(s.k) && is_f32(s.v)) || (gpu_bf16(s.k) && gpu_bf16(s.v)))) return false;
+  return true;
+}
+
+std::vector<RopeStoreRows> rope_store_rows(std::span<const SequenceCache> seqs) {
+  std::vector<RopeStoreRows> out;
+  out.reserve(seqs.size());
+  for (const SequenceCache& s : seqs) out.push_back({s.begin, s.end, s.positions, rows_2d(s.k), rows_2d(s.v)});
+  return out;
+}
 }  // namespace
 
 void store_kv_rows(const Tensor& src, const KvRows& dst, const Positions& positions) {
@@ -200,6 +216,7 @@ void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32
                     std::span<const SequenceCache> seqs) {
   constexpr const char* kOp = "rope_and_store";
   if (check_sequences(kOp, q, seqs, positions)) {
+    if (row_caches(q, seqs)) return rope_and_store(q, k, v, table, rope_store_rows(seqs));
     for (const SequenceCache& s : seqs) {
       Tensor qs = rows_of(q, s), ks = rows_of(k, s);
       rope_and_store(qs, ks, rows_of(v, s), s.positions, table, s.k, s.v);
@@ -228,6 +245,7 @@ void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor&
   SANCTUM_REQUIRE(q.ndim() == 3 && k.ndim() == 3, kOp,
                   "q " + q.shape_string() + " and k " + k.shape_string() + " must be 3-D (tokens, heads, head_dim)");
   if (check_sequences(kOp, q, seqs, positions)) {
+    if (row_caches(q, seqs)) return norm_rope_and_store(q_in, q_norm, k_norm, eps, weight_offset, q, k, v, table, rope_store_rows(seqs));
     const int64_t heads = q.dim(1);
     for (const SequenceCache& s : seqs) {
       Tensor qs = rows_of(q, s), ks = rows_of(k, s);

@@ -43,7 +43,8 @@ struct SequenceCache {
 // head_dim), v (n, kv_heads * head_dim), gate and out as the one-sequence ops take them, n the
 // batch's rows; `positions` (n) of every row, for the rotations. On the CPU each rotation is one call
 // over all the rows and attention is one parallel region over every sequence's (query, kv group)
-// tasks; on a GPU the rotations and stores run per sequence, and attention of two or more sequences
+// tasks; on a GPU the rotations and stores of sequences whose caches take them in one launch (f32 or
+// bf16 rows) go out together (ops/rope_store.h), others' per sequence, and attention of two or more sequences
 // at host positions goes out in one launch per launch shape (cuda::attention_kv_batch: one for a
 // decode step), each sequence's bits those of its own call (a one-sequence batch as before: device
 // positions and recorded steps alike).

@@ -22,6 +22,7 @@
 #include "ops/cuda/matvec_split.h"
 #include "ops/cuda/matvec_tiles.h"
 #include "ops/cuda/wgmma.cuh"
+#include "ops/kv_cache_ops.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "ops/ref/activation.h"
@@ -1207,6 +1208,102 @@ TEST_F(Cuda, norm_rope_and_store_gives_the_separate_ops_bits) {
         expect_same(c, e, what + " replayed at " + std::to_string(first));
       }
     }
+}
+
+// A batch's rotations and stores in one launch per 64 sequences, plain and with the head norms, into
+// f32 and bf16 caches: each sequence's q, k and cache rows the bits of its own launch. 70 decode
+// sequences (two launches) and a few of several rows, positions on the host and on the device (a
+// recorded step, replayed at other positions).
+TEST_F(Cuda, batched_rotations_and_stores_give_each_sequence_its_own_bits) {
+  Rng rng(47);
+  struct Case {
+    int64_t heads, kv, d;
+    int rotary;
+    std::vector<int64_t> rows;
+  };
+  const std::vector<int64_t> decode(70, 1);
+  for (const Case& c : {Case{24, 4, 256, 64, decode}, Case{14, 2, 64, 64, {1, 3, 1, 2}}, Case{8, 2, 128, 128, decode}})
+    for (ops::KvFormat format : {ops::KvFormat::bf16, ops::KvFormat::f32})
+      for (bool normed : {false, true})
+        for (bool device_positions : {false, true}) {
+          SCOPED_TRACE(label("heads=%lld/%lld d=%lld sequences=%zu %s%s%s", static_cast<long long>(c.heads), static_cast<long long>(c.kv),
+                             static_cast<long long>(c.d), c.rows.size(), format == ops::KvFormat::bf16 ? "bf16" : "f32",
+                             normed ? " normed" : "", device_positions ? " device positions" : ""));
+          ops::RopeConfig rc;
+          rc.head_dim = static_cast<int>(c.d);
+          rc.rotary_dim = c.rotary;
+          rc.theta = 1e6;
+          const ops::RopeTable table(rc);
+          const int64_t n = std::accumulate(c.rows.begin(), c.rows.end(), int64_t{0}), heads = c.heads, d = c.d;
+          const Tensor q0 = gpu(test::random_tensor({n, heads, d}, DType::f32, rng)),
+                       k0 = gpu(test::random_tensor({n, c.kv, d}, DType::f32, rng));
+          const Tensor v = gpu(test::random_tensor({n, c.kv * d}, DType::f32, rng)),
+                       q_in = gpu(test::random_tensor({n * heads, d}, DType::f32, rng));
+          const Tensor qw = gpu(test::random_tensor({d}, DType::bf16, rng)), kw = gpu(test::random_tensor({d}, DType::bf16, rng));
+          std::vector<int32_t> all_pos;
+          std::vector<ops::SequenceCache> batch, solo;
+          for (size_t s = 0, begin = 0; s < c.rows.size(); begin += static_cast<size_t>(c.rows[s]), ++s) {
+            const int32_t first = static_cast<int32_t>(rng.integer(0, 40));
+            for (int64_t i = 0; i < c.rows[s]; ++i) all_pos.push_back(first + static_cast<int32_t>(i));
+            const ops::KvRows a = ops::KvRows::zeros(first + c.rows[s] + 3, c.kv, d, format, Device::cuda);
+            const ops::KvRows b = ops::KvRows::zeros(a.rows(), c.kv, d, format, Device::cuda);
+            batch.push_back({static_cast<int64_t>(begin), static_cast<int64_t>(begin) + c.rows[s], {}, a, a});
+            solo.push_back({static_cast<int64_t>(begin), static_cast<int64_t>(begin) + c.rows[s], {}, b, b});
+          }
+          // K and v into one cache each side of a sequence: distinct ones.
+          for (auto* seqs : {&batch, &solo})
+            for (ops::SequenceCache& s : *seqs) s.v = ops::KvRows::zeros(s.k.rows(), c.kv, d, format, Device::cuda);
+          Tensor pos_dev = gpu(Tensor::zeros({n}, DType::i32));
+          device_memory::cuda_copy(pos_dev.raw(), all_pos.data(), all_pos.size() * sizeof(int32_t),
+                                   device_memory::CopyKind::host_to_device);
+          std::vector<Tensor> slices;
+          slices.reserve(batch.size());
+          for (ops::SequenceCache& s : batch) slices.push_back(pos_dev.slice(0, s.begin, s.end));
+          for (size_t i = 0; i < batch.size(); ++i) {
+            const std::span<const int32_t> host_rows(all_pos.data() + batch[i].begin, static_cast<size_t>(batch[i].end - batch[i].begin));
+            batch[i].positions = {host_rows, device_positions ? &slices[i] : nullptr};
+            solo[i].positions = {host_rows, nullptr};
+          }
+          Tensor qb = q0.clone(), kb = k0.clone(), qs = q0.clone(), ks = k0.clone();
+          auto run_batch = [&] {
+            if (normed) ops::norm_rope_and_store(q_in, qw, kw, 1e-6f, 1.0f, qb, kb, v, all_pos, table, batch);
+            else ops::rope_and_store(qb, kb, v, all_pos, table, batch);
+          };
+          auto run_solo = [&] {
+            for (const ops::SequenceCache& s : solo) {
+              Tensor qr = qs.slice(0, s.begin, s.end), kr = ks.slice(0, s.begin, s.end);
+              if (normed)
+                ops::norm_rope_and_store(q_in.slice(0, s.begin * heads, s.end * heads), qw, kw, 1e-6f, 1.0f, qr, kr,
+                                         v.slice(0, s.begin, s.end), s.positions, table, s.k, s.v);
+              else ops::rope_and_store(qr, kr, v.slice(0, s.begin, s.end), s.positions, table, s.k, s.v);
+            }
+          };
+          auto expect_same = [&](const std::string& what) {
+            EXPECT_LE(relative_error(qb, host(qs)), 0.0) << what << ": q";
+            EXPECT_LE(relative_error(kb, host(ks)), 0.0) << what << ": k";
+            for (size_t i = 0; i < batch.size(); ++i) {
+              const Tensor bk = host(batch[i].k.data), sk = host(solo[i].k.data), bv = host(batch[i].v.data), sv = host(solo[i].v.data);
+              ASSERT_EQ(std::memcmp(bk.raw(), sk.raw(), bk.nbytes()), 0) << what << ": cached k of sequence " << i;
+              ASSERT_EQ(std::memcmp(bv.raw(), sv.raw(), bv.nbytes()), 0) << what << ": cached v of sequence " << i;
+            }
+          };
+          run_batch();
+          run_solo();
+          expect_same("launched");
+          if (!device_positions) continue;
+          StepGraph graph;
+          ASSERT_TRUE(graph.record(run_batch)) << graph.last_error();
+          for (int32_t& p : all_pos) p += 1;  // the next positions: the device's copy is what the replay reads
+          device_memory::cuda_copy(pos_dev.raw(), all_pos.data(), all_pos.size() * sizeof(int32_t),
+                                   device_memory::CopyKind::host_to_device);
+          ops::copy(q0, qb);
+          ops::copy(k0, kb);
+          ops::copy(q0, qs);
+          ops::copy(k0, ks);
+          graph.replay();
+          run_solo();
+          expect_same("replayed a position later");
+        }
 }
 
 TEST_F(Cuda, recording_refuses_allocation_and_host_waits) {

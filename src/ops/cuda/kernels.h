@@ -42,6 +42,20 @@ bool norm_rope_and_store_fused(const Tensor& q_in, const Tensor& q, const Tensor
 void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q,
                          Tensor& k, const Tensor& v, std::span<const int32_t> positions, const int32_t* device_positions,
                          const RopeTable& table, Tensor& cache_k, Tensor& cache_v);
+// One sequence of a batch's rotations and stores: rows [begin, end) of q, k and v (consecutive
+// sequences hold consecutive rows), their positions (host; device_positions where the step reads
+// them there), and the sequence's cache sides (capacity rows of f32 or bf16, every sequence's alike).
+struct RopeStoreSequence {
+  int64_t begin = 0, end = 0;
+  std::span<const int32_t> positions;
+  const int32_t* device_positions = nullptr;
+  Tensor cache_k, cache_v;
+};
+// rope_and_store and norm_rope_and_store (where norm_rope_and_store_fused) of every sequence in one
+// launch per 64 sequences, each token's bits those of its sequence's own launch.
+void rope_and_store_batch(Tensor& q, Tensor& k, const Tensor& v, const RopeTable& table, std::span<const RopeStoreSequence> seqs);
+void norm_rope_and_store_batch(const Tensor& q_in, const Tensor& q_norm, const Tensor& k_norm, float eps, float weight_offset, Tensor& q,
+                               Tensor& k, const Tensor& v, const RopeTable& table, std::span<const RopeStoreSequence> seqs);
 void softmax(Tensor& x);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out);

@@ -24,6 +24,13 @@ void rope_and_store(Tensor&, Tensor&, const Tensor&, std::span<const int32_t>, c
 }
 bool rms_norm_rows_in_one_warp(const Tensor&, const Tensor&) { return false; }
 bool norm_rope_and_store_fused(const Tensor&, const Tensor&, const Tensor&) { return false; }
+void rope_and_store_batch(Tensor&, Tensor&, const Tensor&, const RopeTable&, std::span<const RopeStoreSequence>) {
+  no_cuda("rope_and_store");
+}
+void norm_rope_and_store_batch(const Tensor&, const Tensor&, const Tensor&, float, float, Tensor&, Tensor&, const Tensor&, const RopeTable&,
+                               std::span<const RopeStoreSequence>) {
+  no_cuda("norm_rope_and_store");
+}
 void norm_rope_and_store(const Tensor&, const Tensor&, const Tensor&, float, float, Tensor&, Tensor&, const Tensor&,
                          std::span<const int32_t>, const int32_t*, const RopeTable&, Tensor&, Tensor&) {
   no_cuda("norm_rope_and_store");
