@@ -29,12 +29,11 @@ enum Slot : size_t {
   kRouterAndGate,
   kTasks
 };
-// Up to this many tokens a GPU forward runs each (token, expert) pair as its own mat-vec (decode of
-// up to 64 streams, speculative verification); longer prompts group the pairs by expert on the
-// device, so each expert's weights are read once per tile of its rows. The grouped launches' tiles
-// hold one or two rows of an expert in a decode batch: on an H100 the MoE shape decoded 16 / 32 / 64
-// streams at 852-878 / 1,039 / 1,397 tok/s grouped past 8 or 16 tokens and 1,254-1,278 / 1,380 /
-// 1,574 as pairs (bench/gpu/batched_decode.py; bench/RESULTS.md).
+// Up to this many tokens a GPU forward runs the experts as mat-vecs (decode of up to 64 streams,
+// speculative verification); longer prompts group the pairs by expert for the prefill GEMM's tiles.
+// Those tiles hold one or two rows of an expert in a decode batch: on an H100 the MoE shape decoded
+// 16 / 32 / 64 streams at 852-878 / 1,039 / 1,397 tok/s with them past 8 or 16 tokens and
+// 1,254-1,278 / 1,380 / 1,574 as mat-vec pairs (bench/gpu/batched_decode.py; bench/RESULTS.md).
 constexpr int64_t kDeviceRoutedTokens = 64;
 // From this many tokens (and up to kDeviceRoutedTokens) a GPU decode step groups the (token, rank)
 // pairs by expert (ops::moe_expert_tasks), so an expert chosen by several tokens, and the shared expert
