@@ -111,10 +111,6 @@ void norm_rope_and_store(const Tensor& q_in, const Tensor& q_norm, const Tensor&
                             positions.device != nullptr ? positions.device->data<int32_t>() : nullptr, table, cache_k, cache_v);
 }
 
-}  // namespace sanctum::ops
-
-namespace sanctum::ops {
-
 void rope_and_store(Tensor& q, Tensor& k, const Tensor& v, const RopeTable& table, std::span<const RopeStoreRows> seqs) {
   constexpr const char* kOp = "rope_and_store";
   detail::require_defined(kOp, "q", q);
