@@ -486,6 +486,15 @@ std::vector<Weight> random_experts(int64_t E, int64_t rows, int64_t cols, int gr
   return v;
 }
 
+// Expert shapes of the tiled-expert tests: small, the 35B-A3B's (512 x 2048), and f16 scales in
+// groups of 128.
+struct ExpertShape {
+  int64_t inter, hidden;
+  int group;
+  DType scales;
+};
+constexpr ExpertShape kExpertShapes[] = {{64, 256, 64, DType::bf16}, {512, 2048, 64, DType::bf16}, {128, 640, 128, DType::f16}};
+
 // Against exact f32 on the host, each output within the kernel's rounding (tiled_rounding_ratio; a
 // statistical bound over all outputs had been crossed by one drawn input); gate and up in one launch
 // against each alone, and with the SwiGLU fused bit for bit against that launch and silu_mul; a slot
@@ -493,12 +502,7 @@ std::vector<Weight> random_experts(int64_t E, int64_t rows, int64_t cols, int gr
 TEST_F(CudaMoe, tiled_experts_by_device_ids) {
   Rng rng(38);
   PrecisionScope fast(ops::MatmulPrecision::bf16);
-  struct Shape {
-    int64_t inter, hidden;
-    int group;
-    DType scales;
-  };
-  for (const Shape& sh : {Shape{64, 256, 64, DType::bf16}, Shape{512, 2048, 64, DType::bf16}, Shape{128, 640, 128, DType::f16}}) {
+  for (const ExpertShape& sh : kExpertShapes) {
     const int64_t E = 10, I = sh.inter, H = sh.hidden;
     const std::vector<Weight> hg = random_experts(E, I, H, sh.group, sh.scales, rng),
                               hu = random_experts(E, I, H, sh.group, sh.scales, rng);
@@ -640,12 +644,7 @@ TEST_F(CudaMoe, expert_tasks_on_the_device_equal_the_host) {
 TEST_F(CudaMoe, grouped_experts_give_each_slot_the_per_slot_bits) {
   Rng rng(45);
   PrecisionScope fast(ops::MatmulPrecision::bf16);
-  struct Shape {
-    int64_t inter, hidden;
-    int group;
-    DType scales;
-  };
-  for (const Shape& sh : {Shape{64, 256, 64, DType::bf16}, Shape{512, 2048, 64, DType::bf16}, Shape{128, 640, 128, DType::f16}}) {
+  for (const ExpertShape& sh : kExpertShapes) {
     const int64_t E = 12, I = sh.inter, H = sh.hidden;
     const std::vector<Weight> hg = random_experts(E + 1, I, H, sh.group, sh.scales, rng),
                               hu = random_experts(E + 1, I, H, sh.group, sh.scales, rng);

@@ -104,18 +104,22 @@ int64_t launch_tiles_of(const Weight& w, tiles::Args a, const tiles::NormFusion&
   return launch_tiles<__half, PAIRS, FUSE>(a, group_tiles, f);
 }
 
+// tasks: the slots grouped by expert (ops::moe_expert_tasks), or null for a launch per slot.
 template <class S>
-void launch_expert_tiles(const tiles::ExpertArgs& e, int group_tiles, int slots, int projections) {
-  if (group_tiles == 1) tiles::launch_experts_split<S, 1, 1, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
-  else tiles::launch_experts_split<S, 1, 2, kExpertDepth, kExpertMinBlocks>(e, slots, projections);
+void launch_expert_tiles(const tiles::ExpertArgs& e, int group_tiles, int slots, int projections, const int32_t* tasks) {
+  if (group_tiles == 1)
+    tiles::launch_experts_split<S, 1, 1, kExpertDepth, kExpertMinBlocks>(e, slots, projections, kExpertMinBlocks, nullptr, tasks);
+  else tiles::launch_experts_split<S, 1, 2, kExpertDepth, kExpertMinBlocks>(e, slots, projections, kExpertMinBlocks, nullptr, tasks);
 }
 
 // Gate/up pairs take two row tiles per warp (the dense tuning's registers), with the column split
 // of the two-projection launch above, so that the sums are its sums.
 template <class S>
-void launch_expert_pairs(const tiles::ExpertArgs& e, int group_tiles, int slots, const tiles::ExpertRouting* routing) {
-  if (group_tiles == 1) tiles::launch_experts_split<S, kRowTiles, 1, kDepth, kMinBlocks, true>(e, slots, 2, kExpertMinBlocks, routing);
-  else tiles::launch_experts_split<S, kRowTiles, 2, kDepth, kMinBlocks, true>(e, slots, 2, kExpertMinBlocks, routing);
+void launch_expert_pairs(const tiles::ExpertArgs& e, int group_tiles, int slots, const tiles::ExpertRouting* routing,
+                         const int32_t* tasks) {
+  if (group_tiles == 1)
+    tiles::launch_experts_split<S, kRowTiles, 1, kDepth, kMinBlocks, true>(e, slots, 2, kExpertMinBlocks, routing, tasks);
+  else tiles::launch_experts_split<S, kRowTiles, 2, kDepth, kMinBlocks, true>(e, slots, 2, kExpertMinBlocks, routing, tasks);
 }
 
 bool x_rows_ok(const Tensor& x) { return aligned16(x.raw()) && x.stride(0) % 4 == 0; }
@@ -268,13 +272,21 @@ tiles::ExpertArgs expert_args(const Tensor& x, const ExpertSet& a, const ExpertS
 
 }  // namespace
 
-void tiles_expert_matvec(const Tensor& x, const ExpertSet& a, const ExpertSet* b, const Tensor& ids, Tensor& ya, Tensor* yb) {
+namespace {
+// ids: each slot's expert, or with `tasks` (the slots grouped by expert) the tasks, the ids unread.
+void expert_tiles(const Tensor& x, const ExpertSet& a, const ExpertSet* b, const Tensor& ids, Tensor& ya, Tensor* yb,
+                  const int32_t* tasks) {
   const Weight& w = a[0];
   const tiles::ExpertArgs e = expert_args(x, a, b, ids, ya, yb);
   const int slots = static_cast<int>(ya.dim(0)), projections = b != nullptr ? 2 : 1, group_tiles = w.quant.group_size / 64;
-  if (w.scales.dtype() == DType::bf16) launch_expert_tiles<__nv_bfloat16>(e, group_tiles, slots, projections);
-  else launch_expert_tiles<__half>(e, group_tiles, slots, projections);
-  check_launch("expert mat-vec (tiled)");
+  if (w.scales.dtype() == DType::bf16) launch_expert_tiles<__nv_bfloat16>(e, group_tiles, slots, projections, tasks);
+  else launch_expert_tiles<__half>(e, group_tiles, slots, projections, tasks);
+  check_launch(tasks != nullptr ? "grouped expert mat-vec (tiled)" : "expert mat-vec (tiled)");
+}
+}  // namespace
+
+void tiles_expert_matvec(const Tensor& x, const ExpertSet& a, const ExpertSet* b, const Tensor& ids, Tensor& ya, Tensor* yb) {
+  expert_tiles(x, a, b, ids, ya, yb, nullptr);
 }
 
 bool tiles_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x) {
@@ -282,19 +294,22 @@ bool tiles_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const 
 }
 
 namespace {
+// ids as expert_tiles's; routing and tasks exclusive.
 void expert_pairs(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act,
-                  const tiles::ExpertRouting* routing) {
+                  const tiles::ExpertRouting* routing, const int32_t* tasks) {
   const Weight& w = gate[0];
   const tiles::ExpertArgs e = expert_args(x, gate, &up, ids, act, nullptr);
   const int slots = static_cast<int>(act.dim(0)), group_tiles = w.quant.group_size / 64;
-  if (w.scales.dtype() == DType::bf16) launch_expert_pairs<__nv_bfloat16>(e, group_tiles, slots, routing);
-  else launch_expert_pairs<__half>(e, group_tiles, slots, routing);
-  check_launch(routing ? "expert gate/up mat-vec with routing and SwiGLU (tiled)" : "expert gate/up mat-vec with SwiGLU (tiled)");
+  if (w.scales.dtype() == DType::bf16) launch_expert_pairs<__nv_bfloat16>(e, group_tiles, slots, routing, tasks);
+  else launch_expert_pairs<__half>(e, group_tiles, slots, routing, tasks);
+  check_launch(routing ? "expert gate/up mat-vec with routing and SwiGLU (tiled)"
+               : tasks ? "grouped expert gate/up mat-vec with SwiGLU (tiled)"
+                       : "expert gate/up mat-vec with SwiGLU (tiled)");
 }
 }  // namespace
 
 void tiles_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& ids, Tensor& act) {
-  expert_pairs(x, gate, up, ids, act, nullptr);
+  expert_pairs(x, gate, up, ids, act, nullptr, nullptr);
 }
 
 bool tiles_routed_expert_silu_mul_ok(const ExpertSet& gate, const ExpertSet& up, const Tensor& x, const Tensor& logits) {
@@ -314,38 +329,15 @@ void tiles_routed_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const 
                                 routing.normalize,
                                 ids.data<int32_t>(),
                                 weights.data<float>()};
-  expert_pairs(x, gate, up, ids, act, &ro);
+  expert_pairs(x, gate, up, ids, act, &ro, nullptr);
 }
 
 void tiles_grouped_expert_silu_mul(const Tensor& x, const ExpertSet& gate, const ExpertSet& up, const Tensor& tasks, Tensor& act) {
-  const Weight& w = gate[0];
-  const tiles::ExpertArgs e = expert_args(x, gate, &up, tasks, act, nullptr);  // ids unread: the tasks hold the slots
-  const int slots = static_cast<int>(act.dim(0));
-  const int32_t* t = tasks.data<int32_t>();
-  // The pairs' launch shape and column split (launch_expert_pairs), so each slot keeps its bits.
-  auto launch = [&]<class S>() {
-    if (w.quant.group_size == 64)
-      tiles::launch_grouped_experts_split<S, kRowTiles, 1, kDepth, kMinBlocks, true>(e, t, slots, 2, kExpertMinBlocks);
-    else tiles::launch_grouped_experts_split<S, kRowTiles, 2, kDepth, kMinBlocks, true>(e, t, slots, 2, kExpertMinBlocks);
-  };
-  if (w.scales.dtype() == DType::bf16) launch.template operator()<__nv_bfloat16>();
-  else launch.template operator()<__half>();
-  check_launch("grouped expert gate/up mat-vec with SwiGLU (tiled)");
+  expert_pairs(x, gate, up, tasks, act, nullptr, tasks.data<int32_t>());
 }
 
 void tiles_grouped_expert_matvec(const Tensor& x, const ExpertSet& experts, const Tensor& tasks, Tensor& y) {
-  const Weight& w = experts[0];
-  const tiles::ExpertArgs e = expert_args(x, experts, nullptr, tasks, y, nullptr);  // ids unread: the tasks hold the slots
-  const int slots = static_cast<int>(y.dim(0));
-  const int32_t* t = tasks.data<int32_t>();
-  // launch_expert_tiles's shape and column split for one projection.
-  auto launch = [&]<class S>() {
-    if (w.quant.group_size == 64) tiles::launch_grouped_experts_split<S, 1, 1, kExpertDepth, kExpertMinBlocks>(e, t, slots, 1);
-    else tiles::launch_grouped_experts_split<S, 1, 2, kExpertDepth, kExpertMinBlocks>(e, t, slots, 1);
-  };
-  if (w.scales.dtype() == DType::bf16) launch.template operator()<__nv_bfloat16>();
-  else launch.template operator()<__half>();
-  check_launch("grouped expert mat-vec (tiled)");
+  expert_tiles(x, experts, nullptr, tasks, y, nullptr, tasks.data<int32_t>());
 }
 
 namespace {

@@ -616,39 +616,49 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) matvec(Args a, NormFusion f
   else matvec_body<S, KS, RT, GT, DEPTH, PAIRS, FUSE, FORM, NB>(a, blockIdx.x, blockIdx.y, {}, f);
 }
 
-// Block row `slot` of an expert launch through expert `id`. PAIRS: table[0] and table[1] are an
-// MLP's gate and up experts, and y[0] receives silu(gate) * up (gridDim.z 1), each warp taking the
-// gate and the up row tile of the same rows.
-template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS>
-__device__ __forceinline__ void expert_body(const ExpertArgs& e, int slot, int64_t id) {
-  static_assert(RT == (PAIRS ? 2 : 1), "an expert row group is one row tile, or a gate/up pair");
+// Expert `id`'s mat-vec in an expert launch: its tiles from table blockIdx.z (with PAIRS, table 0's
+// gate experts as the first half of the pairs), n x rows from x, and y from row y_row of the launch's
+// y (blockIdx.z's).
+template <bool PAIRS>
+__device__ __forceinline__ Args expert_launch_args(const ExpertArgs& e, int64_t id, const float* x, int n, int64_t y_row) {
   const int64_t* ent = (blockIdx.z == 0 ? e.table[0] : e.table[1]) + 3 * id;
-  const int64_t xr = static_cast<int64_t>(slot / e.fan) * e.x_stride;
   Args a{reinterpret_cast<const uint4*>(ent[0]),
          reinterpret_cast<const uint32_t*>(ent[1]),
          reinterpret_cast<const uint32_t*>(ent[2]),
          e.row_tiles,
          e.k_tiles,
          e.groups,
-         e.x + xr,
+         x,
          e.x_stride,
-         1,
-         (blockIdx.z == 0 ? e.y[0] : e.y[1]) + static_cast<int64_t>(slot) * e.y_stride,
+         n,
+         (blockIdx.z == 0 ? e.y[0] : e.y[1]) + y_row * e.y_stride,
          e.y_stride,
          1,
          e.k_tiles};
   a.evict_first = e.evict_first;
-  if constexpr (PAIRS) {
-    const int64_t* up = e.table[1] + 3 * id;
+  if constexpr (PAIRS) {  // the stack of gate and up row tiles
     a.row_tiles = 2 * e.row_tiles;
     a.pair_tiles = e.row_tiles;
-    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, kOneRow>(a, blockIdx.x, 0,
-                                                              {reinterpret_cast<const uint4*>(up[0]),
-                                                               reinterpret_cast<const uint32_t*>(up[1]),
-                                                               reinterpret_cast<const uint32_t*>(up[2])});
-  } else {  // the general loop: with kOneRow, ptxas spilled 148 bytes in the down + combine launch against its 16
-    matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0);
   }
+  return a;
+}
+
+// Expert `id`'s up half of a gate/up pair launch (table 1).
+__device__ __forceinline__ UpTiles expert_up_tiles(const ExpertArgs& e, int64_t id) {
+  const int64_t* up = e.table[1] + 3 * id;
+  return {reinterpret_cast<const uint4*>(up[0]), reinterpret_cast<const uint32_t*>(up[1]), reinterpret_cast<const uint32_t*>(up[2])};
+}
+
+// Block row `slot` of an expert launch through expert `id`. PAIRS: table[0] and table[1] are an
+// MLP's gate and up experts, and y[0] receives silu(gate) * up (gridDim.z 1), each warp taking the
+// gate and the up row tile of the same rows.
+template <class S, int KS, int RT, int GT, int DEPTH, bool PAIRS>
+__device__ __forceinline__ void expert_body(const ExpertArgs& e, int slot, int64_t id) {
+  static_assert(RT == (PAIRS ? 2 : 1), "an expert row group is one row tile, or a gate/up pair");
+  const Args a = expert_launch_args<PAIRS>(e, id, e.x + static_cast<int64_t>(slot / e.fan) * e.x_stride, 1, slot);
+  if constexpr (PAIRS) matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, kOneRow>(a, blockIdx.x, 0, expert_up_tiles(e, id));
+  else  // the general loop: with kOneRow, ptxas spilled 148 bytes in the down + combine launch against its 16
+    matvec_body<S, KS, RT, GT, DEPTH, PAIRS>(a, blockIdx.x, 0);
 }
 
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
@@ -772,34 +782,10 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) grouped_expert_matvec(Exper
   if (static_cast<int>(blockIdx.y) >= tasks[0]) return;
   const int32_t* task = tasks + 1 + static_cast<int64_t>(blockIdx.y) * kExpertTaskWords;
   const int64_t id = task[0];
-  const int64_t* ent = (blockIdx.z == 0 ? e.table[0] : e.table[1]) + 3 * id;
-  Args a{reinterpret_cast<const uint4*>(ent[0]),
-         reinterpret_cast<const uint32_t*>(ent[1]),
-         reinterpret_cast<const uint32_t*>(ent[2]),
-         e.row_tiles,
-         e.k_tiles,
-         e.groups,
-         e.x,
-         e.x_stride,
-         task[1],
-         blockIdx.z == 0 ? e.y[0] : e.y[1],
-         e.y_stride,
-         1,
-         e.k_tiles};
-  a.evict_first = e.evict_first;
+  const Args a = expert_launch_args<PAIRS>(e, id, e.x, task[1], 0);  // x and y rows through the gather
   const Gather gather{task + 2, e.fan};
-  if constexpr (PAIRS) {
-    const int64_t* up = e.table[1] + 3 * id;
-    a.row_tiles = 2 * e.row_tiles;
-    a.pair_tiles = e.row_tiles;
-    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, kAllColumns, 1, true>(a, blockIdx.x, 0,
-                                                                           {reinterpret_cast<const uint4*>(up[0]),
-                                                                            reinterpret_cast<const uint32_t*>(up[1]),
-                                                                            reinterpret_cast<const uint32_t*>(up[2])},
-                                                                           {}, gather);
-  } else {
-    matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, kAllColumns, 1, true>(a, blockIdx.x, 0, {}, {}, gather);
-  }
+  matvec_body<S, KS, RT, GT, DEPTH, PAIRS, kPlain, kAllColumns, 1, true>(a, blockIdx.x, 0, PAIRS ? expert_up_tiles(e, id) : UpTiles{}, {},
+                                                                         gather);
 }
 
 inline Args args_of(const Weight& w, const float* x, int64_t xs, int n, float* y, int64_t ys) {
@@ -898,10 +884,13 @@ int64_t launch_split(const Args& a, int max_parts = kMaxParts, const NormFusion&
 // projections: 1, or 2 when table[1] / y[1] hold a second one; slots: rows of y. PAIRS: the two
 // projections as gate/up pairs into y[0] (RT 2).
 // routing (gate/up pairs only): the launch routes its tokens (routed_expert_pairs) and e.ids is ignored.
+// tasks: the slots grouped by expert (grouped_expert_matvec, the same grid); e.ids is ignored.
 template <class S, int KS, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch_experts(const ExpertArgs& e, int slots, int projections, const ExpertRouting* routing = nullptr) {
+void launch_experts(const ExpertArgs& e, int slots, int projections, const ExpertRouting* routing = nullptr,
+                    const int32_t* tasks = nullptr) {
   const dim3 grid(static_cast<unsigned>((e.row_tiles + kWarps / KS - 1) / (kWarps / KS)), static_cast<unsigned>(slots),
                   static_cast<unsigned>(PAIRS ? 1 : projections));
+  if (tasks != nullptr) return launch_early(grouped_expert_matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, grid, dim3(kWarps * 32), 0, e, tasks);
   if constexpr (PAIRS) {
     if (routing != nullptr) {
       const dim3 routed(grid.x, static_cast<unsigned>(slots + routing->tokens));
@@ -920,22 +909,13 @@ inline int expert_column_split(int64_t row_tiles, int64_t k_tiles, int min_block
 }
 
 // split_minb: the blocks per multiprocessor the column split is chosen for (MINB unless a caller keeps
-// another tuning's split, and so its sums).
+// another tuning's split, and so its sums). The split depends on the slots alone, so a grouped launch
+// (tasks) gives each slot the sums the per-slot launch gives it.
 template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch_experts_split(const ExpertArgs& e, int slots, int projections, int split_minb = MINB, const ExpertRouting* routing = nullptr) {
+void launch_experts_split(const ExpertArgs& e, int slots, int projections, int split_minb = MINB, const ExpertRouting* routing = nullptr,
+                          const int32_t* tasks = nullptr) {
   with_split(expert_column_split(e.row_tiles * slots * projections, e.k_tiles, split_minb),
-             [&]<int KS>() { launch_experts<S, KS, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing); });
-}
-
-// grouped_expert_matvec over the tasks of `slots` slots, with launch_experts_split's column split for
-// that many slots, so that each slot's sums are those the ungrouped launch gives it.
-template <class S, int RT, int GT, int DEPTH, int MINB, bool PAIRS = false>
-void launch_grouped_experts_split(const ExpertArgs& e, const int32_t* tasks, int slots, int projections, int split_minb = MINB) {
-  with_split(expert_column_split(e.row_tiles * slots * projections, e.k_tiles, split_minb), [&]<int KS>() {
-    const dim3 grid(static_cast<unsigned>((e.row_tiles + kWarps / KS - 1) / (kWarps / KS)), static_cast<unsigned>(slots),
-                    static_cast<unsigned>(PAIRS ? 1 : projections));
-    launch_early(grouped_expert_matvec<S, KS, RT, GT, DEPTH, MINB, PAIRS>, grid, dim3(kWarps * 32), 0, e, tasks);
-  });
+             [&]<int KS>() { launch_experts<S, KS, RT, GT, DEPTH, MINB, PAIRS>(e, slots, projections, routing, tasks); });
 }
 
 // The down launch with the combine (expert_down_combine), with launch_experts_split's column split
