@@ -1421,6 +1421,40 @@ TEST_F(Cuda, attention_decode_kernel_for_one_to_eight_queries) {
       for (int64_t pos0 : {int64_t{0}, int64_t{5}, int64_t{700}, int64_t{4100}}) check_attention(n, pos0, heads, kv_heads, d, 1e-5, rng);
 }
 
+// Decode attention plans its key splits on the device from the live keys, so a query's bits do not
+// depend on how many rows its cache has room for (granules or copies grow caches to different
+// capacities; a recorded step holds its capacity's launch): bf16 caches of one content at several
+// capacities, rows past the live ones filled with other values, give the same bits.
+TEST_F(Cuda, decode_attention_bits_do_not_depend_on_the_cache_capacity) {
+  Rng rng(29);
+  PrecisionScope fast(ops::MatmulPrecision::bf16);
+  for (auto [heads, kv, d] : {std::tuple<int64_t, int64_t, int64_t>{16, 2, 256}, {24, 4, 256}, {8, 1, 128}})
+    for (int64_t n : {1, 3})
+      for (int64_t live : {int64_t{5}, int64_t{200}, int64_t{777}}) {
+        const int64_t pos0 = live - n;
+        const Tensor q = gpu(test::random_tensor({n, heads, d}, DType::f32, rng));
+        const Tensor content_k = test::random_tensor({1024, kv, d}, DType::bf16, rng),
+                     content_v = test::random_tensor({1024, kv, d}, DType::bf16, rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        std::iota(pos.begin(), pos.end(), static_cast<int32_t>(pos0));
+        Tensor first;
+        for (int64_t capacity : {live, live + 37, int64_t{1024}}) {
+          Tensor k = test::random_tensor({capacity, kv, d}, DType::bf16, rng), v = test::random_tensor({capacity, kv, d}, DType::bf16, rng);
+          std::memcpy(k.raw(), content_k.raw(), static_cast<size_t>(live * kv * d) * 2);
+          std::memcpy(v.raw(), content_v.raw(), static_cast<size_t>(live * kv * d) * 2);
+          const ops::KvRows kr{gpu(k), {}, ops::KvFormat::bf16, d}, vr{gpu(v), {}, ops::KvFormat::bf16, d};
+          Tensor out = Tensor::zeros({n, heads, d}, DType::f32, Device::cuda);
+          ops::attention(q, kr, vr, ops::Positions{pos, nullptr}, scale, out);
+          const std::string what =
+              label("heads=%lld/%lld d=%lld n=%lld live=%lld capacity=%lld", static_cast<long long>(heads), static_cast<long long>(kv),
+                    static_cast<long long>(d), static_cast<long long>(n), static_cast<long long>(live), static_cast<long long>(capacity));
+          if (!first) first = host(out);
+          else EXPECT_LE(relative_error(out, first), 0.0) << what;
+        }
+      }
+}
+
 // Gated attention's output gate applied where the decode kernel writes (unsplit) or where the split
 // merge does: the bits of attention then sigmoid_mul, for one to eight queries, GQA groups of 1 to 8,
 // the 4-byte-load path (d 30), short caches (one split) and long ones, the gate read in place from

@@ -25,12 +25,28 @@ constexpr int kWarps = 4;
 
 struct DecodeArgs {
   AttnView a;
-  int groups;  // query heads per KV head
-  int rows;    // n * groups: rows of one KV head
-  int64_t keys_per_split;
-  int splits;
-  float* part;  // (n, heads, splits, d + 2): unnormalised acc..., max, sum
+  int groups;        // query heads per KV head
+  int rows;          // n * groups: rows of one KV head
+  int splits;        // the launch's key splits: the most any live length of the cache can use
+  int split_target;  // splits that fill the GPU (live_splits)
+  float* part;       // (n, heads, splits, d + 2): unnormalised acc..., max, sum
 };
+
+// The key splits of the live keys, planned on the device from the position (so a recorded step plans
+// as a launched one, and a sequence's bits depend on its live length, not on its cache's capacity,
+// short of kRereadBytes, which picks the rows a block takes):
+// split_target of them but none under kMinKeysPerSplit keys (the merge costs traffic), each of
+// `keys_per_split` keys; splits past them find nothing and end at once.
+constexpr int64_t kMinKeysPerSplit = 16;
+__device__ __forceinline__ int live_splits(const DecodeArgs& args, int64_t& keys_per_split) {
+  const AttnView& a = args.a;
+  const int64_t q_pos0 = a.q_pos0_device != nullptr ? *a.q_pos0_device : a.q_pos0;
+  const int64_t live = q_pos0 + a.n;  // keys [0, live) are visible to the last query
+  int64_t splits = min(static_cast<int64_t>(args.split_target), (live + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
+  splits = max(int64_t{1}, min(splits, static_cast<int64_t>(args.splits)));
+  keys_per_split = (live + splits - 1) / splits;
+  return static_cast<int>((live + keys_per_split - 1) / keys_per_split);
+}
 
 template <int VEC>
 struct Chunk {
@@ -97,6 +113,9 @@ __device__ __forceinline__ Chunk<VEC> zero_chunk() {
 // of KV head g's rows [row0, row0 + RB).
 template <KvElem K, KvElem V, int VEC, int P, int RB, int KB>
 __device__ __forceinline__ void decode_block(const DecodeArgs& args, int64_t split, int64_t g, int row0) {
+  int64_t keys_per_split;
+  const int splits = live_splits(args, keys_per_split);
+  if (split >= splits) return;  // block-uniform: past the live keys
   constexpr int DP = 32 * P * VEC;
   __shared__ float red_acc[kWarps][RB][DP];
   __shared__ float red_m[kWarps][RB], red_l[kWarps][RB];
@@ -139,8 +158,8 @@ __device__ __forceinline__ void decode_block(const DecodeArgs& args, int64_t spl
   // same offset in its block of 32 for every p. Lanes past d read another chunk (load_batch) whose
   // values, finite either way, reach no output.
   const uint32_t v_shift = q4_shift(lane * VEC);
-  const int64_t key_begin = split * args.keys_per_split;
-  const int64_t key_end = key_begin + args.keys_per_split < block_limit ? key_begin + args.keys_per_split : block_limit;
+  const int64_t key_begin = split * keys_per_split;
+  const int64_t key_end = key_begin + keys_per_split < block_limit ? key_begin + keys_per_split : block_limit;
   // Keys t0 .. t0 + KB - 1 into each row's online softmax.
   auto consume = [&](const KvBatch<K, V, VEC, P, KB>& b, int64_t t0) {
     float s[RB][KB];
@@ -241,7 +260,7 @@ __device__ __forceinline__ void decode_block(const DecodeArgs& args, int64_t spl
       }
     }
     const int64_t i = row / G, h = g * G + row % G;
-    if (args.splits == 1) {
+    if (splits == 1) {
       a.out[i * a.o_s0 + h * a.o_s1 + c] = gated_out(a, i, h, c, A / L);
     } else {
       float* part = args.part + ((i * a.heads + h) * args.splits + split) * (D + 2);
@@ -295,9 +314,12 @@ __device__ __forceinline__ void combine_block(const DecodeArgs& args, int64_t i,
   __shared__ float weight[kMaxSplits];
   __shared__ float partial[8][32];
   __shared__ float scratch[32];
+  int64_t keys_per_split;
+  const int S = live_splits(args, keys_per_split);
+  if (S == 1) return;  // block-uniform: the one split wrote the output itself
   const AttnView& a = args.a;
-  const int D = a.d, S = args.splits, tid = threadIdx.x, slice = tid >> 5, c = c0 + (tid & 31);
-  const float* part = args.part + (i * a.heads + h) * S * (D + 2);
+  const int D = a.d, tid = threadIdx.x, slice = tid >> 5, c = c0 + (tid & 31);
+  const float* part = args.part + (i * a.heads + h) * args.splits * (D + 2);
   const float ms = tid < S ? part[tid * (D + 2) + D] : -INFINITY;
   const float M = block_max(ms, scratch);  // finite: key 0 is in some split
   const float w = ms == -INFINITY ? 0.0f : expf(ms - M);
@@ -325,7 +347,7 @@ __global__ void __launch_bounds__(256) decode_combine(DecodeArgs args) {
   combine_block(args, blockIdx.x, blockIdx.y, static_cast<int>(blockIdx.z) * 32);
 }
 
-// Grid: (sequences x queries, heads, d / 32), over the sequences that split their keys.
+// Grid: (sequences x queries, heads, d / 32), over the sequences whose launch splits their keys.
 __global__ void __launch_bounds__(256) decode_combine_batch(const __grid_constant__ DecodeBatch batch, int queries) {
   wait_for_previous();  // launched early (common.cuh): nothing is read before the kernel ahead ends
   allow_next_early();
@@ -383,12 +405,11 @@ DecodeConfig decode_config(const DecodeArgs& args) {
   return c;
 }
 
-// The key splits of a call with `rb` rows a block (args.splits, args.keys_per_split); returns its row groups.
+// The key splits of a call with `rb` rows a block: the launch's (args.splits, by k's rows: for a model
+// the cache's capacity, which a recorded step outlives no more than its addresses) and the target the
+// device plans the live keys' splits with (live_splits). Returns the call's row groups.
 int64_t plan_splits(DecodeArgs& args, int rb) {
   const AttnView& a = args.a;
-  // Splits are sized by k's rows (for a model, the cache's capacity), never by the live position, so
-  // a recorded step (which cannot know it) computes the same bits; splits past the live keys find none.
-  const int64_t keys = a.key_rows;
   const int64_t row_groups = (args.rows + rb - 1) / rb;
   const int64_t base = a.kv_heads * row_groups;
   // Up to eight blocks per multiprocessor, but no split under 16 keys (the merge costs traffic). A
@@ -397,12 +418,10 @@ int64_t plan_splits(DecodeArgs& args, int rb) {
   // on 132 multiprocessors. On an H200 (bench/gpu/decode_sweep.py, tg128 after 512, single runs about
   // 1% apart): MoE shape 444.9 -> 453.9 tok/s, 27B 150.1 -> 151.2, 24B 191.9 -> 192.8; 8 keys were
   // faster for the MoE shape (456.9) and slower for the 24B (185.8).
-  constexpr int64_t kMinKeysPerSplit = 16, kBlocksPerMultiprocessor = 8;
-  int64_t splits = std::min<int64_t>((kBlocksPerMultiprocessor * multiprocessor_count() + base - 1) / base,
-                                     (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
-  splits = std::clamp<int64_t>(splits, 1, kMaxSplits);
-  args.keys_per_split = (keys + splits - 1) / splits;
-  args.splits = static_cast<int>((keys + args.keys_per_split - 1) / args.keys_per_split);
+  constexpr int64_t kBlocksPerMultiprocessor = 8;
+  const int64_t target = std::clamp<int64_t>((kBlocksPerMultiprocessor * multiprocessor_count() + base - 1) / base, 1, kMaxSplits);
+  args.split_target = static_cast<int>(target);
+  args.splits = static_cast<int>(std::clamp<int64_t>((a.key_rows + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, target));
   return row_groups;
 }
 
