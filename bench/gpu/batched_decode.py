@@ -6,9 +6,10 @@ the shape's, so every sampled id decodes). Prints one row per concurrency with i
 
   SANCTUM_BIN=... python3 bench/gpu/batched_decode.py --shape qwen3_5-27b --levels 1,4,8,16 [--json OUT]
 
---trace CSV injects the kernel trace library (SANCTUM_KERNEL_TRACE_LIB, bench/gpu/kernel_trace.cc) into
-the server and then prints, for the last level, where the GPU's time went: the share of the level's
-wall time some kernel ran, and the kernels by summed time with their launch counts per output token.
+--tune KNOB=VALUE (repeatable) passes a tuning knob to the server. --trace CSV injects the kernel
+trace library (SANCTUM_KERNEL_TRACE_LIB, bench/gpu/kernel_trace.cc) into the server and then prints,
+for the last level, where the GPU's time went: the share of the level's wall time some kernel ran,
+and the kernels by summed time with their launch counts per output token.
 Run it with one level: the trace costs host time, so its tok/s are not the untraced figures.
 """
 import argparse
@@ -87,6 +88,7 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--trace", type=Path, help="write the server's kernel trace here and summarize the last level")
+    ap.add_argument("--tune", action="append", default=[], metavar="KNOB=VALUE", help="passed to the server (repeatable)")
     args = ap.parse_args()
     if args.trace:
         if not os.environ.get("SANCTUM_KERNEL_TRACE_LIB"):
@@ -100,6 +102,8 @@ def main() -> int:
         # A queue as long as the clients: requests the memory plan cannot run at once wait, not 429.
         extra = ["--device", args.device, "--no-pld", "--prompt-cache-mb", "0", "--max-seqs", str(max(levels)),
                  "--max-queue", str(max(levels))]
+        for knob in args.tune:
+            extra += ["--tune", knob]
         with loadgen.ServeProcess(binary, str(model), 8, extra, timeout=600) as srv:
             loadgen.run(srv.url, loadgen.LoadConfig(levels=[1], prompt_tokens=args.prompt_tokens, max_tokens=4, requests_per_client=1))
             cfg = loadgen.LoadConfig(levels=levels, prompt_tokens=args.prompt_tokens, max_tokens=args.max_tokens,
