@@ -6,6 +6,8 @@ swapping every round, so neither always runs on a machine fresh from the other).
 many concurrent streams of a --prompt-tokens prompt and --max-tokens tokens, all at once; decode
 tok/s = streams x 1000 / ITL p50. With --churn SECONDS each level instead runs that long with clients
 looping and closing requests early at random (--cancel-prob), so sequences join and leave the batch.
+With --baseline-bin BIN instead of --knob, the second server is another build with the defaults (a
+change without a knob against the build before it).
 
   SANCTUM_BIN=... python3 bench/gpu/knob_ab.py --shape qwen3_5_moe-35b-a3b --layers 12 \\
       --knob group_decode_experts --levels 8,16,32,64 --max-tokens 128 --rounds 2 [--json OUT]
@@ -45,7 +47,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", default="qwen3_5_moe-35b-a3b", choices=sorted(random_checkpoint.SHAPES))
     ap.add_argument("--layers", type=int, help="fewer layers than the shape's")
-    ap.add_argument("--knob", required=True, help="the tuning knob to turn off in the second server (sanctum --help-tuning)")
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--knob", help="the tuning knob to turn off in the second server (sanctum --help-tuning)")
+    which.add_argument("--baseline-bin", help="the second server's binary, run with the defaults")
     ap.add_argument("--levels", default="8,16,32,64")
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--max-tokens", type=int, default=128)
@@ -57,16 +61,22 @@ def main() -> int:
     args = ap.parse_args()
     binary = os.environ.get("SANCTUM_BIN", str(ROOT / "build" / "sanctum"))
     levels = [int(x) for x in args.levels.split(",")]
+    # "on": SANCTUM_BIN with the defaults; "off": the knob turned off, or the baseline build.
+    tag = {"on": f"{args.knob} on", "off": f"{args.knob} off"} if args.knob else {"on": "SANCTUM_BIN", "off": "baseline"}
+    title = f"{args.knob} on against off" if args.knob else f"{binary} (on) against {args.baseline_bin} (off)"
     runs = {"on": [], "off": []}
     with tempfile.TemporaryDirectory(prefix="knob-ab-") as tmp:
         model = make_model(args.shape, Path(tmp) / args.shape, args.layers)
         for r in range(2 * args.rounds):
             order = ["on", "off"] if r % 2 == 0 else ["off", "on"]
             for which in order:
-                got = run_server(binary, model, args.knob if which == "off" else None, args, levels)
+                if which == "on" or args.knob:
+                    got = run_server(binary, model, args.knob if which == "off" else None, args, levels)
+                else:
+                    got = run_server(args.baseline_bin, model, None, args, levels)
                 runs[which].append(got)
-                print(f"round {r + 1}, {args.knob} {which}: " + ", ".join(f"{c} streams {v:,.1f}" for c, v in got.items()), flush=True)
-    print(f"{args.shape}{f' cut to {args.layers} layer(s)' if args.layers else ''}: decode tok/s, {args.knob} on against off "
+                print(f"round {r + 1}, {tag[which]}: " + ", ".join(f"{c} streams {v:,.1f}" for c, v in got.items()), flush=True)
+    print(f"{args.shape}{f' cut to {args.layers} layer(s)' if args.layers else ''}: decode tok/s, {title} "
           f"({len(runs['on'])} runs each{', churn' if args.churn else ''})")
     print(f"{'streams':>8}{'off (mean)':>12}{'on (mean)':>12}{'on / off':>10}")
     summary = []
@@ -79,7 +89,7 @@ def main() -> int:
         summary.append({"streams": c, "on": on, "off": off, "ratio": m_on / m_off})
         print(f"{c:>8}{m_off:>12,.1f}{m_on:>12,.1f}{m_on / m_off:>9.2f}x")
     if args.json:
-        args.json.write_text(json.dumps({"shape": args.shape, "layers": args.layers, "knob": args.knob, "churn": args.churn,
+        args.json.write_text(json.dumps({"shape": args.shape, "layers": args.layers, "knob": title, "churn": args.churn,
                                          "levels": summary}, indent=1) + "\n")
     return 0
 
