@@ -70,10 +70,8 @@ def main() -> int:
         for r in range(2 * args.rounds):
             order = ["on", "off"] if r % 2 == 0 else ["off", "on"]
             for which in order:
-                if which == "on" or args.knob:
-                    got = run_server(binary, model, args.knob if which == "off" else None, args, levels)
-                else:
-                    got = run_server(args.baseline_bin, model, None, args, levels)
+                off = which == "off"
+                got = run_server(args.baseline_bin if off and args.baseline_bin else binary, model, args.knob if off else None, args, levels)
                 runs[which].append(got)
                 print(f"round {r + 1}, {tag[which]}: " + ", ".join(f"{c} streams {v:,.1f}" for c, v in got.items()), flush=True)
     print(f"{args.shape}{f' cut to {args.layers} layer(s)' if args.layers else ''}: decode tok/s, {title} "

@@ -25,25 +25,23 @@ constexpr int kWarps = 4;
 
 struct DecodeArgs {
   AttnView a;
-  int groups;        // query heads per KV head
-  int rows;          // n * groups: rows of one KV head
-  int splits;        // the launch's key splits: the most any live length of the cache can use
-  int split_target;  // splits that fill the GPU (live_splits)
-  float* part;       // (n, heads, splits, d + 2): unnormalised acc..., max, sum
+  int groups;   // query heads per KV head
+  int rows;     // n * groups: rows of one KV head
+  int splits;   // the launch's key splits: those that fill the GPU, fewer where k's rows are few (plan_splits)
+  float* part;  // (n, heads, splits, d + 2): unnormalised acc..., max, sum
 };
 
 // The key splits of the live keys, planned on the device from the position (so a recorded step plans
 // as a launched one, and a sequence's bits depend on its live length, not on its cache's capacity,
-// short of kRereadBytes, which picks the rows a block takes):
-// split_target of them but none under kMinKeysPerSplit keys (the merge costs traffic), each of
-// `keys_per_split` keys; splits past them find nothing and end at once.
+// short of kRereadBytes, which picks the rows a block takes): the launch's splits but none under
+// kMinKeysPerSplit keys (the merge costs traffic), each of `keys_per_split` keys; splits past them
+// find nothing and end at once.
 constexpr int64_t kMinKeysPerSplit = 16;
 __device__ __forceinline__ int live_splits(const DecodeArgs& args, int64_t& keys_per_split) {
   const AttnView& a = args.a;
   const int64_t q_pos0 = a.q_pos0_device != nullptr ? *a.q_pos0_device : a.q_pos0;
   const int64_t live = q_pos0 + a.n;  // keys [0, live) are visible to the last query
-  int64_t splits = min(static_cast<int64_t>(args.split_target), (live + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
-  splits = max(int64_t{1}, min(splits, static_cast<int64_t>(args.splits)));
+  const int64_t splits = max(int64_t{1}, min(static_cast<int64_t>(args.splits), (live + kMinKeysPerSplit - 1) / kMinKeysPerSplit));
   keys_per_split = (live + splits - 1) / splits;
   return static_cast<int>((live + keys_per_split - 1) / keys_per_split);
 }
@@ -405,9 +403,9 @@ DecodeConfig decode_config(const DecodeArgs& args) {
   return c;
 }
 
-// The key splits of a call with `rb` rows a block: the launch's (args.splits, by k's rows: for a model
-// the cache's capacity, which a recorded step outlives no more than its addresses) and the target the
-// device plans the live keys' splits with (live_splits). Returns the call's row groups.
+// The key splits of a call's launch with `rb` rows a block (args.splits: those that fill the GPU, fewer
+// where k's rows, for a model the cache's capacity, are few); the device plans the live keys' splits
+// within them (live_splits). Returns the call's row groups.
 int64_t plan_splits(DecodeArgs& args, int rb) {
   const AttnView& a = args.a;
   const int64_t row_groups = (args.rows + rb - 1) / rb;
@@ -420,7 +418,6 @@ int64_t plan_splits(DecodeArgs& args, int rb) {
   // faster for the MoE shape (456.9) and slower for the 24B (185.8).
   constexpr int64_t kBlocksPerMultiprocessor = 8;
   const int64_t target = std::clamp<int64_t>((kBlocksPerMultiprocessor * multiprocessor_count() + base - 1) / base, 1, kMaxSplits);
-  args.split_target = static_cast<int>(target);
   args.splits = static_cast<int>(std::clamp<int64_t>((a.key_rows + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, target));
   return row_groups;
 }
