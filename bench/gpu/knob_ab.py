@@ -87,8 +87,8 @@ def main() -> int:
         summary.append({"streams": c, "on": on, "off": off, "ratio": m_on / m_off})
         print(f"{c:>8}{m_off:>12,.1f}{m_on:>12,.1f}{m_on / m_off:>9.2f}x")
     if args.json:
-        args.json.write_text(json.dumps({"shape": args.shape, "layers": args.layers, "knob": title, "churn": args.churn,
-                                         "levels": summary}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"shape": args.shape, "layers": args.layers, "knob": args.knob, "baseline_bin": args.baseline_bin,
+                                         "churn": args.churn, "levels": summary}, indent=1) + "\n")
     return 0
 
 
