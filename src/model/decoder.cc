@@ -531,6 +531,8 @@ class DecoderModel final : public Model {
   // the tokens and positions reach the step through device memory written before each replay, and
   // the position-dependent ops read them there (BatchRows::device_positions). A changed set (a
   // sequence joined or left, a cache grew) runs the step directly once and records on the next.
+  // Each batch size keeps its own recording, so that a set of a size seen before (sequences come and
+  // go) updates that size's recording in place instead of building one anew.
   // False where it does not apply (the caller launches the step itself).
   bool decode_batch_recorded(int64_t n) {
     if (!batch_graphs_ || n > kMaxRecordedRows || static_cast<size_t>(n) != sequences_.size()) return false;
@@ -550,20 +552,23 @@ class DecoderModel final : public Model {
       ops::embedding(embed_, ids, h);
       run_layers(h, BatchRows{sequences_, {positions_, &positions}, {}, sequence_positions_}, logits_ranges_);
     };
+    if (batch_recordings_.empty()) batch_recordings_.resize(static_cast<size_t>(kMaxRecordedRows + 1));
+    BatchRecording& rec = batch_recordings_[static_cast<size_t>(n)];
     batch_key(current_batch_key_);
-    if (current_batch_key_ != recorded_batch_key_) {
-      batch_graph_.clear();
+    if (current_batch_key_ != rec.key) {
+      rec.graph.clear();
       enqueue();
-      batch_key(recorded_batch_key_);  // after the run: what it allocated is part of the set
+      batch_key(rec.key);  // after the run: what it allocated is part of the set
       return true;
     }
-    if (!batch_graph_.recorded() && !batch_graph_.record(enqueue)) {
-      log::warn("batched decode step graphs disabled; launching kernels one by one", {{"reason", batch_graph_.last_error()}});
+    if (!rec.graph.recorded() && !rec.graph.record(enqueue)) {
+      log::warn("batched decode step graphs disabled; launching kernels one by one", {{"reason", rec.graph.last_error()}});
       batch_graphs_ = false;
+      batch_recordings_.clear();
       enqueue();
       return true;
     }
-    batch_graph_.replay();
+    rec.graph.replay();
     return true;
   }
 
@@ -705,8 +710,12 @@ class DecoderModel final : public Model {
   // Recorded batched decode steps (tuning batch_graphs=0 turns them off).
   static constexpr int64_t kMaxRecordedRows = 64;
   bool batch_graphs_ = false;
-  StepGraph batch_graph_;
-  std::vector<uint64_t> recorded_batch_key_, current_batch_key_;
+  struct BatchRecording {
+    StepGraph graph;
+    std::vector<uint64_t> key;  // batch_key of the set the graph was recorded over
+  };
+  std::vector<BatchRecording> batch_recordings_;  // by batch size; made on first use
+  std::vector<uint64_t> current_batch_key_;
   Tensor batch_step_;  // i32 (2 kMaxRecordedRows) on the device: tokens, then positions at kMaxRecordedRows
   std::vector<int32_t> batch_inputs_;
   std::vector<Tensor> sequence_positions_;

@@ -19,11 +19,17 @@ class StepGraph {
 
   // Records what `enqueue` queues on the process's stream (nothing runs), replacing any previous
   // recording. Returns false and holds no recording when the work cannot be recorded (enqueue threw,
-  // or queued something a graph cannot hold); the reason is in last_error().
+  // or queued something a graph cannot hold); the reason is in last_error(). Where an earlier
+  // recording of the same launches (over other buffers or values) was kept, the new one updates it in
+  // place, which costs a fraction of building it anew: a step of a thousand kernels takes milliseconds
+  // to instantiate.
   bool record(const std::function<void()>& enqueue);
   bool recorded() const;
+  // Whether the last successful record() updated a kept recording rather than building a new one.
+  bool updated_in_place() const;
   // Queues the recorded work on the stream.
   void replay();
+  // Drops the recording (recorded() turns false) but keeps what a later record() can update in place.
   void clear();
   const std::string& last_error() const;
 

@@ -1318,6 +1318,43 @@ TEST_F(Cuda, recording_refuses_allocation_and_host_waits) {
   EXPECT_EQ(t.to(Device::cpu).data<float>()[0], 0.0f);
 }
 
+// A step recorded again over other buffers (a decode step after its sequences' caches moved) updates
+// the kept recording in place, and the replay reads the new buffers; a step of other launches
+// (another batch size) builds a recording of its own. Both replay what a direct run computes.
+TEST_F(Cuda, a_step_recorded_again_over_other_buffers_updates_in_place) {
+  Rng rng(5);
+  const Tensor a = gpu(test::random_tensor({37, 19}, DType::f32, rng)), b = gpu(test::random_tensor({37, 19}, DType::f32, rng));
+  Tensor out = Tensor::zeros({37, 19}, DType::f32, Device::cuda), other = Tensor::zeros({37, 19}, DType::f32, Device::cuda);
+  StepGraph graph;
+  ASSERT_TRUE(graph.record([&] { ops::add(a, a, out); })) << graph.last_error();
+  EXPECT_FALSE(graph.updated_in_place());
+  graph.replay();
+  Tensor want = Tensor::zeros({37, 19}, DType::f32, Device::cuda);
+  ops::add(a, a, want);
+  EXPECT_LE(relative_error(out, host(want)), 0.0) << "first recording";
+
+  graph.clear();
+  EXPECT_FALSE(graph.recorded());
+  ASSERT_TRUE(graph.record([&] { ops::add(b, a, other); })) << graph.last_error();
+  EXPECT_TRUE(graph.updated_in_place()) << "same launch over other buffers";
+  graph.replay();
+  ops::add(b, a, want);
+  EXPECT_LE(relative_error(other, host(want)), 0.0) << "updated recording reads the new buffers";
+
+  ASSERT_TRUE(graph.record([&] {
+    ops::add(a, b, out);
+    ops::add(out, b, other);
+  })) << graph.last_error();
+  EXPECT_FALSE(graph.updated_in_place()) << "two launches where one was recorded";
+  ops::copy(a, out);
+  ops::copy(a, other);
+  graph.replay();
+  ops::add(a, b, want);
+  EXPECT_LE(relative_error(out, host(want)), 0.0) << "rebuilt recording, first launch";
+  ops::add(want, b, want);
+  EXPECT_LE(relative_error(other, host(want)), 0.0) << "rebuilt recording, second launch";
+}
+
 TEST_F(Cuda, rope_partial_and_yarn) {
   Rng rng(17);
   for (auto [type, rotary] :

@@ -12,12 +12,37 @@ thread_local bool t_recording = false;
 }  // namespace
 
 struct StepGraph::Impl {
-  cudaGraphExec_t exec = nullptr;
+  cudaGraphExec_t exec = nullptr;  // kept by clear() for the next record() to update
+  bool valid = false;              // exec holds the current recording
+  bool updated = false;
   std::string error;
 
   void destroy() {
     if (exec != nullptr) cudaGraphExecDestroy(exec);
     exec = nullptr;
+    valid = false;
+  }
+
+  // Makes exec run `graph`: an update in place where the kept exec has the same launches, else a new
+  // instantiation. Sets error on failure.
+  void adopt(cudaGraph_t graph) {
+    updated = false;
+    if (exec != nullptr) {
+      cudaGraphExecUpdateResultInfo info{};
+      if (cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess) {
+        valid = updated = true;
+        return;
+      }
+      cudaGetLastError();  // a refused update (another topology) is not an error: instantiate instead
+      destroy();
+    }
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    if (made != cudaSuccess) {
+      error = std::string("instantiation failed: ") + cudaGetErrorString(made);
+      exec = nullptr;
+      return;
+    }
+    valid = true;
   }
   ~Impl() { destroy(); }
 };
@@ -30,7 +55,7 @@ StepGraph& StepGraph::operator=(StepGraph&&) noexcept = default;
 bool StepGraph::recording_now() { return t_recording; }
 
 bool StepGraph::record(const std::function<void()>& enqueue) {
-  impl_->destroy();
+  impl_->valid = false;
   impl_->error.clear();
   const cudaStream_t s = cuda::stream();
   // Thread-local mode: other threads' CUDA calls (a health probe reading memory figures) neither
@@ -46,26 +71,22 @@ bool StepGraph::record(const std::function<void()>& enqueue) {
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(s, &graph);
   if (impl_->error.empty() && ended != cudaSuccess) impl_->error = std::string("recording failed: ") + cudaGetErrorString(ended);
-  if (impl_->error.empty()) {
-    const cudaError_t made = cudaGraphInstantiate(&impl_->exec, graph, 0);
-    if (made != cudaSuccess) {
-      impl_->error = std::string("instantiation failed: ") + cudaGetErrorString(made);
-      impl_->exec = nullptr;
-    }
-  }
+  if (impl_->error.empty()) impl_->adopt(graph);
   if (graph != nullptr) cudaGraphDestroy(graph);
   cudaGetLastError();  // drop the error a failed recording leaves for the next check; the caller falls back
-  return impl_->exec != nullptr;
+  return impl_->valid;
 }
 
-bool StepGraph::recorded() const { return impl_->exec != nullptr; }
+bool StepGraph::recorded() const { return impl_->valid; }
+
+bool StepGraph::updated_in_place() const { return impl_->valid && impl_->updated; }
 
 void StepGraph::replay() {
-  check(impl_->exec != nullptr, ErrorKind::internal, "StepGraph::replay without a recording");
+  check(impl_->valid, ErrorKind::internal, "StepGraph::replay without a recording");
   cuda::check_cuda(cudaGraphLaunch(impl_->exec, cuda::stream()), "step graph replay");
 }
 
-void StepGraph::clear() { impl_->destroy(); }
+void StepGraph::clear() { impl_->valid = false; }
 
 const std::string& StepGraph::last_error() const { return impl_->error; }
 

@@ -17,6 +17,7 @@ StepGraph& StepGraph::operator=(StepGraph&&) noexcept = default;
 bool StepGraph::recording_now() { return false; }
 bool StepGraph::record(const std::function<void()>&) { return false; }
 bool StepGraph::recorded() const { return false; }
+bool StepGraph::updated_in_place() const { return false; }
 void StepGraph::replay() {}
 void StepGraph::clear() {}
 const std::string& StepGraph::last_error() const { return impl_->error; }
