@@ -88,15 +88,15 @@ double measure_bandwidth() {
   return best;
 }
 
-// GB/s of y = x · wᵀ with n = 1, cycling through enough copies of the weight to defeat the caches.
-// hot: one copy, re-read from cache (the kernel's compute ceiling).
-double matvec_gbps(int64_t rows, int64_t cols, std::mt19937& gen, double* us_per_call, bool hot = false) {
+// GB/s of y = x · wᵀ with n rows of x (1: a mat-vec), cycling through enough copies of the weight to
+// defeat the caches. hot: one copy, re-read from cache (the kernel's compute ceiling).
+double matvec_gbps(int64_t rows, int64_t cols, std::mt19937& gen, double* us_per_call, bool hot = false, int64_t n = 1) {
   const size_t one = static_cast<size_t>(rows * cols / 2 + rows * cols / 64 * 4);
   const int copies = hot ? 1 : static_cast<int>(std::max<size_t>(1, (size_t{600} << 20) / one));
   std::vector<Weight> ws;
   for (int c = 0; c < copies; ++c) ws.push_back(make_q4(rows, cols, gen));
-  Tensor x = Tensor::zeros({1, cols}, DType::f32), y = Tensor::zeros({1, rows}, DType::f32);
-  for (int64_t i = 0; i < cols; ++i) x.data<float>()[i] = static_cast<float>(gen() % 100) / 100.0f - 0.5f;
+  Tensor x = Tensor::zeros({n, cols}, DType::f32), y = Tensor::zeros({n, rows}, DType::f32);
+  for (int64_t i = 0; i < n * cols; ++i) x.data<float>()[i] = static_cast<float>(gen() % 100) / 100.0f - 0.5f;
   for (auto& w : ws) ops::matmul(x, w, y);  // warm-up
   double best = 1e9;
   for (int rep = 0; rep < 5; ++rep) {
@@ -187,6 +187,16 @@ int main(int argc, char** argv) {
     const double gbps = matvec_gbps(896, 896, gen, &us, true);
     std::printf("[%-4s] q4g64 matvec 896->896 cache-hot (compute ceiling) %8.1f us  %6.1f GB/s\n", ops::matmul_precision_name(mode), us,
                 gbps);
+  }
+
+  // A decode batch of 8 rows (the row-tiled int8 kernel), weights from memory and from cache: the
+  // same rate both ways means the kernel's instructions, not the weight reads, bound it.
+  ops::set_matmul_precision(ops::MatmulPrecision::int8);
+  for (bool hot : {false, true}) {
+    double us;
+    matvec_gbps(4864, 896, gen, &us, hot, 8);
+    std::printf("[int8] q4g64 8 rows 896->4864 (gate/up), %s %8.1f us  %6.1f G MAC/s\n", hot ? "cache-hot" : "from memory", us,
+                8.0 * 4864 * 896 / us / 1e3);
   }
 
   // One decode step of Qwen2.5-0.5B: 24 x (q, k, v, o, gate, up, down) + lm_head, weights all distinct.
