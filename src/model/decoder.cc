@@ -511,19 +511,11 @@ class DecoderModel final : public Model {
       run_layers(h, BatchRows{{&one, 1}, {positions_, &position}, {}, {}}, logits_rows(0, 1, which));
     };
     recording_key(state, which, current_key_);
-    if (current_key_ != recorded_key_) {
-      graph_.clear();
-      enqueue();
-      recording_key(state, which, recorded_key_);  // after the run: what it allocated is part of the set
-      return;
-    }
-    if (!graph_.recorded() && !graph_.record(enqueue)) {
-      log::warn("decode step graphs disabled; launching kernels one by one", {{"reason", graph_.last_error()}});
+    if (!step_graph_.run(
+            current_key_, [&](KeyedStep::Key& key) { recording_key(state, which, key); }, enqueue)) {
+      log::warn("decode step graphs disabled; launching kernels one by one", {{"reason", step_graph_.last_error()}});
       graphs_ = false;
-      enqueue();
-      return;
     }
-    graph_.replay();
   }
 
   // forward_batch's decode step (every sequence one token) on the GPU, recorded once per set of
@@ -552,23 +544,15 @@ class DecoderModel final : public Model {
       ops::embedding(embed_, ids, h);
       run_layers(h, BatchRows{sequences_, {positions_, &positions}, {}, sequence_positions_}, logits_ranges_);
     };
-    if (batch_recordings_.empty()) batch_recordings_.resize(static_cast<size_t>(kMaxRecordedRows + 1));
-    BatchRecording& rec = batch_recordings_[static_cast<size_t>(n)];
-    batch_key(current_batch_key_);
-    if (current_batch_key_ != rec.key) {
-      rec.graph.clear();
-      enqueue();
-      batch_key(rec.key);  // after the run: what it allocated is part of the set
-      return true;
-    }
-    if (!rec.graph.recorded() && !rec.graph.record(enqueue)) {
-      log::warn("batched decode step graphs disabled; launching kernels one by one", {{"reason", rec.graph.last_error()}});
+    if (batch_graphs_by_size_.empty()) batch_graphs_by_size_.resize(static_cast<size_t>(kMaxRecordedRows + 1));
+    batch_key(current_key_);
+    KeyedStep& step = batch_graphs_by_size_[static_cast<size_t>(n)];
+    if (!step.run(
+            current_key_, [&](KeyedStep::Key& key) { batch_key(key); }, enqueue)) {
+      log::warn("batched decode step graphs disabled; launching kernels one by one", {{"reason", step.last_error()}});
       batch_graphs_ = false;
-      batch_recordings_.clear();
-      enqueue();
-      return true;
+      batch_graphs_by_size_.clear();
     }
-    rec.graph.replay();
     return true;
   }
 
@@ -704,19 +688,14 @@ class DecoderModel final : public Model {
   std::vector<RowRange> logits_ranges_;
   // Decode-step recording (CUDA only; tuning cuda_graphs=0 turns it off).
   bool graphs_ = false;
-  StepGraph graph_;
-  std::vector<uint64_t> recorded_key_, current_key_;
-  Tensor step_;  // i32 [token, position] on the device
+  KeyedStep step_graph_;
+  KeyedStep::Key current_key_;  // the step's key (recording_key, batch_key), reused every step
+  Tensor step_;                 // i32 [token, position] on the device
   // Recorded batched decode steps (tuning batch_graphs=0 turns them off).
   static constexpr int64_t kMaxRecordedRows = 64;
   bool batch_graphs_ = false;
-  struct BatchRecording {
-    StepGraph graph;
-    std::vector<uint64_t> key;  // batch_key of the set the graph was recorded over
-  };
-  std::vector<BatchRecording> batch_recordings_;  // by batch size; made on first use
-  std::vector<uint64_t> current_batch_key_;
-  Tensor batch_step_;  // i32 (2 kMaxRecordedRows) on the device: tokens, then positions at kMaxRecordedRows
+  std::vector<KeyedStep> batch_graphs_by_size_;  // made on first use
+  Tensor batch_step_;                            // i32 (2 kMaxRecordedRows) on the device: tokens, then positions at kMaxRecordedRows
   std::vector<int32_t> batch_inputs_;
   std::vector<Tensor> sequence_positions_;
   // Picking on the GPU (CUDA only; tuning gpu_sampling=0 turns it off).

@@ -4,9 +4,11 @@
 // it costs one launch. Recorded work must not allocate device memory, copy from pageable host memory
 // or wait for the device; values that change between replays live in device memory that the host
 // rewrites before each replay (ops/positions.h).
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace sanctum {
 
@@ -39,6 +41,36 @@ class StepGraph {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// A StepGraph for one set of buffers, named by a key (the addresses and sizes the step bakes in, and
+// the device's allocation count: any allocation may have replaced a scratch buffer it uses).
+class KeyedStep {
+ public:
+  using Key = std::vector<uint64_t>;
+  // Runs the step `enqueue` queues. Under the key it was recorded over, replays the recording;
+  // otherwise (the set changed) launches the step directly once, which allocates whatever it needs,
+  // takes the key `key_after` fills after that run and records on the next call. Returns false where
+  // recording failed (the step then ran launched; last_error() says why): give recording up.
+  bool run(const Key& key, const std::function<void(Key&)>& key_after, const std::function<void()>& enqueue) {
+    if (key != key_) {
+      graph_.clear();
+      enqueue();
+      key_after(key_);
+      return true;
+    }
+    if (!graph_.recorded() && !graph_.record(enqueue)) {
+      enqueue();
+      return false;
+    }
+    graph_.replay();
+    return true;
+  }
+  const std::string& last_error() const { return graph_.last_error(); }
+
+ private:
+  StepGraph graph_;
+  Key key_;
 };
 
 }  // namespace sanctum
