@@ -511,8 +511,8 @@ class DecoderModel final : public Model {
       run_layers(h, BatchRows{{&one, 1}, {positions_, &position}, {}, {}}, logits_rows(0, 1, which));
     };
     recording_key(state, which, current_key_);
-    if (!step_graph_.run(
-            current_key_, [&](KeyedStep::Key& key) { recording_key(state, which, key); }, enqueue)) {
+    auto key_after = [&](KeyedStep::Key& key) { recording_key(state, which, key); };
+    if (!step_graph_.run(current_key_, key_after, enqueue)) {
       log::warn("decode step graphs disabled; launching kernels one by one", {{"reason", step_graph_.last_error()}});
       graphs_ = false;
     }
@@ -547,8 +547,8 @@ class DecoderModel final : public Model {
     if (batch_graphs_by_size_.empty()) batch_graphs_by_size_.resize(static_cast<size_t>(kMaxRecordedRows + 1));
     batch_key(current_key_);
     KeyedStep& step = batch_graphs_by_size_[static_cast<size_t>(n)];
-    if (!step.run(
-            current_key_, [&](KeyedStep::Key& key) { batch_key(key); }, enqueue)) {
+    auto key_after = [&](KeyedStep::Key& key) { batch_key(key); };
+    if (!step.run(current_key_, key_after, enqueue)) {
       log::warn("batched decode step graphs disabled; launching kernels one by one", {{"reason", step.last_error()}});
       batch_graphs_ = false;
       batch_graphs_by_size_.clear();
@@ -695,7 +695,8 @@ class DecoderModel final : public Model {
   static constexpr int64_t kMaxRecordedRows = 64;
   bool batch_graphs_ = false;
   std::vector<KeyedStep> batch_graphs_by_size_;  // made on first use
-  Tensor batch_step_;                            // i32 (2 kMaxRecordedRows) on the device: tokens, then positions at kMaxRecordedRows
+  // i32 (2 kMaxRecordedRows) on the device: tokens, then positions at kMaxRecordedRows.
+  Tensor batch_step_;
   std::vector<int32_t> batch_inputs_;
   std::vector<Tensor> sequence_positions_;
   // Picking on the GPU (CUDA only; tuning gpu_sampling=0 turns it off).
