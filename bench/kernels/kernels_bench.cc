@@ -193,10 +193,12 @@ int main(int argc, char** argv) {
   // same rate both ways means the kernel's instructions, not the weight reads, bound it.
   ops::set_matmul_precision(ops::MatmulPrecision::int8);
   for (bool hot : {false, true}) {
+    const int64_t n = 8, rows = 4864, cols = 896;
     double us;
-    matvec_gbps(4864, 896, gen, &us, hot, 8);
-    std::printf("[int8] q4g64 8 rows 896->4864 (gate/up), %s %8.1f us  %6.1f G MAC/s\n", hot ? "cache-hot" : "from memory", us,
-                8.0 * 4864 * 896 / us / 1e3);
+    matvec_gbps(rows, cols, gen, &us, hot, n);
+    std::printf("[int8] q4g64 %lld rows %lld->%lld (gate/up), %s %8.1f us  %6.1f G MAC/s\n", static_cast<long long>(n),
+                static_cast<long long>(cols), static_cast<long long>(rows), hot ? "cache-hot" : "from memory", us,
+                static_cast<double>(n * rows * cols) / us / 1e3);
   }
 
   // One decode step of Qwen2.5-0.5B: 24 x (q, k, v, o, gate, up, down) + lm_head, weights all distinct.
